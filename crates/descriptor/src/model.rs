@@ -1,0 +1,325 @@
+//! Typed view of an `aai.json` descriptor (`spec/aai-json.md`).
+//!
+//! Deserialize only after [`crate::parse`] checked the document against the published schema;
+//! that keeps every error message tied to a JSON pointer.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One application's descriptor.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Descriptor {
+    pub schema_version: String,
+    #[serde(rename = "appId")]
+    pub app_id: String,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Other names users call the app by; searched by `aai_apps`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
+    pub platforms: Platforms,
+}
+
+/// The automation sections, one per platform.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Platforms {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub macos: Option<Section<MacosSection, MacosTool>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<Section<WindowsSection, WindowsTool>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linux: Option<Section<LinuxSection, LinuxTool>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub android: Option<Section<AndroidSection, AndroidTool>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ios: Option<Section<IosSection, IosTool>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web: Option<Section<WebSection, WebTool>>,
+}
+
+/// The platforms a descriptor can describe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Platform {
+    Macos,
+    Windows,
+    Linux,
+    Android,
+    Ios,
+    Web,
+}
+
+impl Platform {
+    /// The desktop platform this binary was built for.
+    pub fn current() -> Self {
+        if cfg!(target_os = "macos") {
+            Self::Macos
+        } else if cfg!(windows) {
+            Self::Windows
+        } else {
+            Self::Linux
+        }
+    }
+
+    /// The key of this platform under `platforms`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Macos => "macos",
+            Self::Windows => "windows",
+            Self::Linux => "linux",
+            Self::Android => "android",
+            Self::Ios => "ios",
+            Self::Web => "web",
+        }
+    }
+
+    pub const ALL: [Platform; 6] = [
+        Self::Macos,
+        Self::Windows,
+        Self::Linux,
+        Self::Android,
+        Self::Ios,
+        Self::Web,
+    ];
+}
+
+/// A platform section: its automation kind, section fields `S` and tools with fields `T`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Section<S, T> {
+    pub automation: String,
+    #[serde(flatten)]
+    pub fields: S,
+    #[serde(default = "Vec::new")]
+    pub tools: Vec<Tool<T>>,
+}
+
+/// A tool: the fields every platform shares plus the platform's own `T`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Tool<T> {
+    #[serde(flatten)]
+    pub common: ToolCommon,
+    #[serde(flatten)]
+    pub fields: T,
+}
+
+/// Fields every tool has, whatever its platform.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolCommon {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments; `None` means the tool takes none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk: Option<Risk>,
+    #[serde(default, rename = "readOnly", skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Risk {
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct MacosSection {}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MacosTool {
+    pub script: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_parser: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WindowsSection {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progid: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WindowsTool {
+    pub script: Vec<ComStep>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_parser: Option<String>,
+}
+
+/// One step of a COM action list.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ComStep {
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub var: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub property: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<Value>>,
+}
+
+/// Which D-Bus bus a service lives on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bus {
+    #[default]
+    Session,
+    System,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LinuxSection {
+    pub service: String,
+    pub object: String,
+    pub interface: String,
+    #[serde(default)]
+    pub bus: Bus,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LinuxTool {
+    pub method: String,
+    /// Overrides the section's interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+    /// Overrides the section's object path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    /// The in-args in order: `"${param}"` takes an argument, anything else is fixed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<Value>>,
+    /// Signature of the in-args; introspected when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_parser: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AndroidSection {
+    pub package: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AndroidTool {
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extras: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_uri: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IosSection {
+    pub scheme: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IosTool {
+    pub url_template: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_group_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WebSection {
+    pub base_url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<WebAuth>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_headers: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WebAuth {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(flatten)]
+    pub fields: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WebTool {
+    pub endpoint: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_params: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_parser: Option<String>,
+}
+
+impl Descriptor {
+    /// The common view of the tools in `platform`'s section, if there is one.
+    pub fn tools(&self, platform: Platform) -> Option<Vec<&ToolCommon>> {
+        fn common<S, T>(section: &Option<Section<S, T>>) -> Option<Vec<&ToolCommon>> {
+            section
+                .as_ref()
+                .map(|s| s.tools.iter().map(|t| &t.common).collect())
+        }
+        let p = &self.platforms;
+        match platform {
+            Platform::Macos => common(&p.macos),
+            Platform::Windows => common(&p.windows),
+            Platform::Linux => common(&p.linux),
+            Platform::Android => common(&p.android),
+            Platform::Ios => common(&p.ios),
+            Platform::Web => common(&p.web),
+        }
+    }
+
+    /// One tool of `platform`'s section by name.
+    pub fn tool(&self, platform: Platform, name: &str) -> Option<&ToolCommon> {
+        self.tools(platform)?.into_iter().find(|t| t.name == name)
+    }
+
+    /// The automation kind of `platform`'s section (`dbus`, `applescript`, …).
+    pub fn automation(&self, platform: Platform) -> Option<&str> {
+        let p = &self.platforms;
+        let kind = match platform {
+            Platform::Macos => &p.macos.as_ref()?.automation,
+            Platform::Windows => &p.windows.as_ref()?.automation,
+            Platform::Linux => &p.linux.as_ref()?.automation,
+            Platform::Android => &p.android.as_ref()?.automation,
+            Platform::Ios => &p.ios.as_ref()?.automation,
+            Platform::Web => &p.web.as_ref()?.automation,
+        };
+        Some(kind)
+    }
+
+    /// The descriptor as an agent should read it for `platform`: the common fields and that
+    /// platform's section only.
+    pub fn for_platform(&self, platform: Platform) -> Value {
+        let mut doc = serde_json::to_value(self).unwrap_or(Value::Null);
+        if let Some(platforms) = doc.get_mut("platforms").and_then(Value::as_object_mut) {
+            platforms.retain(|key, _| key == platform.key());
+        }
+        doc
+    }
+}

@@ -1,0 +1,400 @@
+//! Parsing and validating descriptors: JSON syntax, the published schema, then the checks a
+//! schema cannot express. Every problem carries a JSON pointer.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use serde_json::{Map, Value};
+
+use crate::error::{LoadError, Problem};
+use crate::model::{Descriptor, Platform};
+use crate::template::{escape_pointer, placeholders_in_value};
+
+/// The published JSON Schema of `aai.json` (`schemas/aai.schema.json`).
+pub const SCHEMA_JSON: &str = include_str!("../../../schemas/aai.schema.json");
+
+/// At most this many problems are reported for one file; the rest are summarised.
+const MAX_PROBLEMS: usize = 20;
+
+static SCHEMA: LazyLock<Result<jsonschema::Validator, String>> = LazyLock::new(|| {
+    let schema: Value = serde_json::from_str(SCHEMA_JSON).map_err(|e| e.to_string())?;
+    jsonschema::draft7::new(&schema).map_err(|e| e.to_string())
+});
+
+/// Parses and validates one descriptor. `source_name` names the file (or URL) in messages.
+///
+/// # Errors
+/// A [`LoadError`] listing every problem found, each with its JSON pointer.
+pub fn parse(source_name: &str, bytes: &[u8]) -> Result<Descriptor, LoadError> {
+    let fail = |problems: Vec<Problem>| LoadError {
+        source_name: source_name.to_owned(),
+        problems,
+    };
+    let mut doc: Value = serde_json::from_slice(bytes).map_err(|e| {
+        fail(vec![Problem::new(
+            "",
+            format!(
+                "not valid JSON at line {} column {}: {e}",
+                e.line(),
+                e.column()
+            ),
+        )])
+    })?;
+    let mut problems = normalize_aliases(&mut doc);
+    problems.extend(schema_problems(&doc));
+    if !problems.is_empty() {
+        return Err(fail(cap(problems)));
+    }
+    let descriptor: Descriptor = serde_json::from_value(doc.clone())
+        .map_err(|e| fail(vec![Problem::new("", e.to_string())]))?;
+    let problems = semantic_problems(&descriptor, &doc);
+    if problems.is_empty() {
+        Ok(descriptor)
+    } else {
+        Err(fail(cap(problems)))
+    }
+}
+
+fn cap(mut problems: Vec<Problem>) -> Vec<Problem> {
+    if problems.len() > MAX_PROBLEMS {
+        let more = problems.len() - MAX_PROBLEMS;
+        problems.truncate(MAX_PROBLEMS);
+        problems.push(Problem::new("", format!("… and {more} more problems")));
+    }
+    problems
+}
+
+/// Renames the older `skills` key to `tools` in every platform section.
+fn normalize_aliases(doc: &mut Value) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let Some(platforms) = doc.get_mut("platforms").and_then(Value::as_object_mut) else {
+        return problems;
+    };
+    for (key, section) in platforms.iter_mut() {
+        let Some(section) = section.as_object_mut() else {
+            continue;
+        };
+        if let Some(skills) = section.remove("skills") {
+            if section.contains_key("tools") {
+                problems.push(Problem::new(
+                    format!("/platforms/{}/skills", escape_pointer(key)),
+                    "both `tools` and its older name `skills` are present; keep only `tools`",
+                ));
+            } else {
+                section.insert("tools".to_owned(), skills);
+            }
+        }
+    }
+    problems
+}
+
+fn schema_problems(doc: &Value) -> Vec<Problem> {
+    let validator = match &*SCHEMA {
+        Ok(validator) => validator,
+        Err(error) => {
+            return vec![Problem::new(
+                "",
+                format!("the built-in schema does not compile: {error}"),
+            )];
+        }
+    };
+    validator
+        .iter_errors(doc)
+        .map(|error| Problem::new(error.instance_path().to_string(), error.to_string()))
+        .collect()
+}
+
+/// Whether `app_id` is a reverse-DNS style id: dot-separated labels of letters, digits, `_`
+/// and `-`, at least two labels, the first starting with a letter.
+pub fn is_valid_app_id(app_id: &str) -> bool {
+    let mut labels = app_id.split('.');
+    let first_ok = labels
+        .next()
+        .and_then(|l| l.chars().next())
+        .is_some_and(|c| c.is_ascii_alphabetic());
+    first_ok
+        && app_id.len() <= 255
+        && app_id.contains('.')
+        && app_id.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        })
+}
+
+fn semantic_problems(descriptor: &Descriptor, doc: &Value) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if !is_valid_app_id(&descriptor.app_id) {
+        problems.push(Problem::new(
+            "/appId",
+            format!(
+                "{:?} is not a valid appId: use reverse-DNS labels of letters, digits, `_` and `-` separated by dots, e.g. \"com.example.mail\"",
+                descriptor.app_id
+            ),
+        ));
+    }
+    for platform in Platform::ALL {
+        let Some(section) = doc.pointer(&format!("/platforms/{}", platform.key())) else {
+            continue;
+        };
+        let base = format!("/platforms/{}", platform.key());
+        let tools = section
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice);
+        match tools {
+            None => problems.push(Problem::new(
+                base.clone(),
+                "the section has no `tools` list",
+            )),
+            Some(tools) => check_tools(&base, tools, &mut problems),
+        }
+    }
+    problems
+}
+
+fn check_tools(base: &str, tools: &[Value], problems: &mut Vec<Problem>) {
+    let mut seen = HashSet::new();
+    for (index, tool) in tools.iter().enumerate() {
+        let pointer = format!("{base}/tools/{index}");
+        let Some(tool) = tool.as_object() else {
+            continue;
+        };
+        let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+        if !seen.insert(name) {
+            problems.push(Problem::new(
+                format!("{pointer}/name"),
+                format!("duplicate tool name {name:?} in this section"),
+            ));
+        }
+        let declared = match tool.get("parameters") {
+            Some(parameters) => {
+                check_parameters(&format!("{pointer}/parameters"), parameters, problems)
+            }
+            None => HashSet::new(),
+        };
+        check_placeholders(&pointer, tool, &declared, problems);
+    }
+}
+
+/// Checks a tool's `parameters` is a valid JSON Schema of an object; returns its property names.
+fn check_parameters(
+    pointer: &str,
+    parameters: &Value,
+    problems: &mut Vec<Problem>,
+) -> HashSet<String> {
+    if let Err(error) = jsonschema::meta::validate(parameters) {
+        problems.push(Problem::new(
+            format!("{pointer}{}", error.instance_path()),
+            format!("not a valid JSON Schema: {error}"),
+        ));
+    } else if let Err(error) = jsonschema::validator_for(parameters) {
+        problems.push(Problem::new(
+            pointer,
+            format!("the JSON Schema does not compile: {error}"),
+        ));
+    }
+    match parameters.get("type") {
+        None => {}
+        Some(Value::String(kind)) if kind == "object" => {}
+        Some(other) => problems.push(Problem::new(
+            format!("{pointer}/type"),
+            format!("parameters must describe an object (\"type\": \"object\"), found {other}"),
+        )),
+    }
+    parameters
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|props| props.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+fn check_placeholders(
+    pointer: &str,
+    tool: &Map<String, Value>,
+    declared: &HashSet<String>,
+    problems: &mut Vec<Problem>,
+) {
+    let mut found = Vec::new();
+    for (key, value) in tool {
+        if matches!(key.as_str(), "name" | "description" | "parameters") {
+            continue;
+        }
+        placeholders_in_value(
+            value,
+            &format!("{pointer}/{}", escape_pointer(key)),
+            &mut found,
+        );
+    }
+    for (at, name) in found {
+        if !declared.contains(name) {
+            let hint = if declared.is_empty() {
+                "the tool declares no parameters".to_owned()
+            } else {
+                let mut names: Vec<&str> = declared.iter().map(String::as_str).collect();
+                names.sort_unstable();
+                format!("declared: {}", names.join(", "))
+            };
+            problems.push(Problem::new(
+                at,
+                format!("placeholder ${{{name}}} does not name a parameter of this tool ({hint})"),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn linux_doc(tool: Value) -> Value {
+        json!({
+            "schema_version": "1.0",
+            "appId": "org.example.app",
+            "name": "Example",
+            "description": "An example",
+            "platforms": {"linux": {
+                "automation": "dbus", "service": "org.example.App",
+                "object": "/org/example/App", "interface": "org.example.App",
+                "tools": [tool]
+            }}
+        })
+    }
+
+    fn problems(doc: &Value) -> Vec<Problem> {
+        parse("t/aai.json", doc.to_string().as_bytes())
+            .expect_err("should be rejected")
+            .problems
+    }
+
+    #[test]
+    fn the_builtin_schema_compiles() {
+        assert!(SCHEMA.is_ok(), "{:?}", SCHEMA.as_ref().err());
+    }
+
+    #[test]
+    fn accepts_a_valid_descriptor() {
+        let doc = linux_doc(
+            json!({"name": "echo", "description": "Echo", "method": "Echo",
+            "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
+            "args": ["${text}"]}),
+        );
+        let descriptor = parse("t", doc.to_string().as_bytes()).expect("valid");
+        assert_eq!(descriptor.tools(Platform::Linux).map(|t| t.len()), Some(1));
+    }
+
+    #[test]
+    fn skills_is_an_alias_of_tools() {
+        let mut doc = linux_doc(json!({"name": "a", "description": "A", "method": "A"}));
+        let section = doc
+            .pointer_mut("/platforms/linux")
+            .and_then(Value::as_object_mut)
+            .expect("section");
+        let tools = section.remove("tools").expect("tools");
+        section.insert("skills".into(), tools);
+        let descriptor = parse("t", doc.to_string().as_bytes()).expect("valid");
+        assert_eq!(
+            descriptor
+                .tool(Platform::Linux, "a")
+                .map(|t| t.name.as_str()),
+            Some("a")
+        );
+    }
+
+    #[test]
+    fn syntax_errors_say_where() {
+        let error = parse("bad/aai.json", b"{\"appId\": ").expect_err("invalid");
+        let text = error.to_string();
+        assert!(
+            text.starts_with("bad/aai.json: (document): not valid JSON at line 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn schema_errors_carry_pointers() {
+        let doc = linux_doc(json!({"name": "a", "description": "A"}));
+        let found = problems(&doc);
+        assert_eq!(found[0].pointer, "/platforms/linux/tools/0");
+        assert!(found[0].message.contains("method"), "{found:?}");
+    }
+
+    #[test]
+    fn rejects_bad_app_ids() {
+        let mut doc = linux_doc(json!({"name": "a", "description": "A", "method": "A"}));
+        doc["appId"] = json!("no dots here");
+        let found = problems(&doc);
+        assert_eq!(found[0].pointer, "/appId");
+        for good in ["com.apple.mail", "org.mpris.MediaPlayer2.vlc", "a.b-c_d"] {
+            assert!(is_valid_app_id(good), "{good}");
+        }
+        for bad in ["mail", ".com.x", "com..x", "1com.x", "com.x/y", "com.x:y"] {
+            assert!(!is_valid_app_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn rejects_duplicate_tool_names() {
+        let mut doc = linux_doc(json!({"name": "a", "description": "A", "method": "A"}));
+        doc["platforms"]["linux"]["tools"]
+            .as_array_mut()
+            .expect("tools")
+            .push(json!({"name": "a", "description": "again", "method": "B"}));
+        let found = problems(&doc);
+        assert_eq!(found[0].pointer, "/platforms/linux/tools/1/name");
+        assert!(found[0].message.contains("duplicate"));
+    }
+
+    #[test]
+    fn rejects_undeclared_placeholders() {
+        let doc = linux_doc(json!({"name": "a", "description": "A", "method": "A",
+            "parameters": {"type": "object", "properties": {"x": {"type": "string"}}},
+            "args": ["${x}", "${y}"]}));
+        let found = problems(&doc);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].pointer, "/platforms/linux/tools/0/args/1");
+        assert!(found[0].message.contains("${y}") && found[0].message.contains("declared: x"));
+    }
+
+    #[test]
+    fn rejects_invalid_parameter_schemas() {
+        let doc = linux_doc(json!({"name": "a", "description": "A", "method": "A",
+            "parameters": {"type": "object", "properties": {"x": {"type": "strin"}}}}));
+        let found = problems(&doc);
+        assert!(
+            found[0]
+                .pointer
+                .starts_with("/platforms/linux/tools/0/parameters"),
+            "{found:?}"
+        );
+        assert!(found[0].message.contains("not a valid JSON Schema"));
+        let doc = linux_doc(json!({"name": "a", "description": "A", "method": "A",
+            "parameters": {"type": "array"}}));
+        assert_eq!(
+            problems(&doc)[0].pointer,
+            "/platforms/linux/tools/0/parameters/type"
+        );
+    }
+
+    #[test]
+    fn parses_every_platform_of_the_spec_example() {
+        let doc = include_str!("../tests/fixtures/spec-mail.json");
+        let descriptor = parse("spec", doc.as_bytes()).expect("the spec's example is valid");
+        for platform in [
+            Platform::Macos,
+            Platform::Windows,
+            Platform::Linux,
+            Platform::Android,
+            Platform::Ios,
+        ] {
+            let tools = descriptor.tools(platform).expect("section");
+            assert_eq!(tools[0].name, "send_email", "{platform:?}");
+        }
+        let linux = descriptor.platforms.linux.as_ref().expect("linux");
+        assert_eq!(linux.fields.service, "org.example.Mail");
+        let windows = descriptor.platforms.windows.as_ref().expect("windows");
+        assert_eq!(windows.tools[0].fields.script.len(), 7);
+    }
+}
