@@ -1,0 +1,246 @@
+//! The D-Bus executor against a private dbus-daemon and the test service.
+
+use std::time::Duration;
+
+use aai_descriptor::{Descriptor, ErrorKind, Platform};
+use aai_executor::{Executors, Invocation};
+use aai_test_support::{
+    ACTIVATABLE_SERVICE, FORBIDDEN_SERVICE, TEST_SERVICE, TestBus, full_test_descriptor,
+};
+use serde_json::{Value, json};
+
+fn descriptor(service: &str) -> Descriptor {
+    let doc = full_test_descriptor("org.aai.test", service);
+    aai_descriptor::parse("test", doc.to_string().as_bytes()).expect("valid descriptor")
+}
+
+async fn call(
+    executors: &Executors,
+    descriptor: &Descriptor,
+    tool: &str,
+    args: Value,
+) -> Result<Value, aai_descriptor::AaiError> {
+    let args = args.as_object().cloned().unwrap_or_default();
+    let invocation = Invocation::new(descriptor, tool, &args, Duration::from_secs(5));
+    executors.call(Platform::Linux, invocation).await
+}
+
+fn running() -> (TestBus, Executors, Descriptor) {
+    let mut bus = TestBus::start();
+    bus.spawn_service(TEST_SERVICE);
+    let executors = Executors::with_session_bus(bus.address());
+    (bus, executors, descriptor(TEST_SERVICE))
+}
+
+#[tokio::test]
+async fn basic_types_by_introspected_names() {
+    let (_bus, executors, d) = running();
+    assert_eq!(
+        call(&executors, &d, "echo", json!({"text": "héllo \" & $(rm)"})).await,
+        Ok(json!("héllo \" & $(rm)"))
+    );
+    assert_eq!(
+        call(&executors, &d, "add", json!({"b": 2, "a": 40})).await,
+        Ok(json!(42))
+    );
+    assert_eq!(
+        call(
+            &executors,
+            &d,
+            "sum",
+            json!({"values": [1, 2, 3, 2147483647]})
+        )
+        .await,
+        Ok(json!(2147483653_i64))
+    );
+}
+
+#[tokio::test]
+async fn containers_dicts_structs_and_variants() {
+    let (_bus, executors, d) = running();
+    let out = call(
+        &executors,
+        &d,
+        "describe",
+        json!({"info": {"name": "x", "n": 3, "tags": ["a", "b"], "nested": {"k": true}}}),
+    )
+    .await;
+    assert_eq!(
+        out,
+        Ok(json!({"name": "x", "n": 3, "tags": ["a", "b"], "nested": {"k": true}, "count": 4}))
+    );
+    assert_eq!(
+        call(&executors, &d, "swap", json!({"pair": ["seven", 7]})).await,
+        Ok(json!([7, "seven"]))
+    );
+    assert_eq!(
+        call(
+            &executors,
+            &d,
+            "variant",
+            json!({"value": {"$signature": "y", "value": 3}})
+        )
+        .await,
+        Ok(json!("y"))
+    );
+    assert_eq!(
+        call(&executors, &d, "variant", json!({"value": ["a"]})).await,
+        Ok(json!("as"))
+    );
+}
+
+#[tokio::test]
+async fn fixed_args_and_explicit_signature() {
+    let (_bus, executors, d) = running();
+    assert_eq!(
+        call(&executors, &d, "fixed_add", json!({"x": 2})).await,
+        Ok(json!(42))
+    );
+}
+
+#[tokio::test]
+async fn output_parsers() {
+    let (_bus, executors, d) = running();
+    assert_eq!(
+        call(&executors, &d, "json", json!({})).await,
+        Ok(json!({"ok": true, "items": [1, 2]}))
+    );
+    let error = call(&executors, &d, "not_json", json!({}))
+        .await
+        .expect_err("not JSON");
+    assert_eq!(error.kind, ErrorKind::AutomationFailed);
+    assert!(error.message.contains("not JSON"), "{}", error.message);
+}
+
+#[tokio::test]
+async fn error_mapping() {
+    let (_bus, executors, d) = running();
+    let error = call(&executors, &d, "fail", json!({}))
+        .await
+        .expect_err("fails");
+    assert_eq!(error.kind, ErrorKind::AutomationFailed);
+    assert!(
+        error.message.contains("org.freedesktop.DBus.Error.Failed")
+            && error.message.contains("on purpose"),
+        "{}",
+        error.message
+    );
+    assert_eq!(
+        error.detail.as_ref().and_then(|d| d.get("dbus_error")),
+        Some(&json!("org.freedesktop.DBus.Error.Failed"))
+    );
+
+    let error = call(&executors, &d, "deny", json!({}))
+        .await
+        .expect_err("denied");
+    assert_eq!(error.kind, ErrorKind::PermissionDenied, "{}", error.message);
+
+    let error = call(&executors, &d, "echo", json!({"text": 5}))
+        .await
+        .expect_err("wrong type");
+    assert_eq!(error.kind, ErrorKind::InvalidParams);
+    assert!(
+        error.message.contains("expected a string"),
+        "{}",
+        error.message
+    );
+}
+
+#[tokio::test]
+async fn timeouts() {
+    let (_bus, executors, d) = running();
+    let args = json!({"millis": 3000});
+    let args = args.as_object().cloned().unwrap_or_default();
+    let invocation = Invocation::new(&d, "slow", &args, Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let error = executors
+        .call(Platform::Linux, invocation)
+        .await
+        .expect_err("times out");
+    assert_eq!(error.kind, ErrorKind::Timeout);
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // The connection is still good afterwards.
+    assert_eq!(
+        call(&executors, &d, "echo", json!({"text": "after"})).await,
+        Ok(json!("after"))
+    );
+}
+
+#[tokio::test]
+async fn not_running_activation_and_policy() {
+    let mut bus = TestBus::start();
+    bus.spawn_service(FORBIDDEN_SERVICE);
+    let executors = Executors::with_session_bus(bus.address());
+
+    let error = call(
+        &executors,
+        &descriptor("org.aai.Nobody"),
+        "echo",
+        json!({"text": "x"}),
+    )
+    .await
+    .expect_err("absent");
+    assert_eq!(error.kind, ErrorKind::AppNotRunning, "{}", error.message);
+
+    // Not running, but the bus knows how to start it.
+    assert_eq!(
+        call(
+            &executors,
+            &descriptor(ACTIVATABLE_SERVICE),
+            "echo",
+            json!({"text": "woke"})
+        )
+        .await,
+        Ok(json!("woke"))
+    );
+
+    let error = call(
+        &executors,
+        &descriptor(FORBIDDEN_SERVICE),
+        "echo",
+        json!({"text": "x"}),
+    )
+    .await
+    .expect_err("policy");
+    assert_eq!(error.kind, ErrorKind::PermissionDenied, "{}", error.message);
+}
+
+#[tokio::test]
+async fn the_bus_itself_as_a_third_party_service() {
+    let bus = TestBus::start();
+    let executors = Executors::with_session_bus(bus.address());
+    let doc = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/apps/org.freedesktop.DBus/aai.json"
+    ))
+    .expect("shipped descriptor");
+    let d = aai_descriptor::parse("org.freedesktop.DBus", &doc).expect("valid");
+    let names = call(&executors, &d, "list_names", json!({}))
+        .await
+        .expect("ListNames");
+    assert!(
+        names
+            .as_array()
+            .is_some_and(|n| n.contains(&json!("org.freedesktop.DBus"))),
+        "{names}"
+    );
+    assert_eq!(
+        call(
+            &executors,
+            &d,
+            "name_has_owner",
+            json!({"name": "org.aai.Nobody"})
+        )
+        .await,
+        Ok(json!(false))
+    );
+    let activatable = call(&executors, &d, "list_activatable_names", json!({}))
+        .await
+        .expect("activatable");
+    assert!(
+        activatable
+            .as_array()
+            .is_some_and(|n| n.contains(&json!(ACTIVATABLE_SERVICE))),
+        "{activatable}"
+    );
+}
