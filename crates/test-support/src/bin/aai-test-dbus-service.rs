@@ -93,13 +93,28 @@ async fn main() -> zbus::Result<()> {
         .build()
         .await?;
     println!("ready");
-    // Exit once the bus is gone, so activated copies never outlive a test's bus.
-    let dbus = zbus::fdo::DBusProxy::new(&connection).await?;
-    loop {
+    // Exit once the bus is gone (or after a lifetime cap), so activated copies never outlive
+    // a test's bus.
+    let cap = std::env::var("AAI_TEST_SERVICE_MAX_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(cap);
+    while tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let alive = tokio::time::timeout(Duration::from_secs(1), dbus.get_id()).await;
-        if !matches!(alive, Ok(Ok(_))) {
-            return Ok(());
+        let ping = connection.call_method(
+            Some("org.freedesktop.DBus"),
+            "/org/freedesktop/DBus",
+            Some("org.freedesktop.DBus"),
+            "GetId",
+            &(),
+        );
+        if !matches!(
+            tokio::time::timeout(Duration::from_secs(1), ping).await,
+            Ok(Ok(_))
+        ) {
+            break;
         }
     }
+    Ok(())
 }
