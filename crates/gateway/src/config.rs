@@ -1,0 +1,150 @@
+//! Gateway configuration: `AAI_HOME` and `AAI_HOME/config.json`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// How apps appear in `tools/list`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exposure {
+    /// One `app_<slug>` tool per app plus `aai_exec`.
+    #[default]
+    Full,
+    /// A fixed list: `aai_apps`, `aai_guide`, `aai_exec`, whatever the number of apps.
+    Compact,
+}
+
+/// The contents of `config.json`; every field is optional.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Extra places to look for descriptors: a directory of `<appId>/aai.json`, a directory
+    /// holding `aai.json`, or an `aai.json` file.
+    pub paths: Vec<PathBuf>,
+    pub exposure: Exposure,
+    /// Timeout of a tool call whose descriptor sets none.
+    pub timeout_seconds: u64,
+    /// Results longer than this many characters are cut, with a note.
+    pub max_result_chars: usize,
+    /// Requests larger than this many bytes are refused with a JSON-RPC error.
+    pub max_request_bytes: usize,
+    /// How long `tools/list` waits for discovery before answering with what it has.
+    pub scan_budget_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            paths: Vec::new(),
+            exposure: Exposure::Full,
+            timeout_seconds: 30,
+            // About 20k tokens: under the 25k-token limit clients put on one result.
+            max_result_chars: 80_000,
+            scan_budget_ms: 1_000,
+            max_request_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+impl Config {
+    pub fn default_timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout_seconds.max(1))
+    }
+
+    pub fn scan_budget(&self) -> Duration {
+        Duration::from_millis(self.scan_budget_ms)
+    }
+
+    /// Reads `config.json` under `home`. A missing file is the default config; a broken one
+    /// is reported and the default is used, so a typo never stops the gateway.
+    pub fn load(home: &Path) -> (Self, Option<String>) {
+        let path = home.join("config.json");
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return (Self::default(), None);
+            }
+            Err(error) => {
+                return (
+                    Self::default(),
+                    Some(format!("{}: cannot read: {error}", path.display())),
+                );
+            }
+        };
+        match serde_json::from_slice::<Self>(&bytes) {
+            Ok(mut config) => {
+                for entry in &mut config.paths {
+                    *entry = expand_home(entry);
+                }
+                (config, None)
+            }
+            Err(error) => (
+                Self::default(),
+                Some(format!(
+                    "{}: {error}; using the default configuration",
+                    path.display()
+                )),
+            ),
+        }
+    }
+}
+
+/// The gateway's home: `AAI_HOME`, else `~/.aai`.
+pub fn aai_home() -> PathBuf {
+    if let Some(home) = std::env::var_os("AAI_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(home);
+    }
+    user_home().join(".aai")
+}
+
+pub fn user_home() -> PathBuf {
+    std::env::var_os("HOME")
+        .or_else(|| std::env::var_os("USERPROFILE"))
+        .map_or_else(|| PathBuf::from("."), PathBuf::from)
+}
+
+fn expand_home(path: &Path) -> PathBuf {
+    match path.strip_prefix("~") {
+        Ok(rest) => user_home().join(rest),
+        Err(_) => path.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_and_broken_configs_fall_back_to_defaults() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (config, problem) = Config::load(dir.path());
+        assert!(problem.is_none());
+        assert_eq!(config.exposure, Exposure::Full);
+        std::fs::write(
+            dir.path().join("config.json"),
+            r#"{"exposure": "compactt"}"#,
+        )
+        .expect("write");
+        let (config, problem) = Config::load(dir.path());
+        assert_eq!(config.exposure, Exposure::Full);
+        assert!(problem.is_some_and(|p| p.contains("config.json") && p.contains("compactt")));
+    }
+
+    #[test]
+    fn reads_every_field() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(
+            dir.path().join("config.json"),
+            r#"{"paths": ["/opt/aai"], "exposure": "compact", "timeout_seconds": 5, "max_result_chars": 100, "scan_budget_ms": 10}"#,
+        )
+        .expect("write");
+        let (config, problem) = Config::load(dir.path());
+        assert!(problem.is_none(), "{problem:?}");
+        assert_eq!(config.paths, vec![PathBuf::from("/opt/aai")]);
+        assert_eq!(config.exposure, Exposure::Compact);
+        assert_eq!(config.default_timeout(), Duration::from_secs(5));
+        assert_eq!(config.max_result_chars, 100);
+    }
+}

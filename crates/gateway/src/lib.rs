@@ -1,0 +1,51 @@
+//! The aai-gateway server: discovery, registry, call pipeline and the MCP surface.
+//!
+//! The binary (`main.rs`) parses the command line and wires these together; this library
+//! exists so benchmarks and tests can drive the same code. It does not parse arguments,
+//! install a log subscriber or print.
+
+pub mod config;
+pub mod discovery;
+pub mod live;
+pub mod pipeline;
+pub mod registry;
+pub mod server;
+pub mod transport;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aai_descriptor::Platform;
+use aai_executor::Executors;
+
+use crate::discovery::{ParseCache, ScanOptions};
+use crate::registry::Registry;
+
+/// Scans once, synchronously, and returns the complete registry (for the CLI and benchmarks).
+pub fn scan_once(options: &ScanOptions, platform: Platform) -> Registry {
+    let mut found = Vec::new();
+    discovery::scan(
+        options,
+        &ParseCache::default(),
+        Duration::from_secs(3600),
+        |batch, _| {
+            found.extend(batch);
+        },
+    );
+    Registry::build(&found, platform, true)
+}
+
+/// A gateway over a fixed registry, with no discovery thread (for the CLI and benchmarks).
+pub fn fixed_gateway(
+    registry: Registry,
+    config: config::Config,
+    executors: Executors,
+) -> Arc<pipeline::Gateway> {
+    let (_tx, rx) = tokio::sync::watch::channel(Arc::new(registry));
+    Arc::new(pipeline::Gateway {
+        registry: rx,
+        executors,
+        config,
+        platform: Platform::current(),
+    })
+}

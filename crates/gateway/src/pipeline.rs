@@ -1,0 +1,247 @@
+//! The call pipeline: resolve app and tool → check arguments → execute → shape the result.
+//!
+//! Every way of calling a tool (MCP `aai_exec`, the spec's aliases, the `call` CLI) goes
+//! through [`Gateway::exec`], so they all validate and fail the same way.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aai_descriptor::{AaiError, ErrorKind, Platform, ToolCommon, guide};
+use aai_executor::{Executors, Invocation};
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::registry::{App, Registry};
+
+/// Shared state of one gateway process.
+pub struct Gateway {
+    pub registry: watch::Receiver<Arc<Registry>>,
+    pub executors: Executors,
+    pub config: Config,
+    pub platform: Platform,
+}
+
+impl Gateway {
+    /// The current snapshot; while the first scan runs, waits for it at most the scan budget.
+    pub async fn registry(&self) -> Arc<Registry> {
+        let mut rx = self.registry.clone();
+        let wait = rx.wait_for(|registry| registry.complete);
+        match tokio::time::timeout(self.config.scan_budget(), wait).await {
+            Ok(Ok(registry)) => registry.clone(),
+            _ => self.registry.borrow().clone(),
+        }
+    }
+
+    /// The guide of an app, by appId, `app_<slug>` or `app:<appId>`.
+    ///
+    /// # Errors
+    /// `APP_NOT_FOUND` with suggestions.
+    pub fn guide(&self, registry: &Registry, app: &str) -> Result<String, AaiError> {
+        let app = find_app(registry, app)?;
+        let tools = app.descriptor.tools(self.platform).unwrap_or_default();
+        Ok(guide::guide(&app.descriptor, &tools))
+    }
+
+    /// Runs `tool` of `app` with `args`.
+    ///
+    /// # Errors
+    /// `APP_NOT_FOUND`, `TOOL_NOT_FOUND`, `INVALID_PARAMS`, or the executor's error.
+    pub async fn exec(&self, app: &str, tool: &str, args: &Value) -> Result<Value, AaiError> {
+        let registry = self.registry().await;
+        let app = find_app(&registry, app)?;
+        let spec = find_tool(app, tool, self.platform)?;
+        let args = check_args(app, spec, args)?;
+        let timeout = spec
+            .timeout
+            .map_or_else(|| self.config.default_timeout(), Duration::from_secs);
+        let invocation = Invocation::new(&app.descriptor, &spec.name, &args, timeout);
+        self.executors.call(self.platform, invocation).await
+    }
+}
+
+/// Looks an app up, or says which apps exist.
+pub fn find_app<'r>(registry: &'r Registry, name: &str) -> Result<&'r Arc<App>, AaiError> {
+    registry.find(name).ok_or_else(|| {
+        let near = registry.suggestions(name, 8);
+        let hint = if registry.apps.is_empty() {
+            "No apps are installed: put descriptors in ~/.aai/<appId>/aai.json (or AAI_HOME)."
+                .to_owned()
+        } else {
+            format!(
+                "Installed apps include: {}. Call aai_apps to search.",
+                near.join(", ")
+            )
+        };
+        AaiError::new(ErrorKind::AppNotFound, format!("No app {name:?}. {hint}"))
+            .with_detail(json!({"app": name, "suggestions": near}))
+    })
+}
+
+fn find_tool<'a>(app: &'a App, tool: &str, platform: Platform) -> Result<&'a ToolCommon, AaiError> {
+    app.descriptor.tool(platform, tool).ok_or_else(|| {
+        let names: Vec<&str> = app
+            .descriptor
+            .tools(platform)
+            .unwrap_or_default()
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        AaiError::new(
+            ErrorKind::ToolNotFound,
+            format!(
+                "{} has no tool {tool:?}. Its tools: {}. Call {} for the guide.",
+                app.id(),
+                names.join(", "),
+                app.slug
+            ),
+        )
+        .with_detail(json!({"app": app.id(), "tool": tool, "tools": names}))
+    })
+}
+
+/// Checks `args` against the tool's `parameters`; INVALID_PARAMS names each failing field.
+fn check_args(app: &App, tool: &ToolCommon, args: &Value) -> Result<Map<String, Value>, AaiError> {
+    let args = match args {
+        Value::Null => Map::new(),
+        Value::Object(map) => map.clone(),
+        other => {
+            return Err(AaiError::new(
+                ErrorKind::InvalidParams,
+                format!(
+                    "args of {}.{} must be an object of named arguments, got {}",
+                    app.id(),
+                    tool.name,
+                    kind_of(other)
+                ),
+            )
+            .with_detail(json!({"field": "args"})));
+        }
+    };
+    let Some(validator) = app.validator(&tool.name, tool.parameters.as_ref()) else {
+        return Ok(args);
+    };
+    let instance = Value::Object(args);
+    let errors: Vec<(String, String)> = validator
+        .iter_errors(&instance)
+        .take(10)
+        .map(|error| {
+            let mut field = error
+                .instance_path()
+                .as_str()
+                .trim_start_matches('/')
+                .replace('/', ".");
+            if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind() {
+                let name = property
+                    .as_str()
+                    .map_or_else(|| property.to_string(), str::to_owned);
+                field = if field.is_empty() {
+                    name
+                } else {
+                    format!("{field}.{name}")
+                };
+            }
+            let mut message = error.to_string();
+            if message.len() > 300 {
+                message = format!("{}…", guide::shorten(&message, 300));
+            }
+            (field, message)
+        })
+        .collect();
+    let Value::Object(args) = instance else {
+        return Ok(Map::new());
+    };
+    if errors.is_empty() {
+        return Ok(args);
+    }
+    let listed: Vec<String> = errors.iter().map(|(f, m)| format!("`{f}`: {m}")).collect();
+    Err(AaiError::new(
+        ErrorKind::InvalidParams,
+        format!(
+            "Invalid arguments for {}.{}: {}. Call {} for its parameters.",
+            app.id(),
+            tool.name,
+            listed.join("; "),
+            app.slug
+        ),
+    )
+    .with_detail(json!({
+        "field": errors[0].0,
+        "errors": errors.iter().map(|(f, m)| json!({"field": f, "message": m})).collect::<Vec<_>>(),
+    })))
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A tool's output as the agent receives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub text: String,
+    /// The JSON output when it is an object and was not cut.
+    pub structured: Option<Value>,
+    pub cut: bool,
+}
+
+/// Renders output as text, cutting it at `max_chars` with a note that says how much was cut.
+pub fn render(output: &Value, max_chars: usize) -> Rendered {
+    let text = match output {
+        Value::String(text) => text.clone(),
+        Value::Null => "done (no output)".to_owned(),
+        other => other.to_string(),
+    };
+    let total = text.chars().count();
+    if total <= max_chars {
+        let structured = output.is_object().then(|| output.clone());
+        return Rendered {
+            text,
+            structured,
+            cut: false,
+        };
+    }
+    let kept: String = text.chars().take(max_chars).collect();
+    let note = format!(
+        "\n[aai-gateway: output cut to {max_chars} of {total} characters ({} not shown). Ask for less: narrow the query or use the tool's limit/filter arguments.]",
+        total - max_chars
+    );
+    Rendered {
+        text: kept + &note,
+        structured: None,
+        cut: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_outputs_pass_whole() {
+        let out = render(&json!({"a": 1}), 100);
+        assert_eq!(out.text, r#"{"a":1}"#);
+        assert_eq!(out.structured, Some(json!({"a": 1})));
+        assert_eq!(render(&json!("plain"), 100).text, "plain");
+    }
+
+    #[test]
+    fn big_outputs_are_cut_with_a_note() {
+        let out = render(&json!("é".repeat(1000)), 100);
+        assert!(out.cut);
+        assert!(out.text.starts_with(&"é".repeat(100)));
+        assert!(
+            out.text
+                .contains("cut to 100 of 1000 characters (900 not shown)"),
+            "{}",
+            out.text
+        );
+        assert_eq!(out.structured, None);
+    }
+}

@@ -1,0 +1,234 @@
+//! The set of apps the gateway offers: an immutable snapshot, swapped whole on re-discovery.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use aai_descriptor::{Descriptor, LoadError, Platform, guide, naming};
+use serde_json::Value;
+
+use crate::discovery::Found;
+
+/// One offered app.
+#[derive(Debug)]
+pub struct App {
+    pub descriptor: Arc<Descriptor>,
+    pub source: PathBuf,
+    /// Its MCP tool name, `app_<slug>`.
+    pub slug: String,
+    /// Its one-line description in listings.
+    pub listing: String,
+    /// Compiled argument validators, by tool name, built on first use.
+    validators: Mutex<HashMap<String, Arc<jsonschema::Validator>>>,
+}
+
+impl App {
+    pub fn id(&self) -> &str {
+        &self.descriptor.app_id
+    }
+
+    /// The compiled validator of a tool's `parameters` (`None` when it declares none).
+    pub fn validator(
+        &self,
+        tool: &str,
+        parameters: Option<&Value>,
+    ) -> Option<Arc<jsonschema::Validator>> {
+        let parameters = parameters?;
+        if let Some(found) = self
+            .validators
+            .lock()
+            .ok()
+            .and_then(|v| v.get(tool).cloned())
+        {
+            return Some(found);
+        }
+        // Parameter schemas were checked to compile when the descriptor was loaded.
+        let validator = Arc::new(jsonschema::validator_for(parameters).ok()?);
+        if let Ok(mut validators) = self.validators.lock() {
+            validators.insert(tool.to_owned(), validator.clone());
+        }
+        Some(validator)
+    }
+}
+
+/// Why a file found during discovery is not offered.
+#[derive(Debug, Clone)]
+pub enum Rejected {
+    Invalid(LoadError),
+    /// Another file with the same appId came first.
+    Shadowed {
+        path: PathBuf,
+        app_id: String,
+        by: PathBuf,
+    },
+    /// Valid, but with no section for this platform.
+    OtherPlatform {
+        path: PathBuf,
+        app_id: String,
+    },
+}
+
+impl std::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Invalid(error) => write!(f, "{error}"),
+            Self::Shadowed { path, app_id, by } => write!(
+                f,
+                "{}: (document): appId {app_id} is also in {}, which takes precedence",
+                path.display(),
+                by.display()
+            ),
+            Self::OtherPlatform { path, app_id } => write!(
+                f,
+                "{}: /platforms: {app_id} has no `{}` section, so it is not offered on this platform",
+                path.display(),
+                Platform::current().key()
+            ),
+        }
+    }
+}
+
+/// A snapshot of the discovered apps.
+#[derive(Debug, Default)]
+pub struct Registry {
+    /// Offered apps, sorted by appId.
+    pub apps: Vec<Arc<App>>,
+    by_id: HashMap<String, usize>,
+    by_slug: HashMap<String, usize>,
+    pub rejected: Vec<Rejected>,
+    /// False while discovery is still loading files.
+    pub complete: bool,
+}
+
+impl Registry {
+    /// Builds a snapshot from everything found so far, for `platform`.
+    pub fn build(found: &[Found], platform: Platform, complete: bool) -> Self {
+        let mut ordered: Vec<&Found> = found.iter().collect();
+        ordered.sort_by_key(|f| f.rank);
+        let mut chosen: HashMap<&str, (&Found, Arc<Descriptor>)> = HashMap::new();
+        let mut rejected = Vec::new();
+        for item in ordered {
+            let descriptor = match &item.outcome {
+                Ok(descriptor) => descriptor,
+                Err(error) => {
+                    rejected.push(Rejected::Invalid(error.clone()));
+                    continue;
+                }
+            };
+            if descriptor.tools(platform).is_none() {
+                rejected.push(Rejected::OtherPlatform {
+                    path: item.path.clone(),
+                    app_id: descriptor.app_id.clone(),
+                });
+                continue;
+            }
+            if let Some((first, _)) = chosen.get(descriptor.app_id.as_str()) {
+                rejected.push(Rejected::Shadowed {
+                    path: item.path.clone(),
+                    app_id: descriptor.app_id.clone(),
+                    by: first.path.clone(),
+                });
+                continue;
+            }
+            chosen.insert(&descriptor.app_id, (item, descriptor.clone()));
+        }
+        let mut entries: Vec<(&Found, Arc<Descriptor>)> = chosen.into_values().collect();
+        entries.sort_by(|a, b| a.1.app_id.cmp(&b.1.app_id));
+        let ids: Vec<&str> = entries.iter().map(|(_, d)| d.app_id.as_str()).collect();
+        let slugs = naming::assign_slugs(&ids);
+        let apps: Vec<Arc<App>> = entries
+            .iter()
+            .zip(slugs)
+            .map(|((found, descriptor), slug)| {
+                Arc::new(App {
+                    listing: guide::listing_description(descriptor),
+                    descriptor: descriptor.clone(),
+                    source: found.path.clone(),
+                    slug,
+                    validators: Mutex::default(),
+                })
+            })
+            .collect();
+        let by_id = apps
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.id().to_owned(), i))
+            .collect();
+        let by_slug = apps
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.slug.clone(), i))
+            .collect();
+        Self {
+            apps,
+            by_id,
+            by_slug,
+            rejected,
+            complete,
+        }
+    }
+
+    /// An app by appId, by its tool name `app_<slug>`, or by the spec's `app:<appId>`.
+    pub fn find(&self, name: &str) -> Option<&Arc<App>> {
+        let name = name.strip_prefix("app:").unwrap_or(name);
+        self.by_id
+            .get(name)
+            .or_else(|| self.by_slug.get(name))
+            .map(|&index| &self.apps[index])
+    }
+
+    /// Whether two snapshots offer the same apps from the same descriptors.
+    pub fn same_apps(&self, other: &Self) -> bool {
+        self.apps.len() == other.apps.len()
+            && self.apps.iter().zip(&other.apps).all(|(a, b)| {
+                a.slug == b.slug
+                    && a.source == b.source
+                    && Arc::ptr_eq(&a.descriptor, &b.descriptor)
+            })
+    }
+
+    /// Apps whose id, name, aliases or description contain every word of `query`.
+    pub fn search(&self, query: &str) -> Vec<&Arc<App>> {
+        let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+        self.apps
+            .iter()
+            .filter(|app| {
+                let d = &app.descriptor;
+                let haystack = format!(
+                    "{} {} {} {}",
+                    d.app_id,
+                    d.name,
+                    d.aliases.join(" "),
+                    d.description
+                )
+                .to_lowercase();
+                words.iter().all(|w| haystack.contains(w.as_str()))
+            })
+            .collect()
+    }
+
+    /// Offered app ids close to `name`, for "did you mean" hints.
+    pub fn suggestions(&self, name: &str, limit: usize) -> Vec<&str> {
+        let needle = name
+            .trim_start_matches("app:")
+            .trim_start_matches("app_")
+            .to_lowercase();
+        let needle = needle.replace(['_', '.'], "");
+        let mut ids: Vec<&str> = self
+            .apps
+            .iter()
+            .filter(|a| {
+                let id = a.id().to_lowercase().replace(['_', '.'], "");
+                let label = a.descriptor.name.to_lowercase();
+                !needle.is_empty()
+                    && (id.contains(&needle) || needle.contains(&label) || label.contains(&needle))
+            })
+            .map(|a| a.id())
+            .collect();
+        if ids.is_empty() {
+            ids = self.apps.iter().map(|a| a.id()).collect();
+        }
+        ids.truncate(limit);
+        ids
+    }
+}

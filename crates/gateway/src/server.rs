@@ -1,0 +1,308 @@
+//! The MCP surface: `tools/list`, `tools/call`, `resources/*` and change notifications.
+//!
+//! Tools come from descriptors at run time, so the handler is written by hand over the
+//! registry. Names follow DESIGN §5: `app_<slug>` per app, `aai_exec`, and in compact mode
+//! `aai_apps` / `aai_guide`; the spec's `app:<id>`, `aai:exec` and `<appId>:<tool>` are
+//! accepted as aliases, and both modes accept every call of the other.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use aai_descriptor::{AaiError, ErrorKind};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
+use rmcp::{ErrorData as McpError, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::config::Exposure;
+use crate::pipeline::{Gateway, find_app, render};
+use crate::registry::Registry;
+
+/// The MIME type of an app resource in `resources/list`.
+const AAI_MIME: &str = "application/aai+json";
+
+const INSTRUCTIONS: &str = "aai-gateway runs the user's desktop apps through their automation interfaces. \
+Each app_* tool returns that app's guide (its tools and parameters); then call aai_exec {app, tool, args}. \
+With many apps, aai_apps searches them and aai_guide returns a guide.";
+
+/// The MCP server: a handle on the shared [`Gateway`].
+#[derive(Clone)]
+pub struct AaiServer {
+    gateway: Arc<Gateway>,
+}
+
+fn schema(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+impl AaiServer {
+    pub fn new(gateway: Arc<Gateway>) -> Self {
+        Self { gateway }
+    }
+
+    /// The tool list for the configured exposure mode.
+    pub fn tools(&self, registry: &Registry) -> Vec<Tool> {
+        let mut tools = Vec::new();
+        match self.gateway.config.exposure {
+            Exposure::Full => {
+                let empty = schema(json!({"type": "object"}));
+                tools.reserve(registry.apps.len() + 1);
+                for app in &registry.apps {
+                    tools.push(Tool::new(
+                        app.slug.clone(),
+                        app.listing.clone(),
+                        empty.clone(),
+                    ));
+                }
+            }
+            Exposure::Compact => {
+                tools.push(Tool::new(
+                    "aai_apps",
+                    "List the user's apps, or search them by words in names, aliases and descriptions.",
+                    schema(json!({"type": "object", "properties": {"query": {"type": "string", "description": "Words to search for; omit to list all"}}})),
+                ));
+                tools.push(Tool::new(
+                    "aai_guide",
+                    "Get an app's guide: its tools, their parameters and an example call.",
+                    schema(json!({"type": "object", "properties": {"app": {"type": "string", "description": "App id from aai_apps"}}, "required": ["app"]})),
+                ));
+            }
+        }
+        tools.push(Tool::new(
+            "aai_exec",
+            "Run an app's tool. Read the app's guide first.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "app": {"type": "string", "description": "App id"},
+                    "tool": {"type": "string", "description": "Tool name from the guide"},
+                    "args": {"type": "object", "description": "The tool's arguments"}
+                },
+                "required": ["app", "tool"]
+            })),
+        ));
+        tools
+    }
+
+    /// Routes one `tools/call` to a guide, a search or an execution.
+    pub async fn dispatch(&self, name: &str, args: Value) -> Result<Value, AaiError> {
+        let gateway = &self.gateway;
+        match name {
+            "aai_exec" | "aai:exec" => {
+                let app = required_str(&args, "app")?;
+                let tool = required_str(&args, "tool")?;
+                let tool_args = args.get("args").cloned().unwrap_or(Value::Null);
+                gateway.exec(app, tool, &tool_args).await
+            }
+            "aai_apps" => {
+                let registry = gateway.registry().await;
+                let query = args.get("query").and_then(Value::as_str).unwrap_or("");
+                Ok(Value::String(app_list(&registry, query)))
+            }
+            "aai_guide" => {
+                let registry = gateway.registry().await;
+                gateway
+                    .guide(&registry, required_str(&args, "app")?)
+                    .map(Value::String)
+            }
+            _ if name.starts_with("app_") || name.starts_with("app:") => {
+                let registry = gateway.registry().await;
+                gateway.guide(&registry, name).map(Value::String)
+            }
+            _ => match name.rsplit_once(':') {
+                Some((app, tool)) => gateway.exec(app, tool, &args).await,
+                None => Err(AaiError::new(
+                    ErrorKind::ToolNotFound,
+                    format!(
+                        "No tool {name:?} on this server. Call app_<app> (or aai_guide) for an app's guide, then aai_exec."
+                    ),
+                )),
+            },
+        }
+    }
+}
+
+fn required_str<'a>(args: &'a Value, field: &str) -> Result<&'a str, AaiError> {
+    args.get(field).and_then(Value::as_str).ok_or_else(|| {
+        AaiError::new(
+            ErrorKind::InvalidParams,
+            format!("`{field}` is required and must be a string"),
+        )
+        .with_detail(json!({"field": field}))
+    })
+}
+
+/// The text of `aai_apps`: one line per matching app.
+fn app_list(registry: &Registry, query: &str) -> String {
+    let apps = registry.search(query);
+    if apps.is_empty() {
+        let all: Vec<&str> = registry.apps.iter().take(30).map(|a| a.id()).collect();
+        return format!("No app matches {query:?}. Apps: {}", all.join(", "));
+    }
+    let mut out = String::new();
+    for app in apps {
+        out.push_str(app.id());
+        out.push_str(" — ");
+        out.push_str(app.listing.trim_end_matches(". Call for guide."));
+        out.push('\n');
+    }
+    out.push_str("Call aai_guide {app} for an app's tools.");
+    out
+}
+
+fn tool_result(result: Result<Value, AaiError>, max_chars: usize) -> CallToolResult {
+    match result {
+        Ok(output) => {
+            let rendered = render(&output, max_chars);
+            let mut result = CallToolResult::success(vec![ContentBlock::text(rendered.text)]);
+            result.structured_content = rendered.structured;
+            result
+        }
+        Err(error) => {
+            let text = format!(
+                "{} ({}): {}",
+                error.kind.type_name(),
+                error.kind.code(),
+                error.message
+            );
+            let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+            result.structured_content = Some(error.to_json());
+            result
+        }
+    }
+}
+
+impl ServerHandler for AaiServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "aai-gateway",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let registry = self.gateway.registry().await;
+        Ok(ListToolsResult::with_all_items(self.tools(&registry)))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let started = Instant::now();
+        let name = request.name.to_string();
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let caller = context
+            .client_info()
+            .map(|info| info.name)
+            .unwrap_or_default();
+        let result = self.dispatch(&name, args).await;
+        match &result {
+            Ok(_) => {
+                tracing::info!(tool = %name, %caller, ms = started.elapsed().as_millis() as u64, "call ok")
+            }
+            Err(error) => {
+                tracing::info!(tool = %name, %caller, code = error.kind.code(), "call failed: {}", error.message)
+            }
+        }
+        Ok(tool_result(result, self.gateway.config.max_result_chars).into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let registry = self.gateway.registry().await;
+        let resources = registry
+            .apps
+            .iter()
+            .map(|app| {
+                let d = &app.descriptor;
+                Resource::new(format!("app:{}", d.app_id), d.name.clone())
+                    .with_description(d.description.clone())
+                    .with_mime_type(AAI_MIME)
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let registry = self.gateway.registry().await;
+        let Some(id) = request.uri.strip_prefix("app:") else {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "unknown resource {:?}: app resources are named app:<appId>",
+                    request.uri
+                ),
+                None,
+            ));
+        };
+        let app = find_app(&registry, id)
+            .map_err(|error| McpError::resource_not_found(error.message, error.detail))?;
+        let doc = app.descriptor.for_platform(self.gateway.platform);
+        let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        let contents = ResourceContents::TextResourceContents {
+            uri: request.uri.clone(),
+            mime_type: Some("application/json".to_owned()),
+            text,
+            meta: None,
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.supported_by(&self.get_info().capabilities))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.gateway.registry.clone();
+        changes.mark_unchanged();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    let accepted = context.accepted();
+                    if accepted.tools_list_changed == Some(true) {
+                        let _ = context.sink().notify_tool_list_changed().await;
+                    }
+                    if accepted.resources_list_changed == Some(true) {
+                        let _ = context.sink().notify_resource_list_changed().await;
+                    }
+                }
+            }
+        }
+    }
+}

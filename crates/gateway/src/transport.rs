@@ -1,0 +1,235 @@
+//! The stdio transport with a guard in front of rmcp.
+//!
+//! rmcp drops lines it cannot parse without answering. A client that sent them would wait
+//! forever, so every line is checked here first: invalid JSON gets `-32700`, a message that is
+//! not JSON-RPC gets `-32600`, a request whose params do not fit its method gets `-32602`, and
+//! an oversized request gets `-32600` naming the limit. Only well-formed messages reach rmcp.
+//! One writer task owns stdout, so error frames and rmcp's frames never interleave.
+
+use rmcp::model::ClientJsonRpcMessage;
+use serde_json::{Value, json};
+use tokio::io::{
+    AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream,
+};
+use tokio::sync::mpsc;
+
+/// Lines longer than this are discarded unread past this point.
+const HARD_LINE_LIMIT: usize = 64 * 1024 * 1024;
+const PIPE_BYTES: usize = 256 * 1024;
+
+/// Wraps `input`/`output` (stdin/stdout) and returns the pair to hand to rmcp.
+pub fn guarded<R, W>(input: R, output: W, max_request_bytes: usize) -> (DuplexStream, DuplexStream)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (rmcp_in, feed) = tokio::io::duplex(PIPE_BYTES);
+    let (drain, rmcp_out) = tokio::io::duplex(PIPE_BYTES);
+    let (frames_tx, frames_rx) = mpsc::channel::<Vec<u8>>(256);
+    tokio::spawn(write_frames(output, frames_rx));
+    tokio::spawn(forward_rmcp(drain, frames_tx.clone()));
+    tokio::spawn(read_input(input, feed, frames_tx, max_request_bytes));
+    (rmcp_in, rmcp_out)
+}
+
+async fn write_frames<W: AsyncWrite + Unpin>(mut output: W, mut frames: mpsc::Receiver<Vec<u8>>) {
+    while let Some(frame) = frames.recv().await {
+        if output.write_all(&frame).await.is_err() || output.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn forward_rmcp(drain: DuplexStream, frames: mpsc::Sender<Vec<u8>>) {
+    let mut lines = BufReader::new(drain);
+    loop {
+        let mut line = Vec::new();
+        match lines.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                if frames.send(line).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn read_input<R: AsyncRead + Unpin>(
+    input: R,
+    mut feed: DuplexStream,
+    frames: mpsc::Sender<Vec<u8>>,
+    max_request_bytes: usize,
+) {
+    let mut reader = BufReader::new(input);
+    loop {
+        let mut line = Vec::new();
+        let read = (&mut reader)
+            .take(HARD_LINE_LIMIT as u64)
+            .read_until(b'\n', &mut line)
+            .await;
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if line.len() >= HARD_LINE_LIMIT && !line.ends_with(b"\n") {
+            // Skip the rest of a line too long to hold.
+            let mut rest = Vec::new();
+            while reader
+                .read_until(b'\n', &mut rest)
+                .await
+                .is_ok_and(|n| n > 0)
+            {
+                if rest.ends_with(b"\n") {
+                    break;
+                }
+                rest.clear();
+            }
+            let error = error_frame(
+                Value::Null,
+                -32600,
+                format!("Invalid Request: message longer than {HARD_LINE_LIMIT} bytes"),
+            );
+            let _ = frames.send(error).await;
+            continue;
+        }
+        match check(&line, max_request_bytes) {
+            Check::Forward => {
+                if !line.ends_with(b"\n") {
+                    line.push(b'\n');
+                }
+                if feed.write_all(&line).await.is_err() {
+                    break;
+                }
+            }
+            Check::Ignore => {}
+            Check::Reply(frame) => {
+                if frames.send(frame).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = feed.shutdown().await;
+}
+
+enum Check {
+    Forward,
+    Ignore,
+    Reply(Vec<u8>),
+}
+
+fn check(line: &[u8], max_request_bytes: usize) -> Check {
+    let text = line.trim_ascii();
+    if text.is_empty() {
+        return Check::Ignore;
+    }
+    let value: Value = match serde_json::from_slice(text) {
+        Ok(value) => value,
+        Err(error) => {
+            return Check::Reply(error_frame(
+                Value::Null,
+                -32700,
+                format!("Parse error: {error}"),
+            ));
+        }
+    };
+    let id = value.get("id").cloned();
+    if text.len() > max_request_bytes {
+        return match id {
+            Some(id) => Check::Reply(error_frame(
+                id,
+                -32600,
+                format!(
+                    "Invalid Request: the message is {} bytes, over the gateway's {max_request_bytes}-byte limit; pass large content by reference (a file path or URL) instead",
+                    text.len()
+                ),
+            )),
+            None => Check::Ignore,
+        };
+    }
+    if value.is_array() {
+        return Check::Reply(error_frame(
+            Value::Null,
+            -32600,
+            "Invalid Request: JSON-RPC batches are not supported by MCP".to_owned(),
+        ));
+    }
+    if !value.is_object() {
+        return Check::Reply(error_frame(
+            Value::Null,
+            -32600,
+            "Invalid Request: expected a JSON-RPC object".to_owned(),
+        ));
+    }
+    match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+        Ok(_) => Check::Forward,
+        Err(error) => {
+            let Some(id) = id else {
+                // A malformed notification or response: JSON-RPC never answers those.
+                return Check::Ignore;
+            };
+            let has_method = value.get("method").is_some_and(Value::is_string);
+            let (code, kind) = if has_method && value.get("jsonrpc") == Some(&json!("2.0")) {
+                (-32602, "Invalid params")
+            } else {
+                (-32600, "Invalid Request")
+            };
+            Check::Reply(error_frame(id, code, format!("{kind}: {error}")))
+        }
+    }
+}
+
+fn error_frame(id: Value, code: i64, message: String) -> Vec<u8> {
+    let mut frame =
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+            .to_string()
+            .into_bytes();
+    frame.push(b'\n');
+    frame
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(line: &str) -> Option<Value> {
+        match check(line.as_bytes(), 1024) {
+            Check::Reply(frame) => Some(serde_json::from_slice(&frame).expect("frame is JSON")),
+            Check::Forward => None,
+            Check::Ignore => Some(Value::Null),
+        }
+    }
+
+    #[test]
+    fn classifies_lines() {
+        assert_eq!(
+            reply(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#),
+            None
+        );
+        assert_eq!(reply("not json").expect("reply")["error"]["code"], -32700);
+        assert_eq!(reply("[1]").expect("reply")["error"]["code"], -32600);
+        assert_eq!(reply("42").expect("reply")["error"]["code"], -32600);
+        let bad =
+            reply(r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":"x"}"#).expect("reply");
+        assert_eq!(
+            (bad["id"].clone(), bad["error"]["code"].clone()),
+            (json!(9), json!(-32602))
+        );
+        assert_eq!(
+            reply(r#"{"jsonrpc":"2.0","method":"notifications/bogus","params":5}"#),
+            Some(Value::Null)
+        );
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{{"name":"x","arguments":{{"a":"{}"}}}}}}"#,
+            "x".repeat(2000)
+        );
+        let error = reply(&big).expect("reply");
+        assert_eq!(error["id"], "b");
+        assert!(
+            error["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("1024-byte limit"))
+        );
+    }
+}
