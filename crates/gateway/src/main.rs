@@ -200,12 +200,15 @@ async fn serve(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
     // 2026-07-28 lifecycle gets them through `subscriptions/listen` instead.
     let peer = running.peer().clone();
     let mut changes = registry;
-    changes.mark_unchanged();
+    let mut last = changes.borrow_and_update().clone();
     let notifier = tokio::spawn(async move {
         while changes.changed().await.is_ok() {
-            if peer.peer_info().is_none() {
+            let current = changes.borrow_and_update().clone();
+            if current.same_apps(&last) || peer.peer_info().is_none() {
+                last = current;
                 continue;
             }
+            last = current;
             let tools = peer.notify_tool_list_changed().await;
             let resources = peer.notify_resource_list_changed().await;
             if tools.is_err() || resources.is_err() {

@@ -286,13 +286,17 @@ impl ServerHandler for AaiServer {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let mut changes = self.gateway.registry.clone();
-        changes.mark_unchanged();
+        let mut last = changes.borrow_and_update().clone();
         loop {
             tokio::select! {
                 () = context.cancelled() => return Ok(()),
                 changed = changes.changed() => {
                     if changed.is_err() {
                         return Ok(());
+                    }
+                    let current = changes.borrow_and_update().clone();
+                    if std::mem::replace(&mut last, current.clone()).same_apps(&current) {
+                        continue;
                     }
                     let accepted = context.accepted();
                     if accepted.tools_list_changed == Some(true) {

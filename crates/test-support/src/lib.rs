@@ -194,67 +194,14 @@ pub fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     check()
 }
 
-/// A linux tool entry for the test service.
-pub fn test_tool(name: &str, method: &str, parameters: Value) -> Value {
-    json!({"name": name, "description": format!("Calls {method} on the test service"), "method": method, "parameters": parameters})
-}
+/// The descriptor of the test service (`fixtures/test-service.aai.json`), shared with the
+/// Python end-to-end tests.
+pub const TEST_DESCRIPTOR: &str = include_str!("../fixtures/test-service.aai.json");
 
-/// A descriptor for the test service (`org.aai.Test` at `/org/aai/Test`) on `service`.
-pub fn test_descriptor(app_id: &str, service: &str, tools: Vec<Value>) -> Value {
-    json!({
-        "schema_version": "1.0",
-        "appId": app_id,
-        "name": "Test Service",
-        "description": "The D-Bus service the test suite drives",
-        "platforms": {"linux": {
-            "automation": "dbus",
-            "service": service,
-            "object": "/org/aai/Test",
-            "interface": "org.aai.Test",
-            "tools": tools
-        }}
-    })
-}
-
-/// The descriptor the end-to-end tests install: every kind of method of the test service.
+/// The test service's descriptor as `app_id`, pointed at bus name `service`.
 pub fn full_test_descriptor(app_id: &str, service: &str) -> Value {
-    let string = |name: &str| json!({"type": "object", "properties": {name: {"type": "string"}}, "required": [name]});
-    test_descriptor(
-        app_id,
-        service,
-        vec![
-            test_tool("echo", "Echo", string("text")),
-            test_tool(
-                "add",
-                "Add",
-                json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}),
-            ),
-            test_tool(
-                "sum",
-                "Sum",
-                json!({"type": "object", "properties": {"values": {"type": "array", "items": {"type": "integer"}}}, "required": ["values"]}),
-            ),
-            test_tool(
-                "describe",
-                "Describe",
-                json!({"type": "object", "properties": {"info": {"type": "object"}}, "required": ["info"]}),
-            ),
-            test_tool(
-                "swap",
-                "Swap",
-                json!({"type": "object", "properties": {"pair": {"type": "array"}}, "required": ["pair"]}),
-            ),
-            json!({"name": "json", "description": "JSON text", "method": "Json", "output_parser": "json"}),
-            json!({"name": "not_json", "description": "Plain text", "method": "NotJson", "output_parser": "json"}),
-            json!({"name": "big", "description": "A big string", "method": "Big", "parameters": {"type": "object", "properties": {"bytes": {"type": "integer", "minimum": 0}}, "required": ["bytes"]}}),
-            json!({"name": "slow", "description": "Sleeps", "method": "Slow", "timeout": 1, "parameters": {"type": "object", "properties": {"millis": {"type": "integer", "minimum": 0}}, "required": ["millis"]}}),
-            json!({"name": "fail", "description": "Fails", "method": "Fail"}),
-            json!({"name": "deny", "description": "Denies", "method": "Deny"}),
-            json!({"name": "calls", "description": "Counts Echo calls", "method": "Calls", "readOnly": true}),
-            json!({"name": "fixed_add", "description": "Adds 40 to x", "method": "Add", "signature": "ii", "args": [40, "${x}"],
-                   "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}),
-            json!({"name": "variant", "description": "Signature of a variant", "method": "Variant", "signature": "v", "args": ["${value}"],
-                   "parameters": {"type": "object", "properties": {"value": {}}, "required": ["value"]}}),
-        ],
-    )
+    let mut doc: Value = serde_json::from_str(TEST_DESCRIPTOR).expect("fixture is JSON");
+    doc["appId"] = json!(app_id);
+    doc["platforms"]["linux"]["service"] = json!(service);
+    doc
 }

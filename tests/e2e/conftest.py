@@ -1,0 +1,136 @@
+"""Fixtures for end-to-end tests: the built gateway, a private D-Bus session bus with the
+test service, and a fresh AAI_HOME per test. Every wait is bounded."""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "debug"
+GATEWAY = Path(os.environ.get("AAI_GATEWAY_BIN", TARGET / "aai-gateway"))
+SERVICE = Path(os.environ.get("AAI_TEST_SERVICE_BIN", TARGET / "aai-test-dbus-service"))
+FIXTURE = ROOT / "crates" / "test-support" / "fixtures" / "test-service.aai.json"
+EXAMPLES = ROOT / "examples" / "apps"
+
+BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path={socket}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
+
+
+class Bus:
+    def __init__(self, directory: Path):
+        assert shutil.which("dbus-daemon"), "dbus-daemon is missing: apt-get install -y dbus-daemon"
+        config = directory / "session.conf"
+        config.write_text(BUS_CONFIG.format(socket=directory / "bus"))
+        self.daemon = subprocess.Popen(
+            ["dbus-daemon", f"--config-file={config}", "--nofork", "--print-address=1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.address = _readline_within(self.daemon.stdout, 10).strip()
+        assert self.address, "dbus-daemon printed no address"
+        self.services = []
+
+    def spawn_service(self, name="org.aai.Test"):
+        assert SERVICE.exists(), f"{SERVICE} is missing: run `cargo build --workspace --bins` first"
+        proc = subprocess.Popen(
+            [str(SERVICE), name],
+            env={**os.environ, "DBUS_SESSION_BUS_ADDRESS": self.address},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.services.append(proc)
+        assert _readline_within(proc.stdout, 10).strip() == "ready", f"test service {name} did not start"
+
+    def close(self):
+        for proc in self.services + [self.daemon]:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def _readline_within(stream, seconds):
+    import selectors
+
+    selector = selectors.DefaultSelector()
+    selector.register(stream, selectors.EVENT_READ)
+    if not selector.select(timeout=seconds):
+        return ""
+    return stream.readline()
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture
+def bus():
+    directory = Path(tempfile.mkdtemp(prefix="aai-bus-"))
+    bus = Bus(directory)
+    bus.spawn_service()
+    yield bus
+    bus.close()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def install(home: Path, app_id: str, doc: dict) -> Path:
+    path = home / app_id / "aai.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.rename(path)
+    return path
+
+
+def descriptor_doc(app_id="org.aai.test", service="org.aai.Test") -> dict:
+    doc = json.loads(FIXTURE.read_text())
+    doc["appId"] = app_id
+    doc["platforms"]["linux"]["service"] = service
+    return doc
+
+
+@pytest.fixture
+def home(tmp_path):
+    home = tmp_path / "aai-home"
+    home.mkdir()
+    install(home, "org.aai.test", descriptor_doc())
+    absent = descriptor_doc("org.aai.absent", "org.aai.Nobody")
+    absent.update(name="Absent App", aliases=[], description="Points at a bus name nobody owns")
+    install(home, "org.aai.absent", absent)
+    return home
+
+
+def gateway_env(home: Path, bus: Bus | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AAI_")}
+    env["AAI_HOME"] = str(home)
+    env["AAI_LOG"] = "debug"
+    if bus is not None:
+        env["DBUS_SESSION_BUS_ADDRESS"] = bus.address
+    return env
+
+
+def wait_until(check, seconds=10.0, every=0.05):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(every)
+    return check()
