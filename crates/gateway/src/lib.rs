@@ -21,6 +21,9 @@ use aai_executor::Executors;
 use crate::discovery::{ParseCache, ScanOptions};
 use crate::registry::Registry;
 
+/// At most one `list_changed` per session in this interval; bursts of changes are coalesced.
+pub const NOTIFY_EVERY: Duration = Duration::from_millis(250);
+
 /// Scans once, synchronously, and returns the complete registry (for the CLI and benchmarks).
 pub fn scan_once(options: &ScanOptions, platform: Platform) -> Registry {
     let mut found = Vec::new();

@@ -17,7 +17,7 @@ use crate::discovery::{Found, ParseCache, ScanOptions, scan};
 use crate::registry::Registry;
 
 /// How often the first scan publishes what it has found so far.
-const BATCH_EVERY: Duration = Duration::from_millis(50);
+const BATCH_EVERY: Duration = Duration::from_millis(200);
 /// Events closer together than this are handled by one re-scan.
 const DEBOUNCE: Duration = Duration::from_millis(100);
 /// A re-scan happens at least this often, in case file events are missed.

@@ -56,7 +56,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.log_level);
+    let _log_guard = init_logging(&cli.log_level);
     match run(cli) {
         Ok(code) => code,
         Err(error) => {
@@ -214,6 +214,9 @@ async fn serve(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
             if tools.is_err() || resources.is_err() {
                 break;
             }
+            // Coalesce bursts (a big first scan, a folder copied in): the watch channel keeps
+            // only the newest snapshot, so one notification covers what changed meanwhile.
+            tokio::time::sleep(aai_gateway::NOTIFY_EVERY).await;
         }
     });
     let reason = running.waiting().await;

@@ -305,6 +305,7 @@ impl ServerHandler for AaiServer {
                     if accepted.resources_list_changed == Some(true) {
                         let _ = context.sink().notify_resource_list_changed().await;
                     }
+                    tokio::time::sleep(crate::NOTIFY_EVERY).await;
                 }
             }
         }

@@ -1,0 +1,191 @@
+"""The gateway at the byte level: stdout carries only JSON-RPC frames, and bad input gets an
+error while the next valid call still succeeds."""
+
+import json
+import os
+import selectors
+import shutil
+import subprocess
+import threading
+import time
+
+from conftest import EXAMPLES, GATEWAY, gateway_env, install, wait_until
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+
+
+class Raw:
+    """A gateway process spoken to line by line."""
+
+    def __init__(self, home, bus=None, args=()):
+        self.proc = subprocess.Popen([str(GATEWAY), *args], env=gateway_env(home, bus),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.proc.stdout, selectors.EVENT_READ)
+        self.lines = []
+        self.buffer = b""
+        self.stderr = []
+        self.stderr_reader = threading.Thread(target=lambda: self.stderr.append(self.proc.stderr.read()), daemon=True)
+        self.stderr_reader.start()
+
+    def send(self, message):
+        data = message if isinstance(message, bytes) else json.dumps(message).encode()
+        self.proc.stdin.write(data + b"\n")
+        self.proc.stdin.flush()
+
+    def read_frame(self, seconds=10):
+        deadline = time.monotonic() + seconds
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            assert left > 0, "no frame from the gateway in time"
+            if self.selector.select(timeout=left):
+                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+                assert chunk, "gateway closed stdout"
+                self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        self.lines.append(line)
+        return json.loads(line)
+
+    def response(self, request_id, seconds=10):
+        while True:
+            frame = self.read_frame(seconds)
+            if frame.get("id") == request_id and "method" not in frame:
+                return frame
+
+    def close(self):
+        self.proc.stdin.close()
+        rest = self.buffer
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and self.selector.select(timeout=max(0.0, deadline - time.monotonic())):
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+            if not chunk:
+                break
+            rest += chunk
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr_reader.join(timeout=10)
+        self.lines.extend(l for l in rest.split(b"\n") if l)
+        return self.proc.returncode, b"".join(self.stderr).decode(errors="replace")
+
+
+def call(i, name, arguments):
+    return {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+
+
+def assert_all_frames(lines):
+    for line in lines:
+        frame = json.loads(line)
+        assert frame.get("jsonrpc") == "2.0", line[:200]
+        assert ("id" in frame) or ("method" in frame), line[:200]
+
+
+def test_bad_input_gets_errors_and_the_session_continues(home, bus):
+    gw = Raw(home, bus)
+    # A request before initialize.
+    gw.send({"jsonrpc": "2.0", "id": "early", "method": "tools/list"})
+    early = gw.response("early")
+    assert "error" in early
+    gw.send(INIT)
+    assert gw.response(1)["result"]["serverInfo"]["name"] == "aai-gateway"
+    gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    echo = lambda i, text="ok": call(i, "aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": text}})
+
+    gw.send(b"this is not json")
+    assert gw.read_frame()["error"]["code"] == -32700
+    gw.send(echo(2))
+    assert gw.response(2)["result"]["content"][0]["text"] == "ok"
+
+    gw.send({"jsonrpc": "2.0", "id": 3, "method": "no/such/method"})
+    assert gw.response(3)["error"]["code"] == -32601
+    gw.send(echo(4))
+    assert gw.response(4)["result"]["content"][0]["text"] == "ok"
+
+    gw.send({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": "not an object"})
+    assert gw.response(5)["error"]["code"] == -32602
+    gw.send(call(6, "aai_exec", {"app": "org.aai.test", "tool": "add", "args": {"a": [1], "b": 2}}))
+    wrong = gw.response(6)["result"]
+    assert wrong["isError"] and wrong["structuredContent"]["type"] == "INVALID_PARAMS"
+    gw.send(call(7, "aai_exec", {"app": 5, "tool": "echo"}))
+    assert gw.response(7)["result"]["structuredContent"]["detail"]["field"] == "app"
+
+    gw.send(echo(8, "x" * (10 * 1024 * 1024)))
+    huge = gw.response(8, seconds=30)
+    assert huge["error"]["code"] == -32600 and "limit" in huge["error"]["message"]
+    gw.send(echo(9))
+    assert gw.response(9)["result"]["content"][0]["text"] == "ok"
+
+    code, stderr = gw.close()
+    assert code == 0
+    assert_all_frames(gw.lines)
+    assert "aai-gateway serving MCP on stdio" in stderr  # logs go to stderr
+
+
+def test_stdout_is_only_frames_even_with_debug_logs_and_broken_descriptors(home, bus):
+    (home / "broken").mkdir()
+    (home / "broken" / "aai.json").write_text("{ not json")
+    gw = Raw(home, bus, args=["--log-level", "trace"])
+    gw.send(INIT)
+    gw.response(1)
+    gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    gw.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    names = [t["name"] for t in gw.response(2)["result"]["tools"]]
+    assert "app_org_aai_test" in names
+    gw.send(call(3, "app_org_aai_test", {}))
+    gw.response(3)
+    code, stderr = gw.close()
+    assert code == 0
+    assert_all_frames(gw.lines)
+    assert "broken/aai.json" in stderr or "discovery finished" in stderr
+
+
+def test_third_party_dbus_program_through_a_shipped_descriptor(home, bus):
+    install(home, "org.freedesktop.DBus", json.loads((EXAMPLES / "org.freedesktop.DBus" / "aai.json").read_text()))
+    gw = Raw(home, bus)
+    gw.send(INIT)
+    gw.response(1)
+    gw.send(call(2, "aai_exec", {"app": "org.freedesktop.DBus", "tool": "list_names"}))
+    names = json.loads(gw.response(2)["result"]["content"][0]["text"])
+    assert "org.freedesktop.DBus" in names and "org.aai.Test" in names
+    gw.send(call(3, "aai_exec", {"app": "org.freedesktop.DBus", "tool": "name_has_owner", "args": {"name": "org.aai.Test"}}))
+    assert gw.response(3)["result"]["content"][0]["text"] == "true"
+    gw.close()
+
+
+def test_startup_is_not_held_up_by_a_huge_scan_path(tmp_path, bus):
+    home = tmp_path / "home"
+    home.mkdir()
+    huge = tmp_path / "huge"
+    template = json.loads((EXAMPLES / "org.freedesktop.DBus" / "aai.json").read_text())
+    for i in range(6000):
+        doc = dict(template, appId=f"org.example.bulk{i}", name=f"Bulk {i}")
+        d = huge / f"org.example.bulk{i}"
+        d.mkdir(parents=True)
+        (d / "aai.json").write_text(json.dumps(doc))
+    (home / "config.json").write_text(json.dumps({"paths": [str(huge)], "scan_budget_ms": 1}))
+    gw = Raw(home, bus)
+    started = time.monotonic()
+    gw.send(INIT)
+    gw.response(1)
+    init_seconds = time.monotonic() - started
+    gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    gw.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    first = len(gw.response(2)["result"]["tools"])
+    # The rest arrives later, announced by list_changed.
+    deadline = time.monotonic() + 120
+    request_id, count, notices = 3, first, 0
+    while count < 6001:
+        assert time.monotonic() < deadline, f"only {count} tools after 120 s"
+        frame = gw.read_frame(seconds=120)
+        if frame.get("method") == "notifications/tools/list_changed":
+            notices += 1
+            gw.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/list"})
+            count = len(gw.response(request_id, seconds=60)["result"]["tools"])
+            request_id += 1
+    gw.close()
+    assert first < 6001, f"tools/list waited for the whole scan ({first} tools)"
+    assert notices >= 1
+    print(f"initialize answered in {init_seconds * 1000:.1f} ms; first tools/list had {first} tools; {notices} list_changed")
