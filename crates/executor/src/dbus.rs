@@ -217,7 +217,7 @@ impl DbusExecutor {
             }
         };
         let values = match &target.tool.args {
-            Some(template) => template_values(template, args, key)?,
+            Some(template) => template_values(template, args, target.parameters, key)?,
             None => named_values(&info, target.parameters, args, key)?,
         };
         if values.len() != info.types.len() {
@@ -361,18 +361,35 @@ fn pad(mut names: Vec<Option<String>>, len: usize) -> Vec<Option<String>> {
     names
 }
 
-/// Values from the tool's `args` list: `"${param}"` takes an argument, anything else is fixed.
+/// Values from the tool's `args` list: a string that is exactly `"${param}"`, at any depth,
+/// takes that argument (or the parameter's `default`); everything else is a fixed value.
 fn template_values(
     template: &[Value],
     args: &Map<String, Value>,
+    parameters: Option<&Value>,
     key: &MethodKey,
 ) -> Result<Vec<Value>, AaiError> {
     template
         .iter()
         .enumerate()
-        .map(
-            |(index, item)| match item.as_str().and_then(template::whole_placeholder) {
-                Some(name) => args.get(name).cloned().ok_or_else(|| {
+        .map(|(index, item)| fill(item, args, parameters, key, index))
+        .collect()
+}
+
+fn fill(
+    item: &Value,
+    args: &Map<String, Value>,
+    parameters: Option<&Value>,
+    key: &MethodKey,
+    index: usize,
+) -> Result<Value, AaiError> {
+    match item {
+        Value::String(text) => match template::whole_placeholder(text) {
+            Some(name) => args
+                .get(name)
+                .or_else(|| parameters?.get("properties")?.get(name)?.get("default"))
+                .cloned()
+                .ok_or_else(|| {
                     AaiError::new(
                         ErrorKind::InvalidParams,
                         format!(
@@ -382,10 +399,20 @@ fn template_values(
                     )
                     .with_detail(json!({"field": name}))
                 }),
-                None => Ok(item.clone()),
-            },
-        )
-        .collect()
+            None => Ok(item.clone()),
+        },
+        Value::Array(items) => items
+            .iter()
+            .map(|i| fill(i, args, parameters, key, index))
+            .collect::<Result<_, _>>()
+            .map(Value::Array),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), fill(v, args, parameters, key, index)?)))
+            .collect::<Result<Map<_, _>, AaiError>>()
+            .map(Value::Object),
+        other => Ok(other.clone()),
+    }
 }
 
 /// Values matched to in-args by name, falling back to the order of the tool's parameters.

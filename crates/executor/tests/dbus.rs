@@ -244,3 +244,100 @@ async fn the_bus_itself_as_a_third_party_service() {
         "{activatable}"
     );
 }
+
+fn shipped(app_id: &str) -> Descriptor {
+    let path = format!(
+        "{}/../../examples/apps/{app_id}/aai.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let bytes = std::fs::read(&path).expect("shipped descriptor");
+    aai_descriptor::parse(&path, &bytes).expect("valid")
+}
+
+#[tokio::test]
+async fn shipped_notifications_descriptor_matches_the_spec_signature() {
+    let mut bus = TestBus::start();
+    bus.spawn_service("org.freedesktop.Notifications");
+    let executors = Executors::with_session_bus(bus.address());
+    let d = shipped("org.freedesktop.Notifications");
+    let id = call(
+        &executors,
+        &d,
+        "notify",
+        json!({"summary": "Build done", "body": "All green", "urgency": 2}),
+    )
+    .await
+    .expect("Notify");
+    assert_eq!(id, json!(1));
+    // Defaults fill the optional arguments.
+    assert_eq!(
+        call(&executors, &d, "notify", json!({"summary": "Second"})).await,
+        Ok(json!(2))
+    );
+    let info = call(&executors, &d, "server_info", json!({}))
+        .await
+        .expect("info");
+    assert_eq!(info, json!(["aai-test", "aai", "1.0", "1.2"]));
+
+    // Read back what the service received, through the test descriptor on the same name.
+    let test = descriptor("org.freedesktop.Notifications");
+    let mut last_tool = test.clone();
+    if let Some(linux) = last_tool.platforms.linux.as_mut() {
+        let mut tool = linux.tools[0].clone();
+        tool.common.name = "last".into();
+        tool.common.parameters = None;
+        tool.fields.method = "LastNotification".into();
+        linux.tools.push(tool);
+    }
+    let last = call(&executors, &last_tool, "last", json!({}))
+        .await
+        .expect("last");
+    let last: Value = serde_json::from_str(last.as_str().expect("string")).expect("json");
+    assert_eq!(
+        last,
+        json!({"app_name": "aai-gateway", "replaces_id": 0, "app_icon": "", "summary": "Second", "body": "", "actions": 0, "urgency": 1, "expire_timeout": -1})
+    );
+}
+
+#[tokio::test]
+async fn shipped_mpris_descriptor_drives_a_player() {
+    let mut bus = TestBus::start();
+    bus.spawn_service("org.mpris.MediaPlayer2.vlc");
+    let executors = Executors::with_session_bus(bus.address());
+    let d = shipped("org.mpris.MediaPlayer2.vlc");
+    assert_eq!(
+        call(&executors, &d, "status", json!({})).await,
+        Ok(json!("Paused"))
+    );
+    assert_eq!(
+        call(&executors, &d, "play_pause", json!({})).await,
+        Ok(Value::Null)
+    );
+    assert_eq!(
+        call(&executors, &d, "status", json!({})).await,
+        Ok(json!("Playing"))
+    );
+    assert_eq!(
+        call(&executors, &d, "set_volume", json!({"volume": 0.25})).await,
+        Ok(Value::Null)
+    );
+    assert_eq!(
+        call(&executors, &d, "set_volume", json!({"volume": 1})).await,
+        Ok(Value::Null)
+    );
+    assert_eq!(
+        call(&executors, &d, "seek", json!({"offset_us": -5_000_000})).await,
+        Ok(Value::Null)
+    );
+    let meta = call(&executors, &d, "now_playing", json!({}))
+        .await
+        .expect("metadata");
+    assert_eq!(
+        meta,
+        json!({"xesam:title": "Test Song", "mpris:length": 180_000_000_i64})
+    );
+    assert_eq!(
+        call(&executors, &d, "raise", json!({})).await,
+        Ok(Value::Null)
+    );
+}
