@@ -18,7 +18,7 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 class Raw:
     """A gateway process spoken to line by line."""
 
-    def __init__(self, home, bus=None, args=()):
+    def __init__(self, home, bus=None, args=(), drain_stderr=True):
         self.proc = subprocess.Popen([str(GATEWAY), *args], env=gateway_env(home, bus),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.selector = selectors.DefaultSelector()
@@ -27,7 +27,8 @@ class Raw:
         self.buffer = b""
         self.stderr = []
         self.stderr_reader = threading.Thread(target=lambda: self.stderr.append(self.proc.stderr.read()), daemon=True)
-        self.stderr_reader.start()
+        if drain_stderr:
+            self.stderr_reader.start()
 
     def send(self, message):
         data = message if isinstance(message, bytes) else json.dumps(message).encode()
@@ -67,7 +68,8 @@ class Raw:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self.stderr_reader.join(timeout=10)
+        if self.stderr_reader.is_alive():
+            self.stderr_reader.join(timeout=10)
         self.lines.extend(l for l in rest.split(b"\n") if l)
         return self.proc.returncode, b"".join(self.stderr).decode(errors="replace")
 
@@ -189,3 +191,16 @@ def test_startup_is_not_held_up_by_a_huge_scan_path(tmp_path, bus):
     assert first < 6001, f"tools/list waited for the whole scan ({first} tools)"
     assert notices >= 1
     print(f"initialize answered in {init_seconds * 1000:.1f} ms; first tools/list had {first} tools; {notices} list_changed")
+
+
+def test_a_client_that_never_reads_stderr_cannot_stall_the_server(home, bus):
+    gw = Raw(home, bus, args=["--log-level", "trace"], drain_stderr=False)
+    gw.send(INIT)
+    gw.response(1)
+    gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    # Each call logs kilobytes at trace level: far more than a pipe buffer holds.
+    for i in range(2, 302):
+        gw.send(call(i, "app_org_aai_test", {}))
+        assert "- echo(text: string)" in gw.response(i)["result"]["content"][0]["text"]
+    gw.proc.kill()
+    gw.proc.wait(timeout=10)

@@ -34,19 +34,36 @@ pub fn shorten(text: &str, max: usize) -> String {
 }
 
 /// The description of an app's entry in a tool or app list, e.g.
-/// `Mail: Apple's native email client (aka email). Call for guide.`
-pub fn listing_description(descriptor: &Descriptor) -> String {
-    let mut text = descriptor.name.trim().to_owned();
-    let description = shorten(&descriptor.description, LISTING_DESCRIPTION_CHARS);
-    if !description.is_empty() {
-        text.push_str(": ");
-        text.push_str(&description);
+/// `Mail: Apple's native email client (aka email). Call for guide.`, kept within
+/// `max_tokens` (estimated): the alias goes first, then the description shrinks.
+pub fn listing_description(descriptor: &Descriptor, max_tokens: usize) -> String {
+    let name = shorten(&descriptor.name, 40);
+    let alias = descriptor.aliases.first().map(|a| shorten(a, 16));
+    let mut chars = LISTING_DESCRIPTION_CHARS;
+    let mut with_alias = alias.is_some();
+    loop {
+        let mut text = name.clone();
+        let description = shorten(&descriptor.description, chars);
+        if !description.is_empty() {
+            text.push_str(": ");
+            text.push_str(&description);
+        }
+        if let (true, Some(alias)) = (with_alias, alias.as_ref()) {
+            let _ = write!(text, " (aka {alias})");
+        }
+        if !text.ends_with('…') {
+            text.push('.');
+        }
+        text.push_str(" Call for guide.");
+        if estimate_tokens(&text) <= max_tokens || chars == 0 {
+            return text;
+        }
+        if with_alias {
+            with_alias = false;
+        } else {
+            chars = chars.saturating_sub(6);
+        }
     }
-    if let Some(alias) = descriptor.aliases.first() {
-        let _ = write!(text, " (aka {})", shorten(alias, 16));
-    }
-    text.push_str(". Call for guide.");
-    text
 }
 
 /// The compact guide of an app's tools for a model: what the app does, each tool with its
@@ -80,7 +97,7 @@ pub fn guide(descriptor: &Descriptor, tools: &[&ToolCommon]) -> String {
 /// Estimated o200k tokens of one guide line; most tools stay under this.
 const TOOL_LINE_TOKENS: usize = 52;
 
-/// A cheap, conservative estimate of BPE tokens: a token per 4 letters or digits of a word,
+/// A cheap estimate of BPE tokens: a token per 6 letters or digits of a word,
 /// one per punctuation mark and one per non-ASCII character.
 pub fn estimate_tokens(text: &str) -> usize {
     let mut tokens = 0;
@@ -90,13 +107,13 @@ pub fn estimate_tokens(text: &str) -> usize {
             word += 1;
             continue;
         }
-        tokens += word.div_ceil(4);
+        tokens += word.div_ceil(6);
         word = 0;
         if !c.is_ascii_whitespace() {
             tokens += 1;
         }
     }
-    tokens + word.div_ceil(4)
+    tokens + word.div_ceil(6)
 }
 
 fn write_tool(out: &mut String, tool: &ToolCommon) {
@@ -288,10 +305,9 @@ mod tests {
     }
 
     fn tokens(text: &str) -> usize {
-        tiktoken_rs::o200k_base()
-            .expect("o200k")
-            .encode_with_special_tokens(text)
-            .len()
+        static BPE: std::sync::LazyLock<tiktoken_rs::CoreBPE> =
+            std::sync::LazyLock::new(|| tiktoken_rs::o200k_base().expect("o200k"));
+        BPE.encode_with_special_tokens(text).len()
     }
 
     #[test]
@@ -323,7 +339,7 @@ mod tests {
     #[test]
     fn listing_mentions_name_description_and_alias() {
         let descriptor = descriptor_with_tools(1);
-        let text = listing_description(&descriptor);
+        let text = listing_description(&descriptor, 40);
         assert!(text.starts_with("Reminders: Keeps to-dos"), "{text}");
         assert!(text.ends_with("(aka todo). Call for guide."), "{text}");
     }

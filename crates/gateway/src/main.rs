@@ -67,15 +67,22 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(filter: &str) {
+/// Logs go to stderr through a lossy background writer: a client that never reads our
+/// stderr must not be able to stall the server, so lines are dropped instead.
+fn init_logging(filter: &str) -> tracing_appender::non_blocking::WorkerGuard {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(10_000)
+        .finish(std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
+    guard
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {

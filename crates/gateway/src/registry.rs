@@ -141,7 +141,7 @@ impl Registry {
             .zip(slugs)
             .map(|((found, descriptor), slug)| {
                 Arc::new(App {
-                    listing: guide::listing_description(descriptor),
+                    listing: guide::listing_description(descriptor, listing_budget(&slug)),
                     descriptor: descriptor.clone(),
                     source: found.path.clone(),
                     slug,
@@ -231,4 +231,13 @@ impl Registry {
         ids.truncate(limit);
         ids
     }
+}
+
+/// Estimated tokens left for an app's description so its whole `tools/list` entry,
+/// `{"name":"<slug>","description":"…","inputSchema":{"type":"object"}}`, stays under 40.
+fn listing_budget(slug: &str) -> usize {
+    const ENTRY_OVERHEAD: usize = 13;
+    (40usize)
+        .saturating_sub(ENTRY_OVERHEAD + guide::estimate_tokens(slug))
+        .max(8)
 }

@@ -151,7 +151,11 @@ fn app_list(registry: &Registry, query: &str) -> String {
     for app in apps {
         out.push_str(app.id());
         out.push_str(" — ");
-        out.push_str(app.listing.trim_end_matches(". Call for guide."));
+        out.push_str(
+            app.listing
+                .trim_end_matches(" Call for guide.")
+                .trim_end_matches('.'),
+        );
         out.push('\n');
     }
     out.push_str("Call aai_guide {app} for an app's tools.");

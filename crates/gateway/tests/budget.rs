@@ -1,0 +1,86 @@
+//! Context is the product: token budgets of what the agent reads (o200k tokenizer).
+
+use std::sync::Arc;
+
+use aai_descriptor::Platform;
+use aai_executor::Executors;
+use aai_gateway::config::Config;
+use aai_gateway::discovery::Found;
+use aai_gateway::registry::Registry;
+use aai_gateway::server::AaiServer;
+use serde_json::json;
+
+fn tokens(text: &str) -> usize {
+    static BPE: std::sync::LazyLock<tiktoken_rs::CoreBPE> =
+        std::sync::LazyLock::new(|| tiktoken_rs::o200k_base().expect("o200k"));
+    BPE.encode_with_special_tokens(text).len()
+}
+
+/// Realistic descriptors: reverse-DNS ids, names, one-sentence descriptions, some aliases.
+fn apps(count: usize) -> Vec<Found> {
+    let vendors = [
+        "com.apple",
+        "com.microsoft",
+        "org.gnome",
+        "org.kde",
+        "com.spotify",
+        "org.mozilla",
+        "com.slack",
+        "io.github.someone",
+    ];
+    let products = [
+        "Mail",
+        "Calendar",
+        "Reminders",
+        "Music Player",
+        "Notes",
+        "Photos",
+        "Terminal",
+        "Text Editor",
+        "Maps",
+        "Weather",
+    ];
+    (0..count)
+        .map(|i| {
+            let product = products[i % products.len()];
+            let app_id = format!("{}.{}{}", vendors[i % vendors.len()], product.to_lowercase().replace(' ', "-"), i);
+            let doc = json!({
+                "schema_version": "1.0", "appId": app_id, "name": product,
+                "description": format!("{product} for the desktop: create, search and organise your items, sync them across devices and share them with others"),
+                "aliases": if i % 2 == 0 { json!(["todo", "待办"]) } else { json!([]) },
+                "platforms": {"linux": {"automation": "dbus", "service": "org.example.App", "object": "/org/example/App",
+                    "interface": "org.example.App", "tools": [{"name": "ping", "description": "Ping", "method": "Ping"}]}}
+            });
+            let outcome = aai_descriptor::parse(&app_id, doc.to_string().as_bytes()).map(Arc::new);
+            Found { rank: i, path: format!("/apps/{app_id}/aai.json").into(), outcome }
+        })
+        .collect()
+}
+
+#[test]
+fn an_app_entry_in_tools_list_costs_at_most_40_tokens() {
+    let registry = Registry::build(&apps(50), Platform::Linux, true);
+    assert_eq!(registry.apps.len(), 50);
+    let gateway =
+        aai_gateway::fixed_gateway(Registry::default(), Config::default(), Executors::new());
+    let server = AaiServer::new(gateway);
+    let tools = server.tools(&registry);
+    let mut worst = 0;
+    let mut total = 0;
+    let mut longest = String::new();
+    for tool in tools.iter().filter(|t| t.name.starts_with("app_")) {
+        let entry = serde_json::to_string(tool).expect("json");
+        let used = tokens(&entry);
+        worst = worst.max(used);
+        total += used;
+        assert!(used <= 40, "{used} tokens: {entry}");
+        if worst == used {
+            longest = entry;
+        }
+    }
+    eprintln!("longest: {longest}");
+    eprintln!(
+        "50 app entries: {total} tokens in all, {worst} at most, {:.1} on average",
+        total as f64 / 50.0
+    );
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite: Rust unit and integration tests, then end-to-end tests that drive
+# the built binary with the official Python MCP SDK. Installs what it needs when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+command -v dbus-daemon >/dev/null 2>&1 || missing+=(dbus-daemon)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing system packages: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -qq </dev/null
+  as_root apt-get install -y -qq "${missing[@]}" </dev/null
+fi
+
+venv=.venv
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import mcp, pytest, pytest_timeout' >/dev/null 2>&1; then
+  echo "preparing the Python test environment in $venv" >&2
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r tests/e2e/requirements.txt </dev/null
+fi
+
+# The test D-Bus service and the gateway must exist before any test starts them.
+cargo build --workspace --bins --locked
+timeout 1200 cargo test --workspace --locked </dev/null
+timeout 1200 "$venv/bin/python" -m pytest tests/e2e -q -p no:cacheprovider </dev/null
