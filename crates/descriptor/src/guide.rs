@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use serde_json::{Map, Value};
 
-use crate::model::{Descriptor, ToolCommon};
+use crate::model::{Descriptor, Parameters, ToolCommon};
 
 /// Longest app description shown in a listing, in characters.
 const LISTING_DESCRIPTION_CHARS: usize = 48;
@@ -88,7 +88,7 @@ pub fn guide(descriptor: &Descriptor, tools: &[&ToolCommon]) -> String {
     let example = serde_json::json!({
         "app": descriptor.app_id,
         "tool": first.name,
-        "args": example_args(first.parameters.as_ref()),
+        "args": example_args(first.parameters.as_ref().map(Parameters::schema).as_ref()),
     });
     let _ = writeln!(out, "Example: aai_exec {example}");
     out
@@ -119,9 +119,9 @@ pub fn estimate_tokens(text: &str) -> usize {
 fn write_tool(out: &mut String, tool: &ToolCommon) {
     let mut signature = format!("- {}(", tool.name);
     let mut described = Vec::new();
-    if let Some(params) = tool.parameters.as_ref() {
-        let required = required_names(params);
-        for (index, (name, schema)) in properties(params).iter().enumerate() {
+    if let Some(params) = tool.parameters.as_ref().map(Parameters::schema) {
+        let required = required_names(&params);
+        for (index, (name, schema)) in properties(&params).iter().enumerate() {
             if index > 0 {
                 signature.push_str(", ");
             }

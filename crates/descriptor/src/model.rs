@@ -3,6 +3,8 @@
 //! Deserialize only after [`crate::parse`] checked the document against the published schema;
 //! that keeps every error message tied to a JSON pointer.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -111,7 +113,7 @@ pub struct ToolCommon {
     pub description: String,
     /// JSON Schema of the arguments; `None` means the tool takes none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parameters: Option<Value>,
+    pub parameters: Option<Parameters>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,6 +122,40 @@ pub struct ToolCommon {
     pub read_only: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub destructive: Option<bool>,
+}
+
+/// A tool's parameter schema, held as compact JSON text.
+///
+/// Installed apps can number in the thousands and a parsed schema takes several times the
+/// memory of its text, so schemas are parsed when a guide or a call needs them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parameters(Arc<str>);
+
+impl Parameters {
+    pub fn from_value(schema: &Value) -> Self {
+        Self(schema.to_string().into())
+    }
+
+    /// The schema as JSON (parsed from the stored text, which was valid JSON when stored).
+    pub fn schema(&self) -> Value {
+        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Serialize for Parameters {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.schema().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Parameters {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(|schema| Self::from_value(&schema))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::sync::LazyLock;
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::{LoadError, Problem};
@@ -45,8 +46,8 @@ pub fn parse(source_name: &str, bytes: &[u8]) -> Result<Descriptor, LoadError> {
     if !problems.is_empty() {
         return Err(fail(cap(problems)));
     }
-    let descriptor: Descriptor = serde_json::from_value(doc.clone())
-        .map_err(|e| fail(vec![Problem::new("", e.to_string())]))?;
+    let descriptor =
+        Descriptor::deserialize(&doc).map_err(|e| fail(vec![Problem::new("", e.to_string())]))?;
     let problems = semantic_problems(&descriptor, &doc);
     if problems.is_empty() {
         Ok(descriptor)
@@ -184,15 +185,12 @@ fn check_parameters(
     parameters: &Value,
     problems: &mut Vec<Problem>,
 ) -> HashSet<String> {
+    // Meta-validation only: compiling a validator per tool at load time costs memory for every
+    // installed app; the gateway compiles on first call and reports a failure there.
     if let Err(error) = jsonschema::meta::validate(parameters) {
         problems.push(Problem::new(
             format!("{pointer}{}", error.instance_path()),
             format!("not a valid JSON Schema: {error}"),
-        ));
-    } else if let Err(error) = jsonschema::validator_for(parameters) {
-        problems.push(Problem::new(
-            pointer,
-            format!("the JSON Schema does not compile: {error}"),
         ));
     }
     match parameters.get("type") {

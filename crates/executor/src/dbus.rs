@@ -47,7 +47,7 @@ struct MethodInfo {
 struct Target<'a> {
     key: MethodKey,
     tool: &'a LinuxTool,
-    parameters: Option<&'a Value>,
+    parameters: Option<Value>,
 }
 
 impl Executor for DbusExecutor {
@@ -217,8 +217,8 @@ impl DbusExecutor {
             }
         };
         let values = match &target.tool.args {
-            Some(template) => template_values(template, args, target.parameters, key)?,
-            None => named_values(&info, target.parameters, args, key)?,
+            Some(template) => template_values(template, args, target.parameters.as_ref(), key)?,
+            None => named_values(&info, target.parameters.as_ref(), args, key)?,
         };
         if values.len() != info.types.len() {
             return Err(AaiError::new(
@@ -352,7 +352,11 @@ fn target<'a>(section: &'a Section<LinuxSection, LinuxTool>, name: &str) -> Opti
             method: tool.fields.method.clone(),
         },
         tool: &tool.fields,
-        parameters: tool.common.parameters.as_ref(),
+        parameters: tool
+            .common
+            .parameters
+            .as_ref()
+            .map(aai_descriptor::Parameters::schema),
     })
 }
 

@@ -1,1 +1,94 @@
-fn main() {}
+//! In-process costs of the gateway's hot paths (criterion).
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use aai_descriptor::Platform;
+use aai_executor::Executors;
+use aai_gateway::config::Config;
+use aai_gateway::discovery::Found;
+use aai_gateway::registry::Registry;
+use aai_gateway::server::AaiServer;
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::{Value, json};
+
+fn descriptor(i: usize, tools: usize) -> Value {
+    let tools: Vec<Value> = (0..tools)
+        .map(|t| {
+            json!({
+                "name": format!("tool_{t}"), "description": "Create a reminder in a list with an optional due date",
+                "method": "Create",
+                "parameters": {"type": "object", "properties": {
+                    "title": {"type": "string", "description": "Title"},
+                    "due": {"type": "string", "description": "Due date, ISO 8601"},
+                    "priority": {"type": "integer", "enum": [0, 1, 5, 9]}}, "required": ["title"]}
+            })
+        })
+        .collect();
+    json!({"schema_version": "1.0", "appId": format!("org.example.app{i}"), "name": format!("App {i}"),
+        "description": "An application with a D-Bus interface for agents",
+        "platforms": {"linux": {"automation": "dbus", "service": "org.example.App", "object": "/org/example/App",
+            "interface": "org.example.App", "tools": tools}}})
+}
+
+fn found(count: usize) -> Vec<Found> {
+    (0..count)
+        .map(|i| {
+            let text = descriptor(i, 3).to_string();
+            let outcome = aai_descriptor::parse("bench", text.as_bytes()).map(Arc::new);
+            Found {
+                rank: i,
+                path: format!("/apps/{i}/aai.json").into(),
+                outcome,
+            }
+        })
+        .collect()
+}
+
+fn benches(c: &mut Criterion) {
+    let one = descriptor(1, 10).to_string();
+    c.bench_function("parse+validate descriptor (10 tools)", |b| {
+        b.iter(|| aai_descriptor::parse("bench", black_box(one.as_bytes())).expect("valid"))
+    });
+
+    let apps = found(1000);
+    c.bench_function("registry build (1000 apps)", |b| {
+        b.iter(|| Registry::build(black_box(&apps), Platform::Linux, true))
+    });
+
+    let registry = Registry::build(&apps, Platform::Linux, true);
+    let server = AaiServer::new(aai_gateway::fixed_gateway(
+        Registry::default(),
+        Config::default(),
+        Executors::new(),
+    ));
+    c.bench_function("tools/list body (1000 apps)", |b| {
+        b.iter(|| serde_json::to_string(&server.tools(black_box(&registry))).expect("json"))
+    });
+
+    let big =
+        aai_descriptor::parse("bench", descriptor(0, 20).to_string().as_bytes()).expect("valid");
+    let tools = big.tools(Platform::Linux).expect("tools");
+    c.bench_function("guide (20 tools)", |b| {
+        b.iter(|| aai_descriptor::guide::guide(black_box(&big), &tools))
+    });
+
+    c.bench_function("registry lookup + arg validation", |b| {
+        let app = registry.find("app_org_example_app500").expect("app");
+        let tool = app
+            .descriptor
+            .tool(Platform::Linux, "tool_1")
+            .expect("tool");
+        let args = json!({"title": "Buy milk", "priority": 5});
+        b.iter(|| {
+            let validator = app
+                .validator(&tool.name, tool.parameters.as_ref())
+                .expect("compiles")
+                .expect("validator");
+            black_box(validator.is_valid(black_box(&args)))
+        })
+    });
+}
+
+criterion_group!(pipeline, benches);
+criterion_main!(pipeline);

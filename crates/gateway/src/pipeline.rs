@@ -118,7 +118,20 @@ fn check_args(app: &App, tool: &ToolCommon, args: &Value) -> Result<Map<String, 
             .with_detail(json!({"field": "args"})));
         }
     };
-    let Some(validator) = app.validator(&tool.name, tool.parameters.as_ref()) else {
+    let validator = app
+        .validator(&tool.name, tool.parameters.as_ref())
+        .map_err(|error| {
+            AaiError::new(
+                ErrorKind::AaiJsonInvalid,
+                format!(
+                    "the `parameters` schema of {}.{} does not compile: {error}; fix it in {}",
+                    app.id(),
+                    tool.name,
+                    app.source.display()
+                ),
+            )
+        })?;
+    let Some(validator) = validator else {
         return Ok(args);
     };
     let instance = Value::Object(args);

@@ -4,8 +4,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use aai_descriptor::{Descriptor, LoadError, Platform, guide, naming};
-use serde_json::Value;
+use aai_descriptor::{Descriptor, LoadError, Parameters, Platform, guide, naming};
 
 use crate::discovery::Found;
 
@@ -27,27 +26,34 @@ impl App {
         &self.descriptor.app_id
     }
 
-    /// The compiled validator of a tool's `parameters` (`None` when it declares none).
+    /// The compiled validator of a tool's `parameters` (`None` when it declares none),
+    /// built on first use and kept.
+    ///
+    /// # Errors
+    /// The compiler's message when the schema passed meta-validation but does not compile
+    /// (an invalid `pattern`, say).
     pub fn validator(
         &self,
         tool: &str,
-        parameters: Option<&Value>,
-    ) -> Option<Arc<jsonschema::Validator>> {
-        let parameters = parameters?;
+        parameters: Option<&Parameters>,
+    ) -> Result<Option<Arc<jsonschema::Validator>>, String> {
+        let Some(parameters) = parameters else {
+            return Ok(None);
+        };
         if let Some(found) = self
             .validators
             .lock()
             .ok()
             .and_then(|v| v.get(tool).cloned())
         {
-            return Some(found);
+            return Ok(Some(found));
         }
-        // Parameter schemas were checked to compile when the descriptor was loaded.
-        let validator = Arc::new(jsonschema::validator_for(parameters).ok()?);
+        let validator =
+            Arc::new(jsonschema::validator_for(&parameters.schema()).map_err(|e| e.to_string())?);
         if let Ok(mut validators) = self.validators.lock() {
             validators.insert(tool.to_owned(), validator.clone());
         }
-        Some(validator)
+        Ok(Some(validator))
     }
 }
 

@@ -6,7 +6,7 @@
 #![allow(clippy::missing_panics_doc)]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -25,12 +25,13 @@ pub fn service_binary() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         let exe = std::env::current_exe().expect("current exe");
-        // Test binaries live in target/<profile>/deps; bins in target/<profile>.
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target dir")
-            .to_path_buf();
+        // Test binaries live in target/<profile>/deps, bins (and this harness) in target/<profile>.
+        let exe_dir = exe.parent().expect("exe dir").to_path_buf();
+        let profile_dir = if exe_dir.ends_with("deps") {
+            exe_dir.parent().expect("target dir").to_path_buf()
+        } else {
+            exe_dir
+        };
         let candidate = profile_dir.join("aai-test-dbus-service");
         if !candidate.exists() {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

@@ -1,0 +1,256 @@
+//! End-to-end measurements of the release gateway, driven over stdio like a client would:
+//! start-up to `initialize` at 0/100/1,000/10,000 descriptors, `tools/list` and guide latency
+//! at 1,000 apps, the `aai_exec` round trip against a direct zbus call (the gateway's own
+//! overhead), and peak RSS at 1,000 apps. Prints a Markdown table on stdout.
+#![allow(clippy::print_stdout)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aai_test_support::{TEST_SERVICE, TestBus, full_test_descriptor};
+use serde_json::{Value, json};
+
+fn release_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("exe");
+    exe.parent().expect("dir").to_path_buf()
+}
+
+struct Gateway {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Gateway {
+    fn spawn(home: &Path, bus: Option<&TestBus>) -> Self {
+        let mut command = Command::new(release_dir().join("aai-gateway"));
+        command
+            .env("AAI_HOME", home)
+            .env("AAI_LOG", "error")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if let Some(bus) = bus {
+            command.env("DBUS_SESSION_BUS_ADDRESS", bus.address());
+        }
+        let mut child = command
+            .spawn()
+            .expect("start aai-gateway (build with --release first)");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Self {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+        }
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        writeln!(self.stdin, "{line}").expect("write");
+        self.stdin.flush().expect("flush");
+        loop {
+            let mut reply = String::new();
+            let read = self.stdout.read_line(&mut reply).expect("read");
+            assert!(read > 0, "gateway closed stdout");
+            let frame: Value = serde_json::from_str(&reply).expect("frame");
+            if frame.get("id") == Some(&json!(id)) {
+                return frame;
+            }
+        }
+    }
+
+    fn initialize(&mut self) -> Value {
+        let reply = self.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
+        );
+        writeln!(
+            self.stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .expect("write");
+        reply
+    }
+
+    fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn home_with(count: usize) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("dir");
+    for i in 0..count {
+        let app_id = format!("org.example.bench{i}");
+        let mut doc = full_test_descriptor(&app_id, TEST_SERVICE);
+        doc["name"] = json!(format!("Bench app {i}"));
+        let folder = dir.path().join(&app_id);
+        std::fs::create_dir_all(&folder).expect("mkdir");
+        std::fs::write(folder.join("aai.json"), doc.to_string()).expect("write");
+    }
+    let folder = dir.path().join("org.aai.test");
+    std::fs::create_dir_all(&folder).expect("mkdir");
+    std::fs::write(
+        folder.join("aai.json"),
+        full_test_descriptor("org.aai.test", TEST_SERVICE).to_string(),
+    )
+    .expect("write");
+    dir
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn main() {
+    let mut bus = TestBus::start();
+    bus.spawn_service(TEST_SERVICE);
+    println!("| measurement | result |");
+    println!("|---|---|");
+
+    for count in [0usize, 100, 1_000, 10_000] {
+        let home = home_with(count);
+        let mut startup = Vec::new();
+        let mut listed = Vec::new();
+        for _ in 0..7 {
+            let started = Instant::now();
+            let mut gateway = Gateway::spawn(home.path(), Some(&bus));
+            gateway.initialize();
+            startup.push(started.elapsed());
+            let tools = gateway.request("tools/list", json!({}));
+            listed.push(started.elapsed());
+            let n = tools["result"]["tools"].as_array().map_or(0, Vec::len);
+            assert!(n >= 2, "tools/list returned {n} tools");
+        }
+        println!(
+            "| spawn → initialize response, {count} descriptors (median of 7) | {} |",
+            ms(median(startup))
+        );
+        println!(
+            "| spawn → first tools/list, {count} descriptors (median of 7) | {} |",
+            ms(median(listed))
+        );
+    }
+
+    let home = home_with(1_000);
+    let mut gateway = Gateway::spawn(home.path(), Some(&bus));
+    gateway.initialize();
+    let first = gateway.request("tools/list", json!({}));
+    assert_eq!(
+        first["result"]["tools"].as_array().map_or(0, Vec::len),
+        1_002
+    );
+    let list: Vec<Duration> = (0..50)
+        .map(|_| {
+            let started = Instant::now();
+            gateway.request("tools/list", json!({}));
+            started.elapsed()
+        })
+        .collect();
+    println!(
+        "| tools/list at 1,000 apps (median of 50) | {} |",
+        ms(median(list))
+    );
+    let guide: Vec<Duration> = (0..500)
+        .map(|i| {
+            let started = Instant::now();
+            let reply = gateway.request(
+                "tools/call",
+                json!({"name": format!("app_org_example_bench{}", i % 1000), "arguments": {}}),
+            );
+            assert_eq!(reply["result"]["isError"], json!(false));
+            started.elapsed()
+        })
+        .collect();
+    println!(
+        "| app guide at 1,000 apps (median of 500) | {} |",
+        ms(median(guide))
+    );
+
+    let exec: Vec<Duration> = (0..2_000)
+        .map(|_| {
+            let started = Instant::now();
+            let reply = gateway.request(
+                "tools/call",
+                json!({"name": "aai_exec", "arguments": {"app": "org.aai.test", "tool": "echo", "args": {"text": "hello"}}}),
+            );
+            assert_eq!(reply["result"]["content"][0]["text"], json!("hello"));
+            started.elapsed()
+        })
+        .collect();
+    let exec = median(exec);
+    let direct = direct_zbus(bus.address(), 2_000);
+    println!(
+        "| aai_exec round trip to the test D-Bus service (median of 2,000) | {} |",
+        ms(exec)
+    );
+    println!(
+        "| direct zbus call of the same method (median of 2,000) | {} |",
+        ms(direct)
+    );
+    println!(
+        "| gateway overhead per call (difference of medians) | {} |",
+        ms(exec.saturating_sub(direct))
+    );
+    println!(
+        "| peak RSS at 1,000 apps after the above | {:.1} MB |",
+        gateway.peak_rss_kib() as f64 / 1024.0
+    );
+}
+
+fn direct_zbus(address: &str, count: usize) -> Duration {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let connection = zbus::connection::Builder::address(address)
+            .expect("address")
+            .build()
+            .await
+            .expect("connect");
+        let mut samples = Vec::with_capacity(count);
+        for _ in 0..count {
+            let started = Instant::now();
+            let reply = connection
+                .call_method(
+                    Some(TEST_SERVICE),
+                    "/org/aai/Test",
+                    Some("org.aai.Test"),
+                    "Echo",
+                    &("hello",),
+                )
+                .await
+                .expect("Echo");
+            let text: String = reply.body().deserialize().expect("string");
+            assert_eq!(text, "hello");
+            samples.push(started.elapsed());
+        }
+        median(samples)
+    })
+}
