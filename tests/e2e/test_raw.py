@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-from conftest import EXAMPLES, GATEWAY, gateway_env, install, wait_until
+from conftest import EXAMPLES, GATEWAY, descriptor_doc, gateway_env, install
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
@@ -18,8 +18,9 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 class Raw:
     """A gateway process spoken to line by line."""
 
-    def __init__(self, home, bus=None, args=(), drain_stderr=True):
-        self.proc = subprocess.Popen([str(GATEWAY), *args], env=gateway_env(home, bus),
+    def __init__(self, home, bus=None, args=(), drain_stderr=True, extra_env=None):
+        env = {**gateway_env(home, bus), **(extra_env or {})}
+        self.proc = subprocess.Popen([str(GATEWAY), *args], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.proc.stdout, selectors.EVENT_READ)
@@ -204,3 +205,51 @@ def test_a_client_that_never_reads_stderr_cannot_stall_the_server(home, bus):
         assert "- echo(text: string)" in gw.response(i)["result"]["content"][0]["text"]
     gw.proc.kill()
     gw.proc.wait(timeout=10)
+
+
+def test_system_bus_descriptors_use_the_system_bus(tmp_path, home, bus):
+    # A second private daemon stands in for the system bus; the session bus has no service.
+    from conftest import Bus
+    system = Bus(tmp_path)
+    system.spawn_service("org.aai.SystemOnly")
+    try:
+        doc = descriptor_doc("org.aai.system", "org.aai.SystemOnly")
+        doc["platforms"]["linux"]["bus"] = "system"
+        install(home, "org.aai.system", doc)
+        session_doc = descriptor_doc("org.aai.sessiononly", "org.aai.SystemOnly")
+        install(home, "org.aai.sessiononly", session_doc)
+        gw = Raw(home, bus, extra_env={"DBUS_SYSTEM_BUS_ADDRESS": system.address})
+        gw.send(INIT)
+        gw.response(1)
+        gw.send(call(2, "aai_exec", {"app": "org.aai.system", "tool": "echo", "args": {"text": "via system"}}))
+        assert gw.response(2)["result"]["content"][0]["text"] == "via system"
+        gw.send(call(3, "aai_exec", {"app": "org.aai.sessiononly", "tool": "echo", "args": {"text": "x"}}))
+        assert gw.response(3)["result"]["structuredContent"]["type"] == "APP_NOT_RUNNING"
+        gw.close()
+    finally:
+        system.close()
+
+
+def test_stateless_discover_and_per_request_meta(home, bus):
+    gw = Raw(home, bus)
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-2026", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    gw.send({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}})
+    discovered = gw.response(1)
+    assert "2026-07-28" in discovered["result"]["supportedVersions"], discovered
+    gw.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}})
+    names = [t["name"] for t in gw.response(2)["result"]["tools"]]
+    assert "app_org_aai_test" in names
+    gw.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+             "params": {"_meta": meta, "name": "aai_exec", "arguments": {"app": "org.aai.test", "tool": "echo", "args": {"text": "stateless"}}}})
+    result = gw.response(3)["result"]
+    assert result["content"][0]["text"] == "stateless" and result.get("resultType", "complete") == "complete"
+    # A request without the per-request metadata is refused with a clear error.
+    gw.send({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}})
+    assert "error" in gw.response(4)
+    code, _ = gw.close()
+    assert code == 0
+    assert_all_frames(gw.lines)
