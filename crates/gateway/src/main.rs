@@ -74,7 +74,7 @@ fn init_logging(filter: &str) -> tracing_appender::non_blocking::WorkerGuard {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(true)
-        .buffered_lines_limit(10_000)
+        .buffered_lines_limit(2_000)
         .finish(std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
