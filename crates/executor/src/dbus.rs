@@ -275,45 +275,23 @@ impl DbusExecutor {
                 format!("{}: invalid introspection XML: {e}", key.service),
             )
         })?;
-        let interface = node
-            .interfaces()
-            .iter()
-            .find(|i| i.name().as_str() == key.interface)
-            .ok_or_else(|| {
-                let names: Vec<String> = node
-                    .interfaces()
-                    .iter()
-                    .map(|i| i.name().to_string())
-                    .collect();
+        let interface = find_named(node.interfaces(), |i| i.name().to_string(), &key.interface)
+            .map_err(|names| {
                 AaiError::new(
                     ErrorKind::AutomationFailed,
                     format!(
-                        "{} at {} has no interface {}; it has: {}",
-                        key.service,
-                        key.object,
-                        key.interface,
-                        names.join(", ")
+                        "{} at {} has no interface {}; it has: {names}",
+                        key.service, key.object, key.interface
                     ),
                 )
             })?;
-        let method = interface
-            .methods()
-            .iter()
-            .find(|m| m.name().as_str() == key.method)
-            .ok_or_else(|| {
-                let names: Vec<String> = interface
-                    .methods()
-                    .iter()
-                    .map(|m| m.name().to_string())
-                    .collect();
+        let method = find_named(interface.methods(), |m| m.name().to_string(), &key.method)
+            .map_err(|names| {
                 AaiError::new(
                     ErrorKind::AutomationFailed,
                     format!(
-                        "{} has no method {}.{}; it has: {}",
-                        key.service,
-                        key.interface,
-                        key.method,
-                        names.join(", ")
+                        "{} has no method {}.{}; it has: {names}",
+                        key.service, key.interface, key.method
                     ),
                 )
             })?;
@@ -330,6 +308,18 @@ impl DbusExecutor {
         }
         Ok(info)
     }
+}
+
+/// The item named `wanted`, or else the names there are, comma-separated.
+fn find_named<'a, T>(
+    items: &'a [T],
+    name: impl Fn(&T) -> String,
+    wanted: &str,
+) -> Result<&'a T, String> {
+    items
+        .iter()
+        .find(|item| name(item) == wanted)
+        .ok_or_else(|| items.iter().map(&name).collect::<Vec<_>>().join(", "))
 }
 
 fn target<'a>(section: &'a Section<LinuxSection, LinuxTool>, name: &str) -> Option<Target<'a>> {

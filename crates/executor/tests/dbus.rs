@@ -341,3 +341,35 @@ async fn shipped_mpris_descriptor_drives_a_player() {
         Ok(Value::Null)
     );
 }
+
+#[tokio::test]
+async fn introspection_names_what_exists_when_the_descriptor_is_wrong() {
+    let (_bus, executors, _) = running();
+    let mut doc = full_test_descriptor("org.aai.test", TEST_SERVICE);
+    doc["platforms"]["linux"]["tools"][0]["method"] = json!("Ech");
+    doc["platforms"]["linux"]["tools"][1]["interface"] = json!("org.aai.Tset");
+    let d = aai_descriptor::parse("test", doc.to_string().as_bytes()).expect("valid");
+    let error = call(&executors, &d, "echo", json!({"text": "x"}))
+        .await
+        .expect_err("no such method");
+    assert_eq!(error.kind, ErrorKind::AutomationFailed);
+    assert!(
+        error
+            .message
+            .contains("has no method org.aai.Test.Ech; it has: ")
+            && error.message.contains("Echo"),
+        "{}",
+        error.message
+    );
+    let error = call(&executors, &d, "add", json!({"a": 1, "b": 2}))
+        .await
+        .expect_err("no such interface");
+    assert!(
+        error
+            .message
+            .contains("has no interface org.aai.Tset; it has: ")
+            && error.message.contains("org.aai.Test"),
+        "{}",
+        error.message
+    );
+}
