@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -125,12 +124,3 @@ def gateway_env(home: Path, bus: Bus | None) -> dict:
     if bus is not None:
         env["DBUS_SESSION_BUS_ADDRESS"] = bus.address
     return env
-
-
-def wait_until(check, seconds=10.0, every=0.05):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(every)
-    return check()

@@ -154,11 +154,8 @@ fn check_args(app: &App, tool: &ToolCommon, args: &Value) -> Result<Map<String, 
                     format!("{field}.{name}")
                 };
             }
-            let mut message = error.to_string();
-            if message.len() > 300 {
-                message = format!("{}…", guide::shorten(&message, 300));
-            }
-            (field, message)
+            // A failing value is quoted in the message; keep a 10 MB string out of it.
+            (field, guide::shorten(&error.to_string(), 300))
         })
         .collect();
     let Value::Object(args) = instance else {

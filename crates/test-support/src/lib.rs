@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -143,13 +143,6 @@ impl TestBus {
             "test service {name} did not start"
         );
     }
-
-    /// Starts a real third-party program with this bus as its session bus.
-    pub fn command(&self, program: &str) -> Command {
-        let mut command = Command::new(program);
-        command.env("DBUS_SESSION_BUS_ADDRESS", &self.address);
-        command
-    }
 }
 
 impl Drop for TestBus {
@@ -181,18 +174,6 @@ fn read_line_within(
         }
     });
     rx.recv_timeout(limit).ok().flatten()
-}
-
-/// Polls `check` every 20 ms until it returns true or `limit` passes.
-pub fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    check()
 }
 
 /// The descriptor of the test service (`fixtures/test-service.aai.json`), shared with the
