@@ -1,6 +1,5 @@
 //! A D-Bus service for tests: `aai-test-dbus-service [BUS_NAME]` (default `org.aai.Test`).
-//! Prints `ready` on stdout once it owns its name.
-#![allow(clippy::print_stdout)]
+//! Writes `ready` on stdout once it owns its name: the one line the tests wait for.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -233,7 +232,12 @@ async fn main() -> zbus::Result<()> {
         )?
         .build()
         .await?;
-    println!("ready");
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "ready");
+        let _ = out.flush();
+    }
     // Exit once the bus is gone (or after a lifetime cap), so activated copies never outlive
     // a test's bus.
     let cap = std::env::var("AAI_TEST_SERVICE_MAX_SECS")
