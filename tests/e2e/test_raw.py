@@ -91,7 +91,7 @@ def test_bad_input_gets_errors_and_the_session_continues(home, bus):
     # A request before initialize.
     gw.send({"jsonrpc": "2.0", "id": "early", "method": "tools/list"})
     early = gw.response("early")
-    assert "error" in early
+    assert "Send `initialize` first" in early["error"]["message"]
     gw.send(INIT)
     assert gw.response(1)["result"]["serverInfo"]["name"] == "aai-gateway"
     gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})

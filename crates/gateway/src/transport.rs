@@ -62,6 +62,7 @@ async fn read_input<R: AsyncRead + Unpin>(
     max_request_bytes: usize,
 ) {
     let mut reader = BufReader::new(input);
+    let mut session = Session::default();
     loop {
         let mut line = Vec::new();
         let read = (&mut reader)
@@ -93,7 +94,7 @@ async fn read_input<R: AsyncRead + Unpin>(
             let _ = frames.send(error).await;
             continue;
         }
-        match check(&line, max_request_bytes) {
+        match check(&line, max_request_bytes, &mut session) {
             Check::Forward => {
                 if !line.ends_with(b"\n") {
                     line.push(b'\n');
@@ -113,13 +114,23 @@ async fn read_input<R: AsyncRead + Unpin>(
     let _ = feed.shutdown().await;
 }
 
+/// What the guard has seen of the lifecycle so far.
+#[derive(Default)]
+struct Session {
+    /// An `initialize` request went through: legacy requests need no per-request metadata.
+    initialized: bool,
+}
+
+/// The per-request protocol version key of the 2026-07-28 lifecycle.
+const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+
 enum Check {
     Forward,
     Ignore,
     Reply(Vec<u8>),
 }
 
-fn check(line: &[u8], max_request_bytes: usize) -> Check {
+fn check(line: &[u8], max_request_bytes: usize, session: &mut Session) -> Check {
     let text = line.trim_ascii();
     if text.is_empty() {
         return Check::Ignore;
@@ -163,7 +174,7 @@ fn check(line: &[u8], max_request_bytes: usize) -> Check {
         ));
     }
     match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
-        Ok(_) => Check::Forward,
+        Ok(_) => before_initialize(&value, session).unwrap_or(Check::Forward),
         Err(error) => {
             let Some(id) = id else {
                 // A malformed notification or response: JSON-RPC never answers those.
@@ -177,6 +188,37 @@ fn check(line: &[u8], max_request_bytes: usize) -> Check {
             };
             Check::Reply(error_frame(id, code, format!("{kind}: {error}")))
         }
+    }
+}
+
+/// A request that neither follows `initialize` nor carries 2026-07-28 metadata gets an error
+/// that says both ways to start a session (rmcp's own answer only lists missing `_meta` keys).
+fn before_initialize(value: &Value, session: &mut Session) -> Option<Check> {
+    let method = value.get("method").and_then(Value::as_str)?;
+    let id = value.get("id")?;
+    match method {
+        "initialize" => {
+            session.initialized = true;
+            None
+        }
+        "server/discover" | "ping" => None,
+        _ if session.initialized => None,
+        _ if value
+            .pointer(&format!(
+                "/params/_meta/{}",
+                PROTOCOL_VERSION_META.replace('/', "~1")
+            ))
+            .is_some() =>
+        {
+            None
+        }
+        _ => Some(Check::Reply(error_frame(
+            id.clone(),
+            -32600,
+            format!(
+                "Invalid Request: {method} before initialize. Send `initialize` first (protocol 2025-06-18 or 2025-11-25), or give each request `_meta` with `{PROTOCOL_VERSION_META}` and the client's info and capabilities (2026-07-28)"
+            ),
+        ))),
     }
 }
 
@@ -194,7 +236,8 @@ mod tests {
     use super::*;
 
     fn reply(line: &str) -> Option<Value> {
-        match check(line.as_bytes(), 1024) {
+        let mut session = Session { initialized: true };
+        match check(line.as_bytes(), 1024, &mut session) {
             Check::Reply(frame) => Some(serde_json::from_slice(&frame).expect("frame is JSON")),
             Check::Forward => None,
             Check::Ignore => Some(Value::Null),
@@ -231,5 +274,31 @@ mod tests {
                 .as_str()
                 .is_some_and(|m| m.contains("1024-byte limit"))
         );
+    }
+
+    #[test]
+    fn requests_before_initialize_are_told_how_to_start() {
+        let mut session = Session::default();
+        let early = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        let Check::Reply(frame) = check(early.as_bytes(), 1024, &mut session) else {
+            panic!("expected an error reply");
+        };
+        let frame: Value = serde_json::from_slice(&frame).expect("json");
+        let message = frame["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("Send `initialize` first"), "{frame}");
+        let stateless = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert!(matches!(
+            check(stateless.as_bytes(), 1024, &mut session),
+            Check::Forward
+        ));
+        let init = r#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        assert!(matches!(
+            check(init.as_bytes(), 1024, &mut session),
+            Check::Forward
+        ));
+        assert!(matches!(
+            check(early.as_bytes(), 1024, &mut session),
+            Check::Forward
+        ));
     }
 }
