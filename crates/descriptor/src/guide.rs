@@ -212,6 +212,17 @@ fn type_text(schema: &Value) -> String {
     if let Some(value) = schema.get("const") {
         return value.to_string();
     }
+    let base = base_type_text(schema);
+    let (min, max) = (schema.get("minimum"), schema.get("maximum"));
+    match (min, max) {
+        (Some(min), Some(max)) => format!("{base} {min}..{max}"),
+        (Some(min), None) => format!("{base} ≥{min}"),
+        (None, Some(max)) => format!("{base} ≤{max}"),
+        (None, None) => base,
+    }
+}
+
+fn base_type_text(schema: &Value) -> String {
     match schema.get("type") {
         Some(Value::String(kind)) => match kind.as_str() {
             "integer" => "int".to_owned(),
