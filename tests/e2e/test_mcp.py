@@ -164,43 +164,45 @@ async def test_list_changed_when_descriptors_change(home, bus, version, monkeypa
     events = []
 
     async def on_message(message):
-        if isinstance(message, types.ServerNotification):
-            events.append(type(message.root).__name__ if hasattr(message, "root") else type(message).__name__)
-        else:
-            events.append(type(message).__name__)
+        events.append(type(getattr(message, "root", message)).__name__)
 
-    async def names(client):
-        return {t.name for t in (await client.list_tools()).tools}
+    async def tools(client):
+        return {t.name: t for t in (await client.list_tools()).tools}
+
+    async def changed(client, action):
+        """Runs `action` and waits for both list_changed notifications it must cause."""
+        if version == "2026-07-28":
+            async with client.listen(tools_list_changed=True, resources_list_changed=True) as sub:
+                action()
+                seen = set()
+                async for event in sub:
+                    seen.add(type(event).__name__)
+                    if {"ToolsListChanged", "ResourcesListChanged"} <= seen:
+                        return
+        else:
+            events.clear()
+            action()
+            while not ({"ToolListChangedNotification", "ResourceListChangedNotification"} <= set(events)):
+                await anyio.sleep(0.05)
 
     with anyio.fail_after(TIMEOUT):
         async with client_for(home, bus, version, monkeypatch, message_handler=on_message) as client:
-            assert "app_org_aai_added" not in await names(client)
+            assert "app_org_aai_added" not in await tools(client)
             # Let notifications of the first scan pass, then watch for ours.
             await anyio.sleep(0.5)
-            events.clear()
-            if version == "2026-07-28":
-                async with client.listen(tools_list_changed=True, resources_list_changed=True) as sub:
-                    install(home, "org.aai.added", descriptor_doc("org.aai.added"))
-                    seen = set()
-                    async for event in sub:
-                        seen.add(type(event).__name__)
-                        if {"ToolsListChanged", "ResourcesListChanged"} <= seen:
-                            break
-            else:
-                install(home, "org.aai.added", descriptor_doc("org.aai.added"))
-                while not any("ToolListChanged" in e for e in events) or not any("ResourceListChanged" in e for e in events):
-                    await anyio.sleep(0.05)
-            assert "app_org_aai_added" in await names(client)
 
-            # Changing and removing work too.
-            doc = descriptor_doc("org.aai.added")
-            doc["name"] = "Renamed"
-            install(home, "org.aai.added", doc)
-            while not any(t.description.startswith("Renamed:") for t in (await client.list_tools()).tools if t.name == "app_org_aai_added"):
-                await anyio.sleep(0.05)
-            (home / "org.aai.added" / "aai.json").unlink()
-            while "app_org_aai_added" in await names(client):
-                await anyio.sleep(0.05)
+            await changed(client, lambda: install(home, "org.aai.added", descriptor_doc("org.aai.added")))
+            assert "app_org_aai_added" in await tools(client)
+
+            renamed = descriptor_doc("org.aai.added")
+            renamed["name"] = "Renamed"
+            await changed(client, lambda: install(home, "org.aai.added", renamed))
+            assert (await tools(client))["app_org_aai_added"].description.startswith("Renamed:")
+
+            await changed(client, lambda: (home / "org.aai.added" / "aai.json").unlink())
+            assert "app_org_aai_added" not in await tools(client)
+            resources = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert "app:org.aai.added" not in resources
 
 
 async def test_compact_mode(home, bus, version, monkeypatch):
