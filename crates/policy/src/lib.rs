@@ -71,7 +71,12 @@ impl Preset {
         };
         Profile {
             mode,
-            risk_policies: RiskPolicies { low, medium, high, critical },
+            risk_policies: RiskPolicies {
+                low,
+                medium,
+                high,
+                critical,
+            },
             category_overrides: BTreeMap::new(),
             tool_overrides: BTreeMap::new(),
         }
@@ -167,7 +172,11 @@ mod tests {
     use proptest::prelude::*;
 
     fn facts(risk: Risk) -> ToolFacts<'static> {
-        ToolFacts { name: "org.example.app:do", category: "org.example.app", risk }
+        ToolFacts {
+            name: "org.example.app:do",
+            category: "org.example.app",
+            risk,
+        }
     }
 
     #[test]
@@ -192,9 +201,13 @@ mod tests {
     #[test]
     fn overrides_take_precedence_tool_over_category_over_risk() {
         let mut profile = Preset::Development.profile();
-        profile.category_overrides.insert("org.example.app".into(), Action::NotifyOnly);
+        profile
+            .category_overrides
+            .insert("org.example.app".into(), Action::NotifyOnly);
         assert_eq!(profile.decide(&facts(Risk::High), &[]), Action::NotifyOnly);
-        profile.tool_overrides.insert("org.example.app:do".into(), Action::AlwaysBlock);
+        profile
+            .tool_overrides
+            .insert("org.example.app:do".into(), Action::AlwaysBlock);
         assert_eq!(profile.decide(&facts(Risk::Low), &[]), Action::AlwaysBlock);
     }
 
@@ -202,8 +215,13 @@ mod tests {
     fn locked_mode_asks_for_everything_but_keeps_blocks() {
         let mut profile = Preset::FullAuto.profile();
         profile.mode = Mode::Locked;
-        assert_eq!(profile.decide(&facts(Risk::Low), &[]), Action::RequireApproval);
-        profile.tool_overrides.insert("org.example.app:do".into(), Action::AlwaysBlock);
+        assert_eq!(
+            profile.decide(&facts(Risk::Low), &[]),
+            Action::RequireApproval
+        );
+        profile
+            .tool_overrides
+            .insert("org.example.app:do".into(), Action::AlwaysBlock);
         assert_eq!(profile.decide(&facts(Risk::Low), &[]), Action::AlwaysBlock);
     }
 
@@ -213,7 +231,10 @@ mod tests {
         assert_eq!(derive_risk(None, None, Some(true)), Risk::High);
         assert_eq!(derive_risk(None, Some(true), Some(true)), Risk::High);
         assert_eq!(derive_risk(None, None, None), Risk::Medium);
-        assert_eq!(derive_risk(Some(Risk::Critical), Some(true), None), Risk::Critical);
+        assert_eq!(
+            derive_risk(Some(Risk::Critical), Some(true), None),
+            Risk::Critical
+        );
     }
 
     #[test]
@@ -223,7 +244,10 @@ mod tests {
                 "category_overrides": {"org.example.app": "require_approval"}, "tool_overrides": {}}"#,
         )
         .expect("profile");
-        assert_eq!(profile.decide(&facts(Risk::Low), &[]), Action::RequireApproval);
+        assert_eq!(
+            profile.decide(&facts(Risk::Low), &[]),
+            Action::RequireApproval
+        );
     }
 
     fn action() -> impl Strategy<Value = Action> {
@@ -236,7 +260,12 @@ mod tests {
     }
 
     fn risk() -> impl Strategy<Value = Risk> {
-        prop_oneof![Just(Risk::Low), Just(Risk::Medium), Just(Risk::High), Just(Risk::Critical)]
+        prop_oneof![
+            Just(Risk::Low),
+            Just(Risk::Medium),
+            Just(Risk::High),
+            Just(Risk::Critical)
+        ]
     }
 
     fn mode() -> impl Strategy<Value = Mode> {
@@ -245,7 +274,11 @@ mod tests {
 
     /// Keys that do and do not match the tool, so layers hit by name, by category or not at all.
     fn key() -> impl Strategy<Value = String> {
-        prop_oneof![Just("org.example.app:do".to_owned()), Just("org.example.app".to_owned()), Just("other:x".to_owned())]
+        prop_oneof![
+            Just("org.example.app:do".to_owned()),
+            Just("org.example.app".to_owned()),
+            Just("other:x".to_owned())
+        ]
     }
 
     fn overrides() -> impl Strategy<Value = BTreeMap<String, Action>> {

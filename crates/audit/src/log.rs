@@ -1,0 +1,476 @@
+//! The audit log table: append, verify, query.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The hash before the first row.
+const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Why the log could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("the audit log {path} cannot be opened: {source}")]
+    Open {
+        path: String,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "the audit log cannot be written ({source}); the call was not run. Free disk space or close what locks {path}"
+    )]
+    Write {
+        path: String,
+        source: rusqlite::Error,
+    },
+    #[error("the audit log cannot be read: {0}")]
+    Read(#[from] rusqlite::Error),
+}
+
+/// One row: a call's decision (result `started`, `blocked` or `denied`) or its outcome
+/// (`success` or `failed`), tied together by `call_id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Milliseconds since the Unix epoch.
+    pub ts_ms: i64,
+    /// Identifies one call across its rows.
+    pub call_id: String,
+    /// The MCP client (`clientInfo.name`), or `cli`.
+    pub caller: String,
+    pub app: String,
+    pub tool: String,
+    /// Arguments after redaction, as JSON.
+    pub args: String,
+    /// The policy's decision (`auto_approve`, `require_approval`, …) plus how consent went.
+    pub decision: String,
+    pub result: String,
+    pub risk: String,
+    pub duration_ms: i64,
+    pub error: Option<String>,
+}
+
+/// A stored row with its place in the chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub id: i64,
+    #[serde(flatten)]
+    pub entry: Entry,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// The first row `verify` found wrong, and how.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("audit log row {id}: {reason}")]
+pub struct BadRow {
+    pub id: i64,
+    pub reason: String,
+}
+
+/// Filters for [`AuditLog::query`]; `None` matches everything.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub app: Option<String>,
+    pub tool: Option<String>,
+    pub since_ms: Option<i64>,
+    pub after_id: Option<i64>,
+    pub limit: Option<i64>,
+}
+
+/// The audit log in `data.db`. Appends are serialized and each is its own transaction in WAL
+/// mode, so a killed process never loses a row it reported written.
+pub struct AuditLog {
+    conn: Mutex<Connection>,
+    path: String,
+}
+
+/// The current time in milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// RFC 3339 UTC with milliseconds, for people and exports.
+pub fn format_ts(ts_ms: i64) -> String {
+    let time = SystemTime::UNIX_EPOCH + Duration::from_millis(u64::try_from(ts_ms).unwrap_or(0));
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
+fn row_hash(prev_hash: &str, entry: &Entry) -> String {
+    // Field order is fixed by the struct, so the same row always hashes the same.
+    let body = serde_json::to_string(entry).unwrap_or_default();
+    let mut hasher = Sha256::new();
+    hasher.update(prev_hash.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(body.as_bytes());
+    format!("{:x}", hasher.finalize())
+}
+
+impl AuditLog {
+    /// Opens (creating if needed) the log in the SQLite file at `path`.
+    ///
+    /// # Errors
+    /// [`AuditError::Open`] when the file cannot be opened or set up.
+    pub fn open(path: &Path) -> Result<Self, AuditError> {
+        let name = path.display().to_string();
+        let fail = |source| AuditError::Open {
+            path: name.clone(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(fail)?;
+        conn.busy_timeout(Duration::from_secs(2)).map_err(fail)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(fail)?;
+        // NORMAL in WAL mode: a committed row survives the process being killed; only power
+        // loss can take the last transactions, and it keeps appends fast.
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(fail)?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS audit_log (
+                id INTEGER PRIMARY KEY,
+                ts_ms INTEGER NOT NULL, call_id TEXT NOT NULL, caller TEXT NOT NULL,
+                app TEXT NOT NULL, tool TEXT NOT NULL, args TEXT NOT NULL,
+                decision TEXT NOT NULL, result TEXT NOT NULL, risk TEXT NOT NULL,
+                duration_ms INTEGER NOT NULL, error TEXT,
+                prev_hash TEXT NOT NULL, hash TEXT NOT NULL);
+             CREATE INDEX IF NOT EXISTS audit_app_tool ON audit_log(app, tool);
+             CREATE TABLE IF NOT EXISTS audit_head (
+                one INTEGER PRIMARY KEY CHECK (one = 1), last_id INTEGER NOT NULL, last_hash TEXT NOT NULL);",
+        )
+        .map_err(fail)?;
+        Ok(Self {
+            conn: Mutex::new(conn),
+            path: name,
+        })
+    }
+
+    /// Appends one row and returns its id. The row is durable when this returns.
+    ///
+    /// # Errors
+    /// [`AuditError::Write`] (disk full, database locked, …): the caller must not proceed as
+    /// if the row existed.
+    pub fn append(&self, entry: &Entry) -> Result<i64, AuditError> {
+        let fail = |source| AuditError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        let mut conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(fail)?;
+        let head: Option<(i64, String)> = tx
+            .query_row(
+                "SELECT last_id, last_hash FROM audit_head WHERE one = 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(fail)?;
+        let (last_id, prev_hash) = head.unwrap_or((0, GENESIS.to_owned()));
+        let id = last_id + 1;
+        let hash = row_hash(&prev_hash, entry);
+        tx.execute(
+            "INSERT INTO audit_log (id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            params![
+                id, entry.ts_ms, entry.call_id, entry.caller, entry.app, entry.tool, entry.args, entry.decision,
+                entry.result, entry.risk, entry.duration_ms, entry.error, prev_hash, hash
+            ],
+        )
+        .map_err(fail)?;
+        tx.execute(
+            "INSERT INTO audit_head (one, last_id, last_hash) VALUES (1, ?1, ?2)
+             ON CONFLICT(one) DO UPDATE SET last_id = excluded.last_id, last_hash = excluded.last_hash",
+            params![id, hash],
+        )
+        .map_err(fail)?;
+        tx.commit().map_err(fail)?;
+        Ok(id)
+    }
+
+    /// Rows matching `filter`, oldest first.
+    ///
+    /// # Errors
+    /// [`AuditError::Read`].
+    pub fn query(&self, filter: &Filter) -> Result<Vec<Row>, AuditError> {
+        let conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut statement = conn.prepare(
+            "SELECT id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash
+             FROM audit_log
+             WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR tool = ?2) AND (?3 IS NULL OR ts_ms >= ?3) AND (?4 IS NULL OR id > ?4)
+             ORDER BY id LIMIT ?5",
+        )?;
+        let rows = statement.query_map(
+            params![
+                filter.app,
+                filter.tool,
+                filter.since_ms,
+                filter.after_id,
+                filter.limit.unwrap_or(-1)
+            ],
+            read_row,
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The newest `count` rows, oldest first.
+    ///
+    /// # Errors
+    /// [`AuditError::Read`].
+    pub fn tail(&self, count: i64) -> Result<Vec<Row>, AuditError> {
+        let last = {
+            let conn = self
+                .conn
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            conn.query_row("SELECT COALESCE(MAX(id), 0) FROM audit_log", [], |r| {
+                r.get::<_, i64>(0)
+            })?
+        };
+        self.query(&Filter {
+            after_id: Some((last - count).max(0)),
+            ..Filter::default()
+        })
+    }
+
+    /// Walks the whole chain. Returns the number of rows, or the first row that was edited,
+    /// inserted, deleted or moved.
+    ///
+    /// # Errors
+    /// [`BadRow`] naming the first bad row (or [`AuditError::Read`] as a `BadRow` with id 0).
+    pub fn verify(&self) -> Result<i64, BadRow> {
+        let rows = self.query(&Filter::default()).map_err(|e| BadRow {
+            id: 0,
+            reason: e.to_string(),
+        })?;
+        let mut prev_hash = GENESIS.to_owned();
+        let mut expected_id = 1;
+        for row in &rows {
+            if row.id != expected_id {
+                let reason = if row.id > expected_id {
+                    format!("rows {expected_id}..{} are missing", row.id - 1)
+                } else {
+                    "is out of order".to_owned()
+                };
+                return Err(BadRow { id: row.id, reason });
+            }
+            if row.prev_hash != prev_hash {
+                return Err(BadRow { id: row.id, reason: "does not follow the row before it (rows were removed, inserted or reordered)".into() });
+            }
+            if row_hash(&prev_hash, &row.entry) != row.hash {
+                return Err(BadRow {
+                    id: row.id,
+                    reason: "was edited: its contents do not match its hash".into(),
+                });
+            }
+            prev_hash.clone_from(&row.hash);
+            expected_id += 1;
+        }
+        let conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let head: Option<(i64, String)> = conn
+            .query_row(
+                "SELECT last_id, last_hash FROM audit_head WHERE one = 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| BadRow {
+                id: 0,
+                reason: e.to_string(),
+            })?;
+        let count = expected_id - 1;
+        match head {
+            Some((last_id, last_hash)) if last_id != count || last_hash != prev_hash => {
+                Err(BadRow {
+                    id: count + 1,
+                    reason: format!(
+                        "the log ends at row {count} but row {last_id} was written: rows at the end were removed"
+                    ),
+                })
+            }
+            None if count > 0 => Err(BadRow {
+                id: 1,
+                reason: "the chain head is missing".into(),
+            }),
+            _ => Ok(count),
+        }
+    }
+}
+
+fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    Ok(Row {
+        id: r.get(0)?,
+        entry: Entry {
+            ts_ms: r.get(1)?,
+            call_id: r.get(2)?,
+            caller: r.get(3)?,
+            app: r.get(4)?,
+            tool: r.get(5)?,
+            args: r.get(6)?,
+            decision: r.get(7)?,
+            result: r.get(8)?,
+            risk: r.get(9)?,
+            duration_ms: r.get(10)?,
+            error: r.get(11)?,
+        },
+        prev_hash: r.get(12)?,
+        hash: r.get(13)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(i: i64) -> Entry {
+        Entry {
+            ts_ms: 1_700_000_000_000 + i,
+            call_id: format!("c{i}"),
+            caller: "claude-code".into(),
+            app: "org.example.mail".into(),
+            tool: if i % 2 == 0 {
+                "send".into()
+            } else {
+                "search".into()
+            },
+            args: format!(r#"{{"n":{i}}}"#),
+            decision: "auto_approve".into(),
+            result: "success".into(),
+            risk: "medium".into(),
+            duration_ms: 3,
+            error: None,
+        }
+    }
+
+    fn log_with(rows: i64) -> (tempfile::TempDir, AuditLog) {
+        let dir = tempfile::tempdir().expect("dir");
+        let log = AuditLog::open(&dir.path().join("data.db")).expect("open");
+        for i in 1..=rows {
+            assert_eq!(log.append(&entry(i)).expect("append"), i);
+        }
+        (dir, log)
+    }
+
+    fn raw(dir: &tempfile::TempDir) -> Connection {
+        Connection::open(dir.path().join("data.db")).expect("raw")
+    }
+
+    #[test]
+    fn an_untouched_chain_verifies_and_survives_reopening() {
+        let (dir, log) = log_with(10);
+        assert_eq!(log.verify(), Ok(10));
+        drop(log);
+        let log = AuditLog::open(&dir.path().join("data.db")).expect("reopen");
+        assert_eq!(log.append(&entry(11)).expect("append"), 11);
+        assert_eq!(log.verify(), Ok(11));
+    }
+
+    #[test]
+    fn edits_are_found() {
+        let (dir, log) = log_with(10);
+        raw(&dir)
+            .execute("UPDATE audit_log SET args = '{\"n\":0}' WHERE id = 4", [])
+            .expect("edit");
+        let bad = log.verify().expect_err("edited");
+        assert_eq!(bad.id, 4);
+        assert!(bad.reason.contains("edited"), "{bad}");
+    }
+
+    #[test]
+    fn deletions_are_found() {
+        let (dir, log) = log_with(10);
+        raw(&dir)
+            .execute("DELETE FROM audit_log WHERE id = 5", [])
+            .expect("delete");
+        assert_eq!(log.verify().expect_err("deleted").id, 6);
+        let (dir, log) = log_with(10);
+        raw(&dir)
+            .execute("DELETE FROM audit_log WHERE id >= 9", [])
+            .expect("truncate");
+        let bad = log.verify().expect_err("truncated");
+        assert_eq!(bad.id, 9);
+        assert!(bad.reason.contains("removed"), "{bad}");
+    }
+
+    #[test]
+    fn insertions_and_reordering_are_found() {
+        let (dir, log) = log_with(10);
+        let conn = raw(&dir);
+        conn.execute("UPDATE audit_log SET id = id + 100 WHERE id >= 6", [])
+            .expect("shift");
+        conn.execute("UPDATE audit_log SET id = id - 99 WHERE id >= 100", [])
+            .expect("shift back");
+        conn.execute(
+            "INSERT INTO audit_log SELECT 6, ts_ms, 'forged', caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash FROM audit_log WHERE id = 5",
+            [],
+        )
+        .expect("insert");
+        assert_eq!(log.verify().expect_err("inserted").id, 6);
+
+        let (dir, log) = log_with(10);
+        let conn = raw(&dir);
+        conn.execute("UPDATE audit_log SET id = -3 WHERE id = 3", [])
+            .expect("swap");
+        conn.execute("UPDATE audit_log SET id = 3 WHERE id = 4", [])
+            .expect("swap");
+        conn.execute("UPDATE audit_log SET id = 4 WHERE id = -3", [])
+            .expect("swap");
+        assert_eq!(log.verify().expect_err("reordered").id, 3);
+    }
+
+    #[test]
+    fn queries_filter_and_tail() {
+        let (_dir, log) = log_with(10);
+        let sends = log
+            .query(&Filter {
+                tool: Some("send".into()),
+                ..Filter::default()
+            })
+            .expect("query");
+        assert_eq!(
+            sends.iter().map(|r| r.id).collect::<Vec<_>>(),
+            vec![2, 4, 6, 8, 10]
+        );
+        let since = log
+            .query(&Filter {
+                since_ms: Some(1_700_000_000_008),
+                ..Filter::default()
+            })
+            .expect("query");
+        assert_eq!(since.len(), 3);
+        assert_eq!(
+            log.tail(2)
+                .expect("tail")
+                .iter()
+                .map(|r| r.id)
+                .collect::<Vec<_>>(),
+            vec![9, 10]
+        );
+        assert_eq!(format_ts(0), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn a_locked_database_fails_appends_clearly() {
+        let (dir, log) = log_with(1);
+        let conn = raw(&dir);
+        conn.execute_batch("BEGIN EXCLUSIVE").expect("lock");
+        let error = log.append(&entry(2)).expect_err("locked");
+        assert!(error.to_string().contains("cannot be written"), "{error}");
+        conn.execute_batch("ROLLBACK").expect("unlock");
+        assert_eq!(log.append(&entry(2)).expect("append after unlock"), 2);
+        assert_eq!(log.verify(), Ok(2));
+    }
+}
