@@ -11,8 +11,10 @@
 //! assert_eq!(args["password"], "[redacted]");
 //! ```
 
+mod grants;
 mod log;
 mod redact;
 
+pub use grants::{Grant, Grants};
 pub use log::{AuditError, AuditLog, BadRow, Entry, Filter, Row, format_ts, now_ms};
 pub use redact::{REDACTED, redact};
