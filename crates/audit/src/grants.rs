@@ -34,17 +34,24 @@ impl Grants {
     /// [`AuditError::Open`].
     pub fn open(path: &Path) -> Result<Self, AuditError> {
         let name = path.display().to_string();
-        let fail = |source| AuditError::Open { path: name.clone(), source };
+        let fail = |source| AuditError::Open {
+            path: name.clone(),
+            source,
+        };
         let conn = Connection::open(path).map_err(fail)?;
         conn.busy_timeout(Duration::from_secs(2)).map_err(fail)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(fail)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(fail)?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS consent_grants (
                 client TEXT NOT NULL, app TEXT NOT NULL, tool TEXT NOT NULL DEFAULT '',
                 created_ms INTEGER NOT NULL, PRIMARY KEY (client, app, tool));",
         )
         .map_err(fail)?;
-        Ok(Self { conn: Mutex::new(conn), path: name })
+        Ok(Self {
+            conn: Mutex::new(conn),
+            path: name,
+        })
     }
 
     /// Whether `client` may run `tool` of `app`: a grant for the tool or for the whole app.
@@ -52,7 +59,10 @@ impl Grants {
     /// # Errors
     /// [`AuditError::Read`].
     pub fn allows(&self, client: &str, app: &str, tool: &str) -> Result<bool, AuditError> {
-        let conn = self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let found: Option<i64> = conn
             .query_row(
                 "SELECT 1 FROM consent_grants WHERE client = ?1 AND app = ?2 AND (tool = '' OR tool = ?3) LIMIT 1",
@@ -68,7 +78,10 @@ impl Grants {
     /// # Errors
     /// [`AuditError::Write`].
     pub fn grant(&self, client: &str, app: &str, tool: Option<&str>) -> Result<(), AuditError> {
-        let conn = self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         conn.execute(
             "INSERT OR REPLACE INTO consent_grants (client, app, tool, created_ms) VALUES (?1, ?2, ?3, ?4)",
             params![client, app, tool.unwrap_or(""), now_ms()],
@@ -83,15 +96,24 @@ impl Grants {
     /// # Errors
     /// [`AuditError::Write`].
     pub fn revoke(&self, client: &str, app: &str, tool: Option<&str>) -> Result<usize, AuditError> {
-        let conn = self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let removed = match tool {
             Some(tool) => conn.execute(
                 "DELETE FROM consent_grants WHERE client = ?1 AND app = ?2 AND tool = ?3",
                 params![client, app, tool],
             ),
-            None => conn.execute("DELETE FROM consent_grants WHERE client = ?1 AND app = ?2", params![client, app]),
+            None => conn.execute(
+                "DELETE FROM consent_grants WHERE client = ?1 AND app = ?2",
+                params![client, app],
+            ),
         }
-        .map_err(|source| AuditError::Write { path: self.path.clone(), source })?;
+        .map_err(|source| AuditError::Write {
+            path: self.path.clone(),
+            source,
+        })?;
         Ok(removed)
     }
 
@@ -100,11 +122,21 @@ impl Grants {
     /// # Errors
     /// [`AuditError::Read`].
     pub fn list(&self) -> Result<Vec<Grant>, AuditError> {
-        let conn = self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut statement = conn.prepare("SELECT client, app, tool, created_ms FROM consent_grants ORDER BY client, app, tool")?;
+        let conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut statement = conn.prepare(
+            "SELECT client, app, tool, created_ms FROM consent_grants ORDER BY client, app, tool",
+        )?;
         let rows = statement.query_map([], |r| {
             let tool: String = r.get(2)?;
-            Ok(Grant { client: r.get(0)?, app: r.get(1)?, tool: (!tool.is_empty()).then_some(tool), created_ms: r.get(3)? })
+            Ok(Grant {
+                client: r.get(0)?,
+                app: r.get(1)?,
+                tool: (!tool.is_empty()).then_some(tool),
+                created_ms: r.get(3)?,
+            })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -118,18 +150,52 @@ mod tests {
     fn grants_are_per_client_and_per_tool_or_app() {
         let dir = tempfile::tempdir().expect("dir");
         let grants = Grants::open(&dir.path().join("data.db")).expect("open");
-        grants.grant("claude-code", "org.example.mail", Some("send")).expect("grant");
-        assert!(grants.allows("claude-code", "org.example.mail", "send").expect("read"));
-        assert!(!grants.allows("claude-code", "org.example.mail", "delete").expect("read"));
-        assert!(!grants.allows("cursor", "org.example.mail", "send").expect("read"), "another client");
-        grants.grant("cursor", "org.example.mail", None).expect("grant all");
-        assert!(grants.allows("cursor", "org.example.mail", "delete").expect("read"));
+        grants
+            .grant("claude-code", "org.example.mail", Some("send"))
+            .expect("grant");
+        assert!(
+            grants
+                .allows("claude-code", "org.example.mail", "send")
+                .expect("read")
+        );
+        assert!(
+            !grants
+                .allows("claude-code", "org.example.mail", "delete")
+                .expect("read")
+        );
+        assert!(
+            !grants
+                .allows("cursor", "org.example.mail", "send")
+                .expect("read"),
+            "another client"
+        );
+        grants
+            .grant("cursor", "org.example.mail", None)
+            .expect("grant all");
+        assert!(
+            grants
+                .allows("cursor", "org.example.mail", "delete")
+                .expect("read")
+        );
         assert_eq!(grants.list().expect("list").len(), 2);
-        assert_eq!(grants.revoke("cursor", "org.example.mail", None).expect("revoke"), 1);
-        assert!(!grants.allows("cursor", "org.example.mail", "delete").expect("read"));
+        assert_eq!(
+            grants
+                .revoke("cursor", "org.example.mail", None)
+                .expect("revoke"),
+            1
+        );
+        assert!(
+            !grants
+                .allows("cursor", "org.example.mail", "delete")
+                .expect("read")
+        );
         // Survives reopening.
         drop(grants);
         let grants = Grants::open(&dir.path().join("data.db")).expect("reopen");
-        assert!(grants.allows("claude-code", "org.example.mail", "send").expect("read"));
+        assert!(
+            grants
+                .allows("claude-code", "org.example.mail", "send")
+                .expect("read")
+        );
     }
 }

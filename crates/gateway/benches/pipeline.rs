@@ -61,6 +61,7 @@ fn benches(c: &mut Criterion) {
         Registry::default(),
         Config::default(),
         Executors::new(),
+        std::env::temp_dir().join("aai-bench-unused.db"),
     ));
     c.bench_function("tools/list body (1000 apps)", |b| {
         b.iter(|| serde_json::to_string(&server.tools(black_box(&registry))).expect("json"))

@@ -32,6 +32,8 @@ pub struct Config {
     pub max_request_bytes: usize,
     /// How long `tools/list` waits for discovery before answering with what it has.
     pub scan_budget_ms: u64,
+    /// Approval policy profiles and which client gets which.
+    pub policy: crate::policy_config::PolicyConfig,
 }
 
 impl Default for Config {
@@ -44,11 +46,21 @@ impl Default for Config {
             max_result_chars: 80_000,
             scan_budget_ms: 1_000,
             max_request_bytes: 4 * 1024 * 1024,
+            policy: crate::policy_config::PolicyConfig::default(),
         }
     }
 }
 
 impl Config {
+    /// Defaults, except that the policy asks for every call: used when `config.json` exists
+    /// but cannot be used, so a broken file never loosens what the user set.
+    pub fn fail_closed() -> Self {
+        Self {
+            policy: crate::policy_config::PolicyConfig::fail_closed(),
+            ..Self::default()
+        }
+    }
+
     pub fn default_timeout(&self) -> Duration {
         Duration::from_secs(self.timeout_seconds.max(1))
     }
@@ -58,7 +70,8 @@ impl Config {
     }
 
     /// Reads `config.json` under `home`. A missing file is the default config; a broken one
-    /// is reported and the default is used, so a typo never stops the gateway.
+    /// is reported and the defaults are used with a fail-closed policy, so a typo never stops
+    /// the gateway and never loosens what the user set.
     pub fn load(home: &Path) -> (Self, Option<String>) {
         let path = home.join("config.json");
         let bytes = match std::fs::read(&path) {
@@ -68,8 +81,11 @@ impl Config {
             }
             Err(error) => {
                 return (
-                    Self::default(),
-                    Some(format!("{}: cannot read: {error}", path.display())),
+                    Self::fail_closed(),
+                    Some(format!(
+                        "{}: cannot read: {error}; every call asks for approval until it is fixed",
+                        path.display()
+                    )),
                 );
             }
         };
@@ -81,9 +97,9 @@ impl Config {
                 (config, None)
             }
             Err(error) => (
-                Self::default(),
+                Self::fail_closed(),
                 Some(format!(
-                    "{}: {error}; using the default configuration",
+                    "{}: {error}; using the default configuration, with every call asking for approval until it is fixed",
                     path.display()
                 )),
             ),

@@ -6,8 +6,10 @@
 
 pub mod config;
 pub mod discovery;
+pub mod gate;
 pub mod live;
 pub mod pipeline;
+pub mod policy_config;
 pub mod registry;
 pub mod server;
 pub mod transport;
@@ -38,11 +40,13 @@ pub fn scan_once(options: &ScanOptions, platform: Platform) -> Registry {
     Registry::build(&found, platform, true)
 }
 
-/// A gateway over a fixed registry, with no discovery thread (for the CLI and benchmarks).
+/// A gateway over a fixed registry, with no discovery thread (for the CLI, tests and
+/// benchmarks). `data_db` is where its audit log and grants live.
 pub fn fixed_gateway(
     registry: Registry,
     config: config::Config,
     executors: Executors,
+    data_db: std::path::PathBuf,
 ) -> Arc<pipeline::Gateway> {
     let (_tx, rx) = tokio::sync::watch::channel(Arc::new(registry));
     Arc::new(pipeline::Gateway {
@@ -50,5 +54,6 @@ pub fn fixed_gateway(
         executors,
         config,
         platform: Platform::current(),
+        gate: gate::Gate::new(data_db),
     })
 }

@@ -37,8 +37,21 @@ struct Cli {
     command: Option<Command>,
 }
 
+/// The gateway's SQLite file under `AAI_HOME`: audit log and consent grants.
+const DATA_DB: &str = "data.db";
+
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Remembered approvals: which client may run which app's tools without asking.
+    Consent {
+        #[command(subcommand)]
+        action: ConsentAction,
+    },
+    /// The audit log of every call.
+    Audit {
+        #[command(subcommand)]
+        action: AuditAction,
+    },
     /// Check aai.json files; exit 1 if any is invalid, listing file, JSON pointer and problem.
     Validate {
         #[arg(required = true)]
@@ -51,6 +64,54 @@ enum Command {
         /// The tool's arguments as a JSON object.
         #[arg(long, default_value = "{}")]
         args: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ConsentAction {
+    /// List every grant.
+    List,
+    /// Allow a client to run a tool (or every tool of the app) without asking again.
+    Grant {
+        app: String,
+        tool: Option<String>,
+        /// The MCP client's name, as it reports itself (e.g. claude-code, cursor).
+        #[arg(long)]
+        client: String,
+    },
+    /// Take a grant back (without a tool: every grant of the app for that client).
+    Revoke {
+        app: String,
+        tool: Option<String>,
+        #[arg(long)]
+        client: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum AuditAction {
+    /// Check the hash chain; exit 1 naming the first edited, missing, inserted or moved row.
+    Verify,
+    /// The newest rows; with -f keep printing new ones.
+    Tail {
+        #[arg(short = 'n', default_value = "20")]
+        count: i64,
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+    /// Rows filtered by app, tool and age (`--since 2h`, `--since 2026-11-22T10:00:00Z`).
+    Show {
+        #[arg(long)]
+        app: Option<String>,
+        #[arg(long)]
+        tool: Option<String>,
+        #[arg(long)]
+        since: Option<String>,
+    },
+    /// Every row as JSON lines or CSV on stdout.
+    Export {
+        #[arg(long, value_enum, default_value = "jsonl")]
+        format: output::ExportFormat,
     },
 }
 
@@ -89,6 +150,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let home = config::aai_home();
     match cli.command {
         Some(Command::Validate { files }) => Ok(validate(&files)),
+        Some(Command::Consent { action }) => consent(&home.join(DATA_DB), action),
+        Some(Command::Audit { action }) => audit(&home.join(DATA_DB), action),
         Some(Command::Call { app, tool, args }) => {
             let args: serde_json::Value =
                 serde_json::from_str(&args).context("--args is not valid JSON")?;
@@ -167,8 +230,9 @@ async fn call(
     };
     let registry = aai_gateway::scan_once(&options, Platform::current());
     let max = config.max_result_chars;
-    let gateway = aai_gateway::fixed_gateway(registry, config, Executors::new());
-    match gateway.exec(app, tool, args).await {
+    let gateway =
+        aai_gateway::fixed_gateway(registry, config, Executors::new(), home.join(DATA_DB));
+    match gateway.exec("cli", app, tool, args).await {
         Ok(output) => {
             output::call_output(&render(&output, max).text);
             Ok(ExitCode::SUCCESS)
@@ -193,6 +257,7 @@ async fn serve(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
         executors: Executors::new(),
         config,
         platform: Platform::current(),
+        gate: aai_gateway::gate::Gate::new(home.join(DATA_DB)),
     });
     tracing::info!(home = %home.display(), version = env!("CARGO_PKG_VERSION"), "aai-gateway serving MCP on stdio");
     let running = AaiServer::new(gateway)
@@ -231,4 +296,86 @@ async fn serve(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
     notifier.abort();
     cancel.cancel();
     Ok(())
+}
+
+fn consent(db: &std::path::Path, action: ConsentAction) -> anyhow::Result<ExitCode> {
+    let grants = aai_audit::Grants::open(db)?;
+    match action {
+        ConsentAction::List => output::grants(&grants.list()?),
+        ConsentAction::Grant { app, tool, client } => {
+            grants.grant(&client, &app, tool.as_deref())?;
+            output::line(&format!(
+                "granted: {client} may run {app}:{} without asking",
+                tool.as_deref().unwrap_or("*")
+            ));
+        }
+        ConsentAction::Revoke { app, tool, client } => {
+            let removed = grants.revoke(&client, &app, tool.as_deref())?;
+            output::line(&format!("revoked {removed} grant(s)"));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `2h`, `30m`, `1d` ago, or an RFC 3339 time, as milliseconds since the epoch.
+fn parse_since(text: &str) -> anyhow::Result<i64> {
+    if let Ok(time) = humantime::parse_rfc3339_weak(text) {
+        let ms = time
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        return Ok(i64::try_from(ms).unwrap_or(i64::MAX));
+    }
+    let ago = humantime::parse_duration(text).with_context(|| {
+        format!("--since {text:?}: give an age like 2h or a time like 2026-11-22T10:00:00Z")
+    })?;
+    Ok(aai_audit::now_ms() - i64::try_from(ago.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn audit(db: &std::path::Path, action: AuditAction) -> anyhow::Result<ExitCode> {
+    let log = aai_audit::AuditLog::open(db)?;
+    match action {
+        AuditAction::Verify => match log.verify() {
+            Ok(rows) => {
+                output::line(&format!("ok: {rows} rows, chain intact"));
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(bad) => {
+                output::line(&format!("TAMPERED: {bad}"));
+                Ok(ExitCode::from(1))
+            }
+        },
+        AuditAction::Tail { count, follow } => {
+            let rows = log.tail(count)?;
+            let mut last = rows.last().map_or(0, |r| r.id);
+            output::rows(&rows);
+            // `-f` follows until interrupted, like `tail -f`.
+            if follow {
+                loop {
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                    let new = log.query(&aai_audit::Filter {
+                        after_id: Some(last),
+                        ..Default::default()
+                    })?;
+                    last = new.last().map_or(last, |r| r.id);
+                    output::rows(&new);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        AuditAction::Show { app, tool, since } => {
+            let since_ms = since.as_deref().map(parse_since).transpose()?;
+            output::rows(&log.query(&aai_audit::Filter {
+                app,
+                tool,
+                since_ms,
+                ..Default::default()
+            })?);
+            Ok(ExitCode::SUCCESS)
+        }
+        AuditAction::Export { format } => {
+            output::export(&log.query(&aai_audit::Filter::default())?, format);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }

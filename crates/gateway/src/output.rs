@@ -49,3 +49,107 @@ pub fn validation(path: &str, result: &Result<(), LoadError>) {
 pub fn call_output(text: &str) {
     println!("{text}");
 }
+
+/// A plain line of CLI output.
+pub fn line(text: &str) {
+    println!("{text}");
+}
+
+/// `consent list`.
+pub fn grants(grants: &[aai_audit::Grant]) {
+    if grants.is_empty() {
+        println!("no grants");
+    }
+    for grant in grants {
+        println!(
+            "{:<24} {}:{}  (since {})",
+            grant.client,
+            grant.app,
+            grant.tool.as_deref().unwrap_or("*"),
+            aai_audit::format_ts(grant.created_ms)
+        );
+    }
+}
+
+/// Audit rows, one line each.
+pub fn rows(rows: &[aai_audit::Row]) {
+    for row in rows {
+        let e = &row.entry;
+        println!(
+            "{:>6} {} {:<16} {}:{} {} {} risk={} {}ms args={}{}",
+            row.id,
+            aai_audit::format_ts(e.ts_ms),
+            e.caller,
+            e.app,
+            e.tool,
+            e.decision,
+            e.result,
+            e.risk,
+            e.duration_ms,
+            e.args,
+            e.error
+                .as_deref()
+                .map(|err| format!(" error={err}"))
+                .unwrap_or_default()
+        );
+    }
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ExportFormat {
+    Jsonl,
+    Csv,
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_owned()
+    }
+}
+
+/// `audit export`.
+pub fn export(rows: &[aai_audit::Row], format: ExportFormat) {
+    match format {
+        ExportFormat::Jsonl => {
+            for row in rows {
+                let mut value = serde_json::to_value(row).unwrap_or_default();
+                value["time"] = serde_json::Value::String(aai_audit::format_ts(row.entry.ts_ms));
+                println!("{value}");
+            }
+        }
+        ExportFormat::Csv => {
+            println!(
+                "id,time,call_id,caller,app,tool,args,decision,result,risk,duration_ms,error,prev_hash,hash"
+            );
+            for row in rows {
+                let e = &row.entry;
+                let fields = [
+                    row.id.to_string(),
+                    aai_audit::format_ts(e.ts_ms),
+                    e.call_id.clone(),
+                    e.caller.clone(),
+                    e.app.clone(),
+                    e.tool.clone(),
+                    e.args.clone(),
+                    e.decision.clone(),
+                    e.result.clone(),
+                    e.risk.clone(),
+                    e.duration_ms.to_string(),
+                    e.error.clone().unwrap_or_default(),
+                    row.prev_hash.clone(),
+                    row.hash.clone(),
+                ];
+                println!(
+                    "{}",
+                    fields
+                        .iter()
+                        .map(|f| csv_field(f))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                );
+            }
+        }
+    }
+}

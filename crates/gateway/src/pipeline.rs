@@ -4,14 +4,16 @@
 //! through [`Gateway::exec`], so they all validate and fail the same way.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use aai_descriptor::{AaiError, ErrorKind, Platform, ToolCommon, guide};
+use aai_descriptor::{AaiError, ErrorKind, Parameters, Platform, Risk, ToolCommon, guide};
 use aai_executor::{Executors, Invocation};
+use aai_policy::{Action, ToolFacts, derive_risk};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use crate::config::Config;
+use crate::gate::{Call, Gate, action_name, risk_name, shell_quote};
 use crate::registry::{App, Registry};
 
 /// Shared state of one gateway process.
@@ -20,6 +22,7 @@ pub struct Gateway {
     pub executors: Executors,
     pub config: Config,
     pub platform: Platform,
+    pub gate: Gate,
 }
 
 impl Gateway {
@@ -43,21 +46,141 @@ impl Gateway {
         Ok(guide::guide(&app.descriptor, &tools))
     }
 
-    /// Runs `tool` of `app` with `args`.
+    /// Runs `tool` of `app` with `args` for `caller` (the MCP client's name), through the
+    /// gate: argument checks, the policy, remembered consent, and audit rows before and after.
     ///
     /// # Errors
-    /// `APP_NOT_FOUND`, `TOOL_NOT_FOUND`, `INVALID_PARAMS`, or the executor's error.
-    pub async fn exec(&self, app: &str, tool: &str, args: &Value) -> Result<Value, AaiError> {
+    /// `APP_NOT_FOUND`, `TOOL_NOT_FOUND`, `INVALID_PARAMS`, `PERMISSION_DENIED`, an audit
+    /// failure, or the executor's error.
+    pub async fn exec(
+        &self,
+        caller: &str,
+        app: &str,
+        tool: &str,
+        args: &Value,
+    ) -> Result<Value, AaiError> {
+        let started = Instant::now();
+        let elapsed = || i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
         let registry = self.registry().await;
-        let app = find_app(&registry, app)?;
-        let spec = find_tool(app, tool, self.platform)?;
-        let args = check_args(app, spec, args)?;
+        let found = find_app(&registry, app)
+            .and_then(|found| Ok((found, find_tool(found, tool, self.platform)?)));
+        let (app, spec) = match found {
+            Ok(found) => found,
+            Err(error) => {
+                let args = aai_audit::redact(args, None);
+                let call = Call {
+                    id: self.gate.call_id(),
+                    caller,
+                    app,
+                    tool,
+                    args: &args,
+                    risk: Risk::Medium,
+                };
+                self.gate
+                    .record(&call, "none", "failed", elapsed(), Some(&error))?;
+                return Err(error);
+            }
+        };
+        let risk = derive_risk(spec.risk, spec.read_only, spec.destructive);
+        let schema = spec.parameters.as_ref().map(Parameters::schema);
+        let redacted = aai_audit::redact(args, schema.as_ref());
+        let call = Call {
+            id: self.gate.call_id(),
+            caller,
+            app: app.id(),
+            tool: &spec.name,
+            args: &redacted,
+            risk,
+        };
+        let args = match check_args(app, spec, args) {
+            Ok(args) => args,
+            Err(error) => {
+                self.gate
+                    .record(&call, "none", "failed", elapsed(), Some(&error))?;
+                return Err(error);
+            }
+        };
+        let (profile_name, profile) = self.config.policy.profile_for(caller);
+        let policy_name = format!("{}:{}", app.id(), spec.name);
+        let action = profile.decide(
+            &ToolFacts {
+                name: &policy_name,
+                category: app.id(),
+                risk,
+            },
+            &[],
+        );
+        let mut decision = action_name(action).to_owned();
+        match action {
+            Action::AlwaysBlock => {
+                let error = AaiError::new(
+                    ErrorKind::PermissionDenied,
+                    format!(
+                        "{policy_name} is blocked by the policy profile {profile_name:?} (risk {}); no approval can allow it. The user can change `policy` in the gateway's config.json.",
+                        risk_name(risk)
+                    ),
+                )
+                .with_detail(json!({"reason": "blocked", "profile": profile_name, "risk": risk_name(risk)}));
+                self.gate
+                    .record(&call, &decision, "blocked", elapsed(), Some(&error))?;
+                return Err(error);
+            }
+            Action::RequireApproval => {
+                if self.gate.granted(caller, app.id(), &spec.name)? {
+                    decision.push_str(":granted");
+                } else {
+                    let error = needs_approval(caller, app.id(), &spec.name, risk, &profile_name);
+                    self.gate
+                        .record(&call, &decision, "denied", elapsed(), Some(&error))?;
+                    return Err(error);
+                }
+            }
+            Action::AutoApprove | Action::NotifyOnly => {}
+        }
+        // The intent row is durable before anything runs: no call happens unrecorded.
+        self.gate.record(&call, &decision, "started", 0, None)?;
         let timeout = spec
             .timeout
             .map_or_else(|| self.config.default_timeout(), Duration::from_secs);
         let invocation = Invocation::new(&app.descriptor, &spec.name, &args, timeout);
-        self.executors.call(self.platform, invocation).await
+        let result = self.executors.call(self.platform, invocation).await;
+        let (outcome, error) = match &result {
+            Ok(_) => ("success", None),
+            Err(error) => ("failed", Some(error)),
+        };
+        self.gate
+            .record(&call, &decision, outcome, elapsed(), error)
+            .map_err(|mut audit| {
+                audit.message = format!(
+                    "{policy_name} ran ({outcome}), but its result could not be audited: {}",
+                    audit.message
+                );
+                audit
+            })?;
+        result
     }
+}
+
+/// PERMISSION_DENIED for a call that needs the user's approval, with the commands that grant it.
+fn needs_approval(caller: &str, app: &str, tool: &str, risk: Risk, profile: &str) -> AaiError {
+    let client = shell_quote(caller);
+    let this_tool = format!(
+        "aai-gateway consent grant {} {} --client {client}",
+        shell_quote(app),
+        shell_quote(tool)
+    );
+    let whole_app = format!(
+        "aai-gateway consent grant {} --client {client}",
+        shell_quote(app)
+    );
+    AaiError::new(
+        ErrorKind::PermissionDenied,
+        format!(
+            "{app}:{tool} needs the user's approval (risk {}, policy profile {profile:?}) and it was not given. Ask the user to run `{this_tool}` (or `{whole_app}` for every tool of the app), then call again.",
+            risk_name(risk)
+        ),
+    )
+    .with_detail(json!({"reason": "approval_required", "command": this_tool, "command_all_tools": whole_app, "profile": profile, "risk": risk_name(risk)}))
 }
 
 /// Looks an app up, or says which apps exist.

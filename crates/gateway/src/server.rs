@@ -92,15 +92,16 @@ impl AaiServer {
         tools
     }
 
-    /// Routes one `tools/call` to a guide, a search or an execution.
-    pub async fn dispatch(&self, name: &str, args: Value) -> Result<Value, AaiError> {
+    /// Routes one `tools/call` from `caller` (the client's name) to a guide, a search or an
+    /// execution.
+    pub async fn dispatch(&self, caller: &str, name: &str, args: Value) -> Result<Value, AaiError> {
         let gateway = &self.gateway;
         match name {
             "aai_exec" | "aai:exec" => {
                 let app = required_str(&args, "app")?;
                 let tool = required_str(&args, "tool")?;
                 let tool_args = args.get("args").cloned().unwrap_or(Value::Null);
-                gateway.exec(app, tool, &tool_args).await
+                gateway.exec(caller, app, tool, &tool_args).await
             }
             "aai_apps" => {
                 let registry = gateway.registry().await;
@@ -118,7 +119,7 @@ impl AaiServer {
                 gateway.guide(&registry, name).map(Value::String)
             }
             _ => match name.rsplit_once(':') {
-                Some((app, tool)) => gateway.exec(app, tool, &args).await,
+                Some((app, tool)) => gateway.exec(caller, app, tool, &args).await,
                 None => Err(AaiError::new(
                     ErrorKind::ToolNotFound,
                     format!(
@@ -218,11 +219,12 @@ impl ServerHandler for AaiServer {
         let started = Instant::now();
         let name = request.name.to_string();
         let args = Value::Object(request.arguments.unwrap_or_default());
+        // The caller identity for consent: `clientInfo.name` from initialize, or from the
+        // request's own `_meta` in the 2026-07-28 lifecycle.
         let caller = context
             .client_info()
-            .map(|info| info.name)
-            .unwrap_or_default();
-        let result = self.dispatch(&name, args).await;
+            .map_or_else(|| "unknown-client".to_owned(), |info| info.name);
+        let result = self.dispatch(&caller, &name, args).await;
         match &result {
             Ok(_) => {
                 tracing::info!(tool = %name, %caller, ms = started.elapsed().as_millis() as u64, "call ok")

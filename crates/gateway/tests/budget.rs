@@ -61,8 +61,12 @@ fn apps(count: usize) -> Vec<Found> {
 fn an_app_entry_in_tools_list_costs_at_most_40_tokens() {
     let registry = Registry::build(&apps(50), Platform::Linux, true);
     assert_eq!(registry.apps.len(), 50);
-    let gateway =
-        aai_gateway::fixed_gateway(Registry::default(), Config::default(), Executors::new());
+    let gateway = aai_gateway::fixed_gateway(
+        Registry::default(),
+        Config::default(),
+        Executors::new(),
+        std::env::temp_dir().join("aai-unused-data.db"),
+    );
     let server = AaiServer::new(gateway);
     let tools = server.tools(&registry);
     let mut worst = 0;

@@ -163,3 +163,99 @@ fn version_and_help() {
         assert!(help.contains(word), "{word} missing from help:\n{help}");
     }
 }
+
+#[test]
+fn consent_and_audit_commands() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut doc = full_test_descriptor("org.aai.test", TEST_SERVICE);
+    doc["platforms"]["linux"]["tools"][1]["risk"] = serde_json::json!("high");
+    install(dir.path(), "org.aai.test", &doc.to_string());
+    let mut bus = TestBus::start();
+    bus.spawn_service(TEST_SERVICE);
+    let add = [
+        "call",
+        "org.aai.test",
+        "add",
+        "--args",
+        r#"{"a": 2, "b": 3}"#,
+    ];
+
+    // High risk needs approval under the default profile; the error says how to grant it.
+    let out = run(dir.path(), &add, Some(&bus));
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("PERMISSION_DENIED")
+            && stderr.contains("aai-gateway consent grant org.aai.test add --client cli"),
+        "{stderr}"
+    );
+
+    let out = run(
+        dir.path(),
+        &["consent", "grant", "org.aai.test", "add", "--client", "cli"],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(dir.path(), &["consent", "list"], None);
+    assert!(
+        text(&out.stdout).contains("cli") && text(&out.stdout).contains("org.aai.test:add"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = run(dir.path(), &add, Some(&bus));
+    assert_eq!(text(&out.stdout).trim(), "5", "{}", text(&out.stderr));
+
+    let out = run(
+        dir.path(),
+        &["consent", "revoke", "org.aai.test", "--client", "cli"],
+        None,
+    );
+    assert!(text(&out.stdout).contains("revoked 1 grant(s)"));
+    assert_eq!(run(dir.path(), &add, Some(&bus)).status.code(), Some(1));
+
+    let out = run(
+        dir.path(),
+        &["audit", "show", "--tool", "add", "--since", "1h"],
+        None,
+    );
+    let shown = text(&out.stdout);
+    assert_eq!(shown.lines().count(), 4, "{shown}");
+    assert!(
+        shown.contains("require_approval denied")
+            && shown.contains("require_approval:granted success"),
+        "{shown}"
+    );
+    let out = run(dir.path(), &["audit", "tail", "-n", "1"], None);
+    assert_eq!(text(&out.stdout).lines().count(), 1);
+    let out = run(dir.path(), &["audit", "export", "--format", "jsonl"], None);
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("jsonl"))
+        .collect();
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[0]["caller"], "cli");
+    let out = run(dir.path(), &["audit", "export", "--format", "csv"], None);
+    assert!(text(&out.stdout).starts_with("id,time,call_id,caller,app,tool,args,"));
+    let out = run(dir.path(), &["audit", "verify"], None);
+    assert!(
+        out.status.success() && text(&out.stdout).contains("ok: 4 rows"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // Tampering is found and named.
+    let db = rusqlite_free_edit(&dir.path().join("data.db"));
+    assert!(db);
+    let out = run(dir.path(), &["audit", "verify"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("row 2"), "{}", text(&out.stdout));
+}
+
+/// Edits row 2 behind the gateway's back, with the sqlite3 module of the system Python.
+fn rusqlite_free_edit(path: &Path) -> bool {
+    Command::new("python3")
+        .args(["-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE audit_log SET result='success' WHERE id=2\"); c.commit()"])
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success())
+}

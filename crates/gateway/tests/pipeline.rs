@@ -1,30 +1,58 @@
-//! The call pipeline without MCP: lookup, argument checks and their errors.
+//! The call pipeline without MCP: lookup, argument checks, the policy gate, consent and the
+//! audit rows each call leaves.
 
 use std::sync::Arc;
 
+use aai_audit::{AuditLog, Filter, Grants};
 use aai_descriptor::{ErrorKind, Platform};
 use aai_executor::Executors;
 use aai_gateway::config::Config;
 use aai_gateway::discovery::Found;
+use aai_gateway::pipeline::Gateway;
 use aai_gateway::registry::Registry;
-use aai_test_support::{TEST_SERVICE, full_test_descriptor};
-use serde_json::json;
+use aai_test_support::{TEST_SERVICE, TestBus, full_test_descriptor};
+use serde_json::{Value, json};
 
-fn gateway(docs: Vec<serde_json::Value>) -> Arc<aai_gateway::pipeline::Gateway> {
-    let found: Vec<Found> = docs
-        .into_iter()
-        .enumerate()
-        .map(|(rank, doc)| Found {
-            rank,
-            path: format!("/apps/{rank}/aai.json").into(),
-            outcome: aai_descriptor::parse("t", doc.to_string().as_bytes()).map(Arc::new),
-        })
-        .collect();
-    aai_gateway::fixed_gateway(
-        Registry::build(&found, Platform::Linux, true),
-        Config::default(),
-        Executors::new(),
-    )
+struct Setup {
+    gateway: Arc<Gateway>,
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new(docs: Vec<Value>, config: Config, executors: Executors) -> Self {
+        let found: Vec<Found> = docs
+            .into_iter()
+            .enumerate()
+            .map(|(rank, doc)| Found {
+                rank,
+                path: format!("/apps/{rank}/aai.json").into(),
+                outcome: aai_descriptor::parse("t", doc.to_string().as_bytes()).map(Arc::new),
+            })
+            .collect();
+        let dir = tempfile::tempdir().expect("dir");
+        let registry = Registry::build(&found, Platform::Linux, true);
+        let gateway =
+            aai_gateway::fixed_gateway(registry, config, executors, dir.path().join("data.db"));
+        Self { gateway, dir }
+    }
+
+    fn log(&self) -> AuditLog {
+        AuditLog::open(&self.dir.path().join("data.db")).expect("log")
+    }
+
+    fn results(&self) -> Vec<(String, String, String)> {
+        let rows = self.log().query(&Filter::default()).expect("rows");
+        rows.into_iter()
+            .map(|r| (r.entry.tool, r.entry.decision, r.entry.result))
+            .collect()
+    }
+}
+
+fn policy(json: Value) -> Config {
+    Config {
+        policy: serde_json::from_value(json).expect("policy"),
+        ..Config::default()
+    }
 }
 
 #[tokio::test]
@@ -32,9 +60,10 @@ async fn a_schema_that_does_not_compile_is_reported_at_call_time() {
     let mut doc = full_test_descriptor("org.aai.test", TEST_SERVICE);
     doc["platforms"]["linux"]["tools"][0]["parameters"]["properties"]["text"]["pattern"] =
         json!("([unclosed");
-    let gateway = gateway(vec![doc]);
-    let error = gateway
-        .exec("org.aai.test", "echo", &json!({"text": "x"}))
+    let setup = Setup::new(vec![doc], Config::default(), Executors::new());
+    let error = setup
+        .gateway
+        .exec("test", "org.aai.test", "echo", &json!({"text": "x"}))
         .await
         .expect_err("does not compile");
     assert_eq!(error.kind, ErrorKind::AaiJsonInvalid, "{}", error.message);
@@ -48,9 +77,14 @@ async fn a_schema_that_does_not_compile_is_reported_at_call_time() {
 #[tokio::test]
 async fn arguments_are_checked_before_anything_runs() {
     // No D-Bus session here: a call that passed the checks would fail to connect instead.
-    let gateway = gateway(vec![full_test_descriptor("org.aai.test", TEST_SERVICE)]);
+    let setup = Setup::new(
+        vec![full_test_descriptor("org.aai.test", TEST_SERVICE)],
+        Config::default(),
+        Executors::new(),
+    );
+    let gateway = &setup.gateway;
     let error = gateway
-        .exec("org.aai.test", "add", &json!({"a": 1}))
+        .exec("test", "org.aai.test", "add", &json!({"a": 1}))
         .await
         .expect_err("missing b");
     assert_eq!(
@@ -61,7 +95,12 @@ async fn arguments_are_checked_before_anything_runs() {
         (ErrorKind::InvalidParams, Some(json!("b")))
     );
     let error = gateway
-        .exec("org.aai.test", "sum", &json!({"values": [1, "two"]}))
+        .exec(
+            "test",
+            "org.aai.test",
+            "sum",
+            &json!({"values": [1, "two"]}),
+        )
         .await
         .expect_err("bad item");
     assert_eq!(
@@ -69,7 +108,7 @@ async fn arguments_are_checked_before_anything_runs() {
         Some(json!("values.1"))
     );
     let error = gateway
-        .exec("org.aai.test", "echo", &json!([1]))
+        .exec("test", "org.aai.test", "echo", &json!([1]))
         .await
         .expect_err("not an object");
     assert!(
@@ -78,13 +117,230 @@ async fn arguments_are_checked_before_anything_runs() {
         error.message
     );
     let error = gateway
-        .exec("org.aai.tset", "echo", &json!({}))
+        .exec("test", "org.aai.tset", "echo", &json!({}))
         .await
         .expect_err("typo");
     assert_eq!(error.kind, ErrorKind::AppNotFound);
+    // Failed calls are audited too.
+    assert_eq!(setup.results().len(), 4);
     assert!(
-        error.message.contains("org.aai.test"),
-        "suggests the real app: {}",
+        setup
+            .results()
+            .iter()
+            .all(|(_, _, result)| result == "failed")
+    );
+}
+
+#[tokio::test]
+async fn policy_consent_and_audit_rows() {
+    let mut bus = TestBus::start();
+    bus.spawn_service(TEST_SERVICE);
+    let config = policy(json!({
+        "default_profile": "mine",
+        "profiles": {"mine": {"preset": "development", "tool_overrides": {"org.aai.test:deny": "always_block", "org.aai.test:add": "require_approval"}}}
+    }));
+    let setup = Setup::new(
+        vec![full_test_descriptor("org.aai.test", TEST_SERVICE)],
+        config,
+        Executors::with_session_bus(bus.address()),
+    );
+    let gateway = &setup.gateway;
+
+    assert_eq!(
+        gateway
+            .exec(
+                "claude-code",
+                "org.aai.test",
+                "echo",
+                &json!({"text": "hi", "token": "Bearer abc"})
+            )
+            .await,
+        Ok(json!("hi"))
+    );
+
+    let blocked = gateway
+        .exec("claude-code", "org.aai.test", "deny", &json!({}))
+        .await
+        .expect_err("blocked");
+    assert_eq!(blocked.kind, ErrorKind::PermissionDenied);
+    assert!(
+        blocked.message.contains("no approval can allow it"),
+        "{}",
+        blocked.message
+    );
+
+    let denied = gateway
+        .exec(
+            "claude-code",
+            "org.aai.test",
+            "add",
+            &json!({"a": 1, "b": 2}),
+        )
+        .await
+        .expect_err("needs approval");
+    assert_eq!(denied.kind, ErrorKind::PermissionDenied);
+    assert!(
+        denied
+            .message
+            .contains("aai-gateway consent grant org.aai.test add --client claude-code"),
+        "{}",
+        denied.message
+    );
+
+    // A grant for one client does not help another; a grant for the app covers its tools.
+    let grants = Grants::open(&setup.dir.path().join("data.db")).expect("grants");
+    grants
+        .grant("claude-code", "org.aai.test", Some("add"))
+        .expect("grant");
+    assert_eq!(
+        gateway
+            .exec(
+                "claude-code",
+                "org.aai.test",
+                "add",
+                &json!({"a": 1, "b": 2})
+            )
+            .await,
+        Ok(json!(3))
+    );
+    assert!(
+        gateway
+            .exec("cursor", "org.aai.test", "add", &json!({"a": 1, "b": 2}))
+            .await
+            .is_err()
+    );
+    grants
+        .grant("cursor", "org.aai.test", None)
+        .expect("grant app");
+    assert_eq!(
+        gateway
+            .exec("cursor", "org.aai.test", "add", &json!({"a": 2, "b": 2}))
+            .await,
+        Ok(json!(4))
+    );
+    // Consent never lifts a block.
+    grants
+        .grant("claude-code", "org.aai.test", Some("deny"))
+        .expect("grant blocked");
+    assert!(
+        gateway
+            .exec("claude-code", "org.aai.test", "deny", &json!({}))
+            .await
+            .is_err()
+    );
+
+    let s = |a: &str, b: &str, c: &str| (a.to_owned(), b.to_owned(), c.to_owned());
+    assert_eq!(
+        setup.results(),
+        vec![
+            s("echo", "auto_approve", "started"),
+            s("echo", "auto_approve", "success"),
+            s("deny", "always_block", "blocked"),
+            s("add", "require_approval", "denied"),
+            s("add", "require_approval:granted", "started"),
+            s("add", "require_approval:granted", "success"),
+            s("add", "require_approval", "denied"),
+            s("add", "require_approval:granted", "started"),
+            s("add", "require_approval:granted", "success"),
+            s("deny", "always_block", "blocked"),
+        ]
+    );
+    let log = setup.log();
+    let first = &log.query(&Filter::default()).expect("rows")[0];
+    assert_eq!(
+        (first.entry.caller.as_str(), first.entry.args.as_str()),
+        ("claude-code", r#"{"text":"hi","token":"[redacted]"}"#)
+    );
+    assert_eq!(log.verify(), Ok(10));
+}
+
+#[tokio::test]
+async fn a_broken_store_fails_calls_clearly_and_runs_nothing() {
+    let mut bus = TestBus::start();
+    bus.spawn_service(TEST_SERVICE);
+    let setup = Setup::new(
+        vec![full_test_descriptor("org.aai.test", TEST_SERVICE)],
+        Config::default(),
+        Executors::with_session_bus(bus.address()),
+    );
+    // Hold an exclusive lock: every append times out.
+    let holder = rusqlite_lock(&setup.dir.path().join("data.db"));
+    let error = setup
+        .gateway
+        .exec("test", "org.aai.test", "echo", &json!({"text": "x"}))
+        .await
+        .expect_err("locked");
+    assert!(
+        error.message.contains("locked") && error.message.contains("not run"),
+        "{}",
         error.message
     );
+    // Nothing ran: the test service counted no Echo.
+    drop(holder);
+    assert_eq!(
+        setup
+            .gateway
+            .exec("test", "org.aai.test", "calls", &json!({}))
+            .await,
+        Ok(json!(0))
+    );
+    // Once the store opened, a lock makes the append itself fail, and the call is not run.
+    let holder = rusqlite_lock(&setup.dir.path().join("data.db"));
+    let error = setup
+        .gateway
+        .exec("test", "org.aai.test", "echo", &json!({"text": "x"}))
+        .await
+        .expect_err("locked");
+    assert!(
+        error.message.contains("audit log cannot be written") && error.message.contains("not run"),
+        "{}",
+        error.message
+    );
+    drop(holder);
+    assert_eq!(
+        setup
+            .gateway
+            .exec("test", "org.aai.test", "calls", &json!({}))
+            .await,
+        Ok(json!(0))
+    );
+    assert_eq!(
+        setup
+            .gateway
+            .exec("test", "org.aai.test", "echo", &json!({"text": "y"}))
+            .await,
+        Ok(json!("y"))
+    );
+    assert_eq!(setup.log().verify().map(|rows| rows > 0), Ok(true));
+}
+
+/// Opens `data.db` (creating the tables through the audit crate) and takes its write lock.
+fn rusqlite_lock(path: &std::path::Path) -> LockHolder {
+    let mut child = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); sys.stdin.read()",
+        ])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("read");
+    assert_eq!(line.trim(), "locked");
+    LockHolder(child)
+}
+
+struct LockHolder(std::process::Child);
+
+impl Drop for LockHolder {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.wait();
+    }
 }

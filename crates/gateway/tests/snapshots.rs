@@ -19,7 +19,7 @@ fn example(app_id: &str) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("example")).expect("json")
 }
 
-fn server(exposure: Exposure) -> (AaiServer, Arc<Registry>) {
+fn server(exposure: Exposure) -> (AaiServer, Arc<Registry>, tempfile::TempDir) {
     let docs = [
         example("org.freedesktop.Notifications"),
         example("org.mpris.MediaPlayer2.vlc"),
@@ -42,16 +42,18 @@ fn server(exposure: Exposure) -> (AaiServer, Arc<Registry>) {
         exposure,
         ..Config::default()
     };
+    let dir = tempfile::tempdir().expect("dir");
     let gateway = aai_gateway::fixed_gateway(
         Registry::build(&found, Platform::Linux, true),
         config,
         Executors::new(),
+        dir.path().join("data.db"),
     );
-    (AaiServer::new(gateway), Arc::new(registry))
+    (AaiServer::new(gateway), Arc::new(registry), dir)
 }
 
 async fn text(server: &AaiServer, name: &str, args: serde_json::Value) -> String {
-    match server.dispatch(name, args).await {
+    match server.dispatch("snapshot-client", name, args).await {
         Ok(serde_json::Value::String(text)) => text,
         Ok(other) => other.to_string(),
         Err(error) => format!(
@@ -66,7 +68,7 @@ async fn text(server: &AaiServer, name: &str, args: serde_json::Value) -> String
 
 #[tokio::test]
 async fn guides() {
-    let (server, _) = server(Exposure::Full);
+    let (server, _, _dir) = server(Exposure::Full);
     insta::assert_snapshot!(
         "guide_notifications",
         text(&server, "app_org_freedesktop_Notifications", json!({})).await
@@ -88,7 +90,7 @@ async fn tool_lists() {
         ("tools_full", Exposure::Full),
         ("tools_compact", Exposure::Compact),
     ] {
-        let (server, registry) = server(exposure);
+        let (server, registry, _dir) = server(exposure);
         let tools = serde_json::to_string_pretty(&server.tools(&registry)).expect("json");
         insta::assert_snapshot!(name, tools);
     }
@@ -96,7 +98,7 @@ async fn tool_lists() {
 
 #[tokio::test]
 async fn error_texts() {
-    let (server, _) = server(Exposure::Full);
+    let (server, _, _dir) = server(Exposure::Full);
     let cases = [
         (
             "aai_exec",

@@ -1,0 +1,156 @@
+//! The gate every call passes (DESIGN §8): policy decision, remembered consent, and the audit
+//! rows written before the tool runs and after it returns.
+//!
+//! `data.db` is opened on the first call, not at start-up, so `initialize` never waits on disk.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use aai_audit::{AuditLog, Entry, Grants, now_ms};
+use aai_descriptor::{AaiError, ErrorKind, Risk};
+use aai_policy::Action;
+use serde_json::{Value, json};
+
+/// Opens the store lazily and hands out the audit log and the grants.
+pub struct Gate {
+    path: PathBuf,
+    /// Opened on first use; a failed open is retried on the next call.
+    store: Mutex<Option<Arc<(AuditLog, Grants)>>>,
+    calls: AtomicU64,
+    started_ms: i64,
+}
+
+/// One call as the gate records it.
+pub struct Call<'a> {
+    pub id: String,
+    pub caller: &'a str,
+    pub app: &'a str,
+    pub tool: &'a str,
+    /// Arguments after redaction.
+    pub args: &'a Value,
+    pub risk: Risk,
+}
+
+pub fn risk_name(risk: Risk) -> &'static str {
+    match risk {
+        Risk::Low => "low",
+        Risk::Medium => "medium",
+        Risk::High => "high",
+        Risk::Critical => "critical",
+    }
+}
+
+pub fn action_name(action: Action) -> &'static str {
+    match action {
+        Action::AutoApprove => "auto_approve",
+        Action::NotifyOnly => "notify_only",
+        Action::RequireApproval => "require_approval",
+        Action::AlwaysBlock => "always_block",
+    }
+}
+
+/// Quotes a word for a POSIX shell, so a printed command can be pasted as is.
+pub fn shell_quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-:/@".contains(c))
+    {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+impl Gate {
+    pub fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            store: Mutex::new(None),
+            calls: AtomicU64::new(0),
+            started_ms: now_ms(),
+        }
+    }
+
+    fn store(&self) -> Result<Arc<(AuditLog, Grants)>, AaiError> {
+        let mut slot = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(store) = slot.as_ref() {
+            return Ok(store.clone());
+        }
+        if let Some(parent) = self.path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let opened =
+            AuditLog::open(&self.path).and_then(|log| Ok((log, Grants::open(&self.path)?)));
+        match opened {
+            Ok(store) => {
+                let store = Arc::new(store);
+                *slot = Some(store.clone());
+                Ok(store)
+            }
+            Err(error) => Err(AaiError::new(
+                ErrorKind::AutomationFailed,
+                format!(
+                    "the gateway's data store is unavailable ({error}); the call was not run. Free disk space or close what locks it, then retry"
+                ),
+            )),
+        }
+    }
+
+    /// A fresh id for a call's audit rows.
+    pub fn call_id(&self) -> String {
+        format!(
+            "{}-{}",
+            self.started_ms,
+            self.calls.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// Whether `caller` has a remembered grant for the tool.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub fn granted(&self, caller: &str, app: &str, tool: &str) -> Result<bool, AaiError> {
+        let store = self.store()?;
+        store
+            .1
+            .allows(caller, app, tool)
+            .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))
+    }
+
+    /// Appends one audit row for `call`.
+    ///
+    /// # Errors
+    /// The row could not be written (disk full, database locked): the caller must stop.
+    pub fn record(
+        &self,
+        call: &Call<'_>,
+        decision: &str,
+        result: &str,
+        duration_ms: i64,
+        error: Option<&AaiError>,
+    ) -> Result<(), AaiError> {
+        let store = self.store()?;
+        let log = &store.0;
+        let entry = Entry {
+            ts_ms: now_ms(),
+            call_id: call.id.clone(),
+            caller: call.caller.to_owned(),
+            app: call.app.to_owned(),
+            tool: call.tool.to_owned(),
+            args: call.args.to_string(),
+            decision: decision.to_owned(),
+            result: result.to_owned(),
+            risk: risk_name(call.risk).to_owned(),
+            duration_ms,
+            error: error
+                .map(|e| format!("{} ({}): {}", e.kind.type_name(), e.kind.code(), e.message)),
+        };
+        log.append(&entry).map(|_| ()).map_err(|e| {
+            tracing::error!("audit: {e}");
+            AaiError::new(ErrorKind::AutomationFailed, e.to_string())
+                .with_detail(json!({"audit": "unwritable"}))
+        })
+    }
+}

@@ -1,0 +1,168 @@
+//! The `policy` section of `config.json`: named profiles and which client gets which.
+
+use std::collections::BTreeMap;
+
+use aai_policy::{Action, Mode, Preset, Profile};
+use serde::Deserialize;
+
+/// `"policy": {"default_profile": …, "profiles": {…}, "rules": […]}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// The profile for clients no rule names: a profile name or a preset
+    /// (`full_auto`, `development`, `strict`, `observe`).
+    pub default_profile: String,
+    pub profiles: BTreeMap<String, ProfileConfig>,
+    /// First match wins.
+    pub rules: Vec<ProfileRule>,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self {
+            default_profile: "development".into(),
+            profiles: BTreeMap::new(),
+            rules: Vec::new(),
+        }
+    }
+}
+
+/// A profile: a preset to start from, then any of its parts replaced.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProfileConfig {
+    pub preset: Option<Preset>,
+    pub mode: Option<Mode>,
+    pub risk_policies: RiskPoliciesConfig,
+    pub category_overrides: BTreeMap<String, Action>,
+    pub tool_overrides: BTreeMap<String, Action>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RiskPoliciesConfig {
+    pub low: Option<Action>,
+    pub medium: Option<Action>,
+    pub high: Option<Action>,
+    pub critical: Option<Action>,
+}
+
+/// Gives `profile` to the client named `client` (compared without case).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileRule {
+    pub client: String,
+    pub profile: String,
+}
+
+fn preset_named(name: &str) -> Option<Preset> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+}
+
+impl ProfileConfig {
+    fn build(&self) -> Profile {
+        let mut profile = self.preset.unwrap_or(Preset::Development).profile();
+        if let Some(mode) = self.mode {
+            profile.mode = mode;
+        }
+        let policies = &mut profile.risk_policies;
+        let given = &self.risk_policies;
+        for (slot, value) in [
+            (&mut policies.low, given.low),
+            (&mut policies.medium, given.medium),
+            (&mut policies.high, given.high),
+            (&mut policies.critical, given.critical),
+        ] {
+            if let Some(value) = value {
+                *slot = value;
+            }
+        }
+        profile
+            .category_overrides
+            .clone_from(&self.category_overrides);
+        profile.tool_overrides.clone_from(&self.tool_overrides);
+        profile
+    }
+}
+
+impl PolicyConfig {
+    /// The configuration used when `config.json` cannot be read: every call asks (fail closed).
+    pub fn fail_closed() -> Self {
+        Self {
+            default_profile: "observe".into(),
+            ..Self::default()
+        }
+    }
+
+    /// The profile (and its name) for a client.
+    pub fn profile_for(&self, client: &str) -> (String, Profile) {
+        let name = self
+            .rules
+            .iter()
+            .find(|rule| rule.client.eq_ignore_ascii_case(client))
+            .map_or(self.default_profile.as_str(), |rule| rule.profile.as_str());
+        (name.to_owned(), self.named(name))
+    }
+
+    fn named(&self, name: &str) -> Profile {
+        if let Some(config) = self.profiles.get(name) {
+            return config.build();
+        }
+        match preset_named(name) {
+            Some(preset) => preset.profile(),
+            None => {
+                // A typo in a profile name must not open the gates: ask for everything.
+                tracing::warn!(
+                    profile = name,
+                    "unknown policy profile; using the observe preset"
+                );
+                Preset::Observe.profile()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aai_policy::{Risk, ToolFacts};
+
+    fn decide(config: &PolicyConfig, client: &str, risk: Risk) -> Action {
+        let facts = ToolFacts {
+            name: "org.example.app:do",
+            category: "org.example.app",
+            risk,
+        };
+        config.profile_for(client).1.decide(&facts, &[])
+    }
+
+    #[test]
+    fn clients_get_their_profiles() {
+        let config: PolicyConfig = serde_json::from_str(
+            r#"{"default_profile": "strict",
+                "profiles": {"ci": {"preset": "full_auto", "risk_policies": {"critical": "always_block"}},
+                             "mine": {"tool_overrides": {"org.example.app:do": "always_block"}}},
+                "rules": [{"client": "CI-Runner", "profile": "ci"}, {"client": "cursor", "profile": "mine"}, {"client": "typo", "profile": "nope"}]}"#,
+        )
+        .expect("config");
+        assert_eq!(
+            decide(&config, "ci-runner", Risk::High),
+            Action::AutoApprove
+        );
+        assert_eq!(
+            decide(&config, "ci-runner", Risk::Critical),
+            Action::AlwaysBlock
+        );
+        assert_eq!(decide(&config, "cursor", Risk::Low), Action::AlwaysBlock);
+        assert_eq!(
+            decide(&config, "claude-code", Risk::Medium),
+            Action::RequireApproval,
+            "strict default"
+        );
+        assert_eq!(
+            decide(&config, "typo", Risk::Low),
+            Action::RequireApproval,
+            "unknown profile fails closed"
+        );
+    }
+}
