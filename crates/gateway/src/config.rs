@@ -32,6 +32,8 @@ pub struct Config {
     pub max_request_bytes: usize,
     /// How long `tools/list` waits for discovery before answering with what it has.
     pub scan_budget_ms: u64,
+    /// How long a call waits for the user to answer a consent request.
+    pub consent_timeout_seconds: u64,
     /// Approval policy profiles and which client gets which.
     pub policy: crate::policy_config::PolicyConfig,
 }
@@ -46,6 +48,7 @@ impl Default for Config {
             max_result_chars: 80_000,
             scan_budget_ms: 1_000,
             max_request_bytes: 4 * 1024 * 1024,
+            consent_timeout_seconds: 120,
             policy: crate::policy_config::PolicyConfig::default(),
         }
     }
@@ -59,6 +62,10 @@ impl Config {
             policy: crate::policy_config::PolicyConfig::fail_closed(),
             ..Self::default()
         }
+    }
+
+    pub fn consent_timeout(&self) -> Duration {
+        Duration::from_secs(self.consent_timeout_seconds.max(1))
     }
 
     pub fn default_timeout(&self) -> Duration {

@@ -119,6 +119,18 @@ impl Gate {
             .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))
     }
 
+    /// Remembers that `caller` may run `tool` of `app` (every tool when `None`).
+    ///
+    /// # Errors
+    /// The store cannot be written.
+    pub fn grant(&self, caller: &str, app: &str, tool: Option<&str>) -> Result<(), AaiError> {
+        let store = self.store()?;
+        store
+            .1
+            .grant(caller, app, tool)
+            .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))
+    }
+
     /// Appends one audit row for `call`.
     ///
     /// # Errors
@@ -153,4 +165,48 @@ impl Gate {
                 .with_detail(json!({"audit": "unwritable"}))
         })
     }
+}
+
+/// The user's answer to "may this client run this tool?" (`spec/gateway.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Deny,
+    /// Allow this operation, and remember it for this client.
+    AllowTool,
+    /// Allow every operation of this app, and remember it for this client.
+    AllowApp,
+}
+
+/// What the user is asked about.
+#[derive(Debug, Clone)]
+pub struct Question {
+    pub caller: String,
+    pub app_id: String,
+    pub app_name: String,
+    pub tool: String,
+    pub risk: Risk,
+    /// The redacted arguments, shortened.
+    pub args: String,
+}
+
+impl Question {
+    pub fn message(&self) -> String {
+        format!(
+            "Allow {} to run \"{}\" in {} ({})?\nRisk: {}. Arguments: {}",
+            self.caller,
+            self.tool,
+            self.app_name,
+            self.app_id,
+            risk_name(self.risk),
+            self.args
+        )
+    }
+}
+
+/// Asks the user; `Err` says why there is no answer (declined, cancelled, timed out).
+pub trait Asker: Send + Sync {
+    fn ask<'a>(
+        &'a self,
+        question: &'a Question,
+    ) -> aai_executor::BoxFuture<'a, Result<Answer, String>>;
 }

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::gate::{Call, Gate, action_name, risk_name, shell_quote};
+use crate::gate::{Answer, Asker, Call, Gate, Question, action_name, risk_name, shell_quote};
 use crate::registry::{App, Registry};
 
 /// Shared state of one gateway process.
@@ -58,6 +58,23 @@ impl Gateway {
         app: &str,
         tool: &str,
         args: &Value,
+    ) -> Result<Value, AaiError> {
+        self.exec_asking(caller, app, tool, args, None).await
+    }
+
+    /// [`Gateway::exec`], asking the user through `asker` when the policy requires approval
+    /// and no grant exists. Without an asker such a call is denied with the command that
+    /// grants it; a decline, a cancel or no answer in time is a denial too.
+    ///
+    /// # Errors
+    /// See [`Gateway::exec`].
+    pub async fn exec_asking(
+        &self,
+        caller: &str,
+        app: &str,
+        tool: &str,
+        args: &Value,
+        asker: Option<&dyn Asker>,
     ) -> Result<Value, AaiError> {
         let started = Instant::now();
         let elapsed = || i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
@@ -129,10 +146,52 @@ impl Gateway {
                 if self.gate.granted(caller, app.id(), &spec.name)? {
                     decision.push_str(":granted");
                 } else {
-                    let error = needs_approval(caller, app.id(), &spec.name, risk, &profile_name);
-                    self.gate
-                        .record(&call, &decision, "denied", elapsed(), Some(&error))?;
-                    return Err(error);
+                    let answer = match asker {
+                        Some(asker) => {
+                            let question = Question {
+                                caller: caller.to_owned(),
+                                app_id: app.id().to_owned(),
+                                app_name: app.descriptor.name.clone(),
+                                tool: spec.name.clone(),
+                                risk,
+                                args: guide::shorten(&redacted.to_string(), 200),
+                            };
+                            asker.ask(&question).await
+                        }
+                        None => Err(String::new()),
+                    };
+                    match answer {
+                        Ok(Answer::AllowTool) => {
+                            self.gate.grant(caller, app.id(), Some(&spec.name))?;
+                            decision.push_str(":allowed_tool");
+                        }
+                        Ok(Answer::AllowApp) => {
+                            self.gate.grant(caller, app.id(), None)?;
+                            decision.push_str(":allowed_app");
+                        }
+                        Ok(Answer::Deny) | Err(_) => {
+                            let reason = match answer {
+                                Ok(_) => "the user denied it".to_owned(),
+                                Err(reason) => reason,
+                            };
+                            let error = needs_approval(
+                                caller,
+                                app.id(),
+                                &spec.name,
+                                risk,
+                                &profile_name,
+                                &reason,
+                            );
+                            self.gate.record(
+                                &call,
+                                &decision,
+                                "denied",
+                                elapsed(),
+                                Some(&error),
+                            )?;
+                            return Err(error);
+                        }
+                    }
                 }
             }
             Action::AutoApprove | Action::NotifyOnly => {}
@@ -162,7 +221,14 @@ impl Gateway {
 }
 
 /// PERMISSION_DENIED for a call that needs the user's approval, with the commands that grant it.
-fn needs_approval(caller: &str, app: &str, tool: &str, risk: Risk, profile: &str) -> AaiError {
+fn needs_approval(
+    caller: &str,
+    app: &str,
+    tool: &str,
+    risk: Risk,
+    profile: &str,
+    reason: &str,
+) -> AaiError {
     let client = shell_quote(caller);
     let this_tool = format!(
         "aai-gateway consent grant {} {} --client {client}",
@@ -176,8 +242,9 @@ fn needs_approval(caller: &str, app: &str, tool: &str, risk: Risk, profile: &str
     AaiError::new(
         ErrorKind::PermissionDenied,
         format!(
-            "{app}:{tool} needs the user's approval (risk {}, policy profile {profile:?}) and it was not given. Ask the user to run `{this_tool}` (or `{whole_app}` for every tool of the app), then call again.",
-            risk_name(risk)
+            "{app}:{tool} needs the user's approval (risk {}, policy profile {profile:?}) and it was not given{}. Ask the user to run `{this_tool}` (or `{whole_app}` for every tool of the app), then call again.",
+            risk_name(risk),
+            if reason.is_empty() { String::new() } else { format!(" ({reason})") }
         ),
     )
     .with_detail(json!({"reason": "approval_required", "command": this_tool, "command_all_tools": whole_app, "profile": profile, "risk": risk_name(risk)}))

@@ -15,11 +15,13 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
     ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
+use rmcp::model::{ElicitRequestParams, ElicitationAction, ProtocolVersion};
+use rmcp::service::{Peer, RequestContext, RoleServer, ServiceError, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::config::Exposure;
+use crate::gate::{Answer, Asker, Question};
 use crate::pipeline::{Gateway, find_app, render};
 use crate::registry::Registry;
 
@@ -95,13 +97,26 @@ impl AaiServer {
     /// Routes one `tools/call` from `caller` (the client's name) to a guide, a search or an
     /// execution.
     pub async fn dispatch(&self, caller: &str, name: &str, args: Value) -> Result<Value, AaiError> {
+        self.dispatch_asking(caller, name, args, None).await
+    }
+
+    /// [`AaiServer::dispatch`], asking the user through `asker` when a call needs approval.
+    pub async fn dispatch_asking(
+        &self,
+        caller: &str,
+        name: &str,
+        args: Value,
+        asker: Option<&dyn Asker>,
+    ) -> Result<Value, AaiError> {
         let gateway = &self.gateway;
         match name {
             "aai_exec" | "aai:exec" => {
                 let app = required_str(&args, "app")?;
                 let tool = required_str(&args, "tool")?;
                 let tool_args = args.get("args").cloned().unwrap_or(Value::Null);
-                gateway.exec(caller, app, tool, &tool_args).await
+                gateway
+                    .exec_asking(caller, app, tool, &tool_args, asker)
+                    .await
             }
             "aai_apps" => {
                 let registry = gateway.registry().await;
@@ -119,7 +134,7 @@ impl AaiServer {
                 gateway.guide(&registry, name).map(Value::String)
             }
             _ => match name.rsplit_once(':') {
-                Some((app, tool)) => gateway.exec(caller, app, tool, &args).await,
+                Some((app, tool)) => gateway.exec_asking(caller, app, tool, &args, asker).await,
                 None => Err(AaiError::new(
                     ErrorKind::ToolNotFound,
                     format!(
@@ -224,7 +239,15 @@ impl ServerHandler for AaiServer {
         let caller = context
             .client_info()
             .map_or_else(|| "unknown-client".to_owned(), |info| info.name);
-        let result = self.dispatch(&caller, &name, args).await;
+        let asker = PeerAsker::for_request(&context, self.gateway.config.consent_timeout());
+        let result = self
+            .dispatch_asking(
+                &caller,
+                &name,
+                args,
+                asker.as_ref().map(|a| a as &dyn Asker),
+            )
+            .await;
         match &result {
             Ok(_) => {
                 tracing::info!(tool = %name, %caller, ms = started.elapsed().as_millis() as u64, "call ok")
@@ -315,5 +338,84 @@ impl ServerHandler for AaiServer {
                 }
             }
         }
+    }
+}
+
+/// Asks the user through MCP elicitation (a server-to-client request, protocol ≤ 2025-11-25).
+struct PeerAsker {
+    peer: Peer<RoleServer>,
+    timeout: std::time::Duration,
+}
+
+impl PeerAsker {
+    /// An asker when the client declared form elicitation and the session can send requests.
+    fn for_request(
+        context: &RequestContext<RoleServer>,
+        timeout: std::time::Duration,
+    ) -> Option<Self> {
+        let legacy = context
+            .protocol_version()
+            .is_none_or(|v| v < ProtocolVersion::V_2026_07_28);
+        let form = context
+            .peer
+            .supported_elicitation_modes()
+            .contains(&rmcp::service::ElicitationMode::Form);
+        (legacy && form).then(|| Self {
+            peer: context.peer.clone(),
+            timeout,
+        })
+    }
+}
+
+impl Asker for PeerAsker {
+    fn ask<'a>(
+        &'a self,
+        question: &'a Question,
+    ) -> aai_executor::BoxFuture<'a, Result<Answer, String>> {
+        Box::pin(async move {
+            let params: ElicitRequestParams = serde_json::from_value(json!({
+                "mode": "form",
+                "message": question.message(),
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {"decision": {
+                        "type": "string",
+                        "title": "Decision",
+                        "enum": ["deny", "allow_tool", "allow_app"],
+                        "enumNames": ["Deny", "Allow this operation", "Allow all operations of this app"]
+                    }},
+                    "required": ["decision"]
+                }
+            }))
+            .map_err(|e| format!("cannot build the consent request: {e}"))?;
+            let secs = self.timeout.as_secs();
+            let result = match self
+                .peer
+                .create_elicitation_with_timeout(params, Some(self.timeout))
+                .await
+            {
+                Ok(result) => result,
+                Err(ServiceError::Timeout { .. }) => {
+                    return Err(format!("no answer within {secs} s"));
+                }
+                Err(error) => return Err(format!("the client could not ask the user: {error}")),
+            };
+            match result.action {
+                ElicitationAction::Accept => {
+                    let decision = result
+                        .content
+                        .as_ref()
+                        .and_then(|c| c.get("decision"))
+                        .and_then(Value::as_str);
+                    match decision {
+                        Some("allow_tool") => Ok(Answer::AllowTool),
+                        Some("allow_app") => Ok(Answer::AllowApp),
+                        _ => Ok(Answer::Deny),
+                    }
+                }
+                ElicitationAction::Decline => Err("the user declined".to_owned()),
+                _ => Err("the user cancelled".to_owned()),
+            }
+        })
     }
 }

@@ -1,0 +1,138 @@
+"""Consent through MCP elicitation, with the Python SDK's elicitation callback, and the
+audit rows it leaves."""
+
+import json
+import subprocess
+
+import anyio
+import mcp.client.session as session_module
+import mcp_types as types
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from conftest import GATEWAY, gateway_env
+
+pytestmark = pytest.mark.anyio
+TIMEOUT = 30
+ADD = {"app": "org.aai.test", "tool": "add", "args": {"a": 40, "b": 2}}
+
+
+def approval_config(home, **extra):
+    config = {"policy": {"profiles": {"p": {"tool_overrides": {"org.aai.test:add": "require_approval"}}}, "default_profile": "p"}}
+    config.update(extra)
+    (home / "config.json").write_text(json.dumps(config))
+
+
+def client(home, bus, version, monkeypatch, answers, asked, name="tester"):
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        answer = answers.pop(0)
+        if answer in ("decline", "cancel"):
+            return types.ElicitResult(action=answer)
+        return types.ElicitResult(action="accept", content={"decision": answer})
+
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
+    info = types.Implementation(name=name, version="1")
+    if version == "2026-07-28":
+        return Client(params, mode=version, elicitation_callback=on_elicit, client_info=info, cache=None)
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", version)
+    return Client(params, mode="legacy", elicitation_callback=on_elicit, client_info=info, cache=None)
+
+
+def text(result):
+    return "".join(b.text for b in result.content if getattr(b, "type", "") == "text")
+
+
+def audit(home, *args):
+    out = subprocess.run([str(GATEWAY), "audit", *args], env=gateway_env(home, None), capture_output=True, text=True, timeout=30)
+    return out.stdout
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+async def test_elicitation_accept_decline_cancel(home, bus, version, monkeypatch):
+    approval_config(home)
+    asked = []
+    answers = ["decline", "cancel", "deny", "allow_tool"]
+    with anyio.fail_after(TIMEOUT):
+        async with client(home, bus, version, monkeypatch, answers, asked) as c:
+            for expected in ["the user declined", "the user cancelled", "the user denied it"]:
+                result = await c.call_tool("aai_exec", ADD)
+                assert result.is_error and result.structured_content["type"] == "PERMISSION_DENIED", text(result)
+                assert expected in result.structured_content["message"]
+            result = await c.call_tool("aai_exec", ADD)
+            assert not result.is_error and text(result) == "42"
+            # Remembered: no question the second time.
+            assert text(await c.call_tool("aai_exec", ADD)) == "42"
+    assert len(asked) == 4
+    assert "Allow tester to run \"add\" in Test Service (org.aai.test)?" in asked[0]
+    assert "Risk: medium" in asked[0]
+
+    # The grant belongs to that client only.
+    other_asked = []
+    with anyio.fail_after(TIMEOUT):
+        async with client(home, bus, version, monkeypatch, ["decline"], other_asked, name="someone-else") as c:
+            assert (await c.call_tool("aai_exec", ADD)).is_error
+    assert len(other_asked) == 1
+
+    rows = [json.loads(line) for line in audit(home, "export").splitlines()]
+    results = [(r["caller"], r["decision"], r["result"]) for r in rows if r["tool"] == "add"]
+    assert results == [
+        ("tester", "require_approval", "denied"),
+        ("tester", "require_approval", "denied"),
+        ("tester", "require_approval", "denied"),
+        ("tester", "require_approval:allowed_tool", "started"),
+        ("tester", "require_approval:allowed_tool", "success"),
+        ("tester", "require_approval:granted", "started"),
+        ("tester", "require_approval:granted", "success"),
+        ("someone-else", "require_approval", "denied"),
+    ]
+    assert "ok: 8 rows" in audit(home, "verify")
+
+
+async def test_allow_all_operations_of_the_app(home, bus, monkeypatch):
+    approval_config(home)
+    (home / "config.json").write_text(json.dumps({"policy": {"default_profile": "observe"}}))
+    asked = []
+    with anyio.fail_after(TIMEOUT):
+        async with client(home, bus, "2025-11-25", monkeypatch, ["allow_app"], asked) as c:
+            assert text(await c.call_tool("aai_exec", ADD)) == "42"
+            assert text(await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "x"}})) == "x"
+    assert len(asked) == 1
+
+
+async def test_stateless_clients_get_the_grant_command(home, bus, monkeypatch):
+    approval_config(home)
+    with anyio.fail_after(TIMEOUT):
+        async with client(home, bus, "2026-07-28", monkeypatch, [], []) as c:
+            result = await c.call_tool("aai_exec", ADD)
+            err = result.structured_content
+            assert result.is_error and err["type"] == "PERMISSION_DENIED"
+            assert err["detail"]["command"] == "aai-gateway consent grant org.aai.test add --client tester"
+
+
+async def test_clients_without_elicitation_get_the_grant_command(home, bus, monkeypatch):
+    approval_config(home)
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    with anyio.fail_after(TIMEOUT):
+        async with Client(params, mode="legacy", cache=None) as c:
+            result = await c.call_tool("aai_exec", ADD)
+            assert result.is_error and "aai-gateway consent grant org.aai.test add --client mcp" in result.structured_content["message"]
+            subprocess.run([str(GATEWAY), "consent", "grant", "org.aai.test", "add", "--client", "mcp"], env=gateway_env(home, None), check=True, timeout=30, capture_output=True)
+            assert text(await c.call_tool("aai_exec", ADD)) == "42"
+
+
+async def test_no_answer_in_time_is_a_denial(home, bus, monkeypatch):
+    approval_config(home, consent_timeout_seconds=1)
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+
+    async def never(context, params):
+        await anyio.sleep(5)
+        return types.ElicitResult(action="cancel")
+
+    with anyio.fail_after(TIMEOUT):
+        async with Client(params, mode="legacy", elicitation_callback=never, cache=None) as c:
+            result = await c.call_tool("aai_exec", ADD)
+            assert result.is_error and "no answer within 1 s" in result.structured_content["message"]
