@@ -253,3 +253,33 @@ def test_stateless_discover_and_per_request_meta(home, bus):
     code, _ = gw.close()
     assert code == 0
     assert_all_frames(gw.lines)
+
+
+def test_sigkill_during_a_burst_loses_no_reported_call(home, bus):
+    gw = Raw(home, bus, extra_env={"AAI_LOG": "warn"})
+    gw.send(INIT)
+    gw.response(1)
+    gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    burst = b"".join(
+        json.dumps(call(100 + i, "aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": f"burst-{i}"}})).encode() + b"\n"
+        for i in range(1000)
+    )
+    writer = threading.Thread(target=lambda: (gw.proc.stdin.write(burst), gw.proc.stdin.flush()), daemon=True)
+    writer.start()
+    answered = set()
+    while len(answered) < 300:
+        frame = gw.read_frame(seconds=30)
+        if frame.get("id", 0) >= 100 and "result" in frame:
+            assert not frame["result"].get("isError"), frame["result"]["content"][0]["text"]
+            answered.add(frame["result"]["content"][0]["text"])
+    gw.proc.kill()  # SIGKILL, mid-burst
+    gw.proc.wait(timeout=10)
+
+    export = subprocess.run([str(GATEWAY), "audit", "export"], env=gateway_env(home, None), capture_output=True, text=True, timeout=60)
+    rows = [json.loads(line) for line in export.stdout.splitlines()]
+    succeeded = {json.loads(r["args"])["text"] for r in rows if r["tool"] == "echo" and r["result"] == "success"}
+    missing = answered - succeeded
+    assert not missing, f"{len(missing)} answered calls have no audit row, e.g. {sorted(missing)[:3]}"
+    verify = subprocess.run([str(GATEWAY), "audit", "verify"], env=gateway_env(home, None), capture_output=True, text=True, timeout=60)
+    assert verify.returncode == 0 and "chain intact" in verify.stdout, verify.stdout
+    print(f"{len(answered)} answered before SIGKILL; {len(rows)} rows; {verify.stdout.strip()}")

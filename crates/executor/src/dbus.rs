@@ -18,14 +18,19 @@ use zbus::zvariant::{Signature, Structure, StructureBuilder};
 use crate::{BoxFuture, Executor, Invocation};
 
 /// Calls D-Bus methods. Holds one connection per bus and a cache of introspected methods.
-#[derive(Default)]
 pub struct DbusExecutor {
     /// The session bus address; `None` takes it from the environment.
     session_address: Option<String>,
     session: OnceCell<Connection>,
     system: OnceCell<Connection>,
     methods: Mutex<HashMap<MethodKey, Arc<MethodInfo>>>,
+    /// Bounds calls in flight: buses cap pending replies per connection (128 by default in
+    /// dbus-daemon) and answer `LimitsExceeded` past that.
+    in_flight: tokio::sync::Semaphore,
 }
+
+/// Calls in flight at once, per executor; the rest wait their turn (within their timeout).
+const MAX_IN_FLIGHT: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct MethodKey {
@@ -55,7 +60,11 @@ impl Executor for DbusExecutor {
         Box::pin(async move {
             let timeout = invocation.timeout;
             let app = invocation.descriptor.app_id.as_str();
-            match tokio::time::timeout(timeout, self.call_inner(invocation)).await {
+            let call = async {
+                let _permit = self.in_flight.acquire().await;
+                self.call_inner(invocation).await
+            };
+            match tokio::time::timeout(timeout, call).await {
                 Ok(result) => result,
                 Err(_) => Err(AaiError::new(
                     ErrorKind::Timeout,
@@ -66,6 +75,18 @@ impl Executor for DbusExecutor {
                 )),
             }
         })
+    }
+}
+
+impl Default for DbusExecutor {
+    fn default() -> Self {
+        Self {
+            session_address: None,
+            session: OnceCell::new(),
+            system: OnceCell::new(),
+            methods: Mutex::default(),
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
+        }
     }
 }
 

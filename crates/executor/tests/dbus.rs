@@ -373,3 +373,18 @@ async fn introspection_names_what_exists_when_the_descriptor_is_wrong() {
         error.message
     );
 }
+
+#[tokio::test]
+async fn more_calls_in_flight_than_the_bus_allows_pending_all_succeed() {
+    let (_bus, executors, d) = running();
+    let calls = (0..400).map(|i| {
+        let (executors, d) = (&executors, &d);
+        async move { call(executors, d, "echo", json!({"text": format!("n{i}")})).await }
+    });
+    let results = futures::future::join_all(calls).await;
+    assert!(
+        results.iter().all(Result::is_ok),
+        "{:?}",
+        results.iter().find(|r| r.is_err())
+    );
+}
