@@ -19,7 +19,7 @@ fn release_dir() -> PathBuf {
 
 struct Gateway {
     child: Child,
-    stdin: ChildStdin,
+    stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     next_id: u64,
 }
@@ -39,7 +39,7 @@ impl Gateway {
         let mut child = command
             .spawn()
             .expect("start aai-gateway (build with --release first)");
-        let stdin = child.stdin.take().expect("stdin");
+        let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         Self {
             child,
@@ -54,8 +54,9 @@ impl Gateway {
         self.next_id += 1;
         let line =
             json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-        writeln!(self.stdin, "{line}").expect("write");
-        self.stdin.flush().expect("flush");
+        let stdin = self.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "{line}").expect("write");
+        stdin.flush().expect("flush");
         loop {
             let mut reply = String::new();
             let read = self.stdout.read_line(&mut reply).expect("read");
@@ -72,8 +73,9 @@ impl Gateway {
             "initialize",
             json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
         );
+        let stdin = self.stdin.as_mut().expect("stdin");
         writeln!(
-            self.stdin,
+            stdin,
             r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
         )
         .expect("write");

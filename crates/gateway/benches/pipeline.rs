@@ -91,5 +91,44 @@ fn benches(c: &mut Criterion) {
     });
 }
 
-criterion_group!(pipeline, benches);
+fn gate(c: &mut Criterion) {
+    use aai_gateway::gate::{Call, Gate};
+    use aai_policy::{Preset, Risk, ToolFacts};
+    let dir = tempfile::tempdir().expect("dir");
+    let gate = Gate::new(dir.path().join("data.db"));
+    let profile = Preset::Development.profile();
+    let args = json!({"to": "ann@example.com", "subject": "Hello", "password": "x"});
+    c.bench_function(
+        "gate: policy + grant lookup + 2 audit appends (disk, WAL)",
+        |b| {
+            b.iter(|| {
+                let redacted = aai_audit::redact(black_box(&args), None);
+                let facts = ToolFacts {
+                    name: "org.example.mail:send",
+                    category: "org.example.mail",
+                    risk: Risk::High,
+                };
+                let action = profile.decide(&facts, &[]);
+                let granted = gate
+                    .granted("claude-code", "org.example.mail", "send")
+                    .expect("read");
+                let call = Call {
+                    id: gate.call_id(),
+                    caller: "claude-code",
+                    app: "org.example.mail",
+                    tool: "send",
+                    args: &redacted,
+                    risk: Risk::High,
+                };
+                gate.record(&call, "require_approval:granted", "started", 0, None)
+                    .expect("append");
+                gate.record(&call, "require_approval:granted", "success", 1, None)
+                    .expect("append");
+                black_box((action, granted))
+            })
+        },
+    );
+}
+
+criterion_group!(pipeline, benches, gate);
 criterion_main!(pipeline);
