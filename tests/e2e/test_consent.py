@@ -136,3 +136,24 @@ async def test_no_answer_in_time_is_a_denial(home, bus, monkeypatch):
         async with Client(params, mode="legacy", elicitation_callback=never, cache=None) as c:
             result = await c.call_tool("aai_exec", ADD)
             assert result.is_error and "no answer within 1 s" in result.structured_content["message"]
+
+
+async def test_progress_keeps_a_waiting_call_alive(home, bus, monkeypatch):
+    approval_config(home)
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    progress = []
+
+    async def slow_user(context, params):
+        await anyio.sleep(5)
+        return types.ElicitResult(action="accept", content={"decision": "allow_tool"})
+
+    async def on_progress(value, total, message):
+        progress.append((value, message))
+
+    with anyio.fail_after(TIMEOUT):
+        async with Client(params, mode="legacy", elicitation_callback=slow_user, cache=None) as c:
+            result = await c.call_tool("aai_exec", ADD, progress_callback=on_progress)
+            assert text(result) == "42"
+    assert len(progress) >= 2, progress
+    assert progress[0][1].startswith("waiting for the user to approve")

@@ -345,7 +345,13 @@ impl ServerHandler for AaiServer {
 struct PeerAsker {
     peer: Peer<RoleServer>,
     timeout: std::time::Duration,
+    /// The request's progress token: while the user decides, progress notifications keep
+    /// the client from timing out the call (clients commonly give up after 60 s).
+    progress: Option<rmcp::model::ProgressToken>,
 }
+
+/// How often a waiting call reports progress.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl PeerAsker {
     /// An asker when the client declared form elicitation and the session can send requests.
@@ -363,6 +369,7 @@ impl PeerAsker {
         (legacy && form).then(|| Self {
             peer: context.peer.clone(),
             timeout,
+            progress: context.meta.get_progress_token(),
         })
     }
 }
@@ -389,11 +396,30 @@ impl Asker for PeerAsker {
             }))
             .map_err(|e| format!("cannot build the consent request: {e}"))?;
             let secs = self.timeout.as_secs();
-            let result = match self
+            let ask = self
                 .peer
-                .create_elicitation_with_timeout(params, Some(self.timeout))
-                .await
-            {
+                .create_elicitation_with_timeout(params, Some(self.timeout));
+            let ticker = async {
+                let Some(token) = self.progress.clone() else {
+                    return std::future::pending().await;
+                };
+                let mut waited = 0u64;
+                loop {
+                    tokio::time::sleep(PROGRESS_EVERY).await;
+                    waited += PROGRESS_EVERY.as_secs();
+                    let mut note =
+                        rmcp::model::ProgressNotificationParam::new(token.clone(), waited as f64);
+                    note.message = Some(format!(
+                        "waiting for the user to approve ({waited} s of {secs} s)"
+                    ));
+                    let _ = self.peer.notify_progress(note).await;
+                }
+            };
+            let answer = tokio::select! {
+                answer = ask => answer,
+                never = ticker => never,
+            };
+            let result = match answer {
                 Ok(result) => result,
                 Err(ServiceError::Timeout { .. }) => {
                     return Err(format!("no answer within {secs} s"));
