@@ -118,7 +118,8 @@ def home(tmp_path):
 
 
 def gateway_env(home: Path, bus: Bus | None) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AAI_")}
+    # No desktop: a call needing approval must not pop up a dialog on a developer's screen.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AAI_") and k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     env["AAI_HOME"] = str(home)
     env["AAI_LOG"] = "debug"
     if bus is not None:

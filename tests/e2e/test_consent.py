@@ -157,3 +157,40 @@ async def test_progress_keeps_a_waiting_call_alive(home, bus, monkeypatch):
             assert text(result) == "42"
     assert len(progress) >= 2, progress
     assert progress[0][1].startswith("waiting for the user to approve")
+
+
+@pytest.mark.parametrize("dialog,exit_code,stdout,expected", [
+    ("zenity", 0, "", "42"),
+    ("zenity", 1, "Allow all operations of this app", "42"),
+    ("zenity", 1, "", "PERMISSION_DENIED"),
+    ("kdialog", 2, "", "PERMISSION_DENIED"),
+])
+async def test_native_dialog_without_elicitation(home, bus, tmp_path, monkeypatch, dialog, exit_code, stdout, expected):
+    """A client without elicitation on a desktop session: the gateway runs the desktop's dialog
+    program. A stand-in program records its argv and answers as the real one would."""
+    approval_config(home)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "argv.json"
+    script = bin_dir / dialog
+    script.write_text(
+        "#!/usr/bin/env python3\nimport json, sys\n"
+        f"json.dump(sys.argv[1:], open({str(record)!r}, 'w'))\n"
+        f"sys.stdout.write({stdout!r})\nsys.exit({exit_code})\n"
+    )
+    script.chmod(0o755)
+    env = gateway_env(home, bus)
+    env["DISPLAY"] = ":99"
+    env["PATH"] = f"{bin_dir}:/usr/bin:/bin"
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=env)
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    with anyio.fail_after(TIMEOUT):
+        async with Client(params, mode="legacy", cache=None) as c:
+            result = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "add", "args": {"a": 40, "b": 2, "note": 'x" & (do shell script "id")'}})
+    body = text(result)
+    assert body == "42" if expected == "42" else result.structured_content["type"] == expected, body
+    argv = json.loads(record.read_text())
+    message = next(a for a in argv if "Allow mcp" in a)
+    assert 'do shell script' in message  # the arguments are shown to the user, as data
+    if dialog == "zenity":
+        assert "--extra-button=Allow all operations of this app" in argv

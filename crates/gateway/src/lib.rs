@@ -5,6 +5,7 @@
 //! install a log subscriber or print.
 
 pub mod config;
+pub mod dialog;
 pub mod discovery;
 pub mod gate;
 pub mod live;

@@ -239,14 +239,17 @@ impl ServerHandler for AaiServer {
         let caller = context
             .client_info()
             .map_or_else(|| "unknown-client".to_owned(), |info| info.name);
-        let asker = PeerAsker::for_request(&context, self.gateway.config.consent_timeout());
+        let timeout = self.gateway.config.consent_timeout();
+        // Elicitation when the client can ask; else the desktop's own dialog; else none, and
+        // a call that needs approval is denied with the command that grants it.
+        let asker: Option<Box<dyn Asker>> = match PeerAsker::for_request(&context, timeout) {
+            Some(peer) => Some(Box::new(peer)),
+            None => crate::dialog::available().map(|kind| {
+                Box::new(crate::dialog::DialogAsker { kind, timeout }) as Box<dyn Asker>
+            }),
+        };
         let result = self
-            .dispatch_asking(
-                &caller,
-                &name,
-                args,
-                asker.as_ref().map(|a| a as &dyn Asker),
-            )
+            .dispatch_asking(&caller, &name, args, asker.as_deref())
             .await;
         match &result {
             Ok(_) => {
