@@ -42,6 +42,9 @@ impl Grants {
         conn.busy_timeout(Duration::from_secs(2)).map_err(fail)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(fail)?;
+        // A small page cache: the log is append-only and grants are few, and the gateway's
+        // memory budget is shared with every installed app.
+        conn.pragma_update(None, "cache_size", -256).map_err(fail)?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS consent_grants (
                 client TEXT NOT NULL, app TEXT NOT NULL, tool TEXT NOT NULL DEFAULT '',

@@ -125,6 +125,9 @@ impl AuditLog {
         conn.busy_timeout(Duration::from_secs(2)).map_err(fail)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(fail)?;
+        // A small page cache: the log is append-only and grants are few, and the gateway's
+        // memory budget is shared with every installed app.
+        conn.pragma_update(None, "cache_size", -256).map_err(fail)?;
         // NORMAL in WAL mode: a committed row survives the process being killed; only power
         // loss can take the last transactions, and it keeps appends fast.
         conn.pragma_update(None, "synchronous", "NORMAL")
