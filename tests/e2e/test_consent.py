@@ -101,14 +101,46 @@ async def test_allow_all_operations_of_the_app(home, bus, monkeypatch):
     assert len(asked) == 1
 
 
-async def test_stateless_clients_get_the_grant_command(home, bus, monkeypatch):
+async def test_stateless_consent_through_input_required(home, bus, monkeypatch):
+    approval_config(home)
+    asked = []
+    with anyio.fail_after(TIMEOUT):
+        async with client(home, bus, "2026-07-28", monkeypatch, ["decline", "allow_tool"], asked) as c:
+            result = await c.call_tool("aai_exec", ADD)
+            assert result.is_error and "the user declined" in result.structured_content["message"]
+            result = await c.call_tool("aai_exec", ADD)
+            assert text(result) == "42"
+            assert text(await c.call_tool("aai_exec", ADD)) == "42"  # remembered
+    assert len(asked) == 2 and "Allow tester to run" in asked[0]
+
+
+async def test_tampered_and_replayed_approval_states_are_refused(home, bus, monkeypatch):
     approval_config(home)
     with anyio.fail_after(TIMEOUT):
         async with client(home, bus, "2026-07-28", monkeypatch, [], []) as c:
-            result = await c.call_tool("aai_exec", ADD)
-            err = result.structured_content
-            assert result.is_error and err["type"] == "PERMISSION_DENIED"
-            assert err["detail"]["command"] == "aai-gateway consent grant org.aai.test add --client tester"
+            first = await c.session.call_tool("aai_exec", ADD, allow_input_required=True)
+            assert first.result_type == "input_required", first
+            state = first.request_state
+            (key,) = first.input_requests.keys()
+            allow = {key: {"action": "accept", "content": {"decision": "allow_tool"}}}
+            deny = {key: {"action": "accept", "content": {"decision": "deny"}}}
+
+            tampered = state[:-4] + ("AAAA" if not state.endswith("AAAA") else "BBBB")
+            result = await c.call_tool("aai_exec", ADD, input_responses=allow, request_state=tampered)
+            assert result.is_error and "altered or has expired" in result.structured_content["message"]
+
+            # Bound to the exact call: other arguments cannot reuse it.
+            other = dict(ADD, args={"a": 1, "b": 1})
+            result = await c.call_tool("aai_exec", other, input_responses=allow, request_state=state)
+            assert result.is_error and "belongs to another call" in result.structured_content["message"]
+
+            result = await c.call_tool("aai_exec", ADD, input_responses=deny, request_state=state)
+            assert result.is_error and "the user denied it" in result.structured_content["message"]
+            # Answering the same state again, now with "allow", is a replay.
+            result = await c.call_tool("aai_exec", ADD, input_responses=allow, request_state=state)
+            assert result.is_error and "already used" in result.structured_content["message"]
+    grants = subprocess.run([str(GATEWAY), "consent", "list"], env=gateway_env(home, None), capture_output=True, text=True, timeout=30)
+    assert "no grants" in grants.stdout
 
 
 async def test_clients_without_elicitation_get_the_grant_command(home, bus, monkeypatch):

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
-use crate::gate::{Answer, Asker, Question};
+use crate::gate::{Answer, Asker, Question, Unanswered};
 
 const ALLOW_TOOL: &str = "Allow this operation";
 const ALLOW_APP: &str = "Allow all operations of this app";
@@ -162,33 +162,37 @@ impl Asker for DialogAsker {
     fn ask<'a>(
         &'a self,
         question: &'a Question,
-    ) -> aai_executor::BoxFuture<'a, Result<Answer, String>> {
-        Box::pin(async move {
-            let plan = self.kind.plan(&question.message());
-            let mut child = tokio::process::Command::new(&plan.program)
-                .args(&plan.args)
-                .stdin(if plan.stdin.is_some() {
-                    Stdio::piped()
-                } else {
-                    Stdio::null()
-                })
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .map_err(|e| format!("cannot show a dialog with {}: {e}", plan.program))?;
-            if let (Some(text), Some(mut stdin)) = (plan.stdin.as_ref(), child.stdin.take()) {
-                let _ = stdin.write_all(text.as_bytes()).await;
-            }
-            match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
-                Ok(Ok(output)) => Ok(self.kind.answer(
-                    output.status.code(),
-                    &String::from_utf8_lossy(&output.stdout),
-                )),
-                Ok(Err(error)) => Err(format!("the dialog failed: {error}")),
-                Err(_) => Err(format!("no answer within {} s", self.timeout.as_secs())),
-            }
-        })
+    ) -> aai_executor::BoxFuture<'a, Result<Answer, Unanswered>> {
+        Box::pin(async move { self.run(question).await.map_err(Unanswered::Denied) })
+    }
+}
+
+impl DialogAsker {
+    async fn run(&self, question: &Question) -> Result<Answer, String> {
+        let plan = self.kind.plan(&question.message());
+        let mut child = tokio::process::Command::new(&plan.program)
+            .args(&plan.args)
+            .stdin(if plan.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot show a dialog with {}: {e}", plan.program))?;
+        if let (Some(text), Some(mut stdin)) = (plan.stdin.as_ref(), child.stdin.take()) {
+            let _ = stdin.write_all(text.as_bytes()).await;
+        }
+        match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
+            Ok(Ok(output)) => Ok(self.kind.answer(
+                output.status.code(),
+                &String::from_utf8_lossy(&output.stdout),
+            )),
+            Ok(Err(error)) => Err(format!("the dialog failed: {error}")),
+            Err(_) => Err(format!("no answer within {} s", self.timeout.as_secs())),
+        }
     }
 }
 

@@ -203,10 +203,52 @@ impl Question {
     }
 }
 
-/// Asks the user; `Err` says why there is no answer (declined, cancelled, timed out).
+/// Why a question has no answer yet.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Unanswered {
+    /// No answer will come: declined, cancelled, timed out, or a refused approval state.
+    Denied(String),
+    /// Ask through the client's next request (2026-07-28): the `InputRequiredResult` to return.
+    Later(Value),
+}
+
+/// Asks the user.
 pub trait Asker: Send + Sync {
     fn ask<'a>(
         &'a self,
         question: &'a Question,
-    ) -> aai_executor::BoxFuture<'a, Result<Answer, String>>;
+    ) -> aai_executor::BoxFuture<'a, Result<Answer, Unanswered>>;
+}
+
+/// The `elicitation/create` params that ask `question`: one choice, as `spec/gateway.md` has it.
+pub fn consent_form(question: &Question) -> Value {
+    json!({
+        "mode": "form",
+        "message": question.message(),
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"decision": {
+                "type": "string",
+                "title": "Decision",
+                "enum": ["deny", "allow_tool", "allow_app"],
+                "enumNames": ["Deny", "Allow this operation", "Allow all operations of this app"]
+            }},
+            "required": ["decision"]
+        }
+    })
+}
+
+/// Reads an `ElicitResult` (as JSON) into an answer.
+pub fn read_elicit_result(result: &Value) -> Result<Answer, Unanswered> {
+    match result.get("action").and_then(Value::as_str) {
+        Some("accept") => Ok(
+            match result.pointer("/content/decision").and_then(Value::as_str) {
+                Some("allow_tool") => Answer::AllowTool,
+                Some("allow_app") => Answer::AllowApp,
+                _ => Answer::Deny,
+            },
+        ),
+        Some("decline") => Err(Unanswered::Denied("the user declined".to_owned())),
+        _ => Err(Unanswered::Denied("the user cancelled".to_owned())),
+    }
 }

@@ -13,7 +13,13 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::gate::{Answer, Asker, Call, Gate, Question, action_name, risk_name, shell_quote};
+use crate::gate::{
+    Answer, Asker, Call, Gate, Question, Unanswered, action_name, risk_name, shell_quote,
+};
+
+/// The key under which a pending 2026-07-28 consent round travels in an error's detail, for
+/// the MCP layer to turn into an `InputRequiredResult`.
+pub const INPUT_REQUIRED: &str = "input_required";
 use crate::registry::{App, Registry};
 
 /// Shared state of one gateway process.
@@ -158,7 +164,7 @@ impl Gateway {
                             };
                             asker.ask(&question).await
                         }
-                        None => Err(String::new()),
+                        None => Err(Unanswered::Denied(String::new())),
                     };
                     match answer {
                         Ok(Answer::AllowTool) => {
@@ -169,10 +175,18 @@ impl Gateway {
                             self.gate.grant(caller, app.id(), None)?;
                             decision.push_str(":allowed_app");
                         }
-                        Ok(Answer::Deny) | Err(_) => {
+                        Err(Unanswered::Later(input_required)) => {
+                            // Not a decision yet: the client asks the user and calls again.
+                            return Err(AaiError::new(
+                                ErrorKind::PermissionDenied,
+                                "waiting for the user's approval",
+                            )
+                            .with_detail(json!({ INPUT_REQUIRED: input_required })));
+                        }
+                        Ok(Answer::Deny) | Err(Unanswered::Denied(_)) => {
                             let reason = match answer {
-                                Ok(_) => "the user denied it".to_owned(),
-                                Err(reason) => reason,
+                                Err(Unanswered::Denied(reason)) => reason,
+                                _ => "the user denied it".to_owned(),
                             };
                             let error = needs_approval(
                                 caller,

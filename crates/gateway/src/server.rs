@@ -15,15 +15,21 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
     ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::model::{ElicitRequestParams, ElicitationAction, ProtocolVersion};
+use rmcp::model::{ElicitRequestParams, ProtocolVersion};
 use rmcp::service::{Peer, RequestContext, RoleServer, ServiceError, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::config::Exposure;
-use crate::gate::{Answer, Asker, Question};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::gate::{Answer, Asker, Question, Unanswered, consent_form, read_elicit_result};
+use crate::pipeline::INPUT_REQUIRED;
 use crate::pipeline::{Gateway, find_app, render};
 use crate::registry::Registry;
+use rmcp::model::{InputRequiredResult, RequestStateCodec, SealOptions};
+use sha2::{Digest, Sha256};
 
 /// The MIME type of an app resource in `resources/list`.
 const AAI_MIME: &str = "application/aai+json";
@@ -36,6 +42,7 @@ With many apps, aai_apps searches them and aai_guide returns a guide.";
 #[derive(Clone)]
 pub struct AaiServer {
     gateway: Arc<Gateway>,
+    rounds: Arc<ConsentRounds>,
 }
 
 fn schema(value: Value) -> Arc<JsonObject> {
@@ -47,7 +54,10 @@ fn schema(value: Value) -> Arc<JsonObject> {
 
 impl AaiServer {
     pub fn new(gateway: Arc<Gateway>) -> Self {
-        Self { gateway }
+        Self {
+            gateway,
+            rounds: Arc::new(ConsentRounds::new()),
+        }
     }
 
     /// The tool list for the configured exposure mode.
@@ -240,17 +250,43 @@ impl ServerHandler for AaiServer {
             .client_info()
             .map_or_else(|| "unknown-client".to_owned(), |info| info.name);
         let timeout = self.gateway.config.consent_timeout();
-        // Elicitation when the client can ask; else the desktop's own dialog; else none, and
-        // a call that needs approval is denied with the command that grants it.
-        let asker: Option<Box<dyn Asker>> = match PeerAsker::for_request(&context, timeout) {
-            Some(peer) => Some(Box::new(peer)),
-            None => crate::dialog::available().map(|kind| {
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let can_elicit = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.elicitation.is_some());
+        // Elicitation when the client can ask (a request up to 2025-11-25, an
+        // InputRequiredResult from 2026-07-28); else the desktop's own dialog; else none, and a
+        // call that needs approval is denied with the command that grants it.
+        let asker: Option<Box<dyn Asker + '_>> = if stateless && can_elicit {
+            Some(Box::new(StatelessAsker {
+                rounds: &self.rounds,
+                binding: binding(&caller, &name, &args),
+                state: request.request_state.clone(),
+                responses: request.input_responses.clone(),
+                timeout,
+            }))
+        } else if let Some(peer) = PeerAsker::for_request(&context, timeout) {
+            Some(Box::new(peer))
+        } else {
+            crate::dialog::available().map(|kind| {
                 Box::new(crate::dialog::DialogAsker { kind, timeout }) as Box<dyn Asker>
-            }),
+            })
         };
         let result = self
             .dispatch_asking(&caller, &name, args, asker.as_deref())
             .await;
+        if let Err(error) = &result
+            && let Some(pending) = error.detail.as_ref().and_then(|d| d.get(INPUT_REQUIRED))
+        {
+            let input_required: InputRequiredResult = serde_json::from_value(pending.clone())
+                .map_err(|e| {
+                    McpError::internal_error(format!("cannot build the consent request: {e}"), None)
+                })?;
+            tracing::info!(tool = %name, %caller, "asking the user through the client (input required)");
+            return Ok(CallToolResponse::InputRequired(input_required));
+        }
         match &result {
             Ok(_) => {
                 tracing::info!(tool = %name, %caller, ms = started.elapsed().as_millis() as u64, "call ok")
@@ -381,23 +417,12 @@ impl Asker for PeerAsker {
     fn ask<'a>(
         &'a self,
         question: &'a Question,
-    ) -> aai_executor::BoxFuture<'a, Result<Answer, String>> {
+    ) -> aai_executor::BoxFuture<'a, Result<Answer, Unanswered>> {
         Box::pin(async move {
-            let params: ElicitRequestParams = serde_json::from_value(json!({
-                "mode": "form",
-                "message": question.message(),
-                "requestedSchema": {
-                    "type": "object",
-                    "properties": {"decision": {
-                        "type": "string",
-                        "title": "Decision",
-                        "enum": ["deny", "allow_tool", "allow_app"],
-                        "enumNames": ["Deny", "Allow this operation", "Allow all operations of this app"]
-                    }},
-                    "required": ["decision"]
-                }
-            }))
-            .map_err(|e| format!("cannot build the consent request: {e}"))?;
+            let params: ElicitRequestParams = serde_json::from_value(consent_form(question))
+                .map_err(|e| {
+                    Unanswered::Denied(format!("cannot build the consent request: {e}"))
+                })?;
             let secs = self.timeout.as_secs();
             let ask = self
                 .peer
@@ -422,29 +447,150 @@ impl Asker for PeerAsker {
                 answer = ask => answer,
                 never = ticker => never,
             };
-            let result = match answer {
-                Ok(result) => result,
+            match answer {
+                Ok(result) => {
+                    read_elicit_result(&serde_json::to_value(&result).unwrap_or_default())
+                }
                 Err(ServiceError::Timeout { .. }) => {
-                    return Err(format!("no answer within {secs} s"));
+                    Err(Unanswered::Denied(format!("no answer within {secs} s")))
                 }
-                Err(error) => return Err(format!("the client could not ask the user: {error}")),
-            };
-            match result.action {
-                ElicitationAction::Accept => {
-                    let decision = result
-                        .content
-                        .as_ref()
-                        .and_then(|c| c.get("decision"))
-                        .and_then(Value::as_str);
-                    match decision {
-                        Some("allow_tool") => Ok(Answer::AllowTool),
-                        Some("allow_app") => Ok(Answer::AllowApp),
-                        _ => Ok(Answer::Deny),
-                    }
-                }
-                ElicitationAction::Decline => Err("the user declined".to_owned()),
-                _ => Err("the user cancelled".to_owned()),
+                Err(error) => Err(Unanswered::Denied(format!(
+                    "the client could not ask the user: {error}"
+                ))),
             }
         })
     }
+}
+
+/// What a sealed 2026-07-28 consent round carries: which call it belongs to, and a one-time
+/// nonce so the same state cannot be answered twice.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SealedConsent {
+    binding: String,
+    nonce: String,
+}
+
+/// Keys and spent nonces for 2026-07-28 consent rounds.
+pub struct ConsentRounds {
+    codec: RequestStateCodec,
+    /// Spent nonces and when they expire.
+    spent: Mutex<HashMap<String, Instant>>,
+}
+
+impl ConsentRounds {
+    /// Rounds sealed with a fresh random key: states do not survive a restart, on purpose.
+    pub fn new() -> Self {
+        let mut key = [0u8; 32];
+        if getrandom::fill(&mut key).is_err() {
+            // No OS randomness: fall back to a key nobody outside this process can know.
+            let fallback = format!(
+                "{:?}{:?}{}",
+                Instant::now(),
+                std::time::SystemTime::now(),
+                std::process::id()
+            );
+            key.copy_from_slice(&Sha256::digest(fallback.as_bytes()));
+        }
+        Self {
+            codec: RequestStateCodec::new_unchecked(key.to_vec()),
+            spent: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Marks a nonce spent; false when it already was (a replay).
+    fn spend(&self, nonce: &str, ttl: std::time::Duration) -> bool {
+        let mut spent = self
+            .spent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        spent.retain(|_, expiry| *expiry > now);
+        spent.insert(nonce.to_owned(), now + ttl * 2).is_none()
+    }
+}
+
+impl Default for ConsentRounds {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Asks a 2026-07-28 client: the first request gets an `InputRequiredResult` with the consent
+/// elicitation and a sealed `request_state`; the retry brings the answer and that state back.
+struct StatelessAsker<'a> {
+    rounds: &'a ConsentRounds,
+    /// Binds the state to the caller, the tool and its exact arguments.
+    binding: String,
+    state: Option<String>,
+    responses: Option<rmcp::model::InputResponses>,
+    timeout: std::time::Duration,
+}
+
+impl StatelessAsker<'_> {
+    fn answer(&self, state: &str) -> Result<Answer, Unanswered> {
+        let sealed: SealedConsent = self.rounds.codec.open_json(state).map_err(|e| {
+            Unanswered::Denied(format!(
+                "the approval state was altered or has expired ({e}); call again to be asked anew"
+            ))
+        })?;
+        if sealed.binding != self.binding {
+            return Err(Unanswered::Denied(
+                "the approval state belongs to another call".to_owned(),
+            ));
+        }
+        if !self.rounds.spend(&sealed.nonce, self.timeout) {
+            return Err(Unanswered::Denied(
+                "the approval state was already used; call again to be asked anew".to_owned(),
+            ));
+        }
+        let response = self
+            .responses
+            .as_ref()
+            .and_then(|r| r.get(CONSENT_KEY))
+            .ok_or_else(|| {
+                Unanswered::Denied("the retry carries no answer to the consent request".to_owned())
+            })?;
+        read_elicit_result(response)
+    }
+}
+
+/// The key of the consent request in `inputRequests` / `inputResponses`.
+const CONSENT_KEY: &str = "consent";
+
+impl Asker for StatelessAsker<'_> {
+    fn ask<'a>(
+        &'a self,
+        question: &'a Question,
+    ) -> aai_executor::BoxFuture<'a, Result<Answer, Unanswered>> {
+        Box::pin(async move {
+            if let Some(state) = &self.state {
+                return self.answer(state);
+            }
+            let mut nonce = [0u8; 16];
+            let _ = getrandom::fill(&mut nonce);
+            let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+            let sealed = SealedConsent {
+                binding: self.binding.clone(),
+                nonce,
+            };
+            let state = self
+                .rounds
+                .codec
+                .seal_json_with(&sealed, &SealOptions::new().ttl(self.timeout))
+                .map_err(|e| Unanswered::Denied(format!("cannot seal the approval state: {e}")))?;
+            let request = json!({"method": "elicitation/create", "params": consent_form(question)});
+            let input_required = json!({
+                "resultType": "input_required",
+                "inputRequests": {CONSENT_KEY: request},
+                "requestState": state,
+            });
+            Err(Unanswered::Later(input_required))
+        })
+    }
+}
+
+/// What binds a consent round to one call: caller, tool name and exact arguments.
+fn binding(caller: &str, name: &str, args: &Value) -> String {
+    let digest = Sha256::digest(format!("{caller}\n{name}\n{args}").as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
