@@ -223,6 +223,50 @@ fn main() {
         "| peak RSS at 1,000 apps after the above | {:.1} MB |",
         gateway.peak_rss_kib() as f64 / 1024.0
     );
+    sustained(&mut gateway, 5_000);
+}
+
+/// Writes `count` audited calls at once and reads every answer: calls per second, sustained.
+fn sustained(gateway: &mut Gateway, count: u64) {
+    let first_id = gateway.next_id;
+    gateway.next_id += count;
+    let mut burst = String::new();
+    for i in 0..count {
+        let request = json!({"jsonrpc": "2.0", "id": first_id + i, "method": "tools/call",
+            "params": {"name": "aai_exec", "arguments": {"app": "org.aai.test", "tool": "echo", "args": {"text": format!("b{i}")}}}});
+        burst.push_str(&request.to_string());
+        burst.push('\n');
+    }
+    let started = Instant::now();
+    let mut stdin = gateway.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(burst.as_bytes()).expect("write burst");
+        stdin.flush().expect("flush");
+        stdin
+    });
+    let mut answered = 0;
+    while answered < count {
+        let mut reply = String::new();
+        assert!(
+            gateway.stdout.read_line(&mut reply).expect("read") > 0,
+            "gateway closed stdout"
+        );
+        let frame: Value = serde_json::from_str(&reply).expect("frame");
+        if frame
+            .get("id")
+            .and_then(Value::as_u64)
+            .is_some_and(|id| id >= first_id)
+        {
+            assert_eq!(frame["result"]["isError"], json!(false), "{frame}");
+            answered += 1;
+        }
+    }
+    let elapsed = started.elapsed();
+    gateway.stdin = Some(writer.join().expect("writer"));
+    println!(
+        "| sustained audited aai_exec calls, {count} pipelined (2 audit rows each) | {:.0} calls/s |",
+        count as f64 / elapsed.as_secs_f64()
+    );
 }
 
 fn direct_zbus(address: &str, count: usize) -> Duration {

@@ -226,3 +226,21 @@ async def test_native_dialog_without_elicitation(home, bus, tmp_path, monkeypatc
     assert 'do shell script' in message  # the arguments are shown to the user, as data
     if dialog == "zenity":
         assert "--extra-button=Allow all operations of this app" in argv
+
+
+@pytest.mark.parametrize("roots,expect_denied", [(["file:///work/prod/api"], True), (["file:///work/sandbox"], False)])
+async def test_profiles_by_client_roots(home, bus, monkeypatch, roots, expect_denied):
+    (home / "config.json").write_text(json.dumps({"policy": {"rules": [{"root": "/work/prod", "profile": "observe"}]}}))
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+
+    async def list_roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=uri) for uri in roots])
+
+    with anyio.fail_after(TIMEOUT):
+        async with Client(params, mode="legacy", list_roots_callback=list_roots, cache=None) as c:
+            result = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "r"}})
+    if expect_denied:
+        assert result.is_error and result.structured_content["detail"]["profile"] == "observe", text(result)
+    else:
+        assert text(result) == "r"

@@ -65,11 +65,11 @@ impl Gateway {
         tool: &str,
         args: &Value,
     ) -> Result<Value, AaiError> {
-        self.exec_asking(caller, app, tool, args, None).await
+        self.exec_asking(caller, &[], app, tool, args, None).await
     }
 
-    /// [`Gateway::exec`], asking the user through `asker` when the policy requires approval
-    /// and no grant exists. Without an asker such a call is denied with the command that
+    /// [`Gateway::exec`] for a client with these `roots` (they can pick its policy profile),
+    /// asking the user through `asker` when the policy requires approval and no grant exists. Without an asker such a call is denied with the command that
     /// grants it; a decline, a cancel or no answer in time is a denial too.
     ///
     /// # Errors
@@ -77,6 +77,7 @@ impl Gateway {
     pub async fn exec_asking(
         &self,
         caller: &str,
+        roots: &[String],
         app: &str,
         tool: &str,
         args: &Value,
@@ -123,7 +124,7 @@ impl Gateway {
                 return Err(error);
             }
         };
-        let (profile_name, profile) = self.config.policy.profile_for(caller);
+        let (profile_name, profile) = self.config.policy.profile_for(caller, roots);
         let policy_name = format!("{}:{}", app.id(), spec.name);
         let action = profile.decide(
             &ToolFacts {

@@ -47,12 +47,36 @@ pub struct RiskPoliciesConfig {
     pub critical: Option<Action>,
 }
 
-/// Gives `profile` to the client named `client` (compared without case).
+/// Gives `profile` to a client by its name (compared without case), by one of its roots
+/// (a path prefix; `file://` URIs from the client's `roots/list`), or by both.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileRule {
-    pub client: String,
+    #[serde(default)]
+    pub client: Option<String>,
+    #[serde(default)]
+    pub root: Option<String>,
     pub profile: String,
+}
+
+impl ProfileRule {
+    fn matches(&self, client: &str, roots: &[String]) -> bool {
+        let name_ok = self
+            .client
+            .as_deref()
+            .is_none_or(|c| c.eq_ignore_ascii_case(client));
+        let root_ok = self.root.as_deref().is_none_or(|prefix| {
+            let prefix = prefix.trim_end_matches('/');
+            roots.iter().any(|root| {
+                let path = root
+                    .strip_prefix("file://")
+                    .unwrap_or(root)
+                    .trim_end_matches('/');
+                path == prefix || path.starts_with(&format!("{prefix}/"))
+            })
+        });
+        (self.client.is_some() || self.root.is_some()) && name_ok && root_ok
+    }
 }
 
 fn preset_named(name: &str) -> Option<Preset> {
@@ -94,12 +118,17 @@ impl PolicyConfig {
         }
     }
 
-    /// The profile (and its name) for a client.
-    pub fn profile_for(&self, client: &str) -> (String, Profile) {
+    /// Whether any rule looks at roots (only then are a client's roots worth asking for).
+    pub fn uses_roots(&self) -> bool {
+        self.rules.iter().any(|rule| rule.root.is_some())
+    }
+
+    /// The profile (and its name) for a client with these roots.
+    pub fn profile_for(&self, client: &str, roots: &[String]) -> (String, Profile) {
         let name = self
             .rules
             .iter()
-            .find(|rule| rule.client.eq_ignore_ascii_case(client))
+            .find(|rule| rule.matches(client, roots))
             .map_or(self.default_profile.as_str(), |rule| rule.profile.as_str());
         (name.to_owned(), self.named(name))
     }
@@ -133,7 +162,7 @@ mod tests {
             category: "org.example.app",
             risk,
         };
-        config.profile_for(client).1.decide(&facts, &[])
+        config.profile_for(client, &[]).1.decide(&facts, &[])
     }
 
     #[test]

@@ -43,6 +43,8 @@ With many apps, aai_apps searches them and aai_guide returns a guide.";
 pub struct AaiServer {
     gateway: Arc<Gateway>,
     rounds: Arc<ConsentRounds>,
+    /// The client's roots, asked once and forgotten on `roots/list_changed`.
+    roots: Arc<tokio::sync::Mutex<Option<Vec<String>>>>,
 }
 
 fn schema(value: Value) -> Arc<JsonObject> {
@@ -57,6 +59,7 @@ impl AaiServer {
         Self {
             gateway,
             rounds: Arc::new(ConsentRounds::new()),
+            roots: Arc::default(),
         }
     }
 
@@ -104,16 +107,51 @@ impl AaiServer {
         tools
     }
 
+    /// The client's roots as URIs: asked with `roots/list` (protocol ≤ 2025-11-25, when the
+    /// client declared roots) and cached until the client says they changed. Roots are
+    /// deprecated upstream (SEP-2577), but the clients of those protocol versions send them.
+    #[allow(deprecated)]
+    async fn client_roots(&self, context: &RequestContext<RoleServer>) -> Vec<String> {
+        let mut cached = self.roots.lock().await;
+        if let Some(roots) = cached.as_ref() {
+            return roots.clone();
+        }
+        let legacy = context
+            .protocol_version()
+            .is_none_or(|v| v < ProtocolVersion::V_2026_07_28);
+        let declared = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.roots.is_some());
+        if !legacy || !declared {
+            return Vec::new();
+        }
+        let asked =
+            tokio::time::timeout(std::time::Duration::from_secs(5), context.peer.list_roots())
+                .await;
+        let roots: Vec<String> = match asked {
+            Ok(Ok(result)) => result.roots.into_iter().map(|root| root.uri).collect(),
+            _ => {
+                tracing::warn!(
+                    "the client did not list its roots; policy rules by root do not apply"
+                );
+                return Vec::new();
+            }
+        };
+        *cached = Some(roots.clone());
+        roots
+    }
+
     /// Routes one `tools/call` from `caller` (the client's name) to a guide, a search or an
     /// execution.
     pub async fn dispatch(&self, caller: &str, name: &str, args: Value) -> Result<Value, AaiError> {
-        self.dispatch_asking(caller, name, args, None).await
+        self.dispatch_asking(caller, &[], name, args, None).await
     }
 
     /// [`AaiServer::dispatch`], asking the user through `asker` when a call needs approval.
     pub async fn dispatch_asking(
         &self,
         caller: &str,
+        roots: &[String],
         name: &str,
         args: Value,
         asker: Option<&dyn Asker>,
@@ -125,7 +163,7 @@ impl AaiServer {
                 let tool = required_str(&args, "tool")?;
                 let tool_args = args.get("args").cloned().unwrap_or(Value::Null);
                 gateway
-                    .exec_asking(caller, app, tool, &tool_args, asker)
+                    .exec_asking(caller, roots, app, tool, &tool_args, asker)
                     .await
             }
             "aai_apps" => {
@@ -144,7 +182,11 @@ impl AaiServer {
                 gateway.guide(&registry, name).map(Value::String)
             }
             _ => match name.rsplit_once(':') {
-                Some((app, tool)) => gateway.exec_asking(caller, app, tool, &args, asker).await,
+                Some((app, tool)) => {
+                    gateway
+                        .exec_asking(caller, roots, app, tool, &args, asker)
+                        .await
+                }
                 None => Err(AaiError::new(
                     ErrorKind::ToolNotFound,
                     format!(
@@ -274,8 +316,13 @@ impl ServerHandler for AaiServer {
                 Box::new(crate::dialog::DialogAsker { kind, timeout }) as Box<dyn Asker>
             })
         };
+        let roots = if self.gateway.config.policy.uses_roots() {
+            self.client_roots(&context).await
+        } else {
+            Vec::new()
+        };
         let result = self
-            .dispatch_asking(&caller, &name, args, asker.as_deref())
+            .dispatch_asking(&caller, &roots, &name, args, asker.as_deref())
             .await;
         if let Err(error) = &result
             && let Some(pending) = error.detail.as_ref().and_then(|d| d.get(INPUT_REQUIRED))
@@ -343,6 +390,13 @@ impl ServerHandler for AaiServer {
             meta: None,
         };
         Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    async fn on_roots_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleServer>,
+    ) {
+        *self.roots.lock().await = None;
     }
 
     fn accepted_subscription_filter(
