@@ -344,3 +344,50 @@ impl Drop for LockHolder {
         let _ = self.0.wait();
     }
 }
+
+#[tokio::test]
+async fn blocks_hold_whatever_name_the_call_uses() {
+    let config = policy(
+        json!({"profiles": {"p": {"tool_overrides": {"org.aai.test:echo": "always_block"}}}, "default_profile": "p"}),
+    );
+    let setup = Setup::new(
+        vec![full_test_descriptor("org.aai.test", TEST_SERVICE)],
+        config,
+        Executors::new(),
+    );
+    let grants = Grants::open(&setup.dir.path().join("data.db")).expect("grants");
+    grants.grant("agent", "org.aai.test", None).expect("grant");
+    let server = aai_gateway::server::AaiServer::new(setup.gateway.clone());
+    let calls = [
+        (
+            "aai_exec",
+            json!({"app": "org.aai.test", "tool": "echo", "args": {"text": "x"}}),
+        ),
+        (
+            "aai:exec",
+            json!({"app": "app:org.aai.test", "tool": "echo", "args": {"text": "x"}}),
+        ),
+        (
+            "aai_exec",
+            json!({"app": "app_org_aai_test", "tool": "echo", "args": {"text": "x"}}),
+        ),
+        ("org.aai.test:echo", json!({"text": "x"})),
+    ];
+    for (name, args) in calls {
+        let error = server
+            .dispatch("agent", name, args)
+            .await
+            .expect_err("blocked");
+        assert_eq!(
+            error.kind,
+            ErrorKind::PermissionDenied,
+            "{name}: {}",
+            error.message
+        );
+        assert_eq!(
+            error.detail.as_ref().map(|d| d["reason"].clone()),
+            Some(json!("blocked")),
+            "{name}"
+        );
+    }
+}
