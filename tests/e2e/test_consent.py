@@ -244,3 +244,25 @@ async def test_profiles_by_client_roots(home, bus, monkeypatch, roots, expect_de
         assert result.is_error and result.structured_content["detail"]["profile"] == "observe", text(result)
     else:
         assert text(result) == "r"
+
+
+async def test_a_locked_audit_log_fails_calls_clearly_and_the_server_keeps_serving(home, bus, monkeypatch):
+    import sqlite3
+
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    echo = {"app": "org.aai.test", "tool": "echo", "args": {"text": "e"}}
+    with anyio.fail_after(TIMEOUT):
+        async with Client(params, mode="legacy", cache=None) as c:
+            assert text(await c.call_tool("aai_exec", echo)) == "e"  # data.db now exists
+            lock = sqlite3.connect(home / "data.db", isolation_level=None)
+            lock.execute("BEGIN EXCLUSIVE")
+            try:
+                result = await c.call_tool("aai_exec", echo)
+                assert result.is_error and "audit log cannot be written" in result.structured_content["message"]
+                assert "not run" in result.structured_content["message"]
+            finally:
+                lock.execute("ROLLBACK")
+                lock.close()
+            assert text(await c.call_tool("aai_exec", echo)) == "e"
+    assert "chain intact" in audit(home, "verify")
