@@ -2,13 +2,17 @@
 //! Kept in the same `data.db` as the audit log.
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 use crate::log::{AuditError, now_ms};
+
+const GRANTS_TABLE: &str = "CREATE TABLE IF NOT EXISTS consent_grants (
+    client TEXT NOT NULL, app TEXT NOT NULL, tool TEXT NOT NULL DEFAULT '',
+    created_ms INTEGER NOT NULL, PRIMARY KEY (client, app, tool));";
 
 /// One remembered "allow".
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -23,7 +27,7 @@ pub struct Grant {
 
 /// The grants table.
 pub struct Grants {
-    conn: Mutex<Connection>,
+    conn: Arc<Mutex<Connection>>,
     path: String,
 }
 
@@ -45,16 +49,26 @@ impl Grants {
         // A small page cache: the log is append-only and grants are few, and the gateway's
         // memory budget is shared with every installed app.
         conn.pragma_update(None, "cache_size", -256).map_err(fail)?;
-        conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS consent_grants (
-                client TEXT NOT NULL, app TEXT NOT NULL, tool TEXT NOT NULL DEFAULT '',
-                created_ms INTEGER NOT NULL, PRIMARY KEY (client, app, tool));",
-        )
-        .map_err(fail)?;
+        conn.execute_batch(GRANTS_TABLE).map_err(fail)?;
         Ok(Self {
-            conn: Mutex::new(conn),
+            conn: Arc::new(Mutex::new(conn)),
             path: name,
         })
+    }
+
+    /// Grants on a connection the audit log already opened (same file).
+    pub(crate) fn on_connection(
+        conn: Arc<Mutex<Connection>>,
+        path: String,
+    ) -> Result<Self, AuditError> {
+        conn.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .execute_batch(GRANTS_TABLE)
+            .map_err(|source| AuditError::Open {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Self { conn, path })
     }
 
     /// Whether `client` may run `tool` of `app`: a grant for the tool or for the whole app.

@@ -1,7 +1,7 @@
 //! The audit log table: append, verify, query.
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -83,7 +83,7 @@ pub struct Filter {
 /// The audit log in `data.db`. Appends are serialized and each is its own transaction in WAL
 /// mode, so a killed process never loses a row it reported written.
 pub struct AuditLog {
-    conn: Mutex<Connection>,
+    conn: Arc<Mutex<Connection>>,
     path: String,
 }
 
@@ -111,6 +111,16 @@ fn row_hash(prev_hash: &str, entry: &Entry) -> String {
 }
 
 impl AuditLog {
+    /// The log and the grants of one `data.db`, sharing one connection.
+    ///
+    /// # Errors
+    /// [`AuditError::Open`].
+    pub fn open_with_grants(path: &Path) -> Result<(Self, crate::Grants), AuditError> {
+        let log = Self::open(path)?;
+        let grants = crate::Grants::on_connection(log.conn.clone(), log.path.clone())?;
+        Ok((log, grants))
+    }
+
     /// Opens (creating if needed) the log in the SQLite file at `path`.
     ///
     /// # Errors
@@ -146,7 +156,7 @@ impl AuditLog {
         )
         .map_err(fail)?;
         Ok(Self {
-            conn: Mutex::new(conn),
+            conn: Arc::new(Mutex::new(conn)),
             path: name,
         })
     }

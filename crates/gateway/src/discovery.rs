@@ -161,15 +161,9 @@ pub fn scan(
     mut on_batch: impl FnMut(Vec<Found>, bool),
 ) {
     let files = candidates(options);
-    // Up to a few thousand files one thread is fast enough (about 80 µs a file) and keeps the
-    // descriptors in one allocator arena; more files are parsed on all cores.
-    let workers = if files.len() < 2_000 {
-        1
-    } else {
-        std::thread::available_parallelism()
-            .map_or(2, |n| n.get())
-            .min(8)
-    };
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(8);
     let (tx, rx) = mpsc::channel::<Found>();
     std::thread::scope(|scope| {
         let chunk = files.len().div_ceil(workers).max(1);

@@ -81,8 +81,7 @@ impl Gate {
         if let Some(parent) = self.path.parent() {
             let _ = std::fs::create_dir_all(parent);
         }
-        let opened =
-            AuditLog::open(&self.path).and_then(|log| Ok((log, Grants::open(&self.path)?)));
+        let opened = AuditLog::open_with_grants(&self.path);
         match opened {
             Ok(store) => {
                 let store = Arc::new(store);
