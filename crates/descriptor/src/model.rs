@@ -110,7 +110,8 @@ pub struct Tool<T> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolCommon {
     pub name: String,
-    pub description: String,
+    /// Boxed: thousands of tools stay in memory, and a `Box<str>` is a word smaller.
+    pub description: Box<str>,
     /// JSON Schema of the arguments; `None` means the tool takes none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Parameters>,
@@ -230,21 +231,21 @@ pub struct LinuxSection {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LinuxTool {
-    pub method: String,
+    pub method: Box<str>,
     /// Overrides the section's interface.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interface: Option<String>,
+    pub interface: Option<Box<str>>,
     /// Overrides the section's object path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub object: Option<String>,
+    pub object: Option<Box<str>>,
     /// The in-args in order: `"${param}"` takes an argument, anything else is fixed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub args: Option<Vec<Value>>,
+    pub args: Option<Box<[Value]>>,
     /// Signature of the in-args; introspected when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signature: Option<String>,
+    pub signature: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_parser: Option<String>,
+    pub output_parser: Option<Box<str>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

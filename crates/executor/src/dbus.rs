@@ -353,14 +353,16 @@ fn target<'a>(section: &'a Section<LinuxSection, LinuxTool>, name: &str) -> Opti
             object: tool
                 .fields
                 .object
-                .clone()
-                .unwrap_or_else(|| fields.object.clone()),
+                .as_deref()
+                .unwrap_or(&fields.object)
+                .to_owned(),
             interface: tool
                 .fields
                 .interface
-                .clone()
-                .unwrap_or_else(|| fields.interface.clone()),
-            method: tool.fields.method.clone(),
+                .as_deref()
+                .unwrap_or(&fields.interface)
+                .to_owned(),
+            method: tool.fields.method.to_string(),
         },
         tool: &tool.fields,
         parameters: tool
