@@ -3,7 +3,6 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
@@ -37,23 +36,8 @@ impl Grants {
     /// # Errors
     /// [`AuditError::Open`].
     pub fn open(path: &Path) -> Result<Self, AuditError> {
-        let name = path.display().to_string();
-        let fail = |source| AuditError::Open {
-            path: name.clone(),
-            source,
-        };
-        let conn = Connection::open(path).map_err(fail)?;
-        conn.busy_timeout(Duration::from_secs(2)).map_err(fail)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(fail)?;
-        // A small page cache: the log is append-only and grants are few, and the gateway's
-        // memory budget is shared with every installed app.
-        conn.pragma_update(None, "cache_size", -256).map_err(fail)?;
-        conn.execute_batch(GRANTS_TABLE).map_err(fail)?;
-        Ok(Self {
-            conn: Arc::new(Mutex::new(conn)),
-            path: name,
-        })
+        let (conn, name) = crate::log::connect(path)?;
+        Self::on_connection(Arc::new(Mutex::new(conn)), name)
     }
 
     /// Grants on a connection the audit log already opened (same file).

@@ -100,6 +100,23 @@ pub fn format_ts(ts_ms: i64) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
 
+/// Opens `data.db` in WAL mode with a short busy timeout and a small page cache.
+pub(crate) fn connect(path: &Path) -> Result<(Connection, String), AuditError> {
+    let name = path.display().to_string();
+    let fail = |source| AuditError::Open {
+        path: name.clone(),
+        source,
+    };
+    let conn = Connection::open(path).map_err(fail)?;
+    conn.busy_timeout(Duration::from_secs(2)).map_err(fail)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(fail)?;
+    // A small page cache: the log is append-only and grants are few, and the gateway's
+    // memory budget is shared with every installed app.
+    conn.pragma_update(None, "cache_size", -256).map_err(fail)?;
+    Ok((conn, name))
+}
+
 fn row_hash(prev_hash: &str, entry: &Entry) -> String {
     // Field order is fixed by the struct, so the same row always hashes the same.
     let body = serde_json::to_string(entry).unwrap_or_default();
@@ -126,18 +143,11 @@ impl AuditLog {
     /// # Errors
     /// [`AuditError::Open`] when the file cannot be opened or set up.
     pub fn open(path: &Path) -> Result<Self, AuditError> {
-        let name = path.display().to_string();
+        let (conn, name) = connect(path)?;
         let fail = |source| AuditError::Open {
             path: name.clone(),
             source,
         };
-        let conn = Connection::open(path).map_err(fail)?;
-        conn.busy_timeout(Duration::from_secs(2)).map_err(fail)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(fail)?;
-        // A small page cache: the log is append-only and grants are few, and the gateway's
-        // memory budget is shared with every installed app.
-        conn.pragma_update(None, "cache_size", -256).map_err(fail)?;
         // NORMAL in WAL mode: a committed row survives the process being killed; only power
         // loss can take the last transactions, and it keeps appends fast.
         conn.pragma_update(None, "synchronous", "NORMAL")

@@ -124,29 +124,10 @@ impl DbusExecutor {
         let (types, values) = self.in_args(connection, &target, invocation.args).await?;
         let body = build_body(&types, &values)?;
         let key = &target.key;
+        // A method without in-args gets an empty body, not an empty struct.
         let reply = match &body {
-            Some(body) => {
-                connection
-                    .call_method(
-                        Some(key.service.as_str()),
-                        key.object.as_str(),
-                        Some(key.interface.as_str()),
-                        key.method.as_str(),
-                        body,
-                    )
-                    .await
-            }
-            None => {
-                connection
-                    .call_method(
-                        Some(key.service.as_str()),
-                        key.object.as_str(),
-                        Some(key.interface.as_str()),
-                        key.method.as_str(),
-                        &(),
-                    )
-                    .await
-            }
+            Some(body) => self.send(connection, key, body).await,
+            None => self.send(connection, key, &()).await,
         };
         let reply = reply.map_err(|error| {
             if is_signature_error(&error) {
@@ -192,6 +173,26 @@ impl DbusExecutor {
                 format!("cannot connect to the D-Bus {} bus: {error}; {hint}", bus_name(bus)),
             )
         })
+    }
+
+    async fn send<B>(
+        &self,
+        connection: &Connection,
+        key: &MethodKey,
+        body: &B,
+    ) -> zbus::Result<zbus::Message>
+    where
+        B: serde::Serialize + zbus::zvariant::DynamicType,
+    {
+        connection
+            .call_method(
+                Some(key.service.as_str()),
+                key.object.as_str(),
+                Some(key.interface.as_str()),
+                key.method.as_str(),
+                body,
+            )
+            .await
     }
 
     fn forget(&self, key: &MethodKey) {
