@@ -8,6 +8,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 missing=()
 command -v dbus-daemon >/dev/null 2>&1 || missing+=(dbus-daemon)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}" >&2

@@ -18,6 +18,7 @@
 //! ```
 
 mod dbus;
+pub mod osascript;
 
 use std::future::Future;
 use std::pin::Pin;
