@@ -149,10 +149,3 @@ impl fmt::Display for LoadError {
         Ok(())
     }
 }
-
-impl LoadError {
-    /// The AAI error an agent sees when it asks for an app whose descriptor is broken.
-    pub fn to_aai(&self) -> AaiError {
-        AaiError::new(ErrorKind::AaiJsonInvalid, self.to_string())
-    }
-}

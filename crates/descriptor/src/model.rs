@@ -141,10 +141,6 @@ impl Parameters {
     pub fn schema(&self) -> Value {
         serde_json::from_str(&self.0).unwrap_or(Value::Null)
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
 impl Serialize for Parameters {

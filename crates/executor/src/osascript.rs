@@ -25,18 +25,6 @@ pub enum ParamKind {
     Boolean,
 }
 
-impl ParamKind {
-    /// From a parameter's JSON Schema (`type`).
-    pub fn of_schema(schema: Option<&Value>) -> Self {
-        match schema.and_then(|s| s.get("type")).and_then(Value::as_str) {
-            Some("integer") => Self::Integer,
-            Some("number") => Self::Number,
-            Some("boolean") => Self::Boolean,
-            _ => Self::Text,
-        }
-    }
-}
-
 /// A script with its placeholders turned into argv references.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
