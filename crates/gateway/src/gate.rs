@@ -50,6 +50,17 @@ pub fn action_name(action: Action) -> &'static str {
     }
 }
 
+/// Runs SQLite work that may wait (up to the busy timeout on a locked database) without
+/// stalling the other tasks of a multi-threaded runtime's worker.
+fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
 /// Quotes a word for a POSIX shell, so a printed command can be pasted as is.
 pub fn shell_quote(word: &str) -> String {
     if !word.is_empty()
@@ -74,6 +85,10 @@ impl Gate {
     }
 
     fn store(&self) -> Result<Arc<(AuditLog, Grants)>, AaiError> {
+        blocking(|| self.open_store())
+    }
+
+    fn open_store(&self) -> Result<Arc<(AuditLog, Grants)>, AaiError> {
         let mut slot = self.store.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(store) = slot.as_ref() {
             return Ok(store.clone());
@@ -112,9 +127,7 @@ impl Gate {
     /// The store cannot be read.
     pub fn granted(&self, caller: &str, app: &str, tool: &str) -> Result<bool, AaiError> {
         let store = self.store()?;
-        store
-            .1
-            .allows(caller, app, tool)
+        blocking(|| store.1.allows(caller, app, tool))
             .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))
     }
 
@@ -124,9 +137,7 @@ impl Gate {
     /// The store cannot be written.
     pub fn grant(&self, caller: &str, app: &str, tool: Option<&str>) -> Result<(), AaiError> {
         let store = self.store()?;
-        store
-            .1
-            .grant(caller, app, tool)
+        blocking(|| store.1.grant(caller, app, tool))
             .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))
     }
 
@@ -158,7 +169,7 @@ impl Gate {
             error: error
                 .map(|e| format!("{} ({}): {}", e.kind.type_name(), e.kind.code(), e.message)),
         };
-        log.append(&entry).map(|_| ()).map_err(|e| {
+        blocking(|| log.append(&entry)).map(|_| ()).map_err(|e| {
             tracing::error!("audit: {e}");
             AaiError::new(ErrorKind::AutomationFailed, e.to_string())
                 .with_detail(json!({"audit": "unwritable"}))
