@@ -106,6 +106,8 @@ pub struct Problem {
     /// JSON pointer (RFC 6901); empty for the whole document.
     pub pointer: String,
     pub message: String,
+    /// `AAI_JSON_INVALID`, or `SCRIPT_PARSE_ERROR` for a script that cannot be run safely.
+    pub kind: ErrorKind,
 }
 
 impl Problem {
@@ -113,6 +115,15 @@ impl Problem {
         Self {
             pointer: pointer.into(),
             message: message.into(),
+            kind: ErrorKind::AaiJsonInvalid,
+        }
+    }
+
+    /// A problem with a tool's script (SCRIPT_PARSE_ERROR).
+    pub fn script(pointer: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::ScriptParseError,
+            ..Self::new(pointer, message)
         }
     }
 }
@@ -124,7 +135,11 @@ impl fmt::Display for Problem {
         } else {
             &self.pointer
         };
-        write!(f, "{pointer}: {}", self.message)
+        if self.kind == ErrorKind::AaiJsonInvalid {
+            write!(f, "{pointer}: {}", self.message)
+        } else {
+            write!(f, "{pointer}: {}: {}", self.kind.type_name(), self.message)
+        }
     }
 }
 

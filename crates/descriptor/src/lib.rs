@@ -18,8 +18,10 @@ pub mod guide;
 mod model;
 pub mod naming;
 mod parse;
+pub mod script;
 pub mod template;
+pub mod url;
 
 pub use error::{AaiError, ErrorKind, LoadError, Problem};
 pub use model::*;
-pub use parse::{SCHEMA_JSON, is_valid_app_id, parse};
+pub use parse::{SCHEMA_JSON, is_valid_app_id, parse, script_output};

@@ -252,6 +252,9 @@ pub struct AndroidSection {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AndroidTool {
     pub action: String,
+    /// How the intent is sent: `activity` (`am start`, the default), `broadcast` or `service`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub component: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -8,8 +8,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::{LoadError, Problem};
-use crate::model::{Descriptor, Platform};
+use crate::model::{ComStep, Descriptor, Parameters, Platform};
+use crate::script::{self, Language};
 use crate::template::{escape_pointer, placeholders_in_value};
+use crate::url::UrlTemplate;
 
 /// The published JSON Schema of `aai.json` (`schemas/aai.schema.json`).
 pub const SCHEMA_JSON: &str = include_str!("../../../schemas/aai.schema.json");
@@ -152,7 +154,107 @@ fn semantic_problems(descriptor: &Descriptor, doc: &Value) -> Vec<Problem> {
             Some(tools) => check_tools(&base, tools, &mut problems),
         }
     }
+    // Scripts are planned only once every placeholder names a parameter.
+    if problems.is_empty() {
+        script_problems(descriptor, &mut problems);
+    }
     problems
+}
+
+/// SCRIPT_PARSE_ERROR problems: scripts that cannot be run with values kept as data.
+fn script_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
+    let platforms = &descriptor.platforms;
+    if let Some(section) = &platforms.macos
+        && let Some(language) = Language::of_automation(&section.automation)
+    {
+        for (index, tool) in section.tools.iter().enumerate() {
+            let schema = tool.common.parameters.as_ref().map(Parameters::schema);
+            let output = script_output(language, tool.fields.output_parser.as_deref());
+            if let Err(error) = script::plan(language, &tool.fields.script, output, |name| {
+                script::param_kind(schema.as_ref(), name)
+            }) {
+                problems.push(Problem::script(
+                    format!("/platforms/macos/tools/{index}/script"),
+                    error.to_string(),
+                ));
+            }
+        }
+    }
+    if let Some(section) = &platforms.windows {
+        for (index, tool) in section.tools.iter().enumerate() {
+            let base = format!("/platforms/windows/tools/{index}/script");
+            com_problems(
+                &base,
+                &tool.fields.script,
+                section.fields.progid.is_some(),
+                problems,
+            );
+        }
+    }
+    if let Some(section) = &platforms.ios {
+        for (index, tool) in section.tools.iter().enumerate() {
+            if let Err(message) =
+                UrlTemplate::parse(&tool.fields.url_template, &section.fields.scheme)
+            {
+                problems.push(Problem::script(
+                    format!("/platforms/ios/tools/{index}/url_template"),
+                    message,
+                ));
+            }
+        }
+    }
+}
+
+/// How a macOS tool's result comes back from its script.
+pub fn script_output(language: Language, output_parser: Option<&str>) -> script::Output {
+    match (language, output_parser) {
+        (Language::Jxa, Some("result as record")) => script::Output::Json,
+        _ => script::Output::Plain,
+    }
+}
+
+/// A COM action list must name its objects before use and give each action what it needs.
+fn com_problems(base: &str, steps: &[ComStep], section_progid: bool, problems: &mut Vec<Problem>) {
+    let mut vars: HashSet<&str> = HashSet::new();
+    for (index, step) in steps.iter().enumerate() {
+        let at = format!("{base}/{index}");
+        let mut need = |field: &str, present: bool| {
+            if !present {
+                problems.push(Problem::script(
+                    at.clone(),
+                    format!("a `{}` step needs `{field}`", step.action),
+                ));
+            }
+        };
+        match step.action.as_str() {
+            "create" => need("progid", step.progid.is_some() || section_progid),
+            "call" => {
+                need("object", step.object.is_some());
+                need("method", step.method.is_some());
+            }
+            "get" => {
+                need("object", step.object.is_some());
+                need("property", step.property.is_some());
+            }
+            "set" => {
+                need("object", step.object.is_some());
+                need("property", step.property.is_some());
+                need("value", step.value.is_some());
+            }
+            _ => {}
+        }
+        if let Some(object) = step.object.as_deref()
+            && !vars.contains(object)
+        {
+            problems.push(Problem::script(
+                format!("{at}/object"),
+                format!("`{object}` is not a `var` of an earlier step"),
+            ));
+        }
+        if let Some(var) = step.var.as_deref() {
+            vars.insert(var);
+        }
+    }
 }
 
 fn check_tools(base: &str, tools: &[Value], problems: &mut Vec<Problem>) {
@@ -394,5 +496,74 @@ mod tests {
         assert_eq!(linux.fields.service, "org.example.Mail");
         let windows = descriptor.platforms.windows.as_ref().expect("windows");
         assert_eq!(windows.tools[0].fields.script.len(), 7);
+    }
+
+    fn with_section(key: &str, section: Value) -> Value {
+        json!({
+            "schema_version": "1.0", "appId": "org.example.app", "name": "Example",
+            "platforms": {key: section}
+        })
+    }
+
+    #[test]
+    fn unsafe_scripts_are_script_parse_errors_naming_the_placeholder() {
+        let doc = with_section(
+            "macos",
+            json!({"automation": "applescript", "tools": [{
+                "name": "run", "description": "Run",
+                "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}, "n": {"type": "integer"}}},
+                "script": "repeat ${n} times\ndo shell script ${cmd}\nend repeat"
+            }]}),
+        );
+        let problems = problems(&doc);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].kind, crate::ErrorKind::ScriptParseError);
+        assert_eq!(problems[0].pointer, "/platforms/macos/tools/0/script");
+        assert!(
+            problems[0]
+                .to_string()
+                .contains("SCRIPT_PARSE_ERROR: ${cmd}: a text parameter"),
+            "{}",
+            problems[0]
+        );
+    }
+
+    #[test]
+    fn com_lists_must_define_objects_before_use() {
+        let doc = with_section(
+            "windows",
+            json!({"automation": "com", "tools": [{
+                "name": "send", "description": "Send",
+                "script": [
+                    {"action": "create", "var": "app"},
+                    {"action": "call", "object": "mail", "method": "Send"},
+                    {"action": "set", "object": "app", "property": "Visible"}
+                ]
+            }]}),
+        );
+        let messages: Vec<String> = problems(&doc).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            messages,
+            [
+                "/platforms/windows/tools/0/script/0: SCRIPT_PARSE_ERROR: a `create` step needs `progid`",
+                "/platforms/windows/tools/0/script/1/object: SCRIPT_PARSE_ERROR: `mail` is not a `var` of an earlier step",
+                "/platforms/windows/tools/0/script/2: SCRIPT_PARSE_ERROR: a `set` step needs `value`",
+            ]
+        );
+    }
+
+    #[test]
+    fn url_templates_keep_their_host_and_scheme() {
+        let doc = with_section(
+            "ios",
+            json!({"automation": "url_scheme", "scheme": "mailapp", "tools": [{
+                "name": "open", "description": "Open",
+                "parameters": {"type": "object", "properties": {"h": {"type": "string"}}},
+                "url_template": "mailapp://${h}/x"
+            }]}),
+        );
+        let problems = problems(&doc);
+        assert_eq!(problems[0].pointer, "/platforms/ios/tools/0/url_template");
+        assert!(problems[0].message.contains("host"));
     }
 }

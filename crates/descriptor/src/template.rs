@@ -54,6 +54,68 @@ pub fn placeholders_in_value<'a>(
     }
 }
 
+/// Binds a template to arguments, as data: a string that is exactly `"${name}"` (at any
+/// depth of arrays and objects) becomes that argument's JSON value, type and all; a string
+/// with placeholders among other text becomes a string with each argument's text in place
+/// (strings as they are, other values as JSON). Nothing else changes.
+///
+/// # Errors
+/// The name of a placeholder `lookup` has no value for.
+pub fn bind<'t>(
+    template: &'t Value,
+    lookup: &dyn Fn(&str) -> Option<Value>,
+) -> Result<Value, &'t str> {
+    match template {
+        Value::String(text) => {
+            if let Some(name) = whole_placeholder(text) {
+                return lookup(name).ok_or(name);
+            }
+            fill_text(text, lookup).map(Value::String)
+        }
+        Value::Array(items) => items
+            .iter()
+            .map(|item| bind(item, lookup))
+            .collect::<Result<_, _>>()
+            .map(Value::Array),
+        Value::Object(map) => map
+            .iter()
+            .map(|(key, item)| Ok((key.clone(), bind(item, lookup)?)))
+            .collect::<Result<serde_json::Map<_, _>, _>>()
+            .map(Value::Object),
+        other => Ok(other.clone()),
+    }
+}
+
+/// `text` with each `${name}` replaced by the argument's text (see [`bind`]).
+///
+/// # Errors
+/// The name of a placeholder `lookup` has no value for.
+pub fn fill_text<'t>(
+    text: &'t str,
+    lookup: &dyn Fn(&str) -> Option<Value>,
+) -> Result<String, &'t str> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else { break };
+        let name = &after[..end];
+        out.push_str(&rest[..start]);
+        out.push_str(&as_text(&lookup(name).ok_or(name)?));
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// An argument as text: a string as it is, anything else as JSON.
+pub fn as_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// Escapes one JSON pointer segment (RFC 6901).
 pub fn escape_pointer(segment: &str) -> String {
     segment.replace('~', "~0").replace('/', "~1")
@@ -62,6 +124,7 @@ pub fn escape_pointer(segment: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn finds_placeholders_in_order() {
@@ -80,8 +143,21 @@ mod tests {
     }
 
     #[test]
+    fn bind_keeps_types_and_fills_text_as_data() {
+        let args = json!({"n": 3, "s": "${x}\"'", "b": true});
+        let lookup = |name: &str| args.get(name).cloned();
+        let template =
+            json!({"whole": "${n}", "text": "n=${n}, s=${s}", "list": ["${b}", 1], "fixed": 2});
+        assert_eq!(
+            bind(&template, &lookup).expect("bound"),
+            json!({"whole": 3, "text": "n=3, s=${x}\"'", "list": [true, 1], "fixed": 2})
+        );
+        assert_eq!(bind(&json!(["${missing}"]), &lookup), Err("missing"));
+    }
+
+    #[test]
     fn pointers_locate_strings() {
-        let value = serde_json::json!({"extras": {"a/b": "${x}"}, "args": ["${y}", 1]});
+        let value = json!({"extras": {"a/b": "${x}"}, "args": ["${y}", 1]});
         let mut out = Vec::new();
         placeholders_in_value(&value, "", &mut out);
         assert_eq!(

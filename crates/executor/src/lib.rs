@@ -18,7 +18,7 @@
 //! ```
 
 mod dbus;
-pub mod osascript;
+pub mod process;
 
 use std::future::Future;
 use std::pin::Pin;

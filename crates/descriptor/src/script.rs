@@ -5,7 +5,8 @@
 //! rewritten into a reference to its `argv` item. Inside a string literal the literal is split
 //! and joined with the reference (`"Hi ${name}!"` → `"Hi " & (item 1 of argv) & "!"`); outside a
 //! literal only number and boolean parameters may appear, converted from their argv text. This
-//! module is pure: it builds program text and argv, and never runs anything.
+//! module is pure: it builds program text and argv, and never runs anything; load-time checks
+//! use it to reject a script before any call.
 
 use serde_json::Value;
 
@@ -64,6 +65,38 @@ impl Plan {
     }
 }
 
+impl Language {
+    /// The language of a macOS section's `automation` (`applescript` or `jxa`).
+    pub fn of_automation(automation: &str) -> Option<Self> {
+        match automation {
+            "applescript" => Some(Self::AppleScript),
+            "jxa" => Some(Self::Jxa),
+            _ => None,
+        }
+    }
+}
+
+/// The kind of parameter `name` in a tool's `parameters` schema (`None`: not declared).
+/// Anything but a plain `integer`, `number` or `boolean` type counts as text.
+pub fn param_kind(schema: Option<&Value>, name: &str) -> Option<ParamKind> {
+    let property = schema?.get("properties")?.get(name)?;
+    Some(match property.get("type").and_then(Value::as_str) {
+        Some("integer") => ParamKind::Integer,
+        Some("number") => ParamKind::Number,
+        Some("boolean") => ParamKind::Boolean,
+        _ => ParamKind::Text,
+    })
+}
+
+/// How the script's result comes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// As osascript prints it.
+    Plain,
+    /// JXA only: the result of the script is returned as JSON text (`result as record`).
+    Json,
+}
+
 /// Rewrites `script` for `language`. `kind_of` gives each parameter's kind (`None`: not a
 /// parameter).
 ///
@@ -72,6 +105,7 @@ impl Plan {
 pub fn plan(
     language: Language,
     script: &str,
+    output: Output,
     kind_of: impl Fn(&str) -> Option<ParamKind>,
 ) -> Result<Plan, ScriptError> {
     let mut names: Vec<String> = Vec::new();
@@ -150,9 +184,12 @@ pub fn plan(
         body.push(c);
         i += 1;
     }
-    let program = match language {
-        Language::AppleScript => format!("on run argv\n{body}\nend run\n"),
-        Language::Jxa => format!("function run(argv) {{\n{body}\n}}\n"),
+    let program = match (language, output) {
+        (Language::AppleScript, _) => format!("on run argv\n{body}\nend run\n"),
+        (Language::Jxa, Output::Plain) => format!("function run(argv) {{\n{body}\n}}\n"),
+        (Language::Jxa, Output::Json) => format!(
+            "function run(argv) {{\nconst result = (() => {{\n{body}\n}})();\nreturn JSON.stringify(result === undefined ? null : result);\n}}\n"
+        ),
     };
     Ok(Plan {
         program,
@@ -215,7 +252,7 @@ mod tests {
 
     #[test]
     fn applescript_placeholders_become_argv_items() {
-        let plan = plan(Language::AppleScript, MAIL, kinds).expect("plan");
+        let plan = plan(Language::AppleScript, MAIL, Output::Plain, kinds).expect("plan");
         assert_eq!(plan.argv_names, vec!["subject", "body", "count"]);
         assert!(plan.program.starts_with("on run argv\n"));
         assert!(
@@ -243,7 +280,7 @@ mod tests {
     #[test]
     fn jxa_uses_argv_in_each_kind_of_literal() {
         let script = "const a = 'x${subject}y'; const b = \"${body}\"; const c = `t ${to} u`; const n = ${count}; // ${subject}";
-        let plan = plan(Language::Jxa, script, kinds).expect("plan");
+        let plan = plan(Language::Jxa, script, Output::Plain, kinds).expect("plan");
         assert!(plan.program.starts_with("function run(argv) {\n"));
         assert!(
             plan.program.contains("'x' + argv[0] + 'y'"),
@@ -258,11 +295,16 @@ mod tests {
 
     #[test]
     fn text_outside_literals_and_unknown_names_are_rejected() {
-        let error =
-            plan(Language::AppleScript, "set x to ${subject}", kinds).expect_err("bare text");
+        let error = plan(
+            Language::AppleScript,
+            "set x to ${subject}",
+            Output::Plain,
+            kinds,
+        )
+        .expect_err("bare text");
         assert_eq!(error.placeholder, "subject");
         assert!(error.message.contains("inside a string literal"));
-        let error = plan(Language::Jxa, "'${nope}'", kinds).expect_err("unknown");
+        let error = plan(Language::Jxa, "'${nope}'", Output::Plain, kinds).expect_err("unknown");
         assert_eq!(
             error.to_string(),
             "${nope}: names no parameter of this tool"
@@ -278,7 +320,7 @@ mod tests {
             let body: String = body.into_iter().collect();
             let jxa = "const m = Mail.OutgoingMessage({subject: '${subject}', content: `Body: ${body}!`}); repeat(${count});";
             for (language, script) in [(Language::AppleScript, MAIL), (Language::Jxa, jxa)] {
-                let plan = plan(language, script, kinds).expect("plan");
+                let plan = plan(language, script, Output::Plain, kinds).expect("plan");
                 let args = json!({"subject": subject, "body": body, "count": 2});
                 let argv = plan.argv(args.as_object().expect("object"));
                 // The program was planned before any value existed; the values travel only in argv.
@@ -291,12 +333,53 @@ mod tests {
         }
     }
 
-    /// The generated JXA program, run by Node with a `run(argv)` driver, returns every value
-    /// exactly: quotes, backslashes, `$`, backticks, every line terminator and NUL included.
+    /// Runs a JXA program under Node with a `run(argv)` driver; argv travels as JSON on stdin
+    /// (a 1 MB value would not fit in one command-line argument).
+    fn run_under_node(program: &str, argv: &[String]) -> Value {
+        use std::io::Write;
+        let driver = format!(
+            "{program}\nlet input = '';\nprocess.stdin.setEncoding('utf8');\nprocess.stdin.on('data', d => input += d);\nprocess.stdin.on('end', () => process.stdout.write(run(JSON.parse(input))));\n"
+        );
+        let mut child = std::process::Command::new("node")
+            .arg("-e")
+            .arg(&driver)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("node is needed for this test: apt-get install -y nodejs");
+        let input = serde_json::to_vec(argv).expect("json");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let writer = std::thread::spawn(move || stdin.write_all(&input));
+        let out = child.wait_with_output().expect("node ran");
+        writer.join().expect("writer").expect("stdin written");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("json output")
+    }
+
+    const ECHO: &str =
+        "return {s: '${subject}', t: `${body}`, d: \"${to}\", n: ${count} + 1, b: ${flag}};";
+
+    fn check_under_node(plan: &Plan, value: &str) {
+        let args = json!({"subject": value, "body": value, "to": value, "count": 41, "flag": true});
+        let argv = plan.argv(args.as_object().expect("object"));
+        assert_eq!(
+            run_under_node(&plan.program, &argv),
+            json!({"s": value, "t": value, "d": value, "n": 42, "b": true}),
+            "{:?}",
+            value.chars().take(80).collect::<String>()
+        );
+    }
+
+    /// The generated JXA program, run by Node, returns every value exactly: quotes,
+    /// backslashes, `$`, backticks, every line terminator, NUL and a 1 MB string included.
     #[test]
     fn jxa_programs_return_the_values_unchanged_under_node() {
-        let script = "return JSON.stringify({s: '${subject}', t: `${body}`, d: \"${to}\", n: ${count} + 1, b: ${flag}});";
-        let plan = plan(Language::Jxa, script, kinds).expect("plan");
+        let plan = plan(Language::Jxa, ECHO, Output::Json, kinds).expect("plan");
         let nasty = [
             "plain",
             "' + require('child_process').execSync('id') + '",
@@ -308,30 +391,22 @@ mod tests {
             "\u{1F600} ünïcödé",
         ];
         for value in nasty {
-            let args =
-                json!({"subject": value, "body": value, "to": value, "count": 41, "flag": true});
-            let argv = plan.argv(args.as_object().expect("object"));
-            let driver = format!(
-                "{}\nprocess.stdout.write(run(JSON.parse(process.argv[1])));",
-                plan.program
-            );
-            let out = std::process::Command::new("node")
-                .arg("-e")
-                .arg(&driver)
-                .arg(serde_json::to_string(&argv).expect("json"))
-                .output()
-                .expect("node is needed for this test: apt-get install -y nodejs");
-            assert!(
-                out.status.success(),
-                "{value:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let got: Value = serde_json::from_slice(&out.stdout).expect("json output");
-            assert_eq!(
-                got,
-                json!({"s": value, "t": value, "d": value, "n": 42, "b": true}),
-                "{value:?}"
-            );
+            check_under_node(&plan, value);
+        }
+        let big: String = "'`\"\\$\u{2028}\0ü".chars().cycle().take(1 << 20).collect();
+        check_under_node(&plan, &big);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Arbitrary Unicode reaches the JXA program unchanged.
+        #[test]
+        fn arbitrary_values_reach_jxa_unchanged(value in prop::collection::vec(prop_oneof![
+            Just('"'), Just('\''), Just('`'), Just('\\'), Just('$'), Just('{'), Just('}'), Just('\n'), Just('\r'),
+            Just('\u{2028}'), Just('\u{2029}'), Just('\u{85}'), Just('\0'), any::<char>()], 0..200)) {
+            let plan = plan(Language::Jxa, ECHO, Output::Json, kinds).expect("plan");
+            let value: String = value.into_iter().collect();
+            check_under_node(&plan, &value);
         }
     }
 }

@@ -1,0 +1,191 @@
+//! URL templates (`url_template` of iOS tools): the structure comes from the template, values
+//! only fill path segments, query keys and values, and fragments, percent-encoded for the
+//! component they land in.
+//!
+//! `mailapp://send?to=${to}` keeps its scheme, host, path and the `to=` key whatever `to` holds:
+//! `&`, `=`, `#`, `/` or `%` in a value arrive encoded and can never add a parameter.
+
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde_json::Value;
+
+use crate::template::as_text;
+
+/// The part of a URL a placeholder sits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Component {
+    Path,
+    Query,
+    Fragment,
+}
+
+/// Characters left as they are: RFC 3986 unreserved plus what each component allows and
+/// gives no meaning to. Everything else in a value is percent-encoded.
+const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+const PATH: &AsciiSet = &UNRESERVED
+    .remove(b':')
+    .remove(b'@')
+    .remove(b'!')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')')
+    .remove(b'*')
+    .remove(b',');
+// In a query `&`, `=`, `+` and `;` separate or mean something, so they stay encoded.
+const QUERY: &AsciiSet = &PATH.remove(b'/').remove(b'?');
+const FRAGMENT: &AsciiSet = &QUERY.remove(b'&').remove(b'=').remove(b'+').remove(b';');
+
+impl Component {
+    /// `value` percent-encoded for this component.
+    pub fn encode(self, value: &str) -> String {
+        let set = match self {
+            Self::Path => PATH,
+            Self::Query => QUERY,
+            Self::Fragment => FRAGMENT,
+        };
+        utf8_percent_encode(value, set).to_string()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Literal(String),
+    Value { name: String, component: Component },
+}
+
+/// A parsed `url_template`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UrlTemplate {
+    pieces: Vec<Piece>,
+}
+
+impl UrlTemplate {
+    /// Parses `template`, whose scheme must be `scheme`.
+    ///
+    /// # Errors
+    /// A message when the scheme differs or a placeholder sits in the scheme or the host.
+    pub fn parse(template: &str, scheme: &str) -> Result<Self, String> {
+        let Some((head, _)) = template.split_once(':') else {
+            return Err(format!(
+                "{template:?} has no scheme; start it with `{scheme}:`"
+            ));
+        };
+        if !head.eq_ignore_ascii_case(scheme) {
+            return Err(format!(
+                "{template:?} must start with the section's scheme `{scheme}:`"
+            ));
+        }
+        let mut pieces = Vec::new();
+        let mut literal = String::new();
+        let mut rest = &template[head.len() + 1..];
+        literal.push_str(&template[..=head.len()]);
+        let mut component = if let Some(after) = rest.strip_prefix("//") {
+            let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+            if after[..end].contains("${") {
+                return Err(format!(
+                    "{template:?}: a placeholder in the host would let a value choose where the URL goes; put it in the path or the query"
+                ));
+            }
+            literal.push_str(&rest[..2 + end]);
+            rest = &after[end..];
+            Component::Path
+        } else {
+            Component::Path
+        };
+        while !rest.is_empty() {
+            if let Some(after) = rest.strip_prefix("${")
+                && let Some(end) = after.find('}')
+            {
+                if !literal.is_empty() {
+                    pieces.push(Piece::Literal(std::mem::take(&mut literal)));
+                }
+                pieces.push(Piece::Value {
+                    name: after[..end].to_owned(),
+                    component,
+                });
+                rest = &after[end + 1..];
+                continue;
+            }
+            let c = rest.chars().next().unwrap_or_default();
+            component = match (component, c) {
+                (Component::Path, '?') => Component::Query,
+                (Component::Path | Component::Query, '#') => Component::Fragment,
+                (same, _) => same,
+            };
+            literal.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+        if !literal.is_empty() {
+            pieces.push(Piece::Literal(literal));
+        }
+        Ok(Self { pieces })
+    }
+
+    /// The URL for these arguments.
+    ///
+    /// # Errors
+    /// The name of a placeholder `lookup` has no value for.
+    pub fn fill<'s>(&'s self, lookup: &dyn Fn(&str) -> Option<Value>) -> Result<String, &'s str> {
+        let mut url = String::new();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Literal(text) => url.push_str(text),
+                Piece::Value { name, component } => {
+                    let value = lookup(name).ok_or(name.as_str())?;
+                    url.push_str(&component.encode(&as_text(&value)));
+                }
+            }
+        }
+        Ok(url)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn values_are_encoded_for_their_component() {
+        let template = UrlTemplate::parse(
+            "mailapp://send/${folder}?to=${to}&n=${n}#${frag}",
+            "mailapp",
+        )
+        .expect("parse");
+        let args = json!({"folder": "a/b?c", "to": "x&y=z+w #%", "n": 3, "frag": "p#q&r"});
+        let url = template
+            .fill(&|name| args.get(name).cloned())
+            .expect("filled");
+        assert_eq!(
+            url,
+            "mailapp://send/a%2Fb%3Fc?to=x%26y%3Dz%2Bw%20%23%25&n=3#p%23q&r"
+        );
+    }
+
+    #[test]
+    fn structure_never_comes_from_values() {
+        assert!(
+            UrlTemplate::parse("mailapp://${host}/x", "mailapp")
+                .expect_err("host")
+                .contains("host")
+        );
+        assert!(
+            UrlTemplate::parse("other://send", "mailapp")
+                .expect_err("scheme")
+                .contains("mailapp:")
+        );
+        assert!(UrlTemplate::parse("${s}://send", "mailapp").is_err());
+        // A scheme without `//` has no host; its path may hold values.
+        let template = UrlTemplate::parse("shortcuts:run?name=${n}", "shortcuts").expect("parse");
+        let args = json!({"n": "a b"});
+        assert_eq!(
+            template
+                .fill(&|name| args.get(name).cloned())
+                .expect("fill"),
+            "shortcuts:run?name=a%20b"
+        );
+    }
+}
