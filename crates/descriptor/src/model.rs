@@ -43,7 +43,8 @@ pub struct Platforms {
 }
 
 /// The platforms a descriptor can describe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Platform {
     Macos,
     Windows,

@@ -76,6 +76,43 @@ impl Executor for DbusExecutor {
             }
         })
     }
+
+    fn plan(&self, invocation: Invocation<'_>) -> Result<Value, AaiError> {
+        let section = invocation.descriptor.platforms.linux.as_ref();
+        let target = section
+            .and_then(|section| target(section, invocation.tool))
+            .ok_or_else(|| {
+                AaiError::new(
+                    ErrorKind::ToolNotFound,
+                    format!(
+                        "{} has no linux tool {:?}",
+                        invocation.descriptor.app_id, invocation.tool
+                    ),
+                )
+            })?;
+        let key = &target.key;
+        let args = match &target.tool.args {
+            Some(template) => Value::Array(template_values(
+                template,
+                invocation.args,
+                target.parameters.as_ref(),
+                key,
+            )?),
+            None => Value::Object(invocation.args.clone()),
+        };
+        Ok(json!({
+            "dbus": {
+                "bus": bus_name(key.bus),
+                "destination": key.service,
+                "path": key.object,
+                "interface": key.interface,
+                "method": key.method,
+                // Without a signature in the descriptor, the service is introspected at call time.
+                "signature": target.tool.signature,
+                "args": args,
+            }
+        }))
+    }
 }
 
 impl Default for DbusExecutor {

@@ -17,17 +17,27 @@
 //! # }
 //! ```
 
+mod adb;
+mod com;
 mod dbus;
+mod osascript;
 pub mod process;
+mod urlscheme;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
-use aai_descriptor::{AaiError, Descriptor, ErrorKind, Platform};
-use serde_json::{Map, Value};
+use aai_descriptor::{AaiError, Descriptor, ErrorKind, Platform, Section, Tool};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
 
+pub use adb::{AdbExecutor, shell_quote};
+pub use com::{COM_PROGRAM, ComExecutor};
 pub use dbus::DbusExecutor;
+pub use osascript::OsascriptExecutor;
+pub use urlscheme::UrlSchemeExecutor;
 
 /// The timeout of a call when neither the tool nor the config sets one.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -61,6 +71,31 @@ impl<'a> Invocation<'a> {
     }
 }
 
+impl Invocation<'_> {
+    /// `app:tool`, for messages.
+    pub fn name(&self) -> String {
+        format!("{}:{}", self.descriptor.app_id, self.tool)
+    }
+
+    /// The argument `name`, else its schema `default`.
+    pub fn value(&self, schema: Option<&Value>, name: &str) -> Option<Value> {
+        self.args
+            .get(name)
+            .filter(|v| !v.is_null())
+            .or_else(|| schema?.get("properties")?.get(name)?.get("default"))
+            .cloned()
+    }
+
+    /// INVALID_PARAMS for a placeholder with no argument and no default.
+    pub fn missing(&self, name: &str) -> AaiError {
+        AaiError::new(
+            ErrorKind::InvalidParams,
+            format!("{} needs argument `{name}`; pass it in args", self.name()),
+        )
+        .with_detail(json!({"field": name}))
+    }
+}
+
 /// Runs tools of one automation kind.
 pub trait Executor: Send + Sync {
     /// Runs the tool and returns its parsed output as JSON.
@@ -69,12 +104,77 @@ pub trait Executor: Send + Sync {
     /// An [`AaiError`] with the kind that fits: `APP_NOT_RUNNING`, `TIMEOUT`,
     /// `PERMISSION_DENIED`, `AUTOMATION_FAILED`, …
     fn call<'a>(&'a self, invocation: Invocation<'a>) -> BoxFuture<'a, Result<Value, AaiError>>;
+
+    /// What `call` would run, as JSON, without running anything (`call --dry-run`): for
+    /// programs `{program, argv, stdin, env}` (plus `then` for follow-up commands).
+    ///
+    /// # Errors
+    /// As `call` would fail before running anything (bad arguments, a bad script).
+    fn plan(&self, invocation: Invocation<'_>) -> Result<Value, AaiError>;
+}
+
+/// How iOS URLs are opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IosOpener {
+    /// `xcrun simctl openurl <device> <url>`.
+    #[default]
+    Simctl,
+    /// `open <url>` (iOS apps running on a Mac).
+    Open,
+}
+
+/// Where the automation programs are and which device they talk to: `executors` in
+/// `config.json`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    pub osascript: String,
+    pub powershell: String,
+    pub adb: String,
+    pub xcrun: String,
+    pub open: String,
+    pub pbpaste: String,
+    /// `adb -s <serial>`; unset lets adb pick the only device.
+    pub android_serial: Option<String>,
+    /// The simulator for `simctl`: a UDID, a name, or `booted`.
+    pub ios_device: String,
+    pub ios_opener: IosOpener,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            osascript: "osascript".into(),
+            powershell: if cfg!(windows) {
+                "powershell.exe".into()
+            } else {
+                "powershell".into()
+            },
+            adb: "adb".into(),
+            xcrun: "xcrun".into(),
+            open: "open".into(),
+            pbpaste: "pbpaste".into(),
+            android_serial: None,
+            ios_device: "booted".into(),
+            ios_opener: IosOpener::Simctl,
+        }
+    }
 }
 
 /// The executors this build carries.
-#[derive(Default)]
 pub struct Executors {
     dbus: DbusExecutor,
+    osascript: OsascriptExecutor,
+    com: ComExecutor,
+    adb: AdbExecutor,
+    urlscheme: UrlSchemeExecutor,
+}
+
+impl Default for Executors {
+    fn default() -> Self {
+        Self::with_settings(Settings::default(), None)
+    }
 }
 
 impl Executors {
@@ -84,8 +184,19 @@ impl Executors {
 
     /// Executors whose D-Bus session bus is at `address` instead of the environment's.
     pub fn with_session_bus(address: impl Into<String>) -> Self {
+        Self::with_settings(Settings::default(), Some(address.into()))
+    }
+
+    /// Executors using `settings`, and the session bus at `session_bus` when given.
+    pub fn with_settings(settings: Settings, session_bus: Option<String>) -> Self {
+        let settings = Arc::new(settings);
         Self {
-            dbus: DbusExecutor::with_session_address(address),
+            dbus: session_bus
+                .map_or_else(DbusExecutor::default, DbusExecutor::with_session_address),
+            osascript: OsascriptExecutor::new(settings.clone()),
+            com: ComExecutor::new(settings.clone()),
+            adb: AdbExecutor::new(settings.clone()),
+            urlscheme: UrlSchemeExecutor::new(settings),
         }
     }
 
@@ -101,6 +212,10 @@ impl Executors {
         let automation = descriptor.automation(platform).unwrap_or("none");
         match (platform, automation) {
             (Platform::Linux, "dbus") => Ok(&self.dbus),
+            (Platform::Macos, "applescript" | "jxa") => Ok(&self.osascript),
+            (Platform::Windows, "com") => Ok(&self.com),
+            (Platform::Android, "intent") => Ok(&self.adb),
+            (Platform::Ios, "url_scheme") => Ok(&self.urlscheme),
             _ => Err(AaiError::new(
                 ErrorKind::AutomationNotSupported,
                 format!(
@@ -125,4 +240,79 @@ impl Executors {
             .call(invocation)
             .await
     }
+
+    /// What a tool of `platform`'s section would run (see [`Executor::plan`]).
+    ///
+    /// # Errors
+    /// See [`Executor::plan`] and [`Executors::for_section`].
+    pub fn plan(&self, platform: Platform, invocation: Invocation<'_>) -> Result<Value, AaiError> {
+        self.for_section(invocation.descriptor, platform)?
+            .plan(invocation)
+    }
+}
+
+/// The section of `platform` and its tool named by `invocation`.
+fn section_tool<'a, S, T>(
+    section: Option<&'a Section<S, T>>,
+    invocation: &Invocation<'_>,
+    platform: Platform,
+) -> Result<(&'a Section<S, T>, &'a Tool<T>), AaiError> {
+    let section = section.ok_or_else(|| {
+        AaiError::new(
+            ErrorKind::AutomationNotSupported,
+            format!(
+                "{} has no {} section",
+                invocation.descriptor.app_id,
+                platform.key()
+            ),
+        )
+    })?;
+    let tool = section
+        .tools
+        .iter()
+        .find(|t| t.common.name == invocation.tool)
+        .ok_or_else(|| {
+            AaiError::new(
+                ErrorKind::ToolNotFound,
+                format!(
+                    "{} has no {} tool {:?}",
+                    invocation.descriptor.app_id,
+                    platform.key(),
+                    invocation.tool
+                ),
+            )
+        })?;
+    Ok((section, tool))
+}
+
+/// `commands` as the dry run shows them: the first at the top, the rest under `then`.
+fn describe(commands: &[process::Command]) -> Value {
+    let mut first = commands
+        .first()
+        .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
+        .unwrap_or(Value::Null);
+    if commands.len() > 1
+        && let Some(object) = first.as_object_mut()
+    {
+        object.insert(
+            "then".into(),
+            serde_json::to_value(&commands[1..]).unwrap_or(Value::Null),
+        );
+    }
+    first
+}
+
+/// INVALID_PARAMS when a value holds NUL, which no program argument can carry.
+fn reject_nul(invocation: &Invocation<'_>, name: &str, value: &str) -> Result<(), AaiError> {
+    if value.contains('\0') {
+        return Err(AaiError::new(
+            ErrorKind::InvalidParams,
+            format!(
+                "{}: argument `{name}` contains a NUL character, which cannot be passed to the app; remove it",
+                invocation.name()
+            ),
+        )
+        .with_detail(json!({"field": name})));
+    }
+    Ok(())
 }

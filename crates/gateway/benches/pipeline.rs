@@ -53,10 +53,10 @@ fn benches(c: &mut Criterion) {
 
     let apps = found(1000);
     c.bench_function("registry build (1000 apps)", |b| {
-        b.iter(|| Registry::build(black_box(&apps), Platform::Linux, true))
+        b.iter(|| Registry::build(black_box(&apps), &[Platform::Linux], true))
     });
 
-    let registry = Registry::build(&apps, Platform::Linux, true);
+    let registry = Registry::build(&apps, &[Platform::Linux], true);
     let server = AaiServer::new(aai_gateway::fixed_gateway(
         Registry::default(),
         Config::default(),

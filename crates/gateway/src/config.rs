@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use aai_descriptor::Platform;
 use serde::Deserialize;
 
 /// How apps appear in `tools/list`.
@@ -36,6 +37,41 @@ pub struct Config {
     pub consent_timeout_seconds: u64,
     /// Approval policy profiles and which client gets which.
     pub policy: crate::policy_config::PolicyConfig,
+    /// The descriptor sections served, in order of preference: an app runs the first one it
+    /// has. Default: this computer's OS. Add `android` or `ios` to drive a device or a
+    /// simulator from the desktop.
+    pub platforms: Vec<Platform>,
+    /// Where the automation programs are and which device they talk to.
+    pub executors: aai_executor::Settings,
+    /// Retries of read-only tools that timed out or found their app not running.
+    pub retry: Retry,
+}
+
+/// How read-only calls are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Retry {
+    /// Tries in all, the first included; 1 turns retries off.
+    pub attempts: u32,
+    /// The wait before the first retry; each later one waits twice as long.
+    pub backoff_ms: u64,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Self {
+            attempts: 3,
+            backoff_ms: 250,
+        }
+    }
+}
+
+impl Retry {
+    /// The wait before try number `attempt` (2 for the first retry), capped at 30 s.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let factor = 1u64 << attempt.saturating_sub(2).min(16);
+        Duration::from_millis(self.backoff_ms.saturating_mul(factor).min(30_000))
+    }
 }
 
 impl Default for Config {
@@ -50,6 +86,9 @@ impl Default for Config {
             max_request_bytes: 4 * 1024 * 1024,
             consent_timeout_seconds: 120,
             policy: crate::policy_config::PolicyConfig::default(),
+            platforms: vec![Platform::current()],
+            executors: aai_executor::Settings::default(),
+            retry: Retry::default(),
         }
     }
 }
@@ -70,6 +109,19 @@ impl Config {
 
     pub fn default_timeout(&self) -> Duration {
         Duration::from_secs(self.timeout_seconds.max(1))
+    }
+
+    /// How long a tool of `platform` may run: its `timeout` (milliseconds on Android, as the
+    /// spec says; seconds elsewhere), else the platform's default (Android 5 s, iOS 10 s) or
+    /// the configured one.
+    pub fn tool_timeout(&self, platform: Platform, timeout: Option<u64>) -> Duration {
+        match (platform, timeout) {
+            (Platform::Android, Some(ms)) => Duration::from_millis(ms.max(1)),
+            (Platform::Android, None) => Duration::from_millis(5_000),
+            (_, Some(seconds)) => Duration::from_secs(seconds.max(1)),
+            (Platform::Ios, None) => Duration::from_secs(10),
+            (_, None) => self.default_timeout(),
+        }
     }
 
     pub fn scan_budget(&self) -> Duration {
@@ -169,5 +221,47 @@ mod tests {
         assert_eq!(config.exposure, Exposure::Compact);
         assert_eq!(config.default_timeout(), Duration::from_secs(5));
         assert_eq!(config.max_result_chars, 100);
+    }
+
+    #[test]
+    fn platforms_executors_and_retries_are_configurable() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(
+            dir.path().join("config.json"),
+            r#"{"platforms": ["linux", "android"], "executors": {"adb": "/opt/adb", "android_serial": "emulator-5554"}, "retry": {"attempts": 4, "backoff_ms": 10}}"#,
+        )
+        .expect("write");
+        let (config, problem) = Config::load(dir.path());
+        assert!(problem.is_none(), "{problem:?}");
+        assert_eq!(config.platforms, [Platform::Linux, Platform::Android]);
+        assert_eq!(config.executors.adb, "/opt/adb");
+        assert_eq!(
+            config.executors.android_serial.as_deref(),
+            Some("emulator-5554")
+        );
+        assert_eq!(config.executors.osascript, "osascript");
+        assert_eq!(config.retry.attempts, 4);
+        assert_eq!(config.retry.backoff(2), Duration::from_millis(10));
+        assert_eq!(config.retry.backoff(4), Duration::from_millis(40));
+        assert_eq!(
+            config.tool_timeout(Platform::Android, Some(1500)),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            config.tool_timeout(Platform::Android, None),
+            Duration::from_millis(5000)
+        );
+        assert_eq!(
+            config.tool_timeout(Platform::Ios, None),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            config.tool_timeout(Platform::Macos, Some(7)),
+            Duration::from_secs(7)
+        );
+        assert_eq!(
+            config.tool_timeout(Platform::Macos, None),
+            Duration::from_secs(30)
+        );
     }
 }

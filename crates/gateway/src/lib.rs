@@ -28,7 +28,7 @@ use crate::registry::Registry;
 pub const NOTIFY_EVERY: Duration = Duration::from_millis(250);
 
 /// Scans once, synchronously, and returns the complete registry (for the CLI and benchmarks).
-pub fn scan_once(options: &ScanOptions, platform: Platform) -> Registry {
+pub fn scan_once(options: &ScanOptions, platforms: &[Platform]) -> Registry {
     let mut found = Vec::new();
     discovery::scan(
         options,
@@ -38,7 +38,7 @@ pub fn scan_once(options: &ScanOptions, platform: Platform) -> Registry {
             found.extend(batch);
         },
     );
-    Registry::build(&found, platform, true)
+    Registry::build(&found, platforms, true)
 }
 
 /// A gateway over a fixed registry, with no discovery thread (for the CLI, tests and
@@ -54,7 +54,6 @@ pub fn fixed_gateway(
         registry: rx,
         executors,
         config,
-        platform: Platform::current(),
         gate: gate::Gate::new(data_db),
     })
 }

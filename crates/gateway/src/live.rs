@@ -27,13 +27,13 @@ const POLL_EVERY: Duration = Duration::from_secs(10);
 pub fn spawn(
     home: PathBuf,
     dev: bool,
-    platform: Platform,
+    platforms: Vec<Platform>,
     cancel: CancellationToken,
 ) -> watch::Receiver<Arc<Registry>> {
     let (tx, rx) = watch::channel(Arc::new(Registry::default()));
     let spawned = std::thread::Builder::new()
         .name("aai-discovery".into())
-        .spawn(move || run(&home, dev, platform, &cancel, &tx));
+        .spawn(move || run(&home, dev, &platforms, &cancel, &tx));
     if let Err(error) = spawned {
         tracing::error!(%error, "cannot start the discovery thread; no apps will be offered");
     }
@@ -55,7 +55,7 @@ fn options(home: &std::path::Path, dev: bool) -> ScanOptions {
 fn run(
     home: &std::path::Path,
     dev: bool,
-    platform: Platform,
+    platforms: &[Platform],
     cancel: &CancellationToken,
     tx: &watch::Sender<Arc<Registry>>,
 ) {
@@ -95,7 +95,7 @@ fn run(
                 }
             }
         }
-        rescan(&options, &cache, platform, tx, first);
+        rescan(&options, &cache, platforms, tx, first);
         first = false;
         // Wait for a change, then let a burst of events settle.
         match events.recv_timeout(POLL_EVERY) {
@@ -111,7 +111,7 @@ fn run(
 fn rescan(
     options: &ScanOptions,
     cache: &ParseCache,
-    platform: Platform,
+    platforms: &[Platform],
     tx: &watch::Sender<Arc<Registry>>,
     streaming: bool,
 ) {
@@ -122,7 +122,7 @@ fn rescan(
         if !streaming && !done {
             return;
         }
-        let registry = Registry::build(&found, platform, done);
+        let registry = Registry::build(&found, platforms, done);
         let changed = {
             let current = tx.borrow();
             !current.same_apps(&registry)

@@ -64,7 +64,37 @@ enum Command {
         /// The tool's arguments as a JSON object.
         #[arg(long, default_value = "{}")]
         args: String,
+        /// Print what would run (program, argv, stdin, env) as JSON instead of running it.
+        #[arg(long)]
+        dry_run: bool,
+        /// Plan from this platform's section (with --dry-run), e.g. check a macOS tool on Linux.
+        #[arg(long, value_enum, requires = "dry_run")]
+        platform: Option<PlatformArg>,
     },
+}
+
+/// `--platform` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum PlatformArg {
+    Macos,
+    Windows,
+    Linux,
+    Android,
+    Ios,
+    Web,
+}
+
+impl From<PlatformArg> for Platform {
+    fn from(arg: PlatformArg) -> Self {
+        match arg {
+            PlatformArg::Macos => Self::Macos,
+            PlatformArg::Windows => Self::Windows,
+            PlatformArg::Linux => Self::Linux,
+            PlatformArg::Android => Self::Android,
+            PlatformArg::Ios => Self::Ios,
+            PlatformArg::Web => Self::Web,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -152,10 +182,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Validate { files }) => Ok(validate(&files)),
         Some(Command::Consent { action }) => consent(&home.join(DATA_DB), action),
         Some(Command::Audit { action }) => audit(&home.join(DATA_DB), action),
-        Some(Command::Call { app, tool, args }) => {
+        Some(Command::Call {
+            app,
+            tool,
+            args,
+            dry_run,
+            platform,
+        }) => {
             let args: serde_json::Value =
                 serde_json::from_str(&args).context("--args is not valid JSON")?;
-            runtime()?.block_on(call(&home, cli.dev, &app, &tool, &args))
+            let request = CallRequest {
+                app: &app,
+                tool: &tool,
+                args: &args,
+                dry_run,
+                platform: platform.map(Platform::from),
+            };
+            runtime()?.block_on(call(&home, cli.dev, request))
         }
         None if cli.scan => {
             let (config, problem) = Config::load(&home);
@@ -168,8 +211,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 dev: cli.dev,
             };
             output::scan_report(
-                &aai_gateway::scan_once(&options, Platform::current()),
+                &aai_gateway::scan_once(&options, &config.platforms),
                 &home,
+                &config.platforms,
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -212,27 +256,48 @@ fn validate(files: &[std::path::PathBuf]) -> ExitCode {
     }
 }
 
+/// What `call` was asked to do.
+struct CallRequest<'a> {
+    app: &'a str,
+    tool: &'a str,
+    args: &'a serde_json::Value,
+    dry_run: bool,
+    platform: Option<Platform>,
+}
+
 async fn call(
     home: &std::path::Path,
     dev: bool,
-    app: &str,
-    tool: &str,
-    args: &serde_json::Value,
+    request: CallRequest<'_>,
 ) -> anyhow::Result<ExitCode> {
-    let (config, problem) = Config::load(home);
+    let (mut config, problem) = Config::load(home);
     if let Some(problem) = problem {
         eprintln!("warning: {problem}");
+    }
+    if let Some(platform) = request.platform {
+        config.platforms = vec![platform];
     }
     let options = ScanOptions {
         home: home.to_path_buf(),
         paths: config.paths.clone(),
         dev,
     };
-    let registry = aai_gateway::scan_once(&options, Platform::current());
+    let registry = aai_gateway::scan_once(&options, &config.platforms);
     let max = config.max_result_chars;
-    let gateway =
-        aai_gateway::fixed_gateway(registry, config, Executors::new(), home.join(DATA_DB));
-    match gateway.exec("cli", app, tool, args).await {
+    let executors = Executors::with_settings(config.executors.clone(), None);
+    let gateway = aai_gateway::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+    let result = if request.dry_run {
+        gateway.plan(request.app, request.tool, request.args).await
+    } else {
+        gateway
+            .exec("cli", request.app, request.tool, request.args)
+            .await
+    };
+    match result {
+        Ok(plan) if request.dry_run => {
+            output::plan(&plan);
+            Ok(ExitCode::SUCCESS)
+        }
         Ok(output) => {
             output::call_output(&render(&output, max).text);
             Ok(ExitCode::SUCCESS)
@@ -250,13 +315,13 @@ async fn serve(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
         tracing::warn!("{problem}");
     }
     let cancel = CancellationToken::new();
-    let registry = aai_gateway::live::spawn(home.clone(), dev, Platform::current(), cancel.clone());
+    let registry =
+        aai_gateway::live::spawn(home.clone(), dev, config.platforms.clone(), cancel.clone());
     let max_request_bytes = config.max_request_bytes;
     let gateway = Arc::new(Gateway {
         registry: registry.clone(),
-        executors: Executors::new(),
+        executors: Executors::with_settings(config.executors.clone(), None),
         config,
-        platform: Platform::current(),
         gate: aai_gateway::gate::Gate::new(home.join(DATA_DB)),
     });
     tracing::info!(home = %home.display(), version = env!("CARGO_PKG_VERSION"), "aai-gateway serving MCP on stdio");

@@ -7,22 +7,21 @@ use aai_descriptor::Platform;
 use aai_gateway::registry::Registry;
 
 /// `--scan`: the offered apps, then every file that was skipped and why.
-pub fn scan_report(registry: &Registry, home: &std::path::Path) {
+pub fn scan_report(registry: &Registry, home: &std::path::Path, platforms: &[Platform]) {
     println!("AAI home: {}", home.display());
+    let served: Vec<&str> = platforms.iter().map(|p| p.key()).collect();
     println!(
         "{} app(s) offered on {}:",
         registry.apps.len(),
-        Platform::current().key()
+        served.join(", ")
     );
     for app in &registry.apps {
-        let tools = app
-            .descriptor
-            .tools(Platform::current())
-            .map_or(0, |t| t.len());
+        let tools = app.descriptor.tools(app.platform).map_or(0, |t| t.len());
         println!(
-            "  {:<40} {:<24} {tools:>3} tools  {}  ({})",
+            "  {:<40} {:<24} {:<8} {tools:>3} tools  {}  ({})",
             app.id(),
             app.descriptor.name,
+            app.platform.key(),
             app.slug,
             app.source.display()
         );
@@ -35,6 +34,14 @@ pub fn scan_report(registry: &Registry, home: &std::path::Path) {
             }
         }
     }
+}
+
+/// `call --dry-run`: the plan as pretty JSON.
+pub fn plan(plan: &serde_json::Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(plan).unwrap_or_else(|_| plan.to_string())
+    );
 }
 
 /// `validate`: one line per problem, or `ok`.

@@ -4,7 +4,7 @@
 //! through [`Gateway::exec`], so they all validate and fail the same way.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use aai_descriptor::{AaiError, ErrorKind, Parameters, Platform, Risk, ToolCommon, guide};
 use aai_executor::{Executors, Invocation};
@@ -27,7 +27,6 @@ pub struct Gateway {
     pub registry: watch::Receiver<Arc<Registry>>,
     pub executors: Executors,
     pub config: Config,
-    pub platform: Platform,
     pub gate: Gate,
 }
 
@@ -48,7 +47,7 @@ impl Gateway {
     /// `APP_NOT_FOUND` with suggestions.
     pub fn guide(&self, registry: &Registry, app: &str) -> Result<String, AaiError> {
         let app = find_app(registry, app)?;
-        let tools = app.descriptor.tools(self.platform).unwrap_or_default();
+        let tools = app.descriptor.tools(app.platform).unwrap_or_default();
         Ok(guide::guide(&app.descriptor, &tools))
     }
 
@@ -86,8 +85,7 @@ impl Gateway {
         let started = Instant::now();
         let elapsed = || i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
         let registry = self.registry().await;
-        let found = find_app(&registry, app)
-            .and_then(|found| Ok((found, find_tool(found, tool, self.platform)?)));
+        let found = find_app(&registry, app).and_then(|found| Ok((found, find_tool(found, tool)?)));
         let (app, spec) = match found {
             Ok(found) => found,
             Err(error) => {
@@ -213,11 +211,9 @@ impl Gateway {
         }
         // The intent row is durable before anything runs: no call happens unrecorded.
         self.gate.record(&call, &decision, "started", 0, None)?;
-        let timeout = spec
-            .timeout
-            .map_or_else(|| self.config.default_timeout(), Duration::from_secs);
+        let timeout = self.config.tool_timeout(app.platform, spec.timeout);
         let invocation = Invocation::new(&app.descriptor, &spec.name, &args, timeout);
-        let result = self.executors.call(self.platform, invocation).await;
+        let result = self.run(app.platform, invocation, spec).await;
         let (outcome, error) = match &result {
             Ok(_) => ("success", None),
             Err(error) => ("failed", Some(error)),
@@ -232,6 +228,70 @@ impl Gateway {
                 audit
             })?;
         result
+    }
+}
+
+impl Gateway {
+    /// Runs the executor; a read-only tool that timed out or found its app not running is
+    /// tried again, up to `retry.attempts` tries, waiting longer each time.
+    async fn run(
+        &self,
+        platform: Platform,
+        invocation: Invocation<'_>,
+        spec: &ToolCommon,
+    ) -> Result<Value, AaiError> {
+        let retry = self.config.retry;
+        let retryable = spec.read_only == Some(true);
+        let mut attempt = 1;
+        loop {
+            let result = self.executors.call(platform, invocation).await;
+            match result {
+                Err(error)
+                    if retryable
+                        && attempt < retry.attempts
+                        && matches!(error.kind, ErrorKind::Timeout | ErrorKind::AppNotRunning) =>
+                {
+                    attempt += 1;
+                    let wait = retry.backoff(attempt);
+                    tracing::info!(tool = %invocation.name(), attempt, wait_ms = wait.as_millis() as u64, error = %error, "retrying a read-only call");
+                    tokio::time::sleep(wait).await;
+                }
+                Err(mut error) if attempt > 1 => {
+                    error.message = format!("{} (after {attempt} tries)", error.message);
+                    if let Some(Value::Object(detail)) = &mut error.detail {
+                        detail.insert("attempts".into(), json!(attempt));
+                    } else if error.detail.is_none() {
+                        error.detail = Some(json!({"attempts": attempt}));
+                    }
+                    return Err(error);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// What a call would run, without running it or asking anyone (`call --dry-run`): the
+    /// arguments are checked as for a real call, then the executor plans.
+    ///
+    /// # Errors
+    /// `APP_NOT_FOUND`, `TOOL_NOT_FOUND`, `INVALID_PARAMS`, `SCRIPT_PARSE_ERROR`,
+    /// `AUTOMATION_NOT_SUPPORTED`.
+    pub async fn plan(&self, app: &str, tool: &str, args: &Value) -> Result<Value, AaiError> {
+        let registry = self.registry().await;
+        let app = find_app(&registry, app)?;
+        let spec = find_tool(app, tool)?;
+        let args = check_args(app, spec, args)?;
+        let timeout = self.config.tool_timeout(app.platform, spec.timeout);
+        let invocation = Invocation::new(&app.descriptor, &spec.name, &args, timeout);
+        let mut plan = self.executors.plan(app.platform, invocation)?;
+        if let Some(object) = plan.as_object_mut() {
+            object.insert("platform".into(), json!(app.platform.key()));
+            object.insert(
+                "timeout_ms".into(),
+                json!(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+            );
+        }
+        Ok(plan)
     }
 }
 
@@ -283,7 +343,8 @@ pub fn find_app<'r>(registry: &'r Registry, name: &str) -> Result<&'r Arc<App>, 
     })
 }
 
-fn find_tool<'a>(app: &'a App, tool: &str, platform: Platform) -> Result<&'a ToolCommon, AaiError> {
+fn find_tool<'a>(app: &'a App, tool: &str) -> Result<&'a ToolCommon, AaiError> {
+    let platform = app.platform;
     app.descriptor.tool(platform, tool).ok_or_else(|| {
         let names: Vec<&str> = app
             .descriptor

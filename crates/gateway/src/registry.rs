@@ -12,6 +12,8 @@ use crate::discovery::Found;
 #[derive(Debug)]
 pub struct App {
     pub descriptor: Arc<Descriptor>,
+    /// The section the gateway runs: the first of the configured platforms it has.
+    pub platform: Platform,
     pub source: PathBuf,
     /// Its MCP tool name, `app_<slug>`.
     pub slug: String,
@@ -67,10 +69,11 @@ pub enum Rejected {
         app_id: String,
         by: PathBuf,
     },
-    /// Valid, but with no section for this platform.
+    /// Valid, but with no section for the platforms served here.
     OtherPlatform {
         path: PathBuf,
         app_id: String,
+        served: Vec<Platform>,
     },
 }
 
@@ -84,12 +87,19 @@ impl std::fmt::Display for Rejected {
                 path.display(),
                 by.display()
             ),
-            Self::OtherPlatform { path, app_id } => write!(
-                f,
-                "{}: /platforms: {app_id} has no `{}` section, so it is not offered on this platform",
-                path.display(),
-                Platform::current().key()
-            ),
+            Self::OtherPlatform {
+                path,
+                app_id,
+                served,
+            } => {
+                let keys: Vec<&str> = served.iter().map(|p| p.key()).collect();
+                write!(
+                    f,
+                    "{}: /platforms: {app_id} has no `{}` section, so it is not offered here (`platforms` in config.json chooses the sections served)",
+                    path.display(),
+                    keys.join("` or `")
+                )
+            }
         }
     }
 }
@@ -107,11 +117,12 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Builds a snapshot from everything found so far, for `platform`.
-    pub fn build(found: &[Found], platform: Platform, complete: bool) -> Self {
+    /// Builds a snapshot from everything found so far. Each app runs the first of
+    /// `platforms` (in order of preference) that it has a section for.
+    pub fn build(found: &[Found], platforms: &[Platform], complete: bool) -> Self {
         let mut ordered: Vec<&Found> = found.iter().collect();
         ordered.sort_by_key(|f| f.rank);
-        let mut chosen: HashMap<&str, (&Found, Arc<Descriptor>)> = HashMap::new();
+        let mut chosen: HashMap<&str, (&Found, Arc<Descriptor>, Platform)> = HashMap::new();
         let mut rejected = Vec::new();
         for item in ordered {
             let descriptor = match &item.outcome {
@@ -121,14 +132,19 @@ impl Registry {
                     continue;
                 }
             };
-            if descriptor.tools(platform).is_none() {
+            let Some(platform) = platforms
+                .iter()
+                .copied()
+                .find(|&p| descriptor.tools(p).is_some())
+            else {
                 rejected.push(Rejected::OtherPlatform {
                     path: item.path.clone(),
                     app_id: descriptor.app_id.clone(),
+                    served: platforms.to_vec(),
                 });
                 continue;
-            }
-            if let Some((first, _)) = chosen.get(descriptor.app_id.as_str()) {
+            };
+            if let Some((first, _, _)) = chosen.get(descriptor.app_id.as_str()) {
                 rejected.push(Rejected::Shadowed {
                     path: item.path.clone(),
                     app_id: descriptor.app_id.clone(),
@@ -136,19 +152,20 @@ impl Registry {
                 });
                 continue;
             }
-            chosen.insert(&descriptor.app_id, (item, descriptor.clone()));
+            chosen.insert(&descriptor.app_id, (item, descriptor.clone(), platform));
         }
-        let mut entries: Vec<(&Found, Arc<Descriptor>)> = chosen.into_values().collect();
+        let mut entries: Vec<(&Found, Arc<Descriptor>, Platform)> = chosen.into_values().collect();
         entries.sort_by(|a, b| a.1.app_id.cmp(&b.1.app_id));
-        let ids: Vec<&str> = entries.iter().map(|(_, d)| d.app_id.as_str()).collect();
+        let ids: Vec<&str> = entries.iter().map(|(_, d, _)| d.app_id.as_str()).collect();
         let slugs = naming::assign_slugs(&ids);
         let apps: Vec<Arc<App>> = entries
             .iter()
             .zip(slugs)
-            .map(|((found, descriptor), slug)| {
+            .map(|((found, descriptor, platform), slug)| {
                 Arc::new(App {
                     listing: guide::listing_description(descriptor, listing_budget(&slug)),
                     descriptor: descriptor.clone(),
+                    platform: *platform,
                     source: found.path.clone(),
                     slug,
                     validators: Mutex::default(),

@@ -381,7 +381,7 @@ impl ServerHandler for AaiServer {
         };
         let app = find_app(&registry, id)
             .map_err(|error| McpError::resource_not_found(error.message, error.detail))?;
-        let doc = app.descriptor.for_platform(self.gateway.platform);
+        let doc = app.descriptor.for_platform(app.platform);
         let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
         let contents = ResourceContents::TextResourceContents {
             uri: request.uri.clone(),

@@ -59,7 +59,7 @@ fn apps(count: usize) -> Vec<Found> {
 
 #[test]
 fn an_app_entry_in_tools_list_costs_at_most_40_tokens() {
-    let registry = Registry::build(&apps(50), Platform::Linux, true);
+    let registry = Registry::build(&apps(50), &[Platform::Linux], true);
     assert_eq!(registry.apps.len(), 50);
     let gateway = aai_gateway::fixed_gateway(
         Registry::default(),

@@ -30,7 +30,7 @@ impl Setup {
             })
             .collect();
         let dir = tempfile::tempdir().expect("dir");
-        let registry = Registry::build(&found, Platform::Linux, true);
+        let registry = Registry::build(&found, &[Platform::Linux], true);
         let gateway =
             aai_gateway::fixed_gateway(registry, config, executors, dir.path().join("data.db"));
         Self { gateway, dir }

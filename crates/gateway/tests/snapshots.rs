@@ -37,14 +37,14 @@ fn server(exposure: Exposure) -> (AaiServer, Arc<Registry>, tempfile::TempDir) {
             outcome: aai_descriptor::parse("t", doc.to_string().as_bytes()).map(Arc::new),
         })
         .collect();
-    let registry = Registry::build(&found, Platform::Linux, true);
+    let registry = Registry::build(&found, &[Platform::Linux], true);
     let config = Config {
         exposure,
         ..Config::default()
     };
     let dir = tempfile::tempdir().expect("dir");
     let gateway = aai_gateway::fixed_gateway(
-        Registry::build(&found, Platform::Linux, true),
+        Registry::build(&found, &[Platform::Linux], true),
         config,
         Executors::new(),
         dir.path().join("data.db"),
