@@ -114,6 +114,10 @@ pub fn plan(
     let mut i = 0;
     // The open string literal's quote, if inside one.
     let mut quote: Option<char> = None;
+    // Where the open literal starts in `body`, and whether a placeholder split it: a split
+    // literal is closed in parentheses, so `'${to}'.split(',')` still splits the whole text.
+    let mut literal_start = 0;
+    let mut split = false;
     while i < chars.len() {
         let c = chars[i];
         // Comments are copied as they are (a placeholder in a comment does nothing).
@@ -171,18 +175,27 @@ pub fn plan(
                 }
             };
             body.push_str(&reference(language, quote, kind, index, &name)?);
+            split |= quote.is_some_and(|q| q != '`');
             i += 3 + end;
             continue;
         }
+        body.push(c);
+        i += 1;
         match quote {
-            Some(open) if c == open => quote = None,
+            Some(open) if c == open => {
+                quote = None;
+                if split {
+                    body.insert(literal_start, '(');
+                    body.push(')');
+                }
+            }
             None if c == '"' || (language == Language::Jxa && (c == '\'' || c == '`')) => {
-                quote = Some(c)
+                quote = Some(c);
+                literal_start = body.len() - c.len_utf8();
+                split = false;
             }
             _ => {}
         }
-        body.push(c);
-        i += 1;
     }
     let program = match (language, output) {
         (Language::AppleScript, _) => format!("on run argv\n{body}\nend run\n"),
@@ -257,7 +270,7 @@ mod tests {
         assert!(plan.program.starts_with("on run argv\n"));
         assert!(
             plan.program.contains(
-                r#"{subject:"" & (item 1 of argv) & "", content:"Body: " & (item 2 of argv) & "!"}"#
+                r#"{subject:("" & (item 1 of argv) & ""), content:("Body: " & (item 2 of argv) & "!")}"#
             ),
             "{}",
             plan.program
@@ -283,11 +296,11 @@ mod tests {
         let plan = plan(Language::Jxa, script, Output::Plain, kinds).expect("plan");
         assert!(plan.program.starts_with("function run(argv) {\n"));
         assert!(
-            plan.program.contains("'x' + argv[0] + 'y'"),
+            plan.program.contains("('x' + argv[0] + 'y')"),
             "{}",
             plan.program
         );
-        assert!(plan.program.contains("\"\" + argv[1] + \"\""));
+        assert!(plan.program.contains("(\"\" + argv[1] + \"\")"));
         assert!(plan.program.contains("`t ${argv[2]} u`"));
         assert!(plan.program.contains("const n = Number(argv[3])"));
         assert!(plan.program.ends_with("// ${subject}\n}\n"));
@@ -393,6 +406,17 @@ mod tests {
         for value in nasty {
             check_under_node(&plan, value);
         }
+        // A filled literal is still one expression: member access applies to all of it.
+        let split = super::plan(Language::Jxa, "return {s: '${subject}'.split(',').length, t: \"x${body}\".length, d: '', n: 0, b: true};", Output::Json, kinds).expect("plan");
+        let argv = split.argv(
+            json!({"subject": "a,b,c", "body": "yz"})
+                .as_object()
+                .expect("object"),
+        );
+        assert_eq!(
+            run_under_node(&split.program, &argv),
+            json!({"s": 3, "t": 3, "d": "", "n": 0, "b": true})
+        );
         let big: String = "'`\"\\$\u{2028}\0ü".chars().cycle().take(1 << 20).collect();
         check_under_node(&plan, &big);
     }

@@ -224,7 +224,7 @@ fn applescript_program_is_fixed_and_values_follow_the_dash() {
     );
     assert!(programs[0].starts_with("on run argv\n"));
     assert!(programs[0].contains(
-        "{subject:\"\" & (item 1 of argv) & \"\", content:\"\" & (item 2 of argv) & \"\"}"
+        "{subject:(\"\" & (item 1 of argv) & \"\"), content:(\"\" & (item 2 of argv) & \"\")}"
     ));
     // The dry run shows exactly that command.
     let a = args(&json!({"subject": "Hi", "body": "b"}));

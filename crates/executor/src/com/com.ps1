@@ -44,7 +44,7 @@ try {
                 $last = [System.__ComObject].InvokeMember($step.method, $flags::InvokeMethod, $null, $target, (Get-List $step.args))
             }
             'get' {
-                $last = [System.__ComObject].InvokeMember($step.property, $flags::GetProperty, $null, $target, $null)
+                $last = [System.__ComObject].InvokeMember($step.property, $flags::GetProperty, $null, $target, (Get-List $step.args))
             }
             'set' {
                 [void][System.__ComObject].InvokeMember($step.property, $flags::SetProperty, $null, $target, [object[]]@(, $step.value))
