@@ -5,7 +5,7 @@
 //! typed JSON values, travels on stdin; the program walks it with late-bound `InvokeMember`
 //! calls. Names (ProgIDs, methods, properties, variables) come only from the descriptor.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use aai_descriptor::{AaiError, ErrorKind, Parameters, Platform, template};
 use base64::Engine;
@@ -17,6 +17,9 @@ use crate::{BoxFuture, Executor, Invocation, Settings, describe, section_tool};
 
 /// The PowerShell program that runs every COM action list.
 pub const COM_PROGRAM: &str = include_str!("com/com.ps1");
+
+/// [`COM_PROGRAM`] as `-EncodedCommand` takes it, encoded once.
+static ENCODED_PROGRAM: LazyLock<String> = LazyLock::new(|| encoded_command(COM_PROGRAM));
 
 pub struct ComExecutor {
     settings: Arc<Settings>,
@@ -73,7 +76,7 @@ impl ComExecutor {
                 "Bypass",
                 "-EncodedCommand",
             ])
-            .arg(encoded_command(COM_PROGRAM))
+            .arg(ENCODED_PROGRAM.as_str())
             .stdin(stdin);
         Ok((command, tool.fields.output_parser.clone()))
     }

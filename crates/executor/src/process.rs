@@ -243,7 +243,7 @@ fn install_hint(program: &str) -> &'static str {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

@@ -4,6 +4,8 @@
 //! replaced by a small program that records what it was given; JXA scripts really run, under
 //! Node, and Android command lines really go through `sh`, as a device's shell would parse them.
 
+#![cfg(unix)]
+
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -719,6 +721,18 @@ proptest! {
         prop_assert_eq!(&stdin["steps"][3]["value"], &json!(format!("Re: {subject}")));
         prop_assert_eq!(&stdin["steps"][4]["value"], &json!(count));
     }
+}
+
+#[test]
+fn a_one_megabyte_value_reaches_com_unchanged() {
+    let big: String = "\"'`$\\\n\0\u{2028}ü"
+        .chars()
+        .cycle()
+        .take(1 << 20)
+        .collect();
+    let plan = com_plan(&json!({"to": big, "subject": "s", "count": 1}));
+    let stdin: Value = serde_json::from_str(plan["stdin"].as_str().expect("stdin")).expect("json");
+    assert_eq!(stdin["steps"][2]["value"], json!(big));
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Script tools through the whole pipeline: retries of read-only tools, a hung executor that
 //! does not hold up other calls, and `call --dry-run` from the command line.
 
+#![cfg(unix)]
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
