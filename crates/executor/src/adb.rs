@@ -10,9 +10,10 @@ use std::sync::Arc;
 use aai_descriptor::{AaiError, ErrorKind, Parameters, Platform, template};
 use serde_json::{Map, Value, json};
 
-use crate::osascript::json_text;
 use crate::process::{self, Command, Output};
-use crate::{BoxFuture, Executor, Invocation, Settings, describe, reject_nul, section_tool};
+use crate::{
+    BoxFuture, Executor, Invocation, Settings, describe, json_text, reject_nul, section_tool,
+};
 
 /// `value` quoted for a POSIX shell (Android's `sh` included): as it is when it holds only
 /// characters no shell treats specially, else in single quotes with each `'` written `'\''`.

@@ -11,9 +11,8 @@ use aai_descriptor::{AaiError, ErrorKind, Parameters, Platform, template};
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
-use crate::osascript::json_text;
 use crate::process::{self, Command};
-use crate::{BoxFuture, Executor, Invocation, Settings, describe, section_tool};
+use crate::{BoxFuture, Executor, Invocation, Settings, describe, json_text, section_tool};
 
 /// The PowerShell program that runs every COM action list.
 pub const COM_PROGRAM: &str = include_str!("com/com.ps1");

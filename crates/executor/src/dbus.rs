@@ -9,7 +9,7 @@ mod convert;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use aai_descriptor::{AaiError, Bus, ErrorKind, LinuxSection, LinuxTool, Section, template};
+use aai_descriptor::{AaiError, Bus, ErrorKind, LinuxTool, template};
 use serde_json::{Map, Value, json};
 use tokio::sync::OnceCell;
 use zbus::Connection;
@@ -78,18 +78,7 @@ impl Executor for DbusExecutor {
     }
 
     fn plan(&self, invocation: Invocation<'_>) -> Result<Value, AaiError> {
-        let section = invocation.descriptor.platforms.linux.as_ref();
-        let target = section
-            .and_then(|section| target(section, invocation.tool))
-            .ok_or_else(|| {
-                AaiError::new(
-                    ErrorKind::ToolNotFound,
-                    format!(
-                        "{} has no linux tool {:?}",
-                        invocation.descriptor.app_id, invocation.tool
-                    ),
-                )
-            })?;
+        let target = target(&invocation)?;
         let key = &target.key;
         let args = match &target.tool.args {
             Some(template) => Value::Array(template_values(
@@ -137,26 +126,7 @@ impl DbusExecutor {
     }
 
     async fn call_inner(&self, invocation: Invocation<'_>) -> Result<Value, AaiError> {
-        let section = invocation
-            .descriptor
-            .platforms
-            .linux
-            .as_ref()
-            .ok_or_else(|| {
-                AaiError::new(
-                    ErrorKind::AutomationNotSupported,
-                    format!("{} has no linux section", invocation.descriptor.app_id),
-                )
-            })?;
-        let target = target(section, invocation.tool).ok_or_else(|| {
-            AaiError::new(
-                ErrorKind::ToolNotFound,
-                format!(
-                    "{} has no linux tool {:?}",
-                    invocation.descriptor.app_id, invocation.tool
-                ),
-            )
-        })?;
+        let target = target(&invocation)?;
         let connection = self.connection(target.key.bus).await?;
         let (types, values) = self.in_args(connection, &target, invocation.args).await?;
         let body = build_body(&types, &values)?;
@@ -381,10 +351,15 @@ fn find_named<'a, T>(
         .ok_or_else(|| items.iter().map(&name).collect::<Vec<_>>().join(", "))
 }
 
-fn target<'a>(section: &'a Section<LinuxSection, LinuxTool>, name: &str) -> Option<Target<'a>> {
-    let tool = section.tools.iter().find(|t| t.common.name == name)?;
+/// Where the invoked tool's call goes.
+fn target<'a>(invocation: &Invocation<'a>) -> Result<Target<'a>, AaiError> {
+    let (section, tool) = crate::section_tool(
+        invocation.descriptor.platforms.linux.as_ref(),
+        invocation,
+        aai_descriptor::Platform::Linux,
+    )?;
     let fields = &section.fields;
-    Some(Target {
+    Ok(Target {
         key: MethodKey {
             bus: fields.bus,
             service: fields.service.clone(),

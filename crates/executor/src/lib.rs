@@ -302,6 +302,14 @@ fn describe(commands: &[process::Command]) -> Value {
     first
 }
 
+/// Text that is a JSON object or array, parsed; scripts often return JSON as text.
+pub(crate) fn json_text(text: &str) -> Option<Value> {
+    let trimmed = text.trim();
+    let looks = (trimmed.starts_with('{') && trimmed.ends_with('}'))
+        || (trimmed.starts_with('[') && trimmed.ends_with(']'));
+    looks.then(|| serde_json::from_str(trimmed).ok()).flatten()
+}
+
 /// INVALID_PARAMS when a value holds NUL, which no program argument can carry.
 fn reject_nul(invocation: &Invocation<'_>, name: &str, value: &str) -> Result<(), AaiError> {
     if value.contains('\0') {

@@ -14,7 +14,9 @@ use aai_descriptor::{AaiError, ErrorKind, Parameters, Platform, script_output};
 use serde_json::{Map, Value, json};
 
 use crate::process::{self, Command, Output};
-use crate::{BoxFuture, Executor, Invocation, Settings, describe, reject_nul, section_tool};
+use crate::{
+    BoxFuture, Executor, Invocation, Settings, describe, json_text, reject_nul, section_tool,
+};
 
 pub struct OsascriptExecutor {
     settings: Arc<Settings>,
@@ -142,14 +144,6 @@ fn parse_output(
         Some("string") => Ok(Value::String(text.to_owned())),
         _ => Ok(json_text(text).unwrap_or_else(|| Value::String(text.to_owned()))),
     }
-}
-
-/// Text that is a JSON object or array, parsed; scripts often return JSON as text.
-pub(crate) fn json_text(text: &str) -> Option<Value> {
-    let trimmed = text.trim();
-    let looks = (trimmed.starts_with('{') && trimmed.ends_with('}'))
-        || (trimmed.starts_with('[') && trimmed.ends_with(']'));
-    looks.then(|| serde_json::from_str(trimmed).ok()).flatten()
 }
 
 /// The error number osascript prints at the end of its message, e.g. `(-1743)`.

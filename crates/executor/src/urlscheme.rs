@@ -9,9 +9,10 @@ use aai_descriptor::url::UrlTemplate;
 use aai_descriptor::{AaiError, ErrorKind, Parameters, Platform};
 use serde_json::{Value, json};
 
-use crate::osascript::json_text;
 use crate::process::{self, Command, Output};
-use crate::{BoxFuture, Executor, Invocation, IosOpener, Settings, describe, section_tool};
+use crate::{
+    BoxFuture, Executor, Invocation, IosOpener, Settings, describe, json_text, section_tool,
+};
 
 pub struct UrlSchemeExecutor {
     settings: Arc<Settings>,

@@ -68,33 +68,17 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
         /// Plan from this platform's section (with --dry-run), e.g. check a macOS tool on Linux.
-        #[arg(long, value_enum, requires = "dry_run")]
-        platform: Option<PlatformArg>,
+        #[arg(long, value_parser = parse_platform, requires = "dry_run")]
+        platform: Option<Platform>,
     },
 }
 
-/// `--platform` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum PlatformArg {
-    Macos,
-    Windows,
-    Linux,
-    Android,
-    Ios,
-    Web,
-}
-
-impl From<PlatformArg> for Platform {
-    fn from(arg: PlatformArg) -> Self {
-        match arg {
-            PlatformArg::Macos => Self::Macos,
-            PlatformArg::Windows => Self::Windows,
-            PlatformArg::Linux => Self::Linux,
-            PlatformArg::Android => Self::Android,
-            PlatformArg::Ios => Self::Ios,
-            PlatformArg::Web => Self::Web,
-        }
-    }
+/// A `--platform` value: a key of `platforms` in aai.json.
+fn parse_platform(text: &str) -> Result<Platform, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned())).map_err(|_| {
+        let keys: Vec<&str> = Platform::ALL.iter().map(|p| p.key()).collect();
+        format!("expected one of {}", keys.join(", "))
+    })
 }
 
 #[derive(Subcommand, Debug)]
@@ -196,7 +180,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 tool: &tool,
                 args: &args,
                 dry_run,
-                platform: platform.map(Platform::from),
+                platform,
             };
             runtime()?.block_on(call(&home, cli.dev, request))
         }
