@@ -22,6 +22,7 @@ mod com;
 mod dbus;
 mod osascript;
 pub mod process;
+pub mod rest;
 mod urlscheme;
 
 use std::future::Future;
@@ -162,6 +163,28 @@ impl Default for Settings {
     }
 }
 
+/// An HTTP client for web tools and discovery: rustls with the ring provider, the system's
+/// roots plus `extra_ca_pems` (PEM files' contents), the certificate of each server kept for
+/// inspection.
+///
+/// # Errors
+/// A message when a PEM cannot be read as a certificate.
+pub fn http_client(extra_ca_pems: &[Vec<u8>]) -> Result<reqwest::Client, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut certs = Vec::new();
+    for pem in extra_ca_pems {
+        certs.extend(reqwest::Certificate::from_pem_bundle(pem).map_err(|e| e.to_string())?);
+    }
+    reqwest::Client::builder()
+        .user_agent(concat!("aai-gateway/", env!("CARGO_PKG_VERSION")))
+        .tls_certs_merge(certs)
+        .tls_info(true)
+        .redirect(reqwest::redirect::Policy::limited(5))
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
 /// The executors this build carries.
 pub struct Executors {
     dbus: DbusExecutor,
@@ -169,6 +192,7 @@ pub struct Executors {
     com: ComExecutor,
     adb: AdbExecutor,
     urlscheme: UrlSchemeExecutor,
+    rest: rest::RestExecutor,
 }
 
 impl Default for Executors {
@@ -197,7 +221,22 @@ impl Executors {
             com: ComExecutor::new(settings.clone()),
             adb: AdbExecutor::new(settings.clone()),
             urlscheme: UrlSchemeExecutor::new(settings),
+            rest: rest::RestExecutor::new(
+                rest::RestSettings {
+                    client: http_client(&[]).unwrap_or_default(),
+                    max_response_bytes: 8 * 1024 * 1024,
+                    allow_http_loopback: false,
+                },
+                Arc::new(rest::EnvAuth),
+            ),
         }
+    }
+
+    /// These executors with web tools using `settings` and credentials from `auth`.
+    #[must_use]
+    pub fn with_web(mut self, settings: rest::RestSettings, auth: Arc<dyn rest::Auth>) -> Self {
+        self.rest = rest::RestExecutor::new(settings, auth);
+        self
     }
 
     /// The executor for `platform`'s section of `descriptor`.
@@ -216,6 +255,7 @@ impl Executors {
             (Platform::Windows, "com") => Ok(&self.com),
             (Platform::Android, "intent") => Ok(&self.adb),
             (Platform::Ios, "url_scheme") => Ok(&self.urlscheme),
+            (Platform::Web, "restapi") => Ok(&self.rest),
             _ => Err(AaiError::new(
                 ErrorKind::AutomationNotSupported,
                 format!(

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+pub mod http;
+
 /// The bus name of the test service in [`TestBus::spawn_service`].
 pub const TEST_SERVICE: &str = "org.aai.Test";
 /// A name only D-Bus activation can start.

@@ -1,0 +1,433 @@
+//! The REST executor (the `web` section, `automation: "restapi"`).
+//!
+//! The request comes from the descriptor: `base_url` + `endpoint` (placeholders in the path are
+//! percent-encoded as one segment each), `query_params`, `body` (a placeholder that is a whole
+//! JSON string keeps the argument's type; inside longer text it is inserted as text),
+//! `default_headers` + the tool's `headers`, and `method`. Credentials come from an [`Auth`]
+//! the gateway provides, and never appear in results or errors.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aai_descriptor::url::UrlTemplate;
+use aai_descriptor::{AaiError, ErrorKind, Parameters, Platform, WebSection, WebTool, template};
+use serde_json::{Map, Value, json};
+
+use crate::{BoxFuture, Executor, Invocation, json_text, section_tool};
+
+/// A credential to put on a request.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credential {
+    Header { name: String, value: String },
+    Query { name: String, value: String },
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Header { name, .. } => write!(f, "Header({name}: [redacted])"),
+            Self::Query { name, .. } => write!(f, "Query({name}=[redacted])"),
+        }
+    }
+}
+
+impl Credential {
+    /// The secret part, to scrub from anything shown.
+    pub fn secret(&self) -> &str {
+        match self {
+            Self::Header { value, .. } | Self::Query { value, .. } => value,
+        }
+    }
+}
+
+/// Where web calls get their credentials.
+pub trait Auth: Send + Sync {
+    /// The credential for a call of `descriptor`'s web tools (`None`: the API takes none).
+    ///
+    /// # Errors
+    /// AUTH_CONFIG_INVALID (nothing configured), AUTH_REQUIRED (the user must authorize).
+    fn credential<'a>(
+        &'a self,
+        descriptor: &'a aai_descriptor::Descriptor,
+        section: &'a WebSection,
+    ) -> BoxFuture<'a, Result<Option<Credential>, AaiError>>;
+
+    /// A new credential after the API answered 401 (an OAuth refresh); `None` when there is
+    /// no way to get one.
+    ///
+    /// # Errors
+    /// As [`Auth::credential`].
+    fn refresh<'a>(
+        &'a self,
+        descriptor: &'a aai_descriptor::Descriptor,
+        section: &'a WebSection,
+    ) -> BoxFuture<'a, Result<Option<Credential>, AaiError>>;
+}
+
+/// Credentials from environment variables only (the gateway plugs in its own store).
+pub struct EnvAuth;
+
+impl Auth for EnvAuth {
+    fn credential<'a>(
+        &'a self,
+        descriptor: &'a aai_descriptor::Descriptor,
+        section: &'a WebSection,
+    ) -> BoxFuture<'a, Result<Option<Credential>, AaiError>> {
+        Box::pin(async move {
+            let Some(auth) = &section.auth else {
+                return Ok(None);
+            };
+            if auth.kind == "none" {
+                return Ok(None);
+            }
+            let var = auth.fields.get("env_var").and_then(Value::as_str);
+            let secret = var.and_then(|v| std::env::var(v).ok()).filter(|s| !s.is_empty());
+            match secret {
+                Some(secret) => Ok(Some(credential_for(auth, secret))),
+                None => Err(AaiError::new(
+                    ErrorKind::AuthConfigInvalid,
+                    format!("{} needs a credential: set the environment variable {}", descriptor.app_id, var.unwrap_or("named by auth.env_var")),
+                )),
+            }
+        })
+    }
+
+    fn refresh<'a>(
+        &'a self,
+        _descriptor: &'a aai_descriptor::Descriptor,
+        _section: &'a WebSection,
+    ) -> BoxFuture<'a, Result<Option<Credential>, AaiError>> {
+        Box::pin(async { Ok(None) })
+    }
+}
+
+/// How a secret is put on requests for `auth`: `api_key` by `key_placement`/`key_name`
+/// (default header `X-API-Key`), `bearer` and `oauth2` as `Authorization: <prefix> <token>`
+/// (`token_placement: query` puts it in `key_name`, default `access_token`).
+pub fn credential_for(auth: &aai_descriptor::WebAuth, secret: String) -> Credential {
+    let field = |name: &str| auth.fields.get(name).and_then(Value::as_str);
+    match auth.kind.as_str() {
+        "api_key" => {
+            let name = field("key_name").unwrap_or("X-API-Key").to_owned();
+            if field("key_placement") == Some("query") {
+                Credential::Query { name, value: secret }
+            } else {
+                Credential::Header { name, value: secret }
+            }
+        }
+        _ => {
+            if field("token_placement") == Some("query") {
+                let name = field("key_name").unwrap_or("access_token").to_owned();
+                Credential::Query { name, value: secret }
+            } else {
+                let prefix = field("token_prefix").unwrap_or("Bearer");
+                let value = if prefix.is_empty() { secret } else { format!("{prefix} {secret}") };
+                Credential::Header { name: "Authorization".into(), value }
+            }
+        }
+    }
+}
+
+/// Settings of the REST executor.
+#[derive(Clone)]
+pub struct RestSettings {
+    pub client: reqwest::Client,
+    /// Responses larger than this are refused.
+    pub max_response_bytes: usize,
+    /// Whether `http://` is allowed for loopback hosts (tests, local development).
+    pub allow_http_loopback: bool,
+}
+
+pub struct RestExecutor {
+    settings: RestSettings,
+    auth: Arc<dyn Auth>,
+}
+
+/// A request, planned.
+struct Planned {
+    method: reqwest::Method,
+    url: String,
+    query: Vec<(String, String)>,
+    headers: Vec<(String, String)>,
+    body: Option<Value>,
+    parser: Option<String>,
+}
+
+impl RestExecutor {
+    pub fn new(settings: RestSettings, auth: Arc<dyn Auth>) -> Self {
+        Self { settings, auth }
+    }
+
+    fn planned<'a>(&self, invocation: &Invocation<'a>) -> Result<(Planned, &'a WebSection), AaiError> {
+        let (section, tool) = section_tool(
+            invocation.descriptor.platforms.web.as_ref(),
+            invocation,
+            Platform::Web,
+        )?;
+        let fields: &WebTool = &tool.fields;
+        let schema = tool.common.parameters.as_ref().map(Parameters::schema);
+        let lookup = |name: &str| invocation.value(schema.as_ref(), name);
+        let base = section.fields.base_url.trim_end_matches('/');
+        let scheme = base.split(':').next().unwrap_or_default();
+        self.check_scheme(invocation, base, scheme)?;
+        let endpoint = if fields.endpoint.starts_with('/') {
+            fields.endpoint.clone()
+        } else {
+            format!("/{}", fields.endpoint)
+        };
+        let template = UrlTemplate::parse(&format!("{base}{endpoint}"), scheme).map_err(|m| {
+            AaiError::new(ErrorKind::AaiJsonInvalid, format!("{}: {m}", invocation.name()))
+        })?;
+        let url = template.fill(&lookup).map_err(|n| invocation.missing(n))?;
+        let mut query = Vec::new();
+        for (key, value) in fields.query_params.iter().flat_map(Map::iter) {
+            if let Some(value) = bind_optional(value, &lookup).map_err(|n| invocation.missing(n))? {
+                query.push((key.clone(), template::as_text(&value)));
+            }
+        }
+        let mut headers = Vec::new();
+        let default_headers = section.fields.default_headers.iter().flat_map(Map::iter);
+        for (key, value) in default_headers.chain(fields.headers.iter().flat_map(Map::iter)) {
+            let text = match value {
+                Value::String(text) => template::fill_text(text, &lookup).map_err(|n| invocation.missing(n))?,
+                other => template::as_text(other),
+            };
+            if text.contains(['\r', '\n', '\0']) {
+                return Err(AaiError::new(
+                    ErrorKind::InvalidParams,
+                    format!("{}: header {key} would contain a line break; remove it from the value", invocation.name()),
+                ));
+            }
+            headers.retain(|(k, _): &(String, String)| !k.eq_ignore_ascii_case(key));
+            headers.push((key.clone(), text));
+        }
+        let method = fields.method.as_deref().unwrap_or("GET");
+        let method = reqwest::Method::from_bytes(method.as_bytes()).map_err(|_| {
+            AaiError::new(ErrorKind::AaiJsonInvalid, format!("{}: unknown method {method}", invocation.name()))
+        })?;
+        let body = match &fields.body {
+            Some(template) => bind_optional(template, &lookup).map_err(|n| invocation.missing(n))?,
+            None => None,
+        };
+        Ok((
+            Planned {
+                method,
+                url,
+                query,
+                headers,
+                body,
+                parser: fields.output_parser.clone(),
+            },
+            &section.fields,
+        ))
+    }
+
+    fn check_scheme(&self, invocation: &Invocation<'_>, base: &str, scheme: &str) -> Result<(), AaiError> {
+        if scheme == "https" {
+            return Ok(());
+        }
+        let loopback = reqwest::Url::parse(base)
+            .ok()
+            .and_then(|u| u.host_str().map(is_loopback))
+            .unwrap_or(false);
+        if scheme == "http" && loopback && self.settings.allow_http_loopback {
+            return Ok(());
+        }
+        Err(AaiError::new(
+            ErrorKind::AaiJsonInvalid,
+            format!(
+                "{}: base_url {base} is not https; plain http is allowed only for 127.0.0.1/localhost with `allow_http_loopback` in config.json",
+                invocation.name()
+            ),
+        ))
+    }
+
+    async fn send(
+        &self,
+        planned: &Planned,
+        credential: Option<&Credential>,
+        timeout: Duration,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        let mut request = self
+            .settings
+            .client
+            .request(planned.method.clone(), &planned.url)
+            .timeout(timeout)
+            .header("accept", "application/json, text/plain;q=0.9, */*;q=0.5");
+        let mut query = planned.query.clone();
+        for (name, value) in &planned.headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        match credential {
+            Some(Credential::Header { name, value }) => {
+                request = request.header(name.as_str(), value.as_str());
+            }
+            Some(Credential::Query { name, value }) => query.push((name.clone(), value.clone())),
+            None => {}
+        }
+        if !query.is_empty() {
+            request = request.query(&query);
+        }
+        if let Some(body) = &planned.body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body.to_string());
+        }
+        request.send().await
+    }
+}
+
+/// `template` bound to the arguments; an object member whose value is a whole placeholder of
+/// an argument that was left out is dropped (optional parameters), as is a whole value.
+fn bind_optional<'t>(
+    template: &'t Value,
+    lookup: &dyn Fn(&str) -> Option<Value>,
+) -> Result<Option<Value>, &'t str> {
+    if let Some(name) = template.as_str().and_then(template::whole_placeholder) {
+        return Ok(lookup(name));
+    }
+    match template {
+        Value::Object(map) => {
+            let mut out = Map::new();
+            for (key, value) in map {
+                if let Some(bound) = bind_optional(value, lookup)? {
+                    out.insert(key.clone(), bound);
+                }
+            }
+            Ok(Some(Value::Object(out)))
+        }
+        other => template::bind(other, lookup).map(Some),
+    }
+}
+
+pub fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `text` with every secret replaced, for anything shown to the agent or logged.
+pub fn scrub(text: &str, secrets: &[&str]) -> String {
+    let mut out = text.to_owned();
+    for secret in secrets.iter().filter(|s| s.len() >= 4) {
+        out = out.replace(secret, "[redacted]");
+    }
+    out
+}
+
+impl Executor for RestExecutor {
+    fn call<'a>(&'a self, invocation: Invocation<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
+        Box::pin(async move {
+            let (planned, section) = self.planned(&invocation)?;
+            let what = invocation.name();
+            let descriptor = invocation.descriptor;
+            let mut credential = self.auth.credential(descriptor, section).await?;
+            let mut refreshed = false;
+            loop {
+                let secrets: Vec<&str> = credential.iter().map(Credential::secret).collect();
+                let response = self
+                    .send(&planned, credential.as_ref(), invocation.timeout)
+                    .await
+                    .map_err(|e| transport_error(&e, &what, invocation.timeout, &secrets))?;
+                let status = response.status();
+                if status == reqwest::StatusCode::UNAUTHORIZED && credential.is_some() {
+                    if !refreshed && let Some(fresh) = self.auth.refresh(descriptor, section).await? {
+                        credential = Some(fresh);
+                        refreshed = true;
+                        continue;
+                    }
+                    return Err(AaiError::new(
+                        ErrorKind::AuthExpired,
+                        format!("{what}: the API no longer accepts the credential (HTTP 401). Authorize again: `aai-gateway auth logout {}` then call again, or set a new key with `aai-gateway auth set {}`.", descriptor.app_id, descriptor.app_id),
+                    ).with_detail(json!({"status": 401})));
+                }
+                let content_type = response
+                    .headers()
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                let body = read_capped(response, self.settings.max_response_bytes, &what).await?;
+                let text = String::from_utf8_lossy(&body);
+                if !status.is_success() {
+                    let excerpt = scrub(&aai_descriptor::guide::shorten(&text, 1000), &secrets);
+                    return Err(AaiError::new(
+                        ErrorKind::ApiRequestFailed,
+                        format!("{what}: the API answered HTTP {}{}", status.as_u16(), if excerpt.is_empty() { String::new() } else { format!(": {excerpt}") }),
+                    )
+                    .with_detail(json!({"status": status.as_u16(), "body": excerpt})));
+                }
+                let text = scrub(&text, &secrets);
+                return parse_output(&text, planned.parser.as_deref(), &content_type, &what);
+            }
+        })
+    }
+
+    fn plan(&self, invocation: Invocation<'_>) -> Result<Value, AaiError> {
+        let (planned, _) = self.planned(&invocation)?;
+        Ok(json!({
+            "http": {
+                "method": planned.method.as_str(),
+                "url": planned.url,
+                "query": planned.query,
+                "headers": planned.headers,
+                "body": planned.body,
+            }
+        }))
+    }
+}
+
+async fn read_capped(
+    mut response: reqwest::Response,
+    max: usize,
+    what: &str,
+) -> Result<Vec<u8>, AaiError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| {
+        AaiError::new(ErrorKind::ApiRequestFailed, format!("{what}: the response broke off: {e}"))
+    })? {
+        if body.len() + chunk.len() > max {
+            return Err(AaiError::new(
+                ErrorKind::ApiRequestFailed,
+                format!("{what}: the response is larger than {max} bytes; ask for less (a smaller page or limit)"),
+            )
+            .with_detail(json!({"max_response_bytes": max})));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn transport_error(error: &reqwest::Error, what: &str, timeout: Duration, secrets: &[&str]) -> AaiError {
+    // reqwest errors can carry the URL, and a query credential with it.
+    let shown = scrub(&error.to_string(), secrets);
+    if error.is_timeout() {
+        return AaiError::new(
+            ErrorKind::Timeout,
+            format!("{what}: no answer within {} ms", timeout.as_millis()),
+        );
+    }
+    AaiError::new(
+        ErrorKind::ApiRequestFailed,
+        format!("{what}: the request failed before an answer came: {shown}"),
+    )
+}
+
+fn parse_output(text: &str, parser: Option<&str>, content_type: &str, what: &str) -> Result<Value, AaiError> {
+    match parser {
+        Some("text") => Ok(Value::String(text.to_owned())),
+        Some("json") => serde_json::from_str(text).map_err(|e| {
+            AaiError::new(
+                ErrorKind::ApiRequestFailed,
+                format!("{what}: the response is not JSON ({e}), but the tool's output_parser is \"json\""),
+            )
+        }),
+        _ if text.trim().is_empty() => Ok(json!({"ok": true})),
+        _ if content_type.contains("json") => {
+            Ok(serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned())))
+        }
+        _ => Ok(json_text(text).unwrap_or_else(|| Value::String(text.to_owned()))),
+    }
+}
