@@ -81,12 +81,18 @@ impl Auth for EnvAuth {
                 return Ok(None);
             }
             let var = auth.fields.get("env_var").and_then(Value::as_str);
-            let secret = var.and_then(|v| std::env::var(v).ok()).filter(|s| !s.is_empty());
+            let secret = var
+                .and_then(|v| std::env::var(v).ok())
+                .filter(|s| !s.is_empty());
             match secret {
                 Some(secret) => Ok(Some(credential_for(auth, secret))),
                 None => Err(AaiError::new(
                     ErrorKind::AuthConfigInvalid,
-                    format!("{} needs a credential: set the environment variable {}", descriptor.app_id, var.unwrap_or("named by auth.env_var")),
+                    format!(
+                        "{} needs a credential: set the environment variable {}",
+                        descriptor.app_id,
+                        var.unwrap_or("named by auth.env_var")
+                    ),
                 )),
             }
         })
@@ -110,19 +116,35 @@ pub fn credential_for(auth: &aai_descriptor::WebAuth, secret: String) -> Credent
         "api_key" => {
             let name = field("key_name").unwrap_or("X-API-Key").to_owned();
             if field("key_placement") == Some("query") {
-                Credential::Query { name, value: secret }
+                Credential::Query {
+                    name,
+                    value: secret,
+                }
             } else {
-                Credential::Header { name, value: secret }
+                Credential::Header {
+                    name,
+                    value: secret,
+                }
             }
         }
         _ => {
             if field("token_placement") == Some("query") {
                 let name = field("key_name").unwrap_or("access_token").to_owned();
-                Credential::Query { name, value: secret }
+                Credential::Query {
+                    name,
+                    value: secret,
+                }
             } else {
                 let prefix = field("token_prefix").unwrap_or("Bearer");
-                let value = if prefix.is_empty() { secret } else { format!("{prefix} {secret}") };
-                Credential::Header { name: "Authorization".into(), value }
+                let value = if prefix.is_empty() {
+                    secret
+                } else {
+                    format!("{prefix} {secret}")
+                };
+                Credential::Header {
+                    name: "Authorization".into(),
+                    value,
+                }
             }
         }
     }
@@ -158,7 +180,10 @@ impl RestExecutor {
         Self { settings, auth }
     }
 
-    fn planned<'a>(&self, invocation: &Invocation<'a>) -> Result<(Planned, &'a WebSection), AaiError> {
+    fn planned<'a>(
+        &self,
+        invocation: &Invocation<'a>,
+    ) -> Result<(Planned, &'a WebSection), AaiError> {
         let (section, tool) = section_tool(
             invocation.descriptor.platforms.web.as_ref(),
             invocation,
@@ -176,7 +201,10 @@ impl RestExecutor {
             format!("/{}", fields.endpoint)
         };
         let template = UrlTemplate::parse(&format!("{base}{endpoint}"), scheme).map_err(|m| {
-            AaiError::new(ErrorKind::AaiJsonInvalid, format!("{}: {m}", invocation.name()))
+            AaiError::new(
+                ErrorKind::AaiJsonInvalid,
+                format!("{}: {m}", invocation.name()),
+            )
         })?;
         let url = template.fill(&lookup).map_err(|n| invocation.missing(n))?;
         let mut query = Vec::new();
@@ -189,13 +217,18 @@ impl RestExecutor {
         let default_headers = section.fields.default_headers.iter().flat_map(Map::iter);
         for (key, value) in default_headers.chain(fields.headers.iter().flat_map(Map::iter)) {
             let text = match value {
-                Value::String(text) => template::fill_text(text, &lookup).map_err(|n| invocation.missing(n))?,
+                Value::String(text) => {
+                    template::fill_text(text, &lookup).map_err(|n| invocation.missing(n))?
+                }
                 other => template::as_text(other),
             };
             if text.contains(['\r', '\n', '\0']) {
                 return Err(AaiError::new(
                     ErrorKind::InvalidParams,
-                    format!("{}: header {key} would contain a line break; remove it from the value", invocation.name()),
+                    format!(
+                        "{}: header {key} would contain a line break; remove it from the value",
+                        invocation.name()
+                    ),
                 ));
             }
             headers.retain(|(k, _): &(String, String)| !k.eq_ignore_ascii_case(key));
@@ -203,10 +236,15 @@ impl RestExecutor {
         }
         let method = fields.method.as_deref().unwrap_or("GET");
         let method = reqwest::Method::from_bytes(method.as_bytes()).map_err(|_| {
-            AaiError::new(ErrorKind::AaiJsonInvalid, format!("{}: unknown method {method}", invocation.name()))
+            AaiError::new(
+                ErrorKind::AaiJsonInvalid,
+                format!("{}: unknown method {method}", invocation.name()),
+            )
         })?;
         let body = match &fields.body {
-            Some(template) => bind_optional(template, &lookup).map_err(|n| invocation.missing(n))?,
+            Some(template) => {
+                bind_optional(template, &lookup).map_err(|n| invocation.missing(n))?
+            }
             None => None,
         };
         Ok((
@@ -222,7 +260,12 @@ impl RestExecutor {
         ))
     }
 
-    fn check_scheme(&self, invocation: &Invocation<'_>, base: &str, scheme: &str) -> Result<(), AaiError> {
+    fn check_scheme(
+        &self,
+        invocation: &Invocation<'_>,
+        base: &str,
+        scheme: &str,
+    ) -> Result<(), AaiError> {
         if scheme == "https" {
             return Ok(());
         }
@@ -333,7 +376,9 @@ impl Executor for RestExecutor {
                     .map_err(|e| transport_error(&e, &what, invocation.timeout, &secrets))?;
                 let status = response.status();
                 if status == reqwest::StatusCode::UNAUTHORIZED && credential.is_some() {
-                    if !refreshed && let Some(fresh) = self.auth.refresh(descriptor, section).await? {
+                    if !refreshed
+                        && let Some(fresh) = self.auth.refresh(descriptor, section).await?
+                    {
                         credential = Some(fresh);
                         refreshed = true;
                         continue;
@@ -355,7 +400,15 @@ impl Executor for RestExecutor {
                     let excerpt = scrub(&aai_descriptor::guide::shorten(&text, 1000), &secrets);
                     return Err(AaiError::new(
                         ErrorKind::ApiRequestFailed,
-                        format!("{what}: the API answered HTTP {}{}", status.as_u16(), if excerpt.is_empty() { String::new() } else { format!(": {excerpt}") }),
+                        format!(
+                            "{what}: the API answered HTTP {}{}",
+                            status.as_u16(),
+                            if excerpt.is_empty() {
+                                String::new()
+                            } else {
+                                format!(": {excerpt}")
+                            }
+                        ),
                     )
                     .with_detail(json!({"status": status.as_u16(), "body": excerpt})));
                 }
@@ -386,7 +439,10 @@ async fn read_capped(
 ) -> Result<Vec<u8>, AaiError> {
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(|e| {
-        AaiError::new(ErrorKind::ApiRequestFailed, format!("{what}: the response broke off: {e}"))
+        AaiError::new(
+            ErrorKind::ApiRequestFailed,
+            format!("{what}: the response broke off: {e}"),
+        )
     })? {
         if body.len() + chunk.len() > max {
             return Err(AaiError::new(
@@ -400,7 +456,12 @@ async fn read_capped(
     Ok(body)
 }
 
-fn transport_error(error: &reqwest::Error, what: &str, timeout: Duration, secrets: &[&str]) -> AaiError {
+fn transport_error(
+    error: &reqwest::Error,
+    what: &str,
+    timeout: Duration,
+    secrets: &[&str],
+) -> AaiError {
     // reqwest errors can carry the URL, and a query credential with it.
     let shown = scrub(&error.to_string(), secrets);
     if error.is_timeout() {
@@ -415,7 +476,12 @@ fn transport_error(error: &reqwest::Error, what: &str, timeout: Duration, secret
     )
 }
 
-fn parse_output(text: &str, parser: Option<&str>, content_type: &str, what: &str) -> Result<Value, AaiError> {
+fn parse_output(
+    text: &str,
+    parser: Option<&str>,
+    content_type: &str,
+    what: &str,
+) -> Result<Value, AaiError> {
     match parser {
         Some("text") => Ok(Value::String(text.to_owned())),
         Some("json") => serde_json::from_str(text).map_err(|e| {

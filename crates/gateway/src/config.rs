@@ -45,6 +45,55 @@ pub struct Config {
     pub executors: aai_executor::Settings,
     /// Retries of read-only tools that timed out or found their app not running.
     pub retry: Retry,
+    /// Web apps: registry, TLS trust, limits.
+    pub web: WebConfig,
+}
+
+/// Settings of web apps (`web` in config.json).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebConfig {
+    /// An AAI registry (`GET <registry_url>/api/v1/apps`); none by default.
+    pub registry_url: Option<String>,
+    /// PEM files of extra certificate authorities to trust (a company proxy, a test CA).
+    pub extra_ca_certs: Vec<PathBuf>,
+    /// Allow `http://` to 127.0.0.1/localhost (local development and tests); never elsewhere.
+    pub allow_http_loopback: bool,
+    /// Responses larger than this are refused.
+    pub max_response_bytes: usize,
+    /// Where fetched `.well-known/aai.json` files are cached; default the user cache
+    /// directory's `aai-gateway`.
+    pub cache_dir: Option<PathBuf>,
+    /// Open the browser for OAuth authorization (when a desktop session is there).
+    pub open_browser: bool,
+}
+
+impl Default for WebConfig {
+    fn default() -> Self {
+        Self {
+            registry_url: None,
+            extra_ca_certs: Vec::new(),
+            allow_http_loopback: false,
+            max_response_bytes: 8 * 1024 * 1024,
+            cache_dir: None,
+            open_browser: true,
+        }
+    }
+}
+
+impl WebConfig {
+    /// The cache directory: `cache_dir`, else `$XDG_CACHE_HOME/aai-gateway`, else
+    /// `~/.cache/aai-gateway` (`%LOCALAPPDATA%\aai-gateway` on Windows).
+    pub fn cache_dir(&self) -> PathBuf {
+        if let Some(dir) = &self.cache_dir {
+            return expand_home(dir);
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .or_else(|| std::env::var_os("LOCALAPPDATA"))
+            .filter(|v| !v.is_empty())
+            .map_or_else(|| user_home().join(".cache"), PathBuf::from);
+        base.join("aai-gateway")
+    }
 }
 
 /// How read-only calls are retried.
@@ -86,9 +135,10 @@ impl Default for Config {
             max_request_bytes: 4 * 1024 * 1024,
             consent_timeout_seconds: 120,
             policy: crate::policy_config::PolicyConfig::default(),
-            platforms: vec![Platform::current()],
+            platforms: vec![Platform::current(), Platform::Web],
             executors: aai_executor::Settings::default(),
             retry: Retry::default(),
+            web: WebConfig::default(),
         }
     }
 }

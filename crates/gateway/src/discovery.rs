@@ -38,6 +38,8 @@ pub struct Found {
 pub fn candidates(options: &ScanOptions) -> Vec<PathBuf> {
     let mut files = Vec::new();
     children_with(&options.home, &mut files);
+    // Copies from the web registry come after what the user installed.
+    children_with(&options.home.join("web"), &mut files);
     for path in &options.paths {
         if path.is_dir() {
             let direct = path.join("aai.json");

@@ -14,6 +14,7 @@ pub mod policy_config;
 pub mod registry;
 pub mod server;
 pub mod transport;
+pub mod web;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,10 +51,9 @@ pub fn fixed_gateway(
     data_db: std::path::PathBuf,
 ) -> Arc<pipeline::Gateway> {
     let (_tx, rx) = tokio::sync::watch::channel(Arc::new(registry));
-    Arc::new(pipeline::Gateway {
-        registry: rx,
-        executors,
-        config,
-        gate: gate::Gate::new(data_db),
-    })
+    let home = data_db.parent().map_or_else(
+        || std::path::PathBuf::from("."),
+        std::path::Path::to_path_buf,
+    );
+    pipeline::Gateway::new(rx, config, executors, data_db, &home)
 }

@@ -4,7 +4,6 @@ mod output;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use aai_descriptor::{AaiError, Platform};
 use aai_executor::Executors;
@@ -51,6 +50,11 @@ enum Command {
     Audit {
         #[command(subcommand)]
         action: AuditAction,
+    },
+    /// Credentials of web apps: API keys, tokens, OAuth authorizations.
+    Auth {
+        #[command(subcommand)]
+        action: AuthAction,
     },
     /// Check aai.json files; exit 1 if any is invalid, listing file, JSON pointer and problem.
     Validate {
@@ -100,6 +104,16 @@ enum ConsentAction {
         #[arg(long)]
         client: String,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum AuthAction {
+    /// Store an API key or access token for a web app (read without echo, or from stdin).
+    Set { app: String },
+    /// Which web apps have credentials, and where from (never the secrets).
+    Status,
+    /// Forget a web app's stored key or OAuth tokens.
+    Logout { app: String },
 }
 
 #[derive(Subcommand, Debug)]
@@ -164,6 +178,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let home = config::aai_home();
     match cli.command {
         Some(Command::Validate { files }) => Ok(validate(&files)),
+        Some(Command::Auth { action }) => auth(&home, action),
         Some(Command::Consent { action }) => consent(&home.join(DATA_DB), action),
         Some(Command::Audit { action }) => audit(&home.join(DATA_DB), action),
         Some(Command::Call {
@@ -207,6 +222,53 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn auth(home: &std::path::Path, action: AuthAction) -> anyhow::Result<ExitCode> {
+    let store = aai_gateway::web::store::Store::new(home);
+    match action {
+        AuthAction::Set { app } => {
+            anyhow::ensure!(
+                aai_descriptor::is_valid_app_id(&app),
+                "{app:?} is not an appId (reverse-DNS, e.g. com.github.api)"
+            );
+            let secret = if std::io::stdin().is_terminal() {
+                rpassword::prompt_password(format!("Secret for {app} (not shown): "))
+                    .context("cannot read the secret")?
+            } else {
+                let mut line = String::new();
+                std::io::stdin()
+                    .read_line(&mut line)
+                    .context("cannot read the secret from stdin")?;
+                line
+            };
+            let secret = secret.trim().to_owned();
+            anyhow::ensure!(!secret.is_empty(), "no secret given; nothing stored");
+            let mut stored = store.get(&app).map_err(anyhow::Error::msg)?;
+            stored.secret = Some(secret);
+            store.put(&app, &stored).map_err(anyhow::Error::msg)?;
+            output::line(&format!(
+                "stored the secret of {app} in {}",
+                store.describe()
+            ));
+        }
+        AuthAction::Status => {
+            output::line(&format!("credentials are kept in {}", store.describe()));
+            for app in store.apps() {
+                let stored = store.get(&app).map_err(anyhow::Error::msg)?;
+                output::line(&output::auth_status(&app, &stored));
+            }
+        }
+        AuthAction::Logout { app } => {
+            let removed = store.remove(&app).map_err(anyhow::Error::msg)?;
+            output::line(&if removed {
+                format!("forgot the credentials of {app}")
+            } else {
+                format!("nothing was stored for {app}")
+            });
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -302,12 +364,26 @@ async fn serve(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
     let registry =
         aai_gateway::live::spawn(home.clone(), dev, config.platforms.clone(), cancel.clone());
     let max_request_bytes = config.max_request_bytes;
-    let gateway = Arc::new(Gateway {
-        registry: registry.clone(),
-        executors: Executors::with_settings(config.executors.clone(), None),
+    let executors = Executors::with_settings(config.executors.clone(), None);
+    let gateway = Gateway::new(
+        registry.clone(),
         config,
-        gate: aai_gateway::gate::Gate::new(home.join(DATA_DB)),
-    });
+        executors,
+        home.join(DATA_DB),
+        &home,
+    );
+    if gateway.config.web.registry_url.is_some() {
+        // Start-up never waits on the network: discovery picks the copies up when they land.
+        let web = gateway.web.clone();
+        tokio::spawn(async move {
+            match web.refresh_registry().await {
+                Ok(count) => tracing::info!(apps = count, "web registry refreshed"),
+                Err(error) => {
+                    tracing::warn!(%error, "web registry not refreshed; using the copies from last time")
+                }
+            }
+        });
+    }
     tracing::info!(home = %home.display(), version = env!("CARGO_PKG_VERSION"), "aai-gateway serving MCP on stdio");
     let running = AaiServer::new(gateway)
         .serve(aai_gateway::transport::guarded(

@@ -36,6 +36,34 @@ pub fn scan_report(registry: &Registry, home: &std::path::Path, platforms: &[Pla
     }
 }
 
+/// `auth status`: what is stored for an app, without the secrets.
+pub fn auth_status(app: &str, stored: &aai_gateway::web::store::Stored) -> String {
+    let mut parts = Vec::new();
+    if stored.secret.is_some() {
+        parts.push("API key or token set".to_owned());
+    }
+    if let Some(tokens) = &stored.oauth {
+        let expiry = tokens.expires_at.map_or_else(
+            || "no expiry given".to_owned(),
+            |at| format!("expires {}", aai_gateway::web::rfc3339(at)),
+        );
+        let refresh = if tokens.refresh_token.is_some() {
+            ", refreshable"
+        } else {
+            ""
+        };
+        let scope = tokens
+            .scope
+            .as_deref()
+            .map_or_else(String::new, |s| format!(", scopes: {s}"));
+        parts.push(format!("OAuth authorized ({expiry}{refresh}{scope})"));
+    }
+    if parts.is_empty() {
+        parts.push("nothing stored".to_owned());
+    }
+    format!("  {app:<40} {}", parts.join("; "))
+}
+
 /// `call --dry-run`: the plan as pretty JSON.
 pub fn plan(plan: &serde_json::Value) {
     println!(

@@ -21,6 +21,7 @@ use crate::gate::{
 /// the MCP layer to turn into an `InputRequiredResult`.
 pub const INPUT_REQUIRED: &str = "input_required";
 use crate::registry::{App, Registry};
+use crate::web::Web;
 
 /// Shared state of one gateway process.
 pub struct Gateway {
@@ -28,9 +29,44 @@ pub struct Gateway {
     pub executors: Executors,
     pub config: Config,
     pub gate: Gate,
+    /// Web apps: discovery, registry, credentials.
+    pub web: Arc<Web>,
 }
 
 impl Gateway {
+    /// A gateway whose web tools use the credential store under `home`. A config whose
+    /// `extra_ca_certs` cannot be read is logged and the system's roots are used alone.
+    pub fn new(
+        registry: watch::Receiver<Arc<Registry>>,
+        mut config: Config,
+        executors: Executors,
+        data_db: std::path::PathBuf,
+        home: &std::path::Path,
+    ) -> Arc<Self> {
+        let web = Web::new(&config, home).unwrap_or_else(|problem| {
+            tracing::warn!("{problem}; using the system's certificate authorities only");
+            config.web.extra_ca_certs.clear();
+            Web::new(&config, home).expect("a web client without extra certificates")
+        });
+        let web = Arc::new(web);
+        let executors = executors.with_web(web.rest_settings(), web.auth.clone());
+        Arc::new(Self {
+            registry,
+            executors,
+            config,
+            gate: Gate::new(data_db),
+            web,
+        })
+    }
+
+    /// An app of the snapshot, else one found by `web_discover`.
+    fn find(&self, registry: &Registry, name: &str) -> Result<Arc<App>, AaiError> {
+        match find_app(registry, name) {
+            Ok(app) => Ok(app.clone()),
+            Err(error) => self.web.discovered(name).ok_or(error),
+        }
+    }
+
     /// The current snapshot; while the first scan runs, waits for it at most the scan budget.
     pub async fn registry(&self) -> Arc<Registry> {
         let mut rx = self.registry.clone();
@@ -46,7 +82,7 @@ impl Gateway {
     /// # Errors
     /// `APP_NOT_FOUND` with suggestions.
     pub fn guide(&self, registry: &Registry, app: &str) -> Result<String, AaiError> {
-        let app = find_app(registry, app)?;
+        let app = self.find(registry, app)?;
         let tools = app.descriptor.tools(app.platform).unwrap_or_default();
         Ok(guide::guide(&app.descriptor, &tools))
     }
@@ -278,9 +314,9 @@ impl Gateway {
     /// `AUTOMATION_NOT_SUPPORTED`.
     pub async fn plan(&self, app: &str, tool: &str, args: &Value) -> Result<Value, AaiError> {
         let registry = self.registry().await;
-        let app = find_app(&registry, app)?;
-        let spec = find_tool(app, tool)?;
-        let args = check_args(app, spec, args)?;
+        let app = self.find(&registry, app)?;
+        let spec = find_tool(&app, tool)?;
+        let args = check_args(&app, spec, args)?;
         let timeout = self.config.tool_timeout(app.platform, spec.timeout);
         let invocation = Invocation::new(&app.descriptor, &spec.name, &args, timeout);
         let mut plan = self.executors.plan(app.platform, invocation)?;

@@ -24,6 +24,19 @@ pub struct App {
 }
 
 impl App {
+    /// An app outside any snapshot (one found by `web_discover`).
+    pub fn standalone(descriptor: Arc<Descriptor>, platform: Platform, source: PathBuf) -> Self {
+        let slug = naming::assign_slugs(&[descriptor.app_id.as_str()]).remove(0);
+        Self {
+            listing: guide::listing_description(&descriptor, listing_budget(&slug)),
+            descriptor,
+            platform,
+            source,
+            slug,
+            validators: Mutex::default(),
+        }
+    }
+
     pub fn id(&self) -> &str {
         &self.descriptor.app_id
     }

@@ -36,7 +36,8 @@ const AAI_MIME: &str = "application/aai+json";
 
 const INSTRUCTIONS: &str = "aai-gateway runs the user's desktop apps through their automation interfaces. \
 Each app_* tool returns that app's guide (its tools and parameters); then call aai_exec {app, tool, args}. \
-With many apps, aai_apps searches them and aai_guide returns a guide.";
+With many apps, aai_apps searches them and aai_guide returns a guide. For a web service that is not listed, \
+web_discover {url} fetches its guide.";
 
 /// The MCP server: a handle on the shared [`Gateway`].
 #[derive(Clone)]
@@ -91,6 +92,15 @@ impl AaiServer {
                 ));
             }
         }
+        tools.push(Tool::new(
+            "web_discover",
+            "Get the guide of a web app not in the list, from its URL, domain or name.",
+            schema(json!({
+                "type": "object",
+                "properties": {"url": {"type": "string", "description": "Web app URL, domain or name"}},
+                "required": ["url"]
+            })),
+        ));
         tools.push(Tool::new(
             "aai_exec",
             "Run an app's tool. Read the app's guide first.",
@@ -165,6 +175,10 @@ impl AaiServer {
                 gateway
                     .exec_asking(caller, roots, app, tool, &tool_args, asker)
                     .await
+            }
+            "web_discover" | "web:discover" => {
+                let found = gateway.web.discover(required_str(&args, "url")?).await?;
+                Ok(crate::web::discovered_guide(&found))
             }
             "aai_apps" => {
                 let registry = gateway.registry().await;

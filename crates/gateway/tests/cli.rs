@@ -85,7 +85,10 @@ fn scan_lists_apps_and_skipped_files_with_reasons() {
     let out = run(dir.path(), &["--scan"], None);
     assert!(out.status.success());
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("1 app(s) offered on linux"), "{stdout}");
+    assert!(
+        stdout.contains("1 app(s) offered on linux, web"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("org.aai.test") && stdout.contains("app_org_aai_test"),
         "{stdout}"
@@ -96,7 +99,7 @@ fn scan_lists_apps_and_skipped_files_with_reasons() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("com.example.maconly has no `linux` section"),
+        stdout.contains("com.example.maconly has no `linux` or `web` section"),
         "{stdout}"
     );
 }

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair,
+};
 
 /// A certificate authority made for one test run.
 pub struct TestCa {
@@ -121,8 +123,14 @@ pub struct TestServer {
 
 impl TestServer {
     /// HTTPS with a certificate from `ca`.
-    pub fn https(ca: &TestCa, handler: impl Fn(&Request) -> Response + Send + Sync + 'static) -> Self {
-        Self::start(Some(tokio_rustls::TlsAcceptor::from(ca.server.clone())), Arc::new(handler))
+    pub fn https(
+        ca: &TestCa,
+        handler: impl Fn(&Request) -> Response + Send + Sync + 'static,
+    ) -> Self {
+        Self::start(
+            Some(tokio_rustls::TlsAcceptor::from(ca.server.clone())),
+            Arc::new(handler),
+        )
     }
 
     /// Plain HTTP.
@@ -158,7 +166,9 @@ impl TestServer {
                             let service = hyper::service::service_fn(move |request| {
                                 let handler = handler.clone();
                                 let seen = seen.clone();
-                                async move { Ok::<_, Infallible>(answer(request, &handler, &seen).await) }
+                                async move {
+                                    Ok::<_, Infallible>(answer(request, &handler, &seen).await)
+                                }
                             });
                             let http = hyper::server::conn::http1::Builder::new();
                             match tls {
@@ -234,7 +244,12 @@ async fn answer(
         headers: parts
             .headers
             .iter()
-            .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
             .collect(),
         body,
     };
