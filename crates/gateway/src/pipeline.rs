@@ -121,9 +121,12 @@ impl Gateway {
         let started = Instant::now();
         let elapsed = || i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
         let registry = self.registry().await;
-        let found = find_app(&registry, app).and_then(|found| Ok((found, find_tool(found, tool)?)));
-        let (app, spec) = match found {
-            Ok(found) => found,
+        let found = self.find(&registry, app).and_then(|found| {
+            let spec = find_tool(&found, tool)?.clone();
+            Ok((found, spec))
+        });
+        let (app, spec) = match &found {
+            Ok((app, spec)) => (app, spec),
             Err(error) => {
                 let args = aai_audit::redact(args, None);
                 let call = Call {
@@ -135,8 +138,8 @@ impl Gateway {
                     risk: Risk::Medium,
                 };
                 self.gate
-                    .record(&call, "none", "failed", elapsed(), Some(&error))?;
-                return Err(error);
+                    .record(&call, "none", "failed", elapsed(), Some(error))?;
+                return Err(error.clone());
             }
         };
         let risk = derive_risk(spec.risk, spec.read_only, spec.destructive);

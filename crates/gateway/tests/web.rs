@@ -1,0 +1,666 @@
+//! Web apps against real HTTPS servers on 127.0.0.1 with a generated test CA: discovery and
+//! its cache, the registry, the REST executor, API keys and OAuth 2.0 with PKCE.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use aai_descriptor::{ErrorKind, Platform};
+use aai_executor::Executors;
+use aai_gateway::config::Config;
+use aai_gateway::pipeline::Gateway;
+use aai_gateway::registry::Registry;
+use aai_gateway::server::AaiServer;
+use aai_test_support::http::{Request, Response, TestCa, TestServer};
+use base64::Engine;
+use serde_json::{Value, json};
+use sha2::Digest;
+
+/// The secrets the servers hand out; no log, audit row, result or error may contain them.
+const API_KEY: &str = "sk-test-4f9d2a7c1e";
+const ACCESS_1: &str = "at-first-8c1f0b";
+const ACCESS_2: &str = "at-second-3e9d7a";
+const REFRESH: &str = "rt-refresh-5b2c4d";
+
+fn descriptor(base: &str, auth: Value) -> Value {
+    json!({
+        "schema_version": "1.0", "appId": "com.example.tasks", "name": "Tasks",
+        "description": "A task tracker with a REST API",
+        "platforms": {"web": {
+            "automation": "restapi", "base_url": format!("{base}/api"), "auth": auth,
+            "default_headers": {"X-Client": "aai", "X-Trace": "default"},
+            "tools": [
+                {"name": "get_task", "description": "Get a task", "readOnly": true, "endpoint": "/tasks/${id}",
+                 "parameters": {"type": "object", "properties": {"id": {"type": "string"}, "fields": {"type": "string"}}, "required": ["id"]},
+                 "query_params": {"fields": "${fields}"}, "headers": {"X-Trace": "tool"}},
+                {"name": "create_task", "description": "Create a task", "method": "POST", "endpoint": "/tasks",
+                 "parameters": {"type": "object", "properties": {"title": {"type": "string"}, "count": {"type": "integer"}, "tags": {"type": "array"}, "note": {"type": "string"}}, "required": ["title", "count"]},
+                 "body": {"title": "Task: ${title}", "count": "${count}", "tags": "${tags}", "note": "${note}", "source": "aai"}},
+                {"name": "fail", "description": "Fails", "endpoint": "/fail"},
+                {"name": "big", "description": "A big answer", "endpoint": "/big"},
+                {"name": "me", "description": "Who am I", "endpoint": "/me", "readOnly": true}
+            ]
+        }}
+    })
+}
+
+/// The test web app: descriptor, REST API, OAuth authorization server and registry.
+struct App {
+    ca: TestCa,
+    server: TestServer,
+    state: Arc<State>,
+}
+
+#[derive(Default)]
+struct State {
+    base: Mutex<String>,
+    auth: Mutex<Value>,
+    max_age: AtomicUsize,
+    /// Access tokens the API accepts.
+    valid: Mutex<Vec<String>>,
+    /// PKCE challenges by code.
+    codes: Mutex<HashMap<String, String>>,
+    refresh_works: AtomicBool,
+}
+
+impl State {
+    fn handle(&self, request: &Request) -> Response {
+        let base = self.base.lock().expect("base").clone();
+        let path = request.path().to_owned();
+        let query: HashMap<String, String> = url::form_urlencoded::parse(
+            request
+                .uri
+                .split_once('?')
+                .map_or("", |(_, q)| q)
+                .as_bytes(),
+        )
+        .into_owned()
+        .collect();
+        match (request.method.as_str(), path.as_str()) {
+            ("GET", "/.well-known/aai.json") => {
+                if request.header("if-none-match") == Some("\"v1\"") {
+                    return Response::new(304, "").header("etag", "\"v1\"");
+                }
+                let doc = descriptor(&base, self.auth.lock().expect("auth").clone());
+                Response::json(200, &doc).header("etag", "\"v1\"").header(
+                    "cache-control",
+                    &format!("max-age={}", self.max_age.load(Ordering::SeqCst)),
+                )
+            }
+            ("GET", "/registry/api/v1/apps") => Response::json(
+                200,
+                &json!({"apps": [{"appId": "com.example.tasks", "name": "Tasks", "descriptor_url": format!("{base}/.well-known/aai.json")}]}),
+            ),
+            ("GET", "/oauth/authorize") => {
+                let code = format!("code-{}", self.codes.lock().expect("codes").len());
+                assert_eq!(
+                    query.get("code_challenge_method").map(String::as_str),
+                    Some("S256")
+                );
+                assert_eq!(query.get("response_type").map(String::as_str), Some("code"));
+                self.codes
+                    .lock()
+                    .expect("codes")
+                    .insert(code.clone(), query["code_challenge"].clone());
+                let mut location = url::Url::parse(&query["redirect_uri"]).expect("redirect_uri");
+                location
+                    .query_pairs_mut()
+                    .append_pair("code", &code)
+                    .append_pair("state", &query["state"]);
+                Response::new(302, "").header("location", location.as_str())
+            }
+            ("POST", "/oauth/token") => {
+                let form: HashMap<String, String> = url::form_urlencoded::parse(&request.body)
+                    .into_owned()
+                    .collect();
+                match form.get("grant_type").map(String::as_str) {
+                    Some("authorization_code") => {
+                        let challenge = self
+                            .codes
+                            .lock()
+                            .expect("codes")
+                            .remove(form.get("code").map_or("", String::as_str));
+                        let verifier = form.get("code_verifier").cloned().unwrap_or_default();
+                        let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                            .encode(sha2::Sha256::digest(verifier.as_bytes()));
+                        if challenge.as_deref() != Some(computed.as_str()) {
+                            return Response::json(400, &json!({"error": "invalid_grant"}));
+                        }
+                        self.valid.lock().expect("valid").push(ACCESS_1.into());
+                        Response::json(
+                            200,
+                            &json!({"access_token": ACCESS_1, "token_type": "Bearer", "expires_in": 3600, "refresh_token": REFRESH, "scope": "tasks:read"}),
+                        )
+                    }
+                    Some("refresh_token")
+                        if self.refresh_works.load(Ordering::SeqCst)
+                            && form.get("refresh_token").map(String::as_str) == Some(REFRESH) =>
+                    {
+                        self.valid.lock().expect("valid").push(ACCESS_2.into());
+                        Response::json(
+                            200,
+                            &json!({"access_token": ACCESS_2, "token_type": "Bearer", "expires_in": 3600}),
+                        )
+                    }
+                    _ => Response::json(400, &json!({"error": "invalid_grant"})),
+                }
+            }
+            (_, p) if p.starts_with("/api/") => self.api(request, &p[4..], &query),
+            _ => Response::new(404, "not found"),
+        }
+    }
+
+    fn api(&self, request: &Request, path: &str, query: &HashMap<String, String>) -> Response {
+        let authorization = request
+            .header("authorization")
+            .unwrap_or_default()
+            .to_owned();
+        let key = request.header("x-api-key").unwrap_or_default().to_owned();
+        let bearer_ok = self
+            .valid
+            .lock()
+            .expect("valid")
+            .iter()
+            .any(|t| authorization == format!("Bearer {t}"));
+        let authorized = key == API_KEY || bearer_ok;
+        if !authorized {
+            return Response::json(401, &json!({"error": "unauthorized"}));
+        }
+        match path {
+            "/fail" => Response::new(
+                500,
+                format!("internal error; you sent {authorization}{key}"),
+            ),
+            "/big" => Response::new(200, vec![b'x'; 4096]),
+            "/me" => Response::json(200, &json!({"user": "ada"})),
+            "/tasks" => {
+                let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+                Response::json(201, &json!({"created": body}))
+            }
+            _ => Response::json(
+                200,
+                &json!({
+                    "path": path, "raw": request.uri, "query": query,
+                    "x_client": request.header("x-client"), "x_trace": request.header("x-trace"),
+                }),
+            ),
+        }
+    }
+}
+
+impl App {
+    fn start(auth: Value) -> Self {
+        let ca = TestCa::new();
+        let state = Arc::new(State::default());
+        *state.auth.lock().expect("auth") = auth;
+        state.max_age.store(3600, Ordering::SeqCst);
+        state.refresh_works.store(true, Ordering::SeqCst);
+        let handler_state = state.clone();
+        let server = TestServer::https(&ca, move |request| handler_state.handle(request));
+        *state.base.lock().expect("base") = server.url();
+        Self { ca, server, state }
+    }
+
+    fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.server.addr.port())
+    }
+
+    fn seen(&self, path: &str) -> Vec<Request> {
+        self.server
+            .seen()
+            .into_iter()
+            .filter(|r| r.path() == path)
+            .collect()
+    }
+}
+
+struct Setup {
+    gateway: Arc<Gateway>,
+    server: AaiServer,
+    dir: tempfile::TempDir,
+}
+
+fn gateway(app: &App, dir: tempfile::TempDir, extra: Value) -> Setup {
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &app.ca.pem).expect("ca");
+    let mut config = json!({
+        "policy": {"default_profile": "auto", "profiles": {"auto": {"preset": "full_auto"}}},
+        "web": {"extra_ca_certs": [ca], "cache_dir": dir.path().join("cache"), "open_browser": false,
+                "registry_url": format!("{}/registry", app.server.url())},
+    });
+    if let (Some(web), Some(more)) = (config["web"].as_object_mut(), extra.as_object()) {
+        web.extend(more.clone());
+    }
+    let config: Config = serde_json::from_value(config).expect("config");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let gateway = aai_gateway::fixed_gateway(
+        Registry::build(&[], &[Platform::Web], true),
+        config,
+        Executors::new(),
+        home.join("data.db"),
+    );
+    Setup {
+        server: AaiServer::new(gateway.clone()),
+        gateway,
+        dir,
+    }
+}
+
+impl Setup {
+    async fn exec(&self, tool: &str, args: Value) -> Result<Value, aai_descriptor::AaiError> {
+        self.gateway
+            .exec("test", "com.example.tasks", tool, &args)
+            .await
+    }
+
+    fn meta(&self, app: &App) -> Value {
+        let path = self
+            .dir
+            .path()
+            .join("cache")
+            .join(app.host().replace(':', "_"))
+            .join("aai.json.meta");
+        serde_json::from_slice(&std::fs::read(path).expect("meta")).expect("json")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_caches_revalidates_and_falls_back_when_offline() {
+    let app = App::start(json!({"type": "api_key", "env_var": "AAI_TEST_UNSET_KEY"}));
+    let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
+    let guide = setup
+        .server
+        .dispatch("test", "web_discover", json!({"url": app.host()}))
+        .await
+        .expect("discovered");
+    let guide = guide.as_str().expect("text").to_owned();
+    assert!(
+        guide.contains("Tasks (com.example.tasks)") && guide.contains("get_task(id: string"),
+        "{guide}"
+    );
+    let meta = setup.meta(&app);
+    assert_eq!(meta["ttl_seconds"], 3600);
+    assert_eq!(meta["etag"], "\"v1\"");
+    assert_eq!(
+        meta["source_url"],
+        format!("https://{}/.well-known/aai.json", app.host())
+    );
+    assert!(
+        meta["fetched_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z'))
+    );
+
+    // Fresh: served from the cache; the alias and a full URL find the same app.
+    setup
+        .server
+        .dispatch(
+            "test",
+            "web:discover",
+            json!({"url": format!("{}/some/page", app.server.url())}),
+        )
+        .await
+        .expect("cached");
+    assert_eq!(app.seen("/.well-known/aai.json").len(), 1);
+
+    // Expired: revalidated with the ETag (304), and the TTL renewed.
+    let mut meta = setup.meta(&app);
+    meta["fetched_at"] = json!("2000-01-01T00:00:00Z");
+    let meta_path = setup
+        .dir
+        .path()
+        .join("cache")
+        .join(app.host().replace(':', "_"))
+        .join("aai.json.meta");
+    std::fs::write(&meta_path, meta.to_string()).expect("age the cache");
+    setup
+        .server
+        .dispatch("test", "web_discover", json!({"url": app.host()}))
+        .await
+        .expect("revalidated");
+    let fetches = app.seen("/.well-known/aai.json");
+    assert_eq!(fetches.len(), 2);
+    assert_eq!(fetches[1].header("if-none-match"), Some("\"v1\""));
+    assert_ne!(setup.meta(&app)["fetched_at"], "2000-01-01T00:00:00Z");
+
+    // Offline with a stale copy: the copy, with a note.
+    let host = app.host();
+    std::fs::write(&meta_path, meta.to_string()).expect("age the cache");
+    drop(app);
+    let guide = setup
+        .server
+        .dispatch("test", "web_discover", json!({"url": host}))
+        .await
+        .expect("stale copy");
+    assert!(
+        guide
+            .as_str()
+            .is_some_and(|g| g.starts_with("Note: ") && g.contains("may be out of date")),
+        "{guide}"
+    );
+
+    // Offline with nothing cached: APP_NOT_FOUND with the reason.
+    let other = gateway(
+        &App::start(json!({"type": "none"})),
+        tempfile::tempdir().expect("dir"),
+        json!({}),
+    );
+    let error = other
+        .server
+        .dispatch("test", "web_discover", json!({"url": host}))
+        .await
+        .expect_err("nothing there");
+    assert_eq!(error.kind, ErrorKind::AppNotFound);
+    assert!(error.message.contains(&host), "{}", error.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_only_for_loopback_when_allowed() {
+    let server = TestServer::http(|_| Response::json(200, &json!({})));
+    let app = App::start(json!({"type": "none"}));
+    let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
+    // Not allowed: an http URL is fetched over https, which this plain server cannot speak.
+    let error = setup
+        .server
+        .dispatch("test", "web_discover", json!({"url": server.url()}))
+        .await
+        .expect_err("no http");
+    assert_eq!(error.kind, ErrorKind::AppNotFound);
+    assert!(server.seen().is_empty());
+    let allowed = gateway(
+        &app,
+        tempfile::tempdir().expect("dir"),
+        json!({"allow_http_loopback": true}),
+    );
+    let error = allowed
+        .server
+        .dispatch("test", "web_discover", json!({"url": server.url()}))
+        .await
+        .expect_err("not a descriptor");
+    assert_eq!(error.kind, ErrorKind::AaiJsonInvalid, "{}", error.message);
+    assert_eq!(server.seen().len(), 1, "fetched over http");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_calls_build_requests_from_the_descriptor() {
+    let app = App::start(
+        json!({"type": "api_key", "key_placement": "header", "key_name": "X-API-Key", "env_var": "AAI_TEST_TASKS_KEY_UNSET"}),
+    );
+    let setup = gateway(
+        &app,
+        tempfile::tempdir().expect("dir"),
+        json!({"max_response_bytes": 1024}),
+    );
+    setup
+        .server
+        .dispatch("test", "web_discover", json!({"url": app.host()}))
+        .await
+        .expect("discovered");
+
+    // No key anywhere: AUTH_CONFIG_INVALID naming the variable and the command.
+    let error = setup
+        .exec("get_task", json!({"id": "1"}))
+        .await
+        .expect_err("no key");
+    assert_eq!(error.kind, ErrorKind::AuthConfigInvalid);
+    assert!(
+        error.message.contains("AAI_TEST_TASKS_KEY_UNSET")
+            && error
+                .message
+                .contains("aai-gateway auth set com.example.tasks"),
+        "{}",
+        error.message
+    );
+
+    let store = aai_gateway::web::store::Store::new(&setup.dir.path().join("home"));
+    store
+        .put(
+            "com.example.tasks",
+            &aai_gateway::web::store::Stored {
+                secret: Some(API_KEY.into()),
+                oauth: None,
+            },
+        )
+        .expect("store");
+    let result = setup
+        .exec("get_task", json!({"id": "a/b c?d#e", "fields": "x&y=z"}))
+        .await
+        .expect("get");
+    assert_eq!(
+        result["raw"],
+        "/api/tasks/a%2Fb%20c%3Fd%23e?fields=x%26y%3Dz"
+    );
+    assert_eq!(result["query"], json!({"fields": "x&y=z"}));
+    assert_eq!(result["x_client"], "aai");
+    assert_eq!(
+        result["x_trace"], "tool",
+        "tool headers override default_headers"
+    );
+    // An optional query parameter left out is left out.
+    let result = setup
+        .exec("get_task", json!({"id": "7"}))
+        .await
+        .expect("get");
+    assert_eq!(result["raw"], "/api/tasks/7");
+
+    let created = setup
+        .exec(
+            "create_task",
+            json!({"title": "Ship \"it\"", "count": 3, "tags": ["a", "b"]}),
+        )
+        .await
+        .expect("post");
+    assert_eq!(
+        created,
+        json!({"created": {"title": "Task: Ship \"it\"", "count": 3, "tags": ["a", "b"], "source": "aai"}})
+    );
+
+    let error = setup.exec("fail", json!({})).await.expect_err("500");
+    assert_eq!(error.kind, ErrorKind::ApiRequestFailed);
+    assert_eq!(
+        error.detail.as_ref().and_then(|d| d.get("status")),
+        Some(&json!(500))
+    );
+    assert!(
+        error.message.contains("internal error") && !error.message.contains(API_KEY),
+        "{}",
+        error.message
+    );
+
+    let error = setup.exec("big", json!({})).await.expect_err("too big");
+    assert_eq!(error.kind, ErrorKind::ApiRequestFailed);
+    assert!(error.message.contains("larger than 1024 bytes"));
+
+    // The key from the store went in the header the descriptor names.
+    assert_eq!(
+        app.seen("/api/tasks/7")[0].header("x-api-key"),
+        Some(API_KEY)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registry_copies_are_offered_like_installed_apps() {
+    let app = App::start(json!({"type": "none"}));
+    let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
+    assert_eq!(
+        setup
+            .gateway
+            .web
+            .refresh_registry()
+            .await
+            .expect("refreshed"),
+        1
+    );
+    let home = setup.dir.path().join("home");
+    assert!(home.join("web/com.example.tasks/aai.json").exists());
+    let options = aai_gateway::discovery::ScanOptions {
+        home: home.clone(),
+        paths: Vec::new(),
+        dev: false,
+    };
+    let registry = aai_gateway::scan_once(&options, &[Platform::Linux, Platform::Web]);
+    assert_eq!(registry.apps.len(), 1);
+    assert_eq!(registry.apps[0].id(), "com.example.tasks");
+    assert_eq!(registry.apps[0].platform, Platform::Web);
+    // A registry name also works for web_discover.
+    let guide = setup
+        .server
+        .dispatch("test", "web_discover", json!({"url": "Tasks"}))
+        .await
+        .expect("by name");
+    assert!(
+        guide
+            .as_str()
+            .is_some_and(|g| g.contains("com.example.tasks"))
+    );
+}
+
+/// Plays the user's browser: opens the authorization URL and follows the redirect back to
+/// the gateway's loopback listener.
+async fn authorize_in_browser(app: &App, url: &str) {
+    let ca = reqwest::Certificate::from_pem(app.ca.pem.as_bytes()).expect("ca");
+    let browser = reqwest::Client::builder()
+        .tls_certs_merge([ca])
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("browser");
+    let redirect = browser.get(url).send().await.expect("authorize");
+    assert_eq!(redirect.status(), 302);
+    let location = redirect.headers()["location"]
+        .to_str()
+        .expect("location")
+        .to_owned();
+    assert!(location.starts_with("http://127.0.0.1:"), "{location}");
+    let back = browser
+        .get(&location)
+        .send()
+        .await
+        .expect("redirect to the gateway");
+    assert_eq!(
+        back.status(),
+        200,
+        "{}",
+        back.text().await.unwrap_or_default()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_with_pkce_refresh_and_expiry() {
+    let app = App::start(json!({"type": "oauth2", "client_id": "aai-test-client",
+        "auth_url": "__BASE__/oauth/authorize", "token_url": "__BASE__/oauth/token", "scopes": ["tasks:read"]}));
+    let base = app.server.url();
+    let auth = app
+        .state
+        .auth
+        .lock()
+        .expect("auth")
+        .to_string()
+        .replace("__BASE__", &base);
+    *app.state.auth.lock().expect("auth") = serde_json::from_str(&auth).expect("auth");
+    let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
+    setup
+        .server
+        .dispatch("test", "web_discover", json!({"url": app.host()}))
+        .await
+        .expect("discovered");
+
+    let error = setup
+        .exec("me", json!({}))
+        .await
+        .expect_err("needs authorization");
+    assert_eq!(error.kind, ErrorKind::AuthRequired);
+    let url = error
+        .detail
+        .as_ref()
+        .and_then(|d| d["authorization_url"].as_str())
+        .expect("url")
+        .to_owned();
+    assert!(
+        error.message.contains(&url) && url.starts_with(&format!("{base}/oauth/authorize?")),
+        "{}",
+        error.message
+    );
+    // Asked again before the user finished: the same authorization.
+    let again = setup
+        .exec("me", json!({}))
+        .await
+        .expect_err("still waiting");
+    assert_eq!(
+        again
+            .detail
+            .as_ref()
+            .and_then(|d| d["authorization_url"].as_str()),
+        Some(url.as_str())
+    );
+
+    authorize_in_browser(&app, &url).await;
+    assert_eq!(
+        setup.exec("me", json!({})).await.expect("authorized"),
+        json!({"user": "ada"})
+    );
+    assert_eq!(
+        app.seen("/api/me")
+            .last()
+            .and_then(|r| r.header("authorization").map(str::to_owned)),
+        Some(format!("Bearer {ACCESS_1}"))
+    );
+    let token_form = app.seen("/oauth/token")[0].body_text();
+    assert!(
+        token_form.contains("code_verifier=")
+            && token_form.contains("grant_type=authorization_code")
+    );
+
+    // A wrong verifier is rejected by the authorization server.
+    let code = format!("code-{}", app.state.codes.lock().expect("codes").len());
+    app.state
+        .codes
+        .lock()
+        .expect("codes")
+        .insert(code.clone(), "some-challenge".into());
+    let ca = reqwest::Certificate::from_pem(app.ca.pem.as_bytes()).expect("ca");
+    let client = reqwest::Client::builder()
+        .tls_certs_merge([ca])
+        .build()
+        .expect("client");
+    let wrong = client
+        .post(format!("{base}/oauth/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "grant_type=authorization_code&code={code}&code_verifier=wrong"
+        ))
+        .send()
+        .await
+        .expect("token");
+    assert_eq!(wrong.status(), 400);
+
+    // The API stops taking the first token: one refresh, then the call goes through.
+    app.state.valid.lock().expect("valid").clear();
+    assert_eq!(
+        setup.exec("me", json!({})).await.expect("refreshed"),
+        json!({"user": "ada"})
+    );
+    assert_eq!(
+        app.seen("/api/me")
+            .last()
+            .and_then(|r| r.header("authorization").map(str::to_owned)),
+        Some(format!("Bearer {ACCESS_2}"))
+    );
+
+    // Neither token works and refreshing fails: AUTH_EXPIRED.
+    app.state.valid.lock().expect("valid").clear();
+    app.state.refresh_works.store(false, Ordering::SeqCst);
+    let error = setup.exec("me", json!({})).await.expect_err("expired");
+    assert_eq!(error.kind, ErrorKind::AuthExpired, "{}", error.message);
+
+    // No secret anywhere the agent or the log can see.
+    let audit = aai_audit::AuditLog::open(&setup.dir.path().join("home/data.db")).expect("log");
+    let rows = format!(
+        "{:?}",
+        audit.query(&aai_audit::Filter::default()).expect("rows")
+    );
+    for secret in [ACCESS_1, ACCESS_2, REFRESH] {
+        assert!(!rows.contains(secret), "{secret} in the audit log");
+        assert!(!error.message.contains(secret) && !format!("{:?}", error.detail).contains(secret));
+    }
+}
