@@ -248,6 +248,18 @@ impl Gateway {
             }
             Action::AutoApprove | Action::NotifyOnly => {}
         }
+        if let Err(error) = self.confirm_authorization(caller, app, asker).await {
+            if error
+                .detail
+                .as_ref()
+                .is_some_and(|d| d.get(INPUT_REQUIRED).is_some())
+            {
+                return Err(error);
+            }
+            self.gate
+                .record(&call, &decision, "denied", elapsed(), Some(&error))?;
+            return Err(error);
+        }
         // The intent row is durable before anything runs: no call happens unrecorded.
         self.gate.record(&call, &decision, "started", 0, None)?;
         let timeout = self.config.tool_timeout(app.platform, spec.timeout);
@@ -271,6 +283,108 @@ impl Gateway {
 }
 
 impl Gateway {
+    /// Before a web app's first OAuth authorization with a domain, the user confirms the
+    /// domain, its TLS certificate's issuer and validity, the app and the scopes. The answer is
+    /// remembered for the client as a grant on `oauth:<host>`.
+    async fn confirm_authorization(
+        &self,
+        caller: &str,
+        app: &App,
+        asker: Option<&dyn Asker>,
+    ) -> Result<(), AaiError> {
+        let Some(auth) = app
+            .descriptor
+            .platforms
+            .web
+            .as_ref()
+            .filter(|_| app.platform == Platform::Web)
+            .and_then(|section| section.fields.auth.as_ref())
+            .filter(|auth| auth.kind == "oauth2")
+        else {
+            return Ok(());
+        };
+        let stored = self.web.auth.store.get(app.id()).unwrap_or_default();
+        if stored.oauth.is_some() {
+            return Ok(());
+        }
+        let auth_url = auth
+            .fields
+            .get("auth_url")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let host = crate::web::host_key(auth_url).unwrap_or_else(|| auth_url.to_owned());
+        let subject = format!("oauth:{host}");
+        if self.gate.granted(caller, &subject, "authorize")? {
+            return Ok(());
+        }
+        let identity = self.web.server_identity(auth_url).await.map_err(|reason| {
+            AaiError::new(
+                ErrorKind::AuthConfigInvalid,
+                format!(
+                    "{}: cannot check who runs its sign-in page before authorizing: {reason}",
+                    app.id()
+                ),
+            )
+        })?;
+        let scopes = auth
+            .fields
+            .get("scopes")
+            .and_then(Value::as_array)
+            .map(|s| {
+                s.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "none named".into());
+        let question = Question {
+            caller: caller.to_owned(),
+            app_id: subject.clone(),
+            app_name: app.descriptor.name.clone(),
+            tool: "authorize".into(),
+            risk: Risk::High,
+            args: format!(
+                "sign in to {} at {} (TLS certificate issued by {}, valid from {} until {}), scopes: {scopes}",
+                app.descriptor.name,
+                identity.host,
+                identity.issuer,
+                identity.not_before,
+                identity.not_after
+            ),
+        };
+        let answer = match asker {
+            Some(asker) => asker.ask(&question).await,
+            None => Err(Unanswered::Denied(String::new())),
+        };
+        match answer {
+            Ok(Answer::AllowTool | Answer::AllowApp) => {
+                self.gate.grant(caller, &subject, Some("authorize"))?;
+                Ok(())
+            }
+            Err(Unanswered::Later(input_required)) => Err(AaiError::new(
+                ErrorKind::PermissionDenied,
+                "waiting for the user to confirm the sign-in domain",
+            )
+            .with_detail(json!({ INPUT_REQUIRED: input_required }))),
+            Ok(Answer::Deny) | Err(Unanswered::Denied(_)) => {
+                let command = format!(
+                    "aai-gateway consent grant {} authorize --client {}",
+                    shell_quote(&subject),
+                    shell_quote(caller)
+                );
+                Err(AaiError::new(
+                    ErrorKind::PermissionDenied,
+                    format!(
+                        "Signing in to {} at {} needs the user's confirmation first ({}). Ask the user to check it and run `{command}`, then call again.",
+                        app.descriptor.name, identity.host, question.args
+                    ),
+                )
+                .with_detail(json!({"reason": "domain_confirmation", "host": identity.host, "issuer": identity.issuer, "not_after": identity.not_after, "command": command})))
+            }
+        }
+    }
+
     /// Runs the executor; a read-only tool that timed out or found its app not running is
     /// tried again, up to `retry.attempts` tries, waiting longer each time.
     async fn run(

@@ -384,6 +384,7 @@ async fn plain_http_only_for_loopback_when_allowed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_calls_build_requests_from_the_descriptor() {
+    let _logs = logs();
     let app = App::start(
         json!({"type": "api_key", "key_placement": "header", "key_name": "X-API-Key", "env_var": "AAI_TEST_TASKS_KEY_UNSET"}),
     );
@@ -516,6 +517,53 @@ async fn registry_copies_are_offered_like_installed_apps() {
     );
 }
 
+/// Everything the gateway logs in this test binary, at debug level.
+fn logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: std::sync::OnceLock<Arc<Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let sink = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("debug"))
+            .with_ansi(false)
+            .with_writer(move || LogWriter(sink.clone()))
+            .finish();
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        buffer
+    })
+    .clone()
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("logs").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Answers every question with "allow" and keeps what it was asked.
+#[derive(Default)]
+struct ConfirmingAsker {
+    asked: Mutex<Vec<String>>,
+}
+
+impl aai_gateway::gate::Asker for ConfirmingAsker {
+    fn ask<'a>(
+        &'a self,
+        question: &'a aai_gateway::gate::Question,
+    ) -> aai_executor::BoxFuture<'a, Result<aai_gateway::gate::Answer, aai_gateway::gate::Unanswered>>
+    {
+        self.asked.lock().expect("asked").push(question.message());
+        Box::pin(async { Ok(aai_gateway::gate::Answer::AllowTool) })
+    }
+}
+
 /// Plays the user's browser: opens the authorization URL and follows the redirect back to
 /// the gateway's loopback listener.
 async fn authorize_in_browser(app: &App, url: &str) {
@@ -547,6 +595,7 @@ async fn authorize_in_browser(app: &App, url: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oauth_with_pkce_refresh_and_expiry() {
+    let logs = logs();
     let app = App::start(json!({"type": "oauth2", "client_id": "aai-test-client",
         "auth_url": "__BASE__/oauth/authorize", "token_url": "__BASE__/oauth/token", "scopes": ["tasks:read"]}));
     let base = app.server.url();
@@ -565,11 +614,40 @@ async fn oauth_with_pkce_refresh_and_expiry() {
         .await
         .expect("discovered");
 
+    // First the user confirms the sign-in domain and its certificate.
     let error = setup
         .exec("me", json!({}))
         .await
+        .expect_err("needs confirmation");
+    assert_eq!(error.kind, ErrorKind::PermissionDenied, "{}", error.message);
+    assert!(
+        error.message.contains(&app.host())
+            && error.message.contains("aai-gateway Test CA")
+            && error.message.contains("tasks:read"),
+        "{}",
+        error.message
+    );
+    let asker = ConfirmingAsker::default();
+    let error = setup
+        .gateway
+        .exec_asking(
+            "test",
+            &[],
+            "com.example.tasks",
+            "me",
+            &json!({}),
+            Some(&asker),
+        )
+        .await
         .expect_err("needs authorization");
-    assert_eq!(error.kind, ErrorKind::AuthRequired);
+    assert_eq!(error.kind, ErrorKind::AuthRequired, "{}", error.message);
+    let asked = asker.asked.lock().expect("asked").clone();
+    assert_eq!(asked.len(), 1);
+    assert!(
+        asked[0].contains("certificate issued by") && asked[0].contains("valid from"),
+        "{}",
+        asked[0]
+    );
     let url = error
         .detail
         .as_ref()
@@ -653,7 +731,15 @@ async fn oauth_with_pkce_refresh_and_expiry() {
     let error = setup.exec("me", json!({})).await.expect_err("expired");
     assert_eq!(error.kind, ErrorKind::AuthExpired, "{}", error.message);
 
-    // No secret anywhere the agent or the log can see.
+    // No secret anywhere the agent or the log can see (the log did record the flow).
+    let logged = String::from_utf8_lossy(&logs.lock().expect("logs")).into_owned();
+    assert!(
+        logged.contains("OAuth authorization complete"),
+        "the log capture works"
+    );
+    for secret in [ACCESS_1, ACCESS_2, REFRESH, API_KEY] {
+        assert!(!logged.contains(secret), "{secret} in the log");
+    }
     let audit = aai_audit::AuditLog::open(&setup.dir.path().join("home/data.db")).expect("log");
     let rows = format!(
         "{:?}",

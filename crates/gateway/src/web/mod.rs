@@ -437,6 +437,57 @@ impl Web {
     }
 }
 
+/// What the user is shown about a server before authorizing with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerIdentity {
+    pub host: String,
+    pub issuer: String,
+    pub not_before: String,
+    pub not_after: String,
+}
+
+impl Web {
+    /// The TLS certificate `url`'s server presents: who issued it and how long it is valid.
+    ///
+    /// # Errors
+    /// Why it could not be had (no TLS, unreachable, unreadable certificate).
+    pub async fn server_identity(&self, url: &str) -> Result<ServerIdentity, String> {
+        let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
+        let host = parsed.host_str().unwrap_or_default().to_owned();
+        let host = match parsed.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host,
+        };
+        if parsed.scheme() != "https" {
+            return Err(format!(
+                "{url} is not https, so it has no certificate to show"
+            ));
+        }
+        let response = self
+            .client
+            .head(parsed.clone())
+            .timeout(Duration::from_secs(20))
+            .send()
+            .await
+            .map_err(|e| format!("{host}: {}", e.without_url()))?;
+        let der = response
+            .extensions()
+            .get::<reqwest::tls::TlsInfo>()
+            .and_then(reqwest::tls::TlsInfo::peer_certificate)
+            .ok_or_else(|| format!("{host} presented no certificate"))?
+            .to_vec();
+        let (_, certificate) = x509_parser::parse_x509_certificate(&der)
+            .map_err(|e| format!("{host}: unreadable certificate: {e}"))?;
+        let validity = certificate.validity();
+        Ok(ServerIdentity {
+            host,
+            issuer: certificate.issuer().to_string(),
+            not_before: validity.not_before.to_string(),
+            not_after: validity.not_after.to_string(),
+        })
+    }
+}
+
 /// The cache folder name of a URL's host (`host` or `host_port`).
 pub fn host_key(url: &str) -> Option<String> {
     let parsed = reqwest::Url::parse(url).ok()?;
