@@ -312,9 +312,14 @@ impl RestExecutor {
             request = request.query(&query);
         }
         if let Some(body) = &planned.body {
-            request = request
-                .header("content-type", "application/json")
-                .body(body.to_string());
+            let typed = planned
+                .headers
+                .iter()
+                .any(|(name, _)| name.eq_ignore_ascii_case("content-type"));
+            if !typed {
+                request = request.header("content-type", "application/json");
+            }
+            request = request.body(body.to_string());
         }
         request.send().await
     }

@@ -130,5 +130,61 @@ fn gate(c: &mut Criterion) {
     );
 }
 
-criterion_group!(pipeline, benches, gate);
+/// A web tool through the whole gateway (lookup, argument check, policy, two audit appends,
+/// request building, response parsing) against the same request made directly with reqwest,
+/// both to one loopback server over kept-alive connections.
+fn rest(c: &mut Criterion) {
+    use aai_test_support::http::{Response, TestServer};
+    let server =
+        TestServer::http(|_| Response::json(200, &json!({"ok": true, "items": [1, 2, 3]})));
+    let doc = json!({"schema_version": "1.0", "appId": "org.example.api", "name": "API",
+        "platforms": {"web": {"automation": "restapi", "base_url": format!("{}/v1", server.url()),
+            "auth": {"type": "none"},
+            "tools": [{"name": "get_item", "description": "Get an item", "endpoint": "/items/${id}",
+                "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}}]}}});
+    let found = vec![Found {
+        rank: 0,
+        path: "/bench/aai.json".into(),
+        outcome: aai_descriptor::parse("bench", doc.to_string().as_bytes()).map(Arc::new),
+    }];
+    let dir = tempfile::tempdir().expect("dir");
+    let config: Config = serde_json::from_value(json!({
+        "web": {"allow_http_loopback": true},
+        "policy": {"default_profile": "auto", "profiles": {"auto": {"preset": "full_auto"}}}
+    }))
+    .expect("config");
+    let gateway = aai_gateway::fixed_gateway(
+        Registry::build(&found, &[Platform::Web], true),
+        config,
+        Executors::new(),
+        dir.path().join("data.db"),
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let args = json!({"id": "42"});
+    c.bench_function("web tool through the gateway (gate + audit + REST)", |b| {
+        b.iter(|| {
+            runtime
+                .block_on(gateway.exec("bench", "org.example.api", "get_item", &args))
+                .expect("call")
+        })
+    });
+    let client = aai_executor::http_client(&[]).expect("client");
+    let url = format!("{}/v1/items/42", server.url());
+    c.bench_function("the same request, direct reqwest", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let response = client.get(&url).send().await.expect("send");
+                let body: Value =
+                    serde_json::from_slice(&response.bytes().await.expect("body")).expect("json");
+                body
+            })
+        })
+    });
+}
+
+criterion_group!(pipeline, benches, gate, rest);
 criterion_main!(pipeline);

@@ -37,6 +37,8 @@ fn descriptor(base: &str, auth: Value) -> Value {
                  "parameters": {"type": "object", "properties": {"title": {"type": "string"}, "count": {"type": "integer"}, "tags": {"type": "array"}, "note": {"type": "string"}}, "required": ["title", "count"]},
                  "body": {"title": "Task: ${title}", "count": "${count}", "tags": "${tags}", "note": "${note}", "source": "aai"}},
                 {"name": "fail", "description": "Fails", "endpoint": "/fail"},
+                {"name": "slow", "description": "Answers late", "endpoint": "/slow", "timeout": 1},
+                {"name": "plain", "description": "Text", "endpoint": "/me", "output_parser": "text"},
                 {"name": "big", "description": "A big answer", "endpoint": "/big"},
                 {"name": "me", "description": "Who am I", "endpoint": "/me", "readOnly": true}
             ]
@@ -172,6 +174,10 @@ impl State {
                 format!("internal error; you sent {authorization}{key}"),
             ),
             "/big" => Response::new(200, vec![b'x'; 4096]),
+            "/slow" => {
+                std::thread::sleep(std::time::Duration::from_millis(2500));
+                Response::json(200, &json!({}))
+            }
             "/me" => Response::json(200, &json!({"user": "ada"})),
             "/tasks" => {
                 let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
@@ -473,6 +479,13 @@ async fn rest_calls_build_requests_from_the_descriptor() {
     assert_eq!(error.kind, ErrorKind::ApiRequestFailed);
     assert!(error.message.contains("larger than 1024 bytes"));
 
+    assert_eq!(
+        setup.exec("plain", json!({})).await.expect("text"),
+        json!("{\"user\":\"ada\"}")
+    );
+    let error = setup.exec("slow", json!({})).await.expect_err("late");
+    assert_eq!(error.kind, ErrorKind::Timeout, "{}", error.message);
+
     // The key from the store went in the header the descriptor names.
     assert_eq!(
         app.seen("/api/tasks/7")[0].header("x-api-key"),
@@ -749,4 +762,202 @@ async fn oauth_with_pkce_refresh_and_expiry() {
         assert!(!rows.contains(secret), "{secret} in the audit log");
         assert!(!error.message.contains(secret) && !format!("{:?}", error.detail).contains(secret));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_about_to_expire_are_refreshed_before_the_call() {
+    let app = App::start(
+        json!({"type": "oauth2", "client_id": "c", "auth_url": "__BASE__/oauth/authorize", "token_url": "__BASE__/oauth/token"}),
+    );
+    let base = app.server.url();
+    let auth = app
+        .state
+        .auth
+        .lock()
+        .expect("auth")
+        .to_string()
+        .replace("__BASE__", &base);
+    *app.state.auth.lock().expect("auth") = serde_json::from_str(&auth).expect("auth");
+    let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
+    setup
+        .server
+        .dispatch("test", "web_discover", json!({"url": app.host()}))
+        .await
+        .expect("discovered");
+    let store = aai_gateway::web::store::Store::new(&setup.dir.path().join("home"));
+    let soon = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("now")
+        .as_secs()
+        + 10;
+    store
+        .put(
+            "com.example.tasks",
+            &aai_gateway::web::store::Stored {
+                secret: None,
+                oauth: Some(aai_gateway::web::store::Tokens {
+                    access_token: ACCESS_1.into(),
+                    refresh_token: Some(REFRESH.into()),
+                    expires_at: Some(soon),
+                    scope: None,
+                }),
+            },
+        )
+        .expect("store");
+    assert_eq!(
+        setup.exec("me", json!({})).await.expect("called"),
+        json!({"user": "ada"})
+    );
+    assert_eq!(
+        app.seen("/oauth/token").len(),
+        1,
+        "refreshed before the call"
+    );
+    assert_eq!(
+        app.seen("/api/me")[0]
+            .header("authorization")
+            .map(str::to_owned),
+        Some(format!("Bearer {ACCESS_2}"))
+    );
+    let stored = store.get("com.example.tasks").expect("stored");
+    assert_eq!(
+        stored.oauth.map(|t| t.access_token),
+        Some(ACCESS_2.to_owned())
+    );
+}
+
+/// The command line: an API key from the environment, `auth set` from stdin, `auth status`
+/// without the secret, `auth logout`.
+#[test]
+fn auth_commands_and_keys_from_the_environment() {
+    let app = App::start(
+        json!({"type": "api_key", "key_name": "X-API-Key", "env_var": "AAI_TEST_TASKS_KEY"}),
+    );
+    let dir = tempfile::tempdir().expect("dir");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join("com.example.tasks")).expect("mkdir");
+    let doc = descriptor(
+        &app.server.url(),
+        app.state.auth.lock().expect("auth").clone(),
+    );
+    std::fs::write(home.join("com.example.tasks/aai.json"), doc.to_string()).expect("install");
+    std::fs::write(dir.path().join("ca.pem"), &app.ca.pem).expect("ca");
+    std::fs::write(
+        home.join("config.json"),
+        json!({"web": {"extra_ca_certs": [dir.path().join("ca.pem")], "open_browser": false},
+               "policy": {"default_profile": "auto", "profiles": {"auto": {"preset": "full_auto"}}}}).to_string(),
+    )
+    .expect("config");
+    let run = |args: &[&str], env: Option<&str>, stdin: Option<&str>| {
+        use std::io::Write;
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aai-gateway"));
+        command
+            .args(args)
+            .env("AAI_HOME", &home)
+            .env("AAI_LOG", "warn")
+            .env_remove("AAI_TEST_TASKS_KEY");
+        if let Some(key) = env {
+            command.env("AAI_TEST_TASKS_KEY", key);
+        }
+        command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = command.spawn().expect("run");
+        if let Some(text) = stdin {
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(text.as_bytes())
+                .expect("write");
+        }
+        drop(child.stdin.take());
+        let out = child.wait_with_output().expect("wait");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, _, stderr) = run(
+        &[
+            "call",
+            "com.example.tasks",
+            "get_task",
+            "--args",
+            r#"{"id": "1"}"#,
+        ],
+        None,
+        None,
+    );
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("AUTH_CONFIG_INVALID") && stderr.contains("AAI_TEST_TASKS_KEY"),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = run(
+        &[
+            "call",
+            "com.example.tasks",
+            "get_task",
+            "--args",
+            r#"{"id": "1"}"#,
+        ],
+        Some(API_KEY),
+        None,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("\"/tasks/1\"") && !stdout.contains(API_KEY),
+        "{stdout}"
+    );
+    assert_eq!(
+        app.seen("/api/tasks/1")[0].header("x-api-key"),
+        Some(API_KEY)
+    );
+
+    let (code, stdout, _) = run(
+        &["auth", "set", "com.example.tasks"],
+        None,
+        Some(&format!("{API_KEY}\n")),
+    );
+    assert_eq!(code, Some(0));
+    assert!(!stdout.contains(API_KEY));
+    let (_, stdout, _) = run(&["auth", "status"], None, None);
+    assert!(
+        stdout.contains("com.example.tasks")
+            && stdout.contains("API key or token set")
+            && !stdout.contains(API_KEY),
+        "{stdout}"
+    );
+    let (code, _, stderr) = run(
+        &[
+            "call",
+            "com.example.tasks",
+            "get_task",
+            "--args",
+            r#"{"id": "2"}"#,
+        ],
+        None,
+        None,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let (_, stdout, _) = run(&["auth", "logout", "com.example.tasks"], None, None);
+    assert!(stdout.contains("forgot"), "{stdout}");
+    let (code, _, _) = run(
+        &[
+            "call",
+            "com.example.tasks",
+            "get_task",
+            "--args",
+            r#"{"id": "3"}"#,
+        ],
+        None,
+        None,
+    );
+    assert_eq!(code, Some(1));
+    // Nothing secret in the audit log of these calls either.
+    let (_, export, _) = run(&["audit", "export"], None, None);
+    assert!(export.contains("get_task") && !export.contains(API_KEY));
 }
