@@ -98,3 +98,120 @@ async def test_registry_apps_arrive_after_start_up(home, bus, site, version, mon
             result = await client.call_tool("aai_exec", {"app": "com.example.pinger", "tool": "ping", "args": {"who": "a b/c"}})
             assert not result.is_error, text(result)
             assert result.structured_content == {"pong": "a%20b%2Fc"}
+
+
+class OAuthSite:
+    """A web app with an OAuth 2.0 authorization server (code + PKCE S256) and an API, on
+    plain HTTP on loopback."""
+
+    def __init__(self):
+        import base64
+        import hashlib
+        import urllib.parse
+
+        self.codes = {}
+        self.tokens = set()
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def reply(self, status, body, headers=()):
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_HEAD(self):
+                self.reply(200, {})
+
+            def do_GET(self):
+                base = f"http://127.0.0.1:{site.port}"
+                path, _, query = self.path.partition("?")
+                q = dict(urllib.parse.parse_qsl(query))
+                if path == "/.well-known/aai.json":
+                    self.reply(200, {
+                        "schema_version": "1.0", "appId": "com.example.notes", "name": "Notes Online",
+                        "platforms": {"web": {"automation": "restapi", "base_url": f"{base}/api",
+                                              "auth": {"type": "oauth2", "client_id": "aai", "scopes": ["notes:read"],
+                                                       "auth_url": f"{base}/authorize", "token_url": f"{base}/token"},
+                                              "tools": [{"name": "me", "description": "Who am I", "endpoint": "/me", "readOnly": True}]}},
+                    })
+                elif path == "/authorize":
+                    assert q["code_challenge_method"] == "S256"
+                    code = f"code{len(site.codes)}"
+                    site.codes[code] = q["code_challenge"]
+                    location = q["redirect_uri"] + "?" + urllib.parse.urlencode({"code": code, "state": q["state"]})
+                    self.reply(302, {}, [("location", location)])
+                elif path == "/api/me":
+                    if self.headers.get("authorization", "").removeprefix("Bearer ") in site.tokens:
+                        self.reply(200, {"user": "ada"})
+                    else:
+                        self.reply(401, {"error": "unauthorized"})
+                else:
+                    self.reply(404, {})
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length", 0))
+                form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+                challenge = site.codes.pop(form.get("code", ""), None)
+                verifier = form.get("code_verifier", "").encode()
+                computed = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).rstrip(b"=").decode()
+                if self.path != "/token" or challenge != computed:
+                    self.reply(400, {"error": "invalid_grant"})
+                    return
+                site.tokens.add("e2e-access-token-77")
+                self.reply(200, {"access_token": "e2e-access-token-77", "token_type": "Bearer", "expires_in": 3600})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+async def test_oauth_sign_in_through_url_elicitation(home, bus, monkeypatch, tmp_path):
+    """One aai_exec: the user confirms the sign-in domain (form), is sent to the sign-in page
+    by the client (URL mode), and the call then completes with the new token."""
+    import urllib.request
+
+    import mcp.client.session as session_module
+    import mcp_types as types
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from conftest import GATEWAY, gateway_env
+
+    site = OAuthSite()
+    (home / "config.json").write_text(json.dumps({"web": {"allow_http_loopback": True, "open_browser": False}}))
+    asked = []
+
+    async def on_elicit(context, params):
+        asked.append(params.mode)
+        if params.mode == "url":
+            # Play the browser: open the page, follow the redirect back to the gateway.
+            await anyio.to_thread.run_sync(lambda: urllib.request.urlopen(params.url, timeout=10).read())
+            return types.ElicitResult(action="accept")
+        assert "no one: plain http on this computer" in params.message
+        return types.ElicitResult(action="accept", content={"decision": "allow_tool"})
+
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
+    try:
+        with anyio.fail_after(TIMEOUT):
+            async with Client(params, mode="legacy", elicitation_callback=on_elicit, cache=None) as client:
+                guide = await client.call_tool("web_discover", {"url": f"http://127.0.0.1:{site.port}"})
+                assert "me()" in text(guide), text(guide)
+                result = await client.call_tool("aai_exec", {"app": "com.example.notes", "tool": "me"})
+                assert not result.is_error, text(result)
+                assert result.structured_content == {"user": "ada"}
+                assert asked == ["form", "url"]
+                again = await client.call_tool("aai_exec", {"app": "com.example.notes", "tool": "me"})
+                assert again.structured_content == {"user": "ada"} and asked == ["form", "url"]
+    finally:
+        site.server.shutdown()
+    stored = (home / "tokens" / "com.example.notes.json")
+    assert stored.exists() and oct(stored.stat().st_mode & 0o777) == "0o600"

@@ -228,6 +228,16 @@ pub trait Asker: Send + Sync {
         &'a self,
         question: &'a Question,
     ) -> aai_executor::BoxFuture<'a, Result<Answer, Unanswered>>;
+
+    /// Sends the user to `url` (an OAuth sign-in page) through the client; true when the
+    /// user went. The default: this asker cannot, and the caller falls back to a message.
+    fn open_url<'a>(
+        &'a self,
+        _message: &'a str,
+        _url: &'a str,
+    ) -> aai_executor::BoxFuture<'a, bool> {
+        Box::pin(async { false })
+    }
 }
 
 /// The `elicitation/create` params that ask `question`: one choice, as `spec/gateway.md` has it.

@@ -264,7 +264,19 @@ impl Gateway {
         self.gate.record(&call, &decision, "started", 0, None)?;
         let timeout = self.config.tool_timeout(app.platform, spec.timeout);
         let invocation = Invocation::new(&app.descriptor, &spec.name, &args, timeout);
-        let result = self.run(app.platform, invocation, spec).await;
+        let mut result = self.run(app.platform, invocation, spec).await;
+        if let (Err(error), Some(asker)) = (&result, asker)
+            && let Some(url) = authorization_url(error)
+            && asker.open_url(&error.message, &url).await
+            && self
+                .web
+                .auth
+                .wait_for_authorization(app.id(), self.config.consent_timeout())
+                .await
+        {
+            // The user signed in through the client: the call goes on with the new tokens.
+            result = self.run(app.platform, invocation, spec).await;
+        }
         let (outcome, error) = match &result {
             Ok(_) => ("success", None),
             Err(error) => ("failed", Some(error)),
@@ -446,6 +458,20 @@ impl Gateway {
         }
         Ok(plan)
     }
+}
+
+/// The sign-in page an AUTH_REQUIRED error sends the user to.
+fn authorization_url(error: &AaiError) -> Option<String> {
+    (error.kind == ErrorKind::AuthRequired)
+        .then(|| {
+            error
+                .detail
+                .as_ref()?
+                .get("authorization_url")?
+                .as_str()
+                .map(str::to_owned)
+        })
+        .flatten()
 }
 
 /// PERMISSION_DENIED for a call that needs the user's approval, with the commands that grant it.

@@ -455,6 +455,8 @@ struct PeerAsker {
     /// The request's progress token: while the user decides, progress notifications keep
     /// the client from timing out the call (clients commonly give up after 60 s).
     progress: Option<rmcp::model::ProgressToken>,
+    /// Whether the client takes URL-mode elicitation (2025-11-25).
+    url: bool,
 }
 
 /// How often a waiting call reports progress.
@@ -473,10 +475,15 @@ impl PeerAsker {
             .peer
             .supported_elicitation_modes()
             .contains(&rmcp::service::ElicitationMode::Form);
+        let url = context
+            .peer
+            .supported_elicitation_modes()
+            .contains(&rmcp::service::ElicitationMode::Url);
         (legacy && form).then(|| Self {
             peer: context.peer.clone(),
             timeout,
             progress: context.meta.get_progress_token(),
+            url,
         })
     }
 }
@@ -525,6 +532,38 @@ impl Asker for PeerAsker {
                 Err(error) => Err(Unanswered::Denied(format!(
                     "the client could not ask the user: {error}"
                 ))),
+            }
+        })
+    }
+
+    fn open_url<'a>(&'a self, message: &'a str, url: &'a str) -> aai_executor::BoxFuture<'a, bool> {
+        Box::pin(async move {
+            if !self.url {
+                return false;
+            }
+            let params = ElicitRequestParams::UrlElicitationParams {
+                meta: None,
+                message: message.to_owned(),
+                url: url.to_owned(),
+                elicitation_id: format!("aai-{:x}", Sha256::digest(url.as_bytes())),
+            };
+            let answer = self
+                .peer
+                .create_elicitation_with_timeout(params, Some(self.timeout))
+                .await;
+            match answer {
+                Ok(result) => serde_json::to_value(&result)
+                    .ok()
+                    .and_then(|v| {
+                        v.get("action")
+                            .and_then(Value::as_str)
+                            .map(|a| a == "accept")
+                    })
+                    .unwrap_or(false),
+                Err(error) => {
+                    tracing::info!(%error, "the client did not open the sign-in page");
+                    false
+                }
             }
         })
     }

@@ -294,6 +294,26 @@ impl GatewayAuth {
         Ok(url)
     }
 
+    /// Waits (at most `limit`) for the authorization of `app_id` under way to finish; true
+    /// when tokens arrived.
+    pub async fn wait_for_authorization(&self, app_id: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if self.store.get(app_id).is_ok_and(|s| s.oauth.is_some()) {
+                return true;
+            }
+            let finished = self.flows.lock().map_or(true, |flows| {
+                flows
+                    .get(app_id)
+                    .is_none_or(|f| f.finished.load(std::sync::atomic::Ordering::SeqCst))
+            });
+            if finished || Instant::now() >= deadline {
+                return self.store.get(app_id).is_ok_and(|s| s.oauth.is_some());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Forgets a pending authorization (after `auth logout`).
     pub fn forget(&self, app_id: &str) {
         if let Ok(mut flows) = self.flows.lock() {

@@ -459,6 +459,19 @@ impl Web {
             None => host,
         };
         if parsed.scheme() != "https" {
+            let local = parsed.scheme() == "http"
+                && self.config.allow_http_loopback
+                && parsed.host_str().is_some_and(is_loopback);
+            if local {
+                return Ok(ServerIdentity {
+                    host,
+                    issuer:
+                        "no one: plain http on this computer, allowed by web.allow_http_loopback"
+                            .into(),
+                    not_before: "-".into(),
+                    not_after: "-".into(),
+                });
+            }
             return Err(format!(
                 "{url} is not https, so it has no certificate to show"
             ));
