@@ -40,6 +40,9 @@ pub struct Platforms {
     pub ios: Option<Section<IosSection, IosTool>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub web: Option<Section<WebSection, WebTool>>,
+    /// The gateway's own built-in toolsets (terminal, files, system): `automation: "builtin"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<Section<LocalSection, LocalTool>>,
 }
 
 /// The platforms a descriptor can describe.
@@ -52,6 +55,8 @@ pub enum Platform {
     Android,
     Ios,
     Web,
+    /// Built into the gateway, on every OS.
+    Local,
 }
 
 impl Platform {
@@ -75,16 +80,18 @@ impl Platform {
             Self::Android => "android",
             Self::Ios => "ios",
             Self::Web => "web",
+            Self::Local => "local",
         }
     }
 
-    pub const ALL: [Platform; 6] = [
+    pub const ALL: [Platform; 7] = [
         Self::Macos,
         Self::Windows,
         Self::Linux,
         Self::Android,
         Self::Ios,
         Self::Web,
+        Self::Local,
     ];
 }
 
@@ -280,6 +287,12 @@ pub struct IosTool {
     pub app_group_id: Option<String>,
 }
 
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LocalSection {}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LocalTool {}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WebSection {
     pub base_url: String,
@@ -328,6 +341,7 @@ impl Descriptor {
             Platform::Android => common(&p.android),
             Platform::Ios => common(&p.ios),
             Platform::Web => common(&p.web),
+            Platform::Local => common(&p.local),
         }
     }
 
@@ -346,6 +360,7 @@ impl Descriptor {
             Platform::Android => &p.android.as_ref()?.automation,
             Platform::Ios => &p.ios.as_ref()?.automation,
             Platform::Web => &p.web.as_ref()?.automation,
+            Platform::Local => &p.local.as_ref()?.automation,
         };
         Some(kind)
     }

@@ -54,6 +54,8 @@ pub struct Invocation<'a> {
     pub args: &'a Map<String, Value>,
     /// How long the whole call may take.
     pub timeout: Duration,
+    /// The client's MCP roots (file URIs), for tools that act on files.
+    pub roots: &'a [String],
 }
 
 impl<'a> Invocation<'a> {
@@ -68,7 +70,15 @@ impl<'a> Invocation<'a> {
             tool,
             args,
             timeout,
+            roots: &[],
         }
+    }
+
+    /// This invocation for a client with these roots.
+    #[must_use]
+    pub fn with_roots(mut self, roots: &'a [String]) -> Self {
+        self.roots = roots;
+        self
     }
 }
 
@@ -193,6 +203,8 @@ pub struct Executors {
     adb: AdbExecutor,
     urlscheme: UrlSchemeExecutor,
     rest: rest::RestExecutor,
+    /// The gateway's built-in toolsets, when it plugs them in.
+    local: Option<Arc<dyn Executor>>,
 }
 
 impl Default for Executors {
@@ -229,7 +241,15 @@ impl Executors {
                 },
                 Arc::new(rest::EnvAuth),
             ),
+            local: None,
         }
+    }
+
+    /// These executors with `local` running the built-in toolsets (`automation: "builtin"`).
+    #[must_use]
+    pub fn with_local(mut self, local: Arc<dyn Executor>) -> Self {
+        self.local = Some(local);
+        self
     }
 
     /// These executors with web tools using `settings` and credentials from `auth`.
@@ -256,6 +276,9 @@ impl Executors {
             (Platform::Android, "intent") => Ok(&self.adb),
             (Platform::Ios, "url_scheme") => Ok(&self.urlscheme),
             (Platform::Web, "restapi") => Ok(&self.rest),
+            (Platform::Local, "builtin") if self.local.is_some() => {
+                Ok(self.local.as_deref().unwrap_or(&self.rest))
+            }
             _ => Err(AaiError::new(
                 ErrorKind::AutomationNotSupported,
                 format!(

@@ -47,6 +47,8 @@ pub struct Config {
     pub retry: Retry,
     /// Web apps: registry, TLS trust, limits.
     pub web: WebConfig,
+    /// The built-in local toolsets and their file sandbox.
+    pub local: crate::local::LocalConfig,
 }
 
 /// Settings of web apps (`web` in config.json).
@@ -139,6 +141,7 @@ impl Default for Config {
             executors: aai_executor::Settings::default(),
             retry: Retry::default(),
             web: WebConfig::default(),
+            local: crate::local::LocalConfig::default(),
         }
     }
 }

@@ -23,6 +23,8 @@ pub struct ScanOptions {
     pub home: PathBuf,
     pub paths: Vec<PathBuf>,
     pub dev: bool,
+    /// The gateway's built-in apps, offered ahead of every file.
+    pub builtins: Vec<Found>,
 }
 
 /// The outcome of loading one candidate file.
@@ -185,7 +187,7 @@ pub fn scan(
             });
         }
         drop(tx);
-        let mut batch = Vec::new();
+        let mut batch = options.builtins.clone();
         let mut last = Instant::now();
         while let Ok(found) = rx.recv() {
             batch.push(found);
@@ -218,6 +220,7 @@ mod tests {
         std::fs::write(bundles.join("Mail.app/Contents/Resources/aai.json"), "{}").expect("write");
 
         let files = candidates(&ScanOptions {
+            builtins: Vec::new(),
             home: home.clone(),
             paths: vec![extra.clone()],
             dev: false,

@@ -9,6 +9,7 @@ pub mod dialog;
 pub mod discovery;
 pub mod gate;
 pub mod live;
+pub mod local;
 pub mod pipeline;
 pub mod policy_config;
 pub mod registry;

@@ -46,6 +46,7 @@ fn options(home: &std::path::Path, dev: bool) -> ScanOptions {
         tracing::warn!("{problem}");
     }
     ScanOptions {
+        builtins: crate::local::builtins(&config),
         home: home.to_path_buf(),
         paths: config.paths,
         dev,

@@ -206,6 +206,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             let options = ScanOptions {
                 home: home.clone(),
+                builtins: aai_gateway::local::builtins(&config),
                 paths: config.paths,
                 dev: cli.dev,
             };
@@ -327,6 +328,7 @@ async fn call(
         home: home.to_path_buf(),
         paths: config.paths.clone(),
         dev,
+        builtins: aai_gateway::local::builtins(&config),
     };
     let registry = aai_gateway::scan_once(&options, &config.platforms);
     let max = config.max_result_chars;

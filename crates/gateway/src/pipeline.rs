@@ -49,7 +49,10 @@ impl Gateway {
             Web::new(&config, home).expect("a web client without extra certificates")
         });
         let web = Arc::new(web);
-        let executors = executors.with_web(web.rest_settings(), web.auth.clone());
+        let local = Arc::new(crate::local::LocalExecutor::new(&config, home));
+        let executors = executors
+            .with_web(web.rest_settings(), web.auth.clone())
+            .with_local(local);
         Arc::new(Self {
             registry,
             executors,
@@ -142,7 +145,13 @@ impl Gateway {
                 return Err(error.clone());
             }
         };
-        let risk = derive_risk(spec.risk, spec.read_only, spec.destructive);
+        let mut risk = derive_risk(spec.risk, spec.read_only, spec.destructive);
+        if app.platform == Platform::Local
+            && let Some(raised) = crate::local::call_risk(app.id(), &spec.name, args)
+        {
+            // A shell command the classifier finds critical is judged as critical.
+            risk = risk.max(raised);
+        }
         let schema = spec.parameters.as_ref().map(Parameters::schema);
         let redacted = aai_audit::redact(args, schema.as_ref());
         let call = Call {
@@ -263,7 +272,8 @@ impl Gateway {
         // The intent row is durable before anything runs: no call happens unrecorded.
         self.gate.record(&call, &decision, "started", 0, None)?;
         let timeout = self.config.tool_timeout(app.platform, spec.timeout);
-        let invocation = Invocation::new(&app.descriptor, &spec.name, &args, timeout);
+        let invocation =
+            Invocation::new(&app.descriptor, &spec.name, &args, timeout).with_roots(roots);
         let mut result = self.run(app.platform, invocation, spec).await;
         if let (Err(error), Some(asker)) = (&result, asker)
             && let Some(url) = authorization_url(error)

@@ -145,9 +145,11 @@ impl Registry {
                     continue;
                 }
             };
+            // Built-in apps (`local`) are served everywhere.
             let Some(platform) = platforms
                 .iter()
                 .copied()
+                .chain([Platform::Local])
                 .find(|&p| descriptor.tools(p).is_some())
             else {
                 rejected.push(Rejected::OtherPlatform {

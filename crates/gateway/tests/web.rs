@@ -509,6 +509,7 @@ async fn registry_copies_are_offered_like_installed_apps() {
     let home = setup.dir.path().join("home");
     assert!(home.join("web/com.example.tasks/aai.json").exists());
     let options = aai_gateway::discovery::ScanOptions {
+        builtins: Vec::new(),
         home: home.clone(),
         paths: Vec::new(),
         dev: false,

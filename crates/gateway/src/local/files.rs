@@ -1,0 +1,339 @@
+//! The files app: `file_read`, `file_write`, `file_edit`, `file_search`, `file_watch`, all
+//! inside the [`Sandbox`].
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use aai_descriptor::{AaiError, ErrorKind};
+use serde_json::{Map, Value, json};
+
+use super::sandbox::Sandbox;
+
+/// Lines `file_read` returns when no `limit` is given.
+const DEFAULT_LINES: usize = 2000;
+
+fn arg_str<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, AaiError> {
+    args.get(name).and_then(Value::as_str).ok_or_else(|| {
+        AaiError::new(ErrorKind::InvalidParams, format!("`{name}` is required"))
+            .with_detail(json!({"field": name}))
+    })
+}
+
+fn arg_u64(args: &Map<String, Value>, name: &str) -> Option<u64> {
+    args.get(name).and_then(Value::as_u64)
+}
+
+fn io_error(input: &str, error: &std::io::Error) -> AaiError {
+    AaiError::new(ErrorKind::AutomationFailed, format!("{input:?}: {error}"))
+}
+
+fn too_big(input: &str, size: u64, max: u64) -> AaiError {
+    AaiError::new(
+        ErrorKind::InvalidParams,
+        format!(
+            "{input:?} is {size} bytes, over the {max}-byte limit (local.sandbox.max_file_size)"
+        ),
+    )
+}
+
+/// Reads a checked file whole, within the size limit.
+fn read_checked(sandbox: &Sandbox, input: &str) -> Result<(std::path::PathBuf, Vec<u8>), AaiError> {
+    let path = sandbox.check_read(input)?;
+    let mut file = std::fs::File::open(&path).map_err(|e| io_error(input, &e))?;
+    sandbox.recheck_open(&file, &path, input)?;
+    let meta = file.metadata().map_err(|e| io_error(input, &e))?;
+    if !meta.is_file() {
+        return Err(AaiError::new(
+            ErrorKind::InvalidParams,
+            format!("{input:?} is not a file"),
+        ));
+    }
+    if meta.len() > sandbox.max_file_size {
+        return Err(too_big(input, meta.len(), sandbox.max_file_size));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    Read::by_ref(&mut file)
+        .take(sandbox.max_file_size + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error(input, &e))?;
+    Ok((path, bytes))
+}
+
+/// Whether bytes look binary: a NUL in the first 8 KiB, or not UTF-8.
+fn is_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(8192)].contains(&0) || std::str::from_utf8(bytes).is_err()
+}
+
+pub fn read(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<Value, AaiError> {
+    let input = arg_str(args, "path")?;
+    let (path, bytes) = read_checked(sandbox, input)?;
+    if is_binary(&bytes) {
+        return Ok(json!({"path": path, "binary": true, "size": bytes.len(),
+            "note": "binary file; its content is not shown"}));
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let offset = usize::try_from(arg_u64(args, "offset").unwrap_or(1).max(1)).unwrap_or(1);
+    let limit = usize::try_from(arg_u64(args, "limit").unwrap_or(DEFAULT_LINES as u64))
+        .unwrap_or(DEFAULT_LINES);
+    let total = text.lines().count();
+    let content: Vec<&str> = text.lines().skip(offset - 1).take(limit).collect();
+    let returned = content.len();
+    Ok(json!({
+        "path": path,
+        "content": content.join("\n"),
+        "start_line": offset,
+        "lines": returned,
+        "total_lines": total,
+        "truncated": offset - 1 + returned < total,
+    }))
+}
+
+/// Replaces `path` with `bytes` atomically: a new file in the same folder, synced, renamed.
+fn replace(sandbox: &Sandbox, path: &Path, input: &str, bytes: &[u8]) -> Result<(), AaiError> {
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = parent.join(format!(".{name}.aai-{}.tmp", std::process::id()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    let mut file = options.open(&temp).map_err(|e| io_error(input, &e))?;
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| io_error(input, &e));
+    // Keep the mode of the file being replaced.
+    if let Ok(meta) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(&temp, meta.permissions());
+    }
+    // The folder must still be the one that was checked.
+    let still_inside = std::fs::canonicalize(parent)
+        .map_err(|e| io_error(input, &e))
+        .and_then(|p| {
+            sandbox
+                .check_write(&p.join(&name).to_string_lossy())
+                .map(|_| ())
+        });
+    let result = written
+        .and(still_inside)
+        .and_then(|()| std::fs::rename(&temp, path).map_err(|e| io_error(input, &e)));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}
+
+pub fn write(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<Value, AaiError> {
+    let input = arg_str(args, "path")?;
+    let content = arg_str(args, "content")?;
+    if content.len() as u64 > sandbox.max_file_size {
+        return Err(too_big(input, content.len() as u64, sandbox.max_file_size));
+    }
+    let path = sandbox.check_write(input)?;
+    let existed = path.exists();
+    replace(sandbox, &path, input, content.as_bytes())?;
+    Ok(json!({"path": path, "bytes_written": content.len(), "created": !existed}))
+}
+
+pub fn edit(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<Value, AaiError> {
+    let input = arg_str(args, "path")?;
+    let old = arg_str(args, "old_string")?;
+    let new = arg_str(args, "new_string")?;
+    if old.is_empty() {
+        return Err(AaiError::new(
+            ErrorKind::InvalidParams,
+            "`old_string` must not be empty",
+        ));
+    }
+    let (path, bytes) = read_checked(sandbox, input)?;
+    sandbox.check_write(input)?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        AaiError::new(
+            ErrorKind::InvalidParams,
+            format!("{input:?} is not UTF-8 text; it cannot be edited by replacement"),
+        )
+    })?;
+    let count = text.matches(old).count();
+    match count {
+        0 => Err(AaiError::new(
+            ErrorKind::InvalidParams,
+            format!("`old_string` does not occur in {input:?}; read the file and copy the text exactly, whitespace included"),
+        )),
+        1 => {
+            let edited = text.replacen(old, new, 1);
+            if edited.len() as u64 > sandbox.max_file_size {
+                return Err(too_big(input, edited.len() as u64, sandbox.max_file_size));
+            }
+            replace(sandbox, &path, input, edited.as_bytes())?;
+            Ok(json!({"path": path, "replaced": 1}))
+        }
+        n => Err(AaiError::new(
+            ErrorKind::InvalidParams,
+            format!("`old_string` occurs {n} times in {input:?}; include more of the surrounding text so it matches once"),
+        )
+        .with_detail(json!({"matches": n}))),
+    }
+}
+
+pub fn search(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<Value, AaiError> {
+    use grep_regex::RegexMatcher;
+    use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::UTF8};
+
+    let input = arg_str(args, "directory")?;
+    let pattern = arg_str(args, "pattern")?;
+    let by_content = args.get("type").and_then(Value::as_str) == Some("content");
+    let max =
+        usize::try_from(arg_u64(args, "max_results").unwrap_or(50).clamp(1, 1000)).unwrap_or(50);
+    let root = sandbox.check_read(input)?;
+    let bad_pattern = |e: String| {
+        AaiError::new(
+            ErrorKind::InvalidParams,
+            format!("pattern {pattern:?}: {e}"),
+        )
+    };
+    let glob = if by_content {
+        None
+    } else {
+        Some(
+            globset::Glob::new(pattern)
+                .map_err(|e| bad_pattern(e.to_string()))?
+                .compile_matcher(),
+        )
+    };
+    let matcher = if by_content {
+        Some(RegexMatcher::new(pattern).map_err(|e| bad_pattern(e.to_string()))?)
+    } else {
+        None
+    };
+    let mut searcher = SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(0))
+        .line_number(true)
+        .build();
+    let mut results = Vec::new();
+    let mut truncated = false;
+    let walker = ignore::WalkBuilder::new(&root).follow_links(false).build();
+    for entry in walker.flatten() {
+        if results.len() >= max {
+            truncated = true;
+            break;
+        }
+        let path = entry.path();
+        let text = path.to_string_lossy();
+        // Every file found is judged by the sandbox too (denied patterns, the gateway's files).
+        if path != root && sandbox.check_read(&text).is_err() {
+            continue;
+        }
+        if let Some(glob) = &glob {
+            let relative = path.strip_prefix(&root).unwrap_or(path);
+            let name = path.file_name().map(Path::new).unwrap_or(relative);
+            if path != root && (glob.is_match(name) || glob.is_match(relative)) {
+                results.push(json!({"path": path}));
+            }
+            continue;
+        }
+        if let Some(matcher) = &matcher
+            && entry.file_type().is_some_and(|t| t.is_file())
+            && entry
+                .metadata()
+                .is_ok_and(|m| m.len() <= sandbox.max_file_size)
+        {
+            let _ = searcher.search_path(
+                matcher,
+                path,
+                UTF8(|line, text| {
+                    if results.len() >= max {
+                        return Ok(false);
+                    }
+                    results.push(json!({"path": path, "line": line, "text": text.trim_end()}));
+                    Ok(true)
+                }),
+            );
+        }
+    }
+    Ok(
+        json!({"directory": root, "results": results, "truncated": truncated || results.len() >= max}),
+    )
+}
+
+/// `file_watch`: waits up to `wait_ms` (default 10 s) for changes under `path`, then returns
+/// the batch that arrived (gathered for another 200 ms after the first one).
+pub async fn watch(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<Value, AaiError> {
+    use notify::{EventKind, RecursiveMode, Watcher};
+
+    let input = arg_str(args, "path")?;
+    let root = sandbox.check_read(input)?;
+    let wanted: Vec<String> = args
+        .get("events")
+        .and_then(Value::as_array)
+        .map(|e| {
+            e.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_else(|| vec!["create".into(), "modify".into(), "delete".into()]);
+    let recursive = args
+        .get("recursive")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let wait = Duration::from_millis(arg_u64(args, "wait_ms").unwrap_or(10_000).min(300_000));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event {
+            let _ = tx.send(event);
+        }
+    })
+    .map_err(|e| {
+        AaiError::new(
+            ErrorKind::AutomationFailed,
+            format!("cannot watch {input:?}: {e}"),
+        )
+    })?;
+    let mode = if recursive {
+        RecursiveMode::Recursive
+    } else {
+        RecursiveMode::NonRecursive
+    };
+    watcher.watch(&root, mode).map_err(|e| {
+        AaiError::new(
+            ErrorKind::AutomationFailed,
+            format!("cannot watch {input:?}: {e}"),
+        )
+    })?;
+    let mut events = Vec::new();
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut settle: Option<tokio::time::Instant> = None;
+    loop {
+        let until = settle.map_or(deadline, |s| s.min(deadline));
+        let Ok(Some(event)) = tokio::time::timeout_at(until, rx.recv()).await else {
+            break;
+        };
+        let kind = match event.kind {
+            EventKind::Create(_) => "create",
+            EventKind::Modify(notify::event::ModifyKind::Name(_)) => "rename",
+            EventKind::Modify(_) => "modify",
+            EventKind::Remove(_) => "delete",
+            _ => continue,
+        };
+        let kind = if kind == "rename" { "modify" } else { kind };
+        if !wanted.iter().any(|w| w == kind) {
+            continue;
+        }
+        for path in event.paths {
+            if sandbox.check_write(&path.to_string_lossy()).is_err() && path.exists() {
+                continue;
+            }
+            let entry = json!({"event": kind, "path": path});
+            if !events.contains(&entry) {
+                events.push(entry);
+            }
+        }
+        if settle.is_none() && !events.is_empty() {
+            settle = Some(tokio::time::Instant::now() + Duration::from_millis(200));
+        }
+    }
+    drop(watcher);
+    Ok(json!({"path": root, "events": events, "waited_ms": wait.as_millis() as u64}))
+}

@@ -1,0 +1,198 @@
+//! The system app: `system_info`, `clipboard_read`/`clipboard_write`, `notification_send`.
+
+use aai_descriptor::{AaiError, ErrorKind};
+use serde_json::{Map, Value, json};
+
+fn arg<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, AaiError> {
+    args.get(name).and_then(Value::as_str).ok_or_else(|| {
+        AaiError::new(ErrorKind::InvalidParams, format!("`{name}` is required"))
+            .with_detail(json!({"field": name}))
+    })
+}
+
+pub async fn run(tool: &str, args: &Map<String, Value>) -> Result<Value, AaiError> {
+    match tool {
+        "system_info" => Ok(tokio::task::spawn_blocking(system_info)
+            .await
+            .unwrap_or(Value::Null)),
+        "clipboard_read" => clipboard(None).await,
+        "clipboard_write" => clipboard(Some(arg(args, "text")?.to_owned())).await,
+        "notification_send" => {
+            let urgency = args
+                .get("urgency")
+                .and_then(Value::as_str)
+                .unwrap_or("normal");
+            notify(arg(args, "title")?, arg(args, "body")?, urgency).await
+        }
+        other => Err(AaiError::new(
+            ErrorKind::ToolNotFound,
+            format!("local.system has no tool {other:?}"),
+        )),
+    }
+}
+
+/// OS, architecture, CPUs, memory, displays.
+pub fn system_info() -> Value {
+    let system = sysinfo::System::new().ok().map(|mut system| {
+        system.refresh_memory();
+        system
+    });
+    let os = format!(
+        "{} {}",
+        sysinfo::System::name().unwrap_or_else(|_| std::env::consts::OS.to_owned()),
+        sysinfo::System::os_version().unwrap_or_default()
+    );
+    json!({
+        "os": os.trim(),
+        "kernel": sysinfo::System::kernel_version().ok(),
+        "arch": std::env::consts::ARCH,
+        "cpus": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        "memory_total": system.as_ref().map(sysinfo::System::total_memory),
+        "memory_free": system.as_ref().map(sysinfo::System::available_memory),
+        "displays": displays(),
+    })
+}
+
+/// Screens of the X display (`xrandr --query`), when there is one.
+fn displays() -> Vec<Value> {
+    if cfg!(target_os = "linux") && std::env::var_os("DISPLAY").is_none() {
+        return Vec::new();
+    }
+    let Ok(out) = std::process::Command::new("xrandr")
+        .arg("--query")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .filter(|l| l.contains(" connected"))
+        .enumerate()
+        .filter_map(|(id, line)| {
+            let geometry = line.split_whitespace().find(|w| w.contains('x') && w.contains('+'))?;
+            let (size, _) = geometry.split_once('+')?;
+            let (width, height) = size.split_once('x')?;
+            Some(json!({"id": id, "width": width.parse::<u32>().ok()?, "height": height.parse::<u32>().ok()?, "scale": 1}))
+        })
+        .collect()
+}
+
+/// Reads the clipboard (`None`) or writes `text` to it.
+async fn clipboard(text: Option<String>) -> Result<Value, AaiError> {
+    tokio::task::spawn_blocking(move || {
+        let unavailable = |e: arboard::Error| {
+            AaiError::new(
+                ErrorKind::AutomationNotSupported,
+                format!("the clipboard is not available here ({e}); it needs a desktop session (DISPLAY or WAYLAND_DISPLAY on Linux)"),
+            )
+        };
+        let mut board = arboard::Clipboard::new().map_err(unavailable)?;
+        match text {
+            Some(text) => {
+                board.set_text(text.clone()).map_err(unavailable)?;
+                Ok(json!({"written": text.chars().count()}))
+            }
+            None => match board.get_text() {
+                Ok(text) => Ok(json!({"text": text, "formats": ["text/plain"]})),
+                Err(arboard::Error::ContentNotAvailable) => Ok(json!({"text": "", "formats": []})),
+                Err(e) => Err(unavailable(e)),
+            },
+        }
+    })
+    .await
+    .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))?
+}
+
+/// A desktop notification: freedesktop Notifications over D-Bus on Linux, the platform's own
+/// elsewhere.
+async fn notify(title: &str, body: &str, urgency: &str) -> Result<Value, AaiError> {
+    #[cfg(target_os = "linux")]
+    {
+        let level: u8 = match urgency {
+            "low" => 0,
+            "critical" => 2,
+            _ => 1,
+        };
+        let failed = |e: zbus::Error| {
+            AaiError::new(
+                ErrorKind::AppNotRunning,
+                format!(
+                    "no notification service answered on the session bus ({e}); a desktop session with a notification daemon is needed"
+                ),
+            )
+        };
+        let connection = zbus::Connection::session().await.map_err(failed)?;
+        let mut hints: std::collections::HashMap<&str, zbus::zvariant::Value<'_>> =
+            std::collections::HashMap::new();
+        hints.insert("urgency", zbus::zvariant::Value::U8(level));
+        let reply = connection
+            .call_method(
+                Some("org.freedesktop.Notifications"),
+                "/org/freedesktop/Notifications",
+                Some("org.freedesktop.Notifications"),
+                "Notify",
+                &(
+                    "aai-gateway",
+                    0u32,
+                    "",
+                    title,
+                    body,
+                    Vec::<&str>::new(),
+                    hints,
+                    -1i32,
+                ),
+            )
+            .await
+            .map_err(failed)?;
+        let id: u32 = reply.body().deserialize().map_err(failed)?;
+        Ok(json!({"sent": true, "id": id}))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = urgency;
+        let (program, argv, stdin): (&str, Vec<String>, Option<String>) = if cfg!(
+            target_os = "macos"
+        ) {
+            (
+                "osascript",
+                vec!["-".into(), body.to_owned(), title.to_owned()],
+                Some("on run argv\ndisplay notification (item 1 of argv) with title (item 2 of argv)\nend run\n".into()),
+            )
+        } else {
+            (
+                "powershell.exe",
+                vec![
+                    "-NoProfile".into(),
+                    "-NonInteractive".into(),
+                    "-Command".into(),
+                    WINDOWS_NOTIFY.into(),
+                ],
+                Some(json!({"title": title, "body": body}).to_string()),
+            )
+        };
+        let mut command = aai_executor::process::Command::new(program).args(argv);
+        if let Some(stdin) = stdin {
+            command = command.stdin(stdin);
+        }
+        let output = aai_executor::process::run(
+            &command,
+            std::time::Duration::from_secs(10),
+            "notification_send",
+        )
+        .await?;
+        if output.success() {
+            Ok(json!({"sent": true}))
+        } else {
+            Err(AaiError::new(
+                ErrorKind::AutomationFailed,
+                format!("the notification failed: {}", output.stderr.trim()),
+            ))
+        }
+    }
+}
+
+/// Windows: a balloon tip; title and body arrive as JSON on stdin.
+#[cfg(not(target_os = "linux"))]
+const WINDOWS_NOTIFY: &str = "$r = [Console]::In.ReadToEnd() | ConvertFrom-Json; Add-Type -AssemblyName System.Windows.Forms; $n = New-Object System.Windows.Forms.NotifyIcon; $n.Icon = [System.Drawing.SystemIcons]::Information; $n.Visible = $true; $n.ShowBalloonTip(5000, $r.title, $r.body, 'Info'); Start-Sleep -Seconds 6; $n.Dispose()";
