@@ -146,9 +146,10 @@ impl Gateway {
             }
         };
         let mut risk = derive_risk(spec.risk, spec.read_only, spec.destructive);
-        if app.platform == Platform::Local
-            && let Some(raised) = crate::local::call_risk(app.id(), &spec.name, args)
-        {
+        let raised = (app.platform == Platform::Local)
+            .then(|| crate::local::call_risk(app.id(), &spec.name, args))
+            .flatten();
+        if let Some(raised) = raised {
             // A shell command the classifier finds critical is judged as critical.
             risk = risk.max(raised);
         }
@@ -172,7 +173,7 @@ impl Gateway {
         };
         let (profile_name, profile) = self.config.policy.profile_for(caller, roots);
         let policy_name = format!("{}:{}", app.id(), spec.name);
-        let action = profile.decide(
+        let mut action = profile.decide(
             &ToolFacts {
                 name: &policy_name,
                 category: app.id(),
@@ -180,6 +181,11 @@ impl Gateway {
             },
             &[],
         );
+        if let Some(raised) = raised {
+            // An override that lets the tool run does not let a critical command through:
+            // the profile's rule for that risk applies at least.
+            action = action.max(profile.risk_policies.get(raised));
+        }
         let mut decision = action_name(action).to_owned();
         match action {
             Action::AlwaysBlock => {

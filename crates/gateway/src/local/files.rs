@@ -213,7 +213,15 @@ pub fn search(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<Value, Aai
         .build();
     let mut results = Vec::new();
     let mut truncated = false;
-    let walker = ignore::WalkBuilder::new(&root).follow_links(false).build();
+    let judge = sandbox.clone();
+    let top = root.clone();
+    // Denied folders are not entered at all.
+    let walker = ignore::WalkBuilder::new(&root)
+        .follow_links(false)
+        .filter_entry(move |entry| {
+            entry.path() == top || judge.check_read(&entry.path().to_string_lossy()).is_ok()
+        })
+        .build();
     for entry in walker.flatten() {
         if results.len() >= max {
             truncated = true;

@@ -36,6 +36,7 @@ impl Default for SandboxConfig {
                 "~/.gnupg/**",
                 "~/.aws",
                 "~/.aws/**",
+                "**/node_modules",
                 "**/node_modules/**",
                 "/etc",
                 "/etc/**",
@@ -216,10 +217,19 @@ impl Sandbox {
     pub fn check_read(&self, input: &str) -> Result<PathBuf, AaiError> {
         let lexical = self.lexical(input)?;
         self.admit(&lexical, input)?;
-        let resolved = std::fs::canonicalize(&lexical).map_err(|error| {
-            AaiError::new(ErrorKind::InvalidParams, format!("{input:?}: {error}"))
-                .with_detail(json!({"path": input}))
-        })?;
+        let resolved = match std::fs::canonicalize(&lexical) {
+            Ok(resolved) => resolved,
+            Err(error) => {
+                // Missing: still say "outside" when its folder leads out (a symlinked folder).
+                if let Some(parent) = lexical.parent().and_then(|p| std::fs::canonicalize(p).ok()) {
+                    self.admit(&parent, input)?;
+                }
+                return Err(
+                    AaiError::new(ErrorKind::InvalidParams, format!("{input:?}: {error}"))
+                        .with_detail(json!({"path": input})),
+                );
+            }
+        };
         self.admit(&resolved, input)?;
         refuse_hard_links(&resolved, input)?;
         Ok(resolved)

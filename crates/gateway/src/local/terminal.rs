@@ -123,6 +123,24 @@ impl Session {
         Ok(session)
     }
 
+    /// Waits until the shell has run its setup (echo off), dropping what it printed so far.
+    async fn ready(&mut self) -> Result<(), AaiError> {
+        let nonce = nonce();
+        self.send(&format!("printf '\\n__AAI_DONE_%s_%s__\\n' {nonce} 0\n"))?;
+        let mut out = Output::default();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        match self
+            .read_until(&format!("__AAI_DONE_{nonce}_"), deadline, &mut out)
+            .await
+        {
+            Some(_) => Ok(()),
+            None => Err(failed(format!(
+                "`{}` did not start answering within 10 s",
+                self.shell
+            ))),
+        }
+    }
+
     fn send(&mut self, text: &str) -> Result<(), AaiError> {
         self.writer
             .write_all(text.as_bytes())
@@ -157,12 +175,14 @@ impl Session {
     ) -> Result<Value, AaiError> {
         // Discard what earlier commands left behind (a late line of an interrupted job).
         while self.output.try_recv().is_ok() {}
-        let marker = format!("__AAI_DONE_{}__", nonce());
+        let nonce = nonce();
+        let marker = format!("__AAI_DONE_{nonce}_");
         let cd = working_dir.map_or_else(String::new, |dir| {
             format!("cd -- {} && ", aai_executor::shell_quote(dir))
         });
         let stderr = aai_executor::shell_quote(&self.stderr_file.to_string_lossy());
-        let status_line = format!("printf '\\n{marker}%s__\\n' \"$?\"\n");
+        // The marker is assembled by printf, so an echo of this line can never look like it.
+        let status_line = format!("printf '\\n__AAI_DONE_%s_%s__\\n' {nonce} \"$?\"\n");
         self.send(&format!(
             "{{ {cd}{command}\n}} </dev/null 2>{stderr}\n{status_line}"
         ))?;
@@ -264,6 +284,8 @@ impl Output {
 
     fn text(&self) -> String {
         let mut text = String::from_utf8_lossy(&self.bytes).replace("\r\n", "\n");
+        // Like `$(…)`: trailing newlines are not part of the answer.
+        text.truncate(text.trim_end_matches('\n').len());
         if self.dropped > 0 {
             text.push_str(&format!(
                 "\n[{} more bytes of output were not kept]",
@@ -298,14 +320,15 @@ impl Sessions {
         self.sessions.lock().ok()?.get(id).cloned()
     }
 
-    fn create(&self, shell: &str, id: Option<String>) -> Result<String, AaiError> {
+    async fn create(&self, shell: &str, id: Option<String>) -> Result<String, AaiError> {
         let id = id.unwrap_or_else(|| {
             format!(
                 "s{}",
                 self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
             )
         });
-        let session = Session::start(shell)?;
+        let mut session = Session::start(shell)?;
+        session.ready().await?;
         if let Ok(mut sessions) = self.sessions.lock() {
             sessions.insert(id.clone(), Arc::new(Mutex::new(session)));
         }
@@ -351,7 +374,7 @@ impl Sessions {
         let session = match self.get(&id) {
             Some(session) => session,
             None if id == "default" => {
-                self.create("bash", Some(id.clone()))?;
+                self.create("bash", Some(id.clone())).await?;
                 self.get(&id)
                     .ok_or_else(|| failed("the default session could not start".into()))?
             }
@@ -389,7 +412,9 @@ impl Sessions {
         match arg_str(args, "action") {
             Some("create") => {
                 let shell = arg_str(args, "shell").unwrap_or("bash");
-                let id = self.create(shell, arg_str(args, "session_id").map(str::to_owned))?;
+                let id = self
+                    .create(shell, arg_str(args, "session_id").map(str::to_owned))
+                    .await?;
                 Ok(json!({"session_id": id, "shell": shell}))
             }
             Some("list") => {
