@@ -8,7 +8,12 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 missing=()
 command -v dbus-daemon >/dev/null 2>&1 || missing+=(dbus-daemon)
+command -v dbus-send >/dev/null 2>&1 || missing+=(dbus-bin)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
+# A real X server and notification daemon for the local system tools.
+command -v Xvfb >/dev/null 2>&1 || missing+=(xvfb)
+command -v dunst >/dev/null 2>&1 || missing+=(dunst)
+command -v xrandr >/dev/null 2>&1 || missing+=(x11-xserver-utils)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}" >&2

@@ -88,7 +88,16 @@ async fn clipboard(text: Option<String>) -> Result<Value, AaiError> {
                 format!("the clipboard is not available here ({e}); it needs a desktop session (DISPLAY or WAYLAND_DISPLAY on Linux)"),
             )
         };
-        let mut board = arboard::Clipboard::new().map_err(unavailable)?;
+        // One clipboard for the process: on X11 the text written stays available only while
+        // the process that wrote it keeps serving it.
+        static BOARD: std::sync::Mutex<Option<arboard::Clipboard>> = std::sync::Mutex::new(None);
+        let mut guard = BOARD.lock().map_err(|_| AaiError::new(ErrorKind::AutomationFailed, "the clipboard lock is poisoned"))?;
+        if guard.is_none() {
+            *guard = Some(arboard::Clipboard::new().map_err(unavailable)?);
+        }
+        let Some(board) = guard.as_mut() else {
+            return Err(AaiError::new(ErrorKind::AutomationNotSupported, "no clipboard"));
+        };
         match text {
             Some(text) => {
                 board.set_text(text.clone()).map_err(unavailable)?;

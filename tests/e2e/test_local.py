@@ -1,0 +1,130 @@
+"""The built-in local apps through the official MCP SDK, on a real X server (Xvfb) with a real
+notification daemon (dunst) on the test session bus: notifications, the clipboard, displays,
+and the file and terminal apps end to end."""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import anyio
+import mcp.client.session as session_module
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from conftest import GATEWAY, gateway_env
+
+pytestmark = pytest.mark.anyio
+TIMEOUT = 30
+
+
+def _wait(predicate, seconds, what):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what} within {seconds} s")
+
+
+@pytest.fixture
+def desktop(bus, tmp_path):
+    """Xvfb on a free display and dunst on the test bus; notifications are recorded to a file."""
+    for tool in ("Xvfb", "dunst"):
+        assert shutil.which(tool), f"{tool} is missing: apt-get install -y xvfb dunst x11-xserver-utils"
+    number = next(n for n in range(90, 200) if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists())
+    xvfb = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", "1280x1024x24", "-nolisten", "tcp"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait(lambda: Path(f"/tmp/.X11-unix/X{number}").exists(), 10, "Xvfb did not start")
+    record = tmp_path / "notified.jsonl"
+    script = tmp_path / "record.sh"
+    script.write_text(f"#!/bin/sh\nprintf '%s\\t%s\\t%s\\t%s\\n' \"$1\" \"$2\" \"$3\" \"$5\" >> {record}\n")
+    script.chmod(0o755)
+    config = tmp_path / "dunstrc"
+    config.write_text(f"[global]\nfont = Monospace 8\n\n[record]\nsummary = \"*\"\nscript = {script}\n")
+    env = {**os.environ, "DISPLAY": f":{number}", "DBUS_SESSION_BUS_ADDRESS": bus.address}
+    dunst = subprocess.Popen(["dunst", "-config", str(config)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def owned():
+        out = subprocess.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+                              "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.Notifications"],
+                             env=env, capture_output=True, text=True, timeout=5)
+        return "boolean true" in out.stdout
+
+    try:
+        _wait(owned, 10, "dunst did not take org.freedesktop.Notifications")
+        yield {"display": f":{number}", "record": record}
+    finally:
+        for proc in (dunst, xvfb):
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def client(home, bus, display, monkeypatch):
+    env = gateway_env(home, bus)
+    env["DISPLAY"] = display
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    return Client(StdioServerParameters(command=str(GATEWAY), args=[], env=env), mode="legacy", cache=None)
+
+
+def text(result):
+    return "".join(b.text for b in result.content if getattr(b, "type", "") == "text")
+
+
+async def test_system_tools_on_a_real_desktop(home, bus, desktop, monkeypatch):
+    with anyio.fail_after(TIMEOUT):
+        async with client(home, bus, desktop["display"], monkeypatch) as c:
+            names = [t.name for t in (await c.list_tools()).tools]
+            assert {"app_local_files", "app_local_terminal", "app_local_system"} <= set(names)
+            guide = text(await c.call_tool("app_local_system", {}))
+            assert "notification_send(title: string, body: string" in guide, guide
+
+            sent = await c.call_tool("aai_exec", {"app": "local.system", "tool": "notification_send",
+                                                  "args": {"title": "Build done", "body": "All 42 tests \"passed\"", "urgency": "critical"}})
+            assert not sent.is_error, text(sent)
+            assert sent.structured_content["sent"] is True
+            _wait(lambda: desktop["record"].exists() and desktop["record"].read_text().strip(), 10, "dunst ran no script")
+            app, summary, body, urgency = desktop["record"].read_text().strip().split("\t")
+            assert (app, summary, body, urgency) == ("aai-gateway", "Build done", "All 42 tests \"passed\"", "CRITICAL")
+
+            wrote = await c.call_tool("aai_exec", {"app": "local.system", "tool": "clipboard_write", "args": {"text": "héllo clipboard ✓"}})
+            assert not wrote.is_error, text(wrote)
+            read = await c.call_tool("aai_exec", {"app": "local.system", "tool": "clipboard_read"})
+            assert not read.is_error, text(read)
+            assert read.structured_content["text"] == "héllo clipboard ✓"
+
+            info = await c.call_tool("aai_exec", {"app": "local.system", "tool": "system_info"})
+            displays = info.structured_content["displays"]
+            if shutil.which("xrandr"):
+                assert [(d["width"], d["height"]) for d in displays] == [(1280, 1024)], displays
+
+
+async def test_files_and_terminal_through_mcp(home, bus, tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    (home / "config.json").write_text(json.dumps({
+        "local": {"sandbox": {"allowed_directories": [str(work)]}},
+        "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}},
+    }))
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
+    with anyio.fail_after(TIMEOUT):
+        async with Client(params, mode="legacy", cache=None) as c:
+            wrote = await c.call_tool("aai_exec", {"app": "local.files", "tool": "file_write",
+                                                   "args": {"path": str(work / "a.txt"), "content": "alpha\nbeta\n"}})
+            assert not wrote.is_error, text(wrote)
+            ran = await c.call_tool("aai_exec", {"app": "local.terminal", "tool": "bash_execute",
+                                                 "args": {"command": f"cd {work} && wc -l < a.txt"}})
+            assert ran.structured_content["stdout"].strip() == "2" and ran.structured_content["exit_code"] == 0
+            blocked = await c.call_tool("aai_exec", {"app": "local.terminal", "tool": "bash_execute",
+                                                     "args": {"command": f"rm -rf {work}"}})
+            assert blocked.is_error and blocked.structured_content["type"] == "PERMISSION_DENIED"
+            assert (work / "a.txt").exists()
+            outside = await c.call_tool("aai_exec", {"app": "local.files", "tool": "file_read", "args": {"path": str(home / "config.json")}})
+            assert outside.is_error and outside.structured_content["type"] == "PERMISSION_DENIED"
