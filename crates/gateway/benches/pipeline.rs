@@ -186,5 +186,69 @@ fn rest(c: &mut Criterion) {
     });
 }
 
-criterion_group!(pipeline, benches, gate, rest);
+/// The built-in local tools through the whole gateway (gate and audit included), and the
+/// sandbox check alone.
+fn local(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("dir");
+    let allowed = dir.path().join("work");
+    std::fs::create_dir_all(allowed.join("src/deep")).expect("dirs");
+    let big = allowed.join("src/deep/big.txt");
+    let line = "the quick brown fox jumps over the lazy dog 0123456789\n";
+    std::fs::write(&big, line.repeat(1024 * 1024 / line.len() + 1)).expect("1 MB file");
+    let config: Config = serde_json::from_value(json!({
+        "local": {"sandbox": {"allowed_directories": [allowed]}},
+        "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}}
+    }))
+    .expect("config");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let options = aai_gateway::discovery::ScanOptions {
+        builtins: aai_gateway::local::builtins(&config),
+        home: home.clone(),
+        paths: Vec::new(),
+        dev: false,
+    };
+    let registry = aai_gateway::scan_once(&options, &[Platform::Linux]);
+    let sandbox =
+        aai_gateway::local::sandbox::Sandbox::new(&config.local.sandbox, &[], &[home.clone()]);
+    let gateway =
+        aai_gateway::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let exec = |app: &str, tool: &str, args: &Value| {
+        runtime
+            .block_on(gateway.exec("bench", app, tool, args))
+            .expect("call")
+    };
+    exec(
+        "local.terminal",
+        "bash_execute",
+        &json!({"command": "true"}),
+    );
+    c.bench_function(
+        "bash_execute `true` in a warm session (gateway, gate, audit)",
+        |b| {
+            b.iter(|| {
+                exec(
+                    "local.terminal",
+                    "bash_execute",
+                    &json!({"command": "true"}),
+                )
+            })
+        },
+    );
+    let read = json!({"path": big, "limit": 100_000});
+    c.bench_function("file_read of 1 MB (gateway, gate, audit)", |b| {
+        b.iter(|| exec("local.files", "file_read", &read))
+    });
+    let path = big.display().to_string();
+    c.bench_function("sandbox check of a file 3 folders deep", |b| {
+        b.iter(|| sandbox.check_read(black_box(&path)).expect("inside"))
+    });
+}
+
+criterion_group!(pipeline, benches, gate, rest, local);
 criterion_main!(pipeline);

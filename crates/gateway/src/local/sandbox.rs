@@ -329,3 +329,44 @@ fn percent_decode(text: &str) -> String {
         .next()
         .map_or_else(|| text.to_owned(), |(_, v)| v.into_owned())
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn config(allowed: &Path) -> SandboxConfig {
+        SandboxConfig {
+            allowed_directories: vec![allowed.to_path_buf()],
+            ..SandboxConfig::default()
+        }
+    }
+
+    /// The client's roots narrow the sandbox and never widen it.
+    #[test]
+    fn roots_narrow_the_allowed_directories() {
+        let dir = tempfile::tempdir().expect("dir");
+        let base = std::fs::canonicalize(dir.path()).expect("canonical");
+        let allowed = base.join("a");
+        std::fs::create_dir_all(allowed.join("proj")).expect("dirs");
+        std::fs::create_dir_all(base.join("elsewhere")).expect("dirs");
+        let uri = |p: &Path| format!("file://{}", p.display());
+        let inside = Sandbox::new(&config(&allowed), &[uri(&allowed.join("proj"))], &[]);
+        assert_eq!(inside.allowed(), [allowed.join("proj")]);
+        let wide = Sandbox::new(&config(&allowed), &["file:///".into()], &[]);
+        assert_eq!(wide.allowed(), [allowed.clone()]);
+        let apart = Sandbox::new(&config(&allowed), &[uri(&base.join("elsewhere"))], &[]);
+        assert!(apart.allowed().is_empty());
+        std::fs::write(allowed.join("x.txt"), "x").expect("file");
+        assert_eq!(
+            apart
+                .check_read(&allowed.join("x.txt").display().to_string())
+                .map_err(|e| e.kind),
+            Err(ErrorKind::PermissionDenied)
+        );
+        let none = Sandbox::new(&config(&allowed), &[], &[]);
+        assert!(
+            none.check_read(&allowed.join("x.txt").display().to_string())
+                .is_ok()
+        );
+    }
+}
