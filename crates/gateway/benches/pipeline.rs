@@ -209,8 +209,11 @@ fn local(c: &mut Criterion) {
         dev: false,
     };
     let registry = aai_gateway::scan_once(&options, &[Platform::Linux]);
-    let sandbox =
-        aai_gateway::local::sandbox::Sandbox::new(&config.local.sandbox, &[], &[home.clone()]);
+    let sandbox = aai_gateway::local::sandbox::Sandbox::new(
+        &config.local.sandbox,
+        &[],
+        std::slice::from_ref(&home),
+    );
     let gateway =
         aai_gateway::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
     let runtime = tokio::runtime::Builder::new_multi_thread()
