@@ -9,7 +9,7 @@ pub mod system;
 pub mod terminal;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use aai_descriptor::{AaiError, Descriptor, ErrorKind, Risk};
 use aai_executor::{BoxFuture, Executor, Invocation};
@@ -108,17 +108,15 @@ fn system_descriptor() -> Value {
     ]}}})
 }
 
-/// The built-in apps `config` turns on, as discovery results ahead of every file.
-pub fn builtins(config: &Config) -> Vec<Found> {
-    let local = &config.local;
+/// The built-in apps, parsed once: the same `Arc`s every scan, so a rescan that finds
+/// nothing new is seen as unchanged (no list_changed).
+static BUILTINS: LazyLock<[Found; 3]> = LazyLock::new(|| {
     [
-        (local.files, files_descriptor()),
-        (local.terminal, terminal_descriptor()),
-        (local.system, system_descriptor()),
+        files_descriptor(),
+        terminal_descriptor(),
+        system_descriptor(),
     ]
-    .into_iter()
-    .filter(|(on, _)| *on)
-    .map(|(_, doc)| {
+    .map(|doc| {
         let id = doc["appId"].as_str().unwrap_or_default().to_owned();
         Found {
             rank: 0,
@@ -126,7 +124,17 @@ pub fn builtins(config: &Config) -> Vec<Found> {
             outcome: aai_descriptor::parse(&id, doc.to_string().as_bytes()).map(Arc::new),
         }
     })
-    .collect()
+});
+
+/// The built-in apps `config` turns on, as discovery results ahead of every file.
+pub fn builtins(config: &Config) -> Vec<Found> {
+    let local = &config.local;
+    [local.files, local.terminal, local.system]
+        .into_iter()
+        .zip(BUILTINS.iter())
+        .filter(|(on, _)| *on)
+        .map(|(_, found)| found.clone())
+        .collect()
 }
 
 /// The risk of one call of a built-in tool when it is above the tool's own: a shell command
