@@ -385,6 +385,29 @@ async fn terminal_sessions_persist_and_survive_timeouts() {
     let after = bash(&s, json!({"command": "echo alive; echo $GREETING"})).await;
     assert_eq!(after["stdout"], "alive\nhello");
 
+    // A command that ignores Ctrl-C is killed, and the session still goes on.
+    let started = std::time::Instant::now();
+    let stubborn = bash(
+        &s,
+        json!({"command": "sh -c \"trap '' INT; echo waiting; sleep 30\"", "timeout": 500}),
+    )
+    .await;
+    assert_eq!(stubborn["timed_out"], true, "{stubborn}");
+    assert!(
+        stubborn["stdout"]
+            .as_str()
+            .is_some_and(|o| o.starts_with("waiting")),
+        "{stubborn}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "the stubborn command was not killed"
+    );
+    assert_eq!(
+        bash(&s, json!({"command": "echo still here"})).await["stdout"],
+        "still here"
+    );
+
     // Long output is cut with a notice.
     let long = bash(
         &s,
