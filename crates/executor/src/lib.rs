@@ -195,6 +195,38 @@ pub fn http_client(extra_ca_pems: &[Vec<u8>]) -> Result<reqwest::Client, String>
         .map_err(|e| e.to_string())
 }
 
+/// An HTTP client built on first use: building one loads the system's certificate roots,
+/// which start-up should not wait for.
+#[derive(Clone)]
+pub struct HttpClient(Arc<LazyClient>);
+
+struct LazyClient {
+    extra_ca_pems: Vec<Vec<u8>>,
+    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
+}
+
+impl HttpClient {
+    /// A client that will trust the system's roots plus `extra_ca_pems`.
+    pub fn new(extra_ca_pems: Vec<Vec<u8>>) -> Self {
+        Self(Arc::new(LazyClient {
+            extra_ca_pems,
+            client: std::sync::OnceLock::new(),
+        }))
+    }
+
+    /// The client, built now if it was not yet.
+    ///
+    /// # Errors
+    /// Why it cannot be built (an unreadable `extra_ca_certs` PEM).
+    pub fn get(&self) -> Result<&reqwest::Client, String> {
+        self.0
+            .client
+            .get_or_init(|| http_client(&self.0.extra_ca_pems))
+            .as_ref()
+            .map_err(|e| format!("cannot set up HTTPS (web.extra_ca_certs): {e}"))
+    }
+}
+
 /// The executors this build carries.
 pub struct Executors {
     dbus: DbusExecutor,
@@ -235,7 +267,7 @@ impl Executors {
             urlscheme: UrlSchemeExecutor::new(settings),
             rest: rest::RestExecutor::new(
                 rest::RestSettings {
-                    client: http_client(&[]).unwrap_or_default(),
+                    client: HttpClient::new(Vec::new()),
                     max_response_bytes: 8 * 1024 * 1024,
                     allow_http_loopback: false,
                 },

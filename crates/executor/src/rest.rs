@@ -153,7 +153,7 @@ pub fn credential_for(auth: &aai_descriptor::WebAuth, secret: String) -> Credent
 /// Settings of the REST executor.
 #[derive(Clone)]
 pub struct RestSettings {
-    pub client: reqwest::Client,
+    pub client: crate::HttpClient,
     /// Responses larger than this are refused.
     pub max_response_bytes: usize,
     /// Whether `http://` is allowed for loopback hosts (tests, local development).
@@ -287,13 +287,12 @@ impl RestExecutor {
 
     async fn send(
         &self,
+        client: &reqwest::Client,
         planned: &Planned,
         credential: Option<&Credential>,
         timeout: Duration,
     ) -> Result<reqwest::Response, reqwest::Error> {
-        let mut request = self
-            .settings
-            .client
+        let mut request = client
             .request(planned.method.clone(), &planned.url)
             .timeout(timeout)
             .header("accept", "application/json, text/plain;q=0.9, */*;q=0.5");
@@ -371,12 +370,16 @@ impl Executor for RestExecutor {
             let (planned, section) = self.planned(&invocation)?;
             let what = invocation.name();
             let descriptor = invocation.descriptor;
+            let client =
+                self.settings.client.get().map_err(|m| {
+                    AaiError::new(ErrorKind::ApiRequestFailed, format!("{what}: {m}"))
+                })?;
             let mut credential = self.auth.credential(descriptor, section).await?;
             let mut refreshed = false;
             loop {
                 let secrets: Vec<&str> = credential.iter().map(Credential::secret).collect();
                 let response = self
-                    .send(&planned, credential.as_ref(), invocation.timeout)
+                    .send(client, &planned, credential.as_ref(), invocation.timeout)
                     .await
                     .map_err(|e| transport_error(&e, &what, invocation.timeout, &secrets))?;
                 let status = response.status();

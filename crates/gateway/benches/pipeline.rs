@@ -202,12 +202,7 @@ fn local(c: &mut Criterion) {
     .expect("config");
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
-    let options = aai_gateway::discovery::ScanOptions {
-        builtins: aai_gateway::local::builtins(&config),
-        home: home.clone(),
-        paths: Vec::new(),
-        dev: false,
-    };
+    let options = aai_gateway::discovery::ScanOptions::new(&home, &config, false);
     let registry = aai_gateway::scan_once(&options, &[Platform::Linux]);
     let sandbox = aai_gateway::local::sandbox::Sandbox::new(
         &config.local.sandbox,

@@ -27,6 +27,18 @@ pub struct ScanOptions {
     pub builtins: Vec<Found>,
 }
 
+impl ScanOptions {
+    /// What to scan under `home` with `config`: its `paths` and its built-in apps.
+    pub fn new(home: &Path, config: &crate::config::Config, dev: bool) -> Self {
+        Self {
+            home: home.to_path_buf(),
+            paths: config.paths.clone(),
+            dev,
+            builtins: crate::local::builtins(config),
+        }
+    }
+}
+
 /// The outcome of loading one candidate file.
 #[derive(Debug, Clone)]
 pub struct Found {

@@ -45,12 +45,7 @@ fn options(home: &std::path::Path, dev: bool) -> ScanOptions {
     if let Some(problem) = problem {
         tracing::warn!("{problem}");
     }
-    ScanOptions {
-        builtins: crate::local::builtins(&config),
-        home: home.to_path_buf(),
-        paths: config.paths,
-        dev,
-    }
+    ScanOptions::new(home, &config, dev)
 }
 
 fn run(

@@ -204,12 +204,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(problem) = problem {
                 eprintln!("warning: {problem}");
             }
-            let options = ScanOptions {
-                home: home.clone(),
-                builtins: aai_gateway::local::builtins(&config),
-                paths: config.paths,
-                dev: cli.dev,
-            };
+            let options = ScanOptions::new(&home, &config, cli.dev);
             output::scan_report(
                 &aai_gateway::scan_once(&options, &config.platforms),
                 &home,
@@ -324,12 +319,7 @@ async fn call(
     if let Some(platform) = request.platform {
         config.platforms = vec![platform];
     }
-    let options = ScanOptions {
-        home: home.to_path_buf(),
-        paths: config.paths.clone(),
-        dev,
-        builtins: aai_gateway::local::builtins(&config),
-    };
+    let options = ScanOptions::new(home, &config, dev);
     let registry = aai_gateway::scan_once(&options, &config.platforms);
     let max = config.max_result_chars;
     let executors = Executors::with_settings(config.executors.clone(), None);

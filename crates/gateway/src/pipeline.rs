@@ -354,16 +354,7 @@ impl Gateway {
                 ),
             )
         })?;
-        let scopes = auth
-            .fields
-            .get("scopes")
-            .and_then(Value::as_array)
-            .map(|s| {
-                s.iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
+        let scopes = Some(crate::web::auth::scopes(auth))
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "none named".into());
         let question = Question {

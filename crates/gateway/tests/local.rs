@@ -32,12 +32,7 @@ impl Setup {
         }))
         .expect("config");
         std::fs::write(home.join("config.json"), "{}").expect("config file");
-        let options = aai_gateway::discovery::ScanOptions {
-            builtins: aai_gateway::local::builtins(&config),
-            home: home.clone(),
-            paths: Vec::new(),
-            dev: false,
-        };
+        let options = aai_gateway::discovery::ScanOptions::new(&home, &config, false);
         let registry = aai_gateway::scan_once(&options, &[Platform::Linux]);
         let gateway =
             aai_gateway::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));

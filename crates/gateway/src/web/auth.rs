@@ -33,7 +33,7 @@ struct Flow {
 /// The gateway's [`Auth`]: environment, store and OAuth.
 pub struct GatewayAuth {
     pub store: Store,
-    client: reqwest::Client,
+    client: aai_executor::HttpClient,
     flows: Mutex<HashMap<String, Flow>>,
     open_browser: bool,
 }
@@ -46,6 +46,20 @@ fn now() -> u64 {
 
 fn field<'a>(auth: &'a WebAuth, name: &str) -> Option<&'a str> {
     auth.fields.get(name).and_then(Value::as_str)
+}
+
+/// The scopes an `oauth2` auth asks for, space-separated (empty when none are named).
+pub fn scopes(auth: &WebAuth) -> String {
+    auth.fields
+        .get("scopes")
+        .and_then(Value::as_array)
+        .map(|s| {
+            s.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
 }
 
 /// 32 random bytes, base64url without padding (43 characters).
@@ -67,7 +81,7 @@ pub fn code_challenge(verifier: &str) -> String {
 }
 
 impl GatewayAuth {
-    pub fn new(store: Store, client: reqwest::Client, open_browser: bool) -> Self {
+    pub fn new(store: Store, client: aai_executor::HttpClient, open_browser: bool) -> Self {
         Self {
             store,
             client,
@@ -148,7 +162,11 @@ impl GatewayAuth {
         if let Some(client_id) = field(auth, "client_id") {
             form.push(("client_id", client_id.to_owned()));
         }
-        match token_request(&self.client, auth, &form).await {
+        let client = self
+            .client
+            .get()
+            .map_err(|m| Self::store_error(app_id, m))?;
+        match token_request(client, auth, &form).await {
             Ok(mut fresh) => {
                 if fresh.refresh_token.is_none() {
                     fresh.refresh_token = Some(refresh);
@@ -224,17 +242,7 @@ impl GatewayAuth {
         let redirect_uri = format!("http://127.0.0.1:{port}/callback");
         let verifier = random_token()?;
         let state = random_token()?;
-        let scopes = auth
-            .fields
-            .get("scopes")
-            .and_then(Value::as_array)
-            .map(|s| {
-                s.iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_default();
+        let scopes = scopes(auth);
         let mut url =
             reqwest::Url::parse(auth_url).map_err(|_| config_error("a valid auth_url"))?;
         url.query_pairs_mut()
@@ -358,7 +366,7 @@ fn open_browser(url: &str) {
 
 /// The redirect side of one authorization.
 struct Exchange {
-    client: reqwest::Client,
+    client: aai_executor::HttpClient,
     store: Store,
     auth: WebAuth,
     app_id: String,
@@ -412,7 +420,8 @@ impl Exchange {
                 ("client_id", self.client_id.clone()),
                 ("code_verifier", self.verifier.clone()),
             ];
-            return match token_request(&self.client, &self.auth, &form).await {
+            let client = self.client.get()?;
+            return match token_request(client, &self.auth, &form).await {
                 Ok(tokens) => {
                     let mut stored = self.store.get(&self.app_id).unwrap_or_default();
                     stored.oauth = Some(tokens);

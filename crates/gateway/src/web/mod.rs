@@ -52,7 +52,7 @@ pub struct Discovered {
 
 /// Web state shared by the gateway.
 pub struct Web {
-    pub client: reqwest::Client,
+    pub client: aai_executor::HttpClient,
     pub auth: Arc<auth::GatewayAuth>,
     config: WebConfig,
     home: PathBuf,
@@ -112,8 +112,7 @@ impl Web {
                     .map_err(|e| format!("extra_ca_certs: cannot read {}: {e}", path.display()))?,
             );
         }
-        let client =
-            aai_executor::http_client(&pems).map_err(|e| format!("extra_ca_certs: {e}"))?;
+        let client = aai_executor::HttpClient::new(pems);
         let auth = Arc::new(auth::GatewayAuth::new(
             store::Store::new(home),
             client.clone(),
@@ -223,7 +222,11 @@ impl Web {
             let descriptor = parse_web(&source, bytes)?;
             return Ok(self.remember(descriptor, &source, None));
         }
-        let mut request = self.client.get(&source).timeout(Duration::from_secs(20));
+        let client = self
+            .client
+            .get()
+            .map_err(|m| AaiError::new(ErrorKind::AppNotFound, format!("{source}: {m}")))?;
+        let mut request = client.get(&source).timeout(Duration::from_secs(20));
         if let Some((
             _,
             Meta {
@@ -348,21 +351,7 @@ impl Web {
             .as_deref()
             .ok_or("no registry_url is configured")?;
         let url = format!("{}/api/v1/apps", base.trim_end_matches('/'));
-        self.check_scheme(&url).map_err(|e| e.message)?;
-        let response = self
-            .client
-            .get(&url)
-            .timeout(Duration::from_secs(20))
-            .send()
-            .await
-            .map_err(|e| e.without_url().to_string())?;
-        if !response.status().is_success() {
-            return Err(format!(
-                "{url} answered HTTP {}",
-                response.status().as_u16()
-            ));
-        }
-        let bytes = read_limited(response, 8 * MAX_DESCRIPTOR_BYTES).await?;
+        let bytes = self.get_bytes(&url, 8 * MAX_DESCRIPTOR_BYTES).await?;
         #[derive(Deserialize)]
         struct List {
             apps: Vec<RegistryApp>,
@@ -416,10 +405,12 @@ impl Web {
         Ok(apps.len())
     }
 
-    async fn fetch_descriptor(&self, url: &str) -> Result<(Vec<u8>, Descriptor), String> {
+    /// A successful GET of `url` (https, or loopback http when allowed), at most `max` bytes.
+    async fn get_bytes(&self, url: &str, max: usize) -> Result<Vec<u8>, String> {
         self.check_scheme(url).map_err(|e| e.message)?;
         let response = self
             .client
+            .get()?
             .get(url)
             .timeout(Duration::from_secs(20))
             .send()
@@ -431,7 +422,11 @@ impl Web {
                 response.status().as_u16()
             ));
         }
-        let bytes = read_limited(response, MAX_DESCRIPTOR_BYTES).await?;
+        read_limited(response, max).await
+    }
+
+    async fn fetch_descriptor(&self, url: &str) -> Result<(Vec<u8>, Descriptor), String> {
+        let bytes = self.get_bytes(url, MAX_DESCRIPTOR_BYTES).await?;
         let descriptor = parse_web(url, &bytes).map_err(|e| e.message)?;
         Ok((bytes, descriptor))
     }
@@ -478,6 +473,7 @@ impl Web {
         }
         let response = self
             .client
+            .get()?
             .head(parsed.clone())
             .timeout(Duration::from_secs(20))
             .send()
