@@ -204,6 +204,14 @@ impl App {
         let handler_state = state.clone();
         let server = TestServer::https(&ca, move |request| handler_state.handle(request));
         *state.base.lock().expect("base") = server.url();
+        // The auth template may point at this server: `__BASE__` is its URL.
+        let auth = state
+            .auth
+            .lock()
+            .expect("auth")
+            .to_string()
+            .replace("__BASE__", &server.url());
+        *state.auth.lock().expect("auth") = serde_json::from_str(&auth).expect("auth");
         Self { ca, server, state }
     }
 
@@ -258,6 +266,14 @@ impl Setup {
         self.gateway
             .exec("test", "com.example.tasks", tool, &args)
             .await
+    }
+
+    /// `web_discover` of the test app.
+    async fn discover(&self, app: &App) {
+        self.server
+            .dispatch("test", "web_discover", json!({"url": app.host()}))
+            .await
+            .expect("discovered");
     }
 
     fn meta(&self, app: &App) -> Value {
@@ -399,11 +415,7 @@ async fn rest_calls_build_requests_from_the_descriptor() {
         tempfile::tempdir().expect("dir"),
         json!({"max_response_bytes": 1024}),
     );
-    setup
-        .server
-        .dispatch("test", "web_discover", json!({"url": app.host()}))
-        .await
-        .expect("discovered");
+    setup.discover(&app).await;
 
     // No key anywhere: AUTH_CONFIG_INVALID naming the variable and the command.
     let error = setup
@@ -613,20 +625,8 @@ async fn oauth_with_pkce_refresh_and_expiry() {
     let app = App::start(json!({"type": "oauth2", "client_id": "aai-test-client",
         "auth_url": "__BASE__/oauth/authorize", "token_url": "__BASE__/oauth/token", "scopes": ["tasks:read"]}));
     let base = app.server.url();
-    let auth = app
-        .state
-        .auth
-        .lock()
-        .expect("auth")
-        .to_string()
-        .replace("__BASE__", &base);
-    *app.state.auth.lock().expect("auth") = serde_json::from_str(&auth).expect("auth");
     let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
-    setup
-        .server
-        .dispatch("test", "web_discover", json!({"url": app.host()}))
-        .await
-        .expect("discovered");
+    setup.discover(&app).await;
 
     // First the user confirms the sign-in domain and its certificate.
     let error = setup
@@ -770,21 +770,8 @@ async fn tokens_about_to_expire_are_refreshed_before_the_call() {
     let app = App::start(
         json!({"type": "oauth2", "client_id": "c", "auth_url": "__BASE__/oauth/authorize", "token_url": "__BASE__/oauth/token"}),
     );
-    let base = app.server.url();
-    let auth = app
-        .state
-        .auth
-        .lock()
-        .expect("auth")
-        .to_string()
-        .replace("__BASE__", &base);
-    *app.state.auth.lock().expect("auth") = serde_json::from_str(&auth).expect("auth");
     let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
-    setup
-        .server
-        .dispatch("test", "web_discover", json!({"url": app.host()}))
-        .await
-        .expect("discovered");
+    setup.discover(&app).await;
     let store = aai_gateway::web::store::Store::new(&setup.dir.path().join("home"));
     let soon = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
