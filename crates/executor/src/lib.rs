@@ -271,7 +271,7 @@ impl Executors {
                     max_response_bytes: 8 * 1024 * 1024,
                     allow_http_loopback: false,
                 },
-                Arc::new(rest::EnvAuth),
+                Arc::new(rest::NoCredentials),
             ),
             local: None,
         }

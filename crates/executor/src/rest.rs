@@ -64,36 +64,26 @@ pub trait Auth: Send + Sync {
     ) -> BoxFuture<'a, Result<Option<Credential>, AaiError>>;
 }
 
-/// Credentials from environment variables only (the gateway plugs in its own store).
-pub struct EnvAuth;
+/// No credential store: apps whose API needs no credentials work; the gateway plugs in its
+/// own [`Auth`] for the rest.
+pub struct NoCredentials;
 
-impl Auth for EnvAuth {
+impl Auth for NoCredentials {
     fn credential<'a>(
         &'a self,
         descriptor: &'a aai_descriptor::Descriptor,
         section: &'a WebSection,
     ) -> BoxFuture<'a, Result<Option<Credential>, AaiError>> {
         Box::pin(async move {
-            let Some(auth) = &section.auth else {
-                return Ok(None);
-            };
-            if auth.kind == "none" {
-                return Ok(None);
-            }
-            let var = auth.fields.get("env_var").and_then(Value::as_str);
-            let secret = var
-                .and_then(|v| std::env::var(v).ok())
-                .filter(|s| !s.is_empty());
-            match secret {
-                Some(secret) => Ok(Some(credential_for(auth, secret))),
-                None => Err(AaiError::new(
+            match &section.auth {
+                Some(auth) if auth.kind != "none" => Err(AaiError::new(
                     ErrorKind::AuthConfigInvalid,
                     format!(
-                        "{} needs a credential: set the environment variable {}",
-                        descriptor.app_id,
-                        var.unwrap_or("named by auth.env_var")
+                        "{} needs credentials, which this executor has no store for",
+                        descriptor.app_id
                     ),
                 )),
+                _ => Ok(None),
             }
         })
     }

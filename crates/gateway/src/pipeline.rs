@@ -124,12 +124,14 @@ impl Gateway {
         let started = Instant::now();
         let elapsed = || i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
         let registry = self.registry().await;
-        let found = self.find(&registry, app).and_then(|found| {
-            let spec = find_tool(&found, tool)?.clone();
-            Ok((found, spec))
-        });
-        let (app, spec) = match &found {
-            Ok((app, spec)) => (app, spec),
+        // The tool is borrowed from the app found, not copied: this is every call's path.
+        let found = self.find(&registry, app);
+        let resolved = match &found {
+            Ok(app) => find_tool(app, tool).map(|spec| (app, spec)),
+            Err(error) => Err(error.clone()),
+        };
+        let (app, spec) = match &resolved {
+            Ok((app, spec)) => (*app, *spec),
             Err(error) => {
                 let args = aai_audit::redact(args, None);
                 let call = Call {

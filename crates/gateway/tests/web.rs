@@ -868,33 +868,21 @@ fn auth_commands_and_keys_from_the_environment() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let (code, _, stderr) = run(
-        &[
-            "call",
-            "com.example.tasks",
-            "get_task",
-            "--args",
-            r#"{"id": "1"}"#,
-        ],
-        None,
-        None,
-    );
+    let get_task = |id: &str, key: Option<&str>| {
+        let args = json!({"id": id}).to_string();
+        run(
+            &["call", "com.example.tasks", "get_task", "--args", &args],
+            key,
+            None,
+        )
+    };
+    let (code, _, stderr) = get_task("1", None);
     assert_eq!(code, Some(1));
     assert!(
         stderr.contains("AUTH_CONFIG_INVALID") && stderr.contains("AAI_TEST_TASKS_KEY"),
         "{stderr}"
     );
-    let (code, stdout, stderr) = run(
-        &[
-            "call",
-            "com.example.tasks",
-            "get_task",
-            "--args",
-            r#"{"id": "1"}"#,
-        ],
-        Some(API_KEY),
-        None,
-    );
+    let (code, stdout, stderr) = get_task("1", Some(API_KEY));
     assert_eq!(code, Some(0), "{stderr}");
     assert!(
         stdout.contains("\"/tasks/1\"") && !stdout.contains(API_KEY),
@@ -919,31 +907,11 @@ fn auth_commands_and_keys_from_the_environment() {
             && !stdout.contains(API_KEY),
         "{stdout}"
     );
-    let (code, _, stderr) = run(
-        &[
-            "call",
-            "com.example.tasks",
-            "get_task",
-            "--args",
-            r#"{"id": "2"}"#,
-        ],
-        None,
-        None,
-    );
+    let (code, _, stderr) = get_task("2", None);
     assert_eq!(code, Some(0), "{stderr}");
     let (_, stdout, _) = run(&["auth", "logout", "com.example.tasks"], None, None);
     assert!(stdout.contains("forgot"), "{stdout}");
-    let (code, _, _) = run(
-        &[
-            "call",
-            "com.example.tasks",
-            "get_task",
-            "--args",
-            r#"{"id": "3"}"#,
-        ],
-        None,
-        None,
-    );
+    let (code, _, _) = get_task("3", None);
     assert_eq!(code, Some(1));
     // Nothing secret in the audit log of these calls either.
     let (_, export, _) = run(&["audit", "export"], None, None);
