@@ -53,13 +53,17 @@ def audit(home, *args):
 async def test_elicitation_accept_decline_cancel(home, bus, version, monkeypatch):
     approval_config(home)
     asked = []
-    answers = ["decline", "cancel", "deny", "allow_tool"]
+    answers = ["decline", "cancel", "deny", "always_tool"]
     with anyio.fail_after(TIMEOUT):
         async with client(home, bus, version, monkeypatch, answers, asked) as c:
-            for expected in ["the user declined", "the user cancelled", "the user denied it"]:
+            for expected in ["the user declined", "the user cancelled", "the user chose Deny"]:
                 result = await c.call_tool("aai_exec", ADD)
                 assert result.is_error and result.structured_content["type"] == "PERMISSION_DENIED", text(result)
-                assert expected in result.structured_content["message"]
+                message = result.structured_content["message"]
+                assert expected in message
+                # The agent is told not to ask again, and not sent to the user with a command.
+                assert "Do not ask again" in message and "consent grant" not in message, message
+                assert result.structured_content["detail"]["reason"] == "user_declined"
             result = await c.call_tool("aai_exec", ADD)
             assert not result.is_error and text(result) == "42"
             # Remembered: no question the second time.
@@ -81,8 +85,8 @@ async def test_elicitation_accept_decline_cancel(home, bus, version, monkeypatch
         ("tester", "require_approval", "denied"),
         ("tester", "require_approval", "denied"),
         ("tester", "require_approval", "denied"),
-        ("tester", "require_approval:allowed_tool", "started"),
-        ("tester", "require_approval:allowed_tool", "success"),
+        ("tester", "require_approval:allowed_always_tool", "started"),
+        ("tester", "require_approval:allowed_always_tool", "success"),
         ("tester", "require_approval:granted", "started"),
         ("tester", "require_approval:granted", "success"),
         ("someone-else", "require_approval", "denied"),
@@ -95,7 +99,7 @@ async def test_allow_all_operations_of_the_app(home, bus, monkeypatch):
     (home / "config.json").write_text(json.dumps({"policy": {"default_profile": "observe"}}))
     asked = []
     with anyio.fail_after(TIMEOUT):
-        async with client(home, bus, "2025-11-25", monkeypatch, ["allow_app"], asked) as c:
+        async with client(home, bus, "2025-11-25", monkeypatch, ["always_app"], asked) as c:
             assert text(await c.call_tool("aai_exec", ADD)) == "42"
             assert text(await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "x"}})) == "x"
     assert len(asked) == 1
@@ -105,7 +109,7 @@ async def test_stateless_consent_through_input_required(home, bus, monkeypatch):
     approval_config(home)
     asked = []
     with anyio.fail_after(TIMEOUT):
-        async with client(home, bus, "2026-07-28", monkeypatch, ["decline", "allow_tool"], asked) as c:
+        async with client(home, bus, "2026-07-28", monkeypatch, ["decline", "always_tool"], asked) as c:
             result = await c.call_tool("aai_exec", ADD)
             assert result.is_error and "the user declined" in result.structured_content["message"]
             result = await c.call_tool("aai_exec", ADD)
@@ -122,7 +126,7 @@ async def test_tampered_and_replayed_approval_states_are_refused(home, bus, monk
             assert first.result_type == "input_required", first
             state = first.request_state
             (key,) = first.input_requests.keys()
-            allow = {key: {"action": "accept", "content": {"decision": "allow_tool"}}}
+            allow = {key: {"action": "accept", "content": {"decision": "always_tool"}}}
             deny = {key: {"action": "accept", "content": {"decision": "deny"}}}
 
             tampered = state[:-4] + ("AAAA" if not state.endswith("AAAA") else "BBBB")
@@ -135,7 +139,7 @@ async def test_tampered_and_replayed_approval_states_are_refused(home, bus, monk
             assert result.is_error and "belongs to another call" in result.structured_content["message"]
 
             result = await c.call_tool("aai_exec", ADD, input_responses=deny, request_state=state)
-            assert result.is_error and "the user denied it" in result.structured_content["message"]
+            assert result.is_error and "the user chose Deny" in result.structured_content["message"]
             # Answering the same state again, now with "allow", is a replay.
             result = await c.call_tool("aai_exec", ADD, input_responses=allow, request_state=state)
             assert result.is_error and "already used" in result.structured_content["message"]
@@ -168,6 +172,7 @@ async def test_no_answer_in_time_is_a_denial(home, bus, monkeypatch):
         async with Client(params, mode="legacy", elicitation_callback=never, cache=None) as c:
             result = await c.call_tool("aai_exec", ADD)
             assert result.is_error and "no answer within 1 s" in result.structured_content["message"]
+            assert "Do not ask again" in result.structured_content["message"]
 
 
 async def test_progress_keeps_a_waiting_call_alive(home, bus, monkeypatch):
@@ -178,7 +183,7 @@ async def test_progress_keeps_a_waiting_call_alive(home, bus, monkeypatch):
 
     async def slow_user(context, params):
         await anyio.sleep(5)
-        return types.ElicitResult(action="accept", content={"decision": "allow_tool"})
+        return types.ElicitResult(action="accept", content={"decision": "allow_once"})
 
     async def on_progress(value, total, message):
         progress.append((value, message))
@@ -192,10 +197,12 @@ async def test_progress_keeps_a_waiting_call_alive(home, bus, monkeypatch):
 
 
 @pytest.mark.parametrize("dialog,exit_code,stdout,expected", [
-    ("zenity", 0, "", "42"),
-    ("zenity", 1, "Allow all operations of this app", "42"),
+    ("zenity", 0, "Allow once\n", "42"),
+    ("zenity", 0, "Always allow this app\n", "42"),
+    ("zenity", 0, "Deny\n", "PERMISSION_DENIED"),
     ("zenity", 1, "", "PERMISSION_DENIED"),
-    ("kdialog", 2, "", "PERMISSION_DENIED"),
+    ("kdialog", 0, "allow_session\n", "42"),
+    ("kdialog", 1, "", "PERMISSION_DENIED"),
 ])
 async def test_native_dialog_without_elicitation(home, bus, tmp_path, monkeypatch, dialog, exit_code, stdout, expected):
     """A client without elicitation on a desktop session: the gateway runs the desktop's dialog
@@ -224,8 +231,11 @@ async def test_native_dialog_without_elicitation(home, bus, tmp_path, monkeypatc
     argv = json.loads(record.read_text())
     message = next(a for a in argv if "Allow mcp" in a)
     assert 'do shell script' in message  # the arguments are shown to the user, as data
+    labels = ["Deny", "Allow once", "Allow this tool for this session", "Always allow this tool", "Always allow this app"]
     if dialog == "zenity":
-        assert "--extra-button=Allow all operations of this app" in argv
+        assert argv[-5:] == labels, argv
+    else:
+        assert [argv[i] for i in range(5, len(argv), 3)] == labels, argv
 
 
 @pytest.mark.parametrize("roots,expect_denied", [(["file:///work/prod/api"], True), (["file:///work/sandbox"], False)])
@@ -266,3 +276,118 @@ async def test_a_locked_audit_log_fails_calls_clearly_and_the_server_keeps_servi
                 lock.close()
             assert text(await c.call_tool("aai_exec", echo)) == "e"
     assert "chain intact" in audit(home, "verify")
+
+
+ECHO = {"app": "org.aai.test", "tool": "echo", "args": {"text": "x"}}
+
+
+def consent_list(home):
+    out = subprocess.run([str(GATEWAY), "consent", "list"], env=gateway_env(home, None), capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+async def test_the_question_offers_each_choice_in_order_and_names_the_client(home, bus, monkeypatch, version):
+    approval_config(home)
+    asked, forms = [], []
+
+    async def on_elicit(context, params):
+        forms.append(params.requested_schema)
+        asked.append(params.message)
+        return types.ElicitResult(action="decline")
+
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
+    info = types.Implementation(name="Cursor Agent", version="1")
+    if version == "2026-07-28":
+        c = Client(params, mode=version, elicitation_callback=on_elicit, client_info=info, cache=None)
+    else:
+        monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", version)
+        c = Client(params, mode="legacy", elicitation_callback=on_elicit, client_info=info, cache=None)
+    with anyio.fail_after(TIMEOUT):
+        async with c:
+            assert (await c.call_tool("aai_exec", ADD)).is_error
+    decision = forms[0]["properties"]["decision"]
+    assert decision["enum"] == ["deny", "allow_once", "allow_session", "always_tool", "always_app"]
+    assert decision["enumNames"] == ["Deny", "Allow once", "Allow this tool for this session", "Always allow this tool", "Always allow this app"]
+    assert "Cursor Agent" in asked[0]
+
+
+async def test_allow_once_remembers_nothing(home, bus, monkeypatch):
+    approval_config(home)
+    asked = []
+    with anyio.fail_after(TIMEOUT):
+        async with client(home, bus, "2025-11-25", monkeypatch, ["allow_once", "deny"], asked) as c:
+            assert text(await c.call_tool("aai_exec", ADD)) == "42"
+            # The same call again is asked again, and this time denied.
+            result = await c.call_tool("aai_exec", ADD)
+            assert result.is_error and "declined" in result.structured_content["message"]
+    assert len(asked) == 2
+    listed = consent_list(home)
+    assert "no grants" in listed
+    assert "client=tester org.aai.test:add  once" in listed, listed
+    rows = [json.loads(line) for line in audit(home, "export").splitlines()]
+    assert [r["decision"] for r in rows if r["tool"] == "add"][:2] == ["require_approval:allowed_once"] * 2
+
+
+async def test_allow_for_this_session_ends_when_the_client_disconnects(home, bus, monkeypatch):
+    approval_config(home)
+    asked = []
+    with anyio.fail_after(TIMEOUT):
+        async with client(home, bus, "2025-11-25", monkeypatch, ["allow_session"], asked) as c:
+            assert text(await c.call_tool("aai_exec", ADD)) == "42"
+            assert text(await c.call_tool("aai_exec", ADD)) == "42"  # not asked again
+            listed = consent_list(home)
+            assert "client=tester org.aai.test:add  session" in listed and "via elicitation" in listed, listed
+    assert len(asked) == 1
+    # Disconnected: the grant is gone, and a new session is asked again.
+    assert "no grants" in consent_list(home)
+    with anyio.fail_after(TIMEOUT):
+        async with client(home, bus, "2025-11-25", monkeypatch, ["deny"], asked) as c:
+            assert (await c.call_tool("aai_exec", ADD)).is_error
+    assert len(asked) == 2
+
+
+async def test_always_grants_survive_restarts_and_are_listed_with_how_they_were_given(home, bus, monkeypatch):
+    approval_config(home)
+    asked = []
+    with anyio.fail_after(TIMEOUT):
+        async with client(home, bus, "2025-11-25", monkeypatch, ["always_tool"], asked) as c:
+            assert text(await c.call_tool("aai_exec", ADD)) == "42"
+    with anyio.fail_after(TIMEOUT):
+        async with client(home, bus, "2025-11-25", monkeypatch, [], asked) as c:
+            assert text(await c.call_tool("aai_exec", ADD)) == "42"
+    assert len(asked) == 1
+    listed = consent_list(home)
+    assert "client=tester org.aai.test:add  always  since" in listed and "via elicitation" in listed, listed
+
+
+async def test_an_answer_that_was_not_offered_is_refused(home, bus, monkeypatch):
+    approval_config(home)
+    with anyio.fail_after(TIMEOUT):
+        async with client(home, bus, "2025-11-25", monkeypatch, ["allow_tool"], []) as c:
+            result = await c.call_tool("aai_exec", ADD)
+            assert result.is_error and "was not offered" in result.structured_content["message"]
+    assert "no grants" in consent_list(home)
+
+
+def run_cli(home, *args):
+    return subprocess.run([str(GATEWAY), *args], env=gateway_env(home, None), capture_output=True, text=True, timeout=30)
+
+
+def test_consent_grant_and_revoke_refuse_what_does_not_exist(home, bus):
+    approval_config(home)
+    (home / "org.aai.test").mkdir(exist_ok=True)
+    out = run_cli(home, "consent", "grant", "org.aai.tset", "--client", "c")
+    assert out.returncode != 0 and "org.aai.test" in out.stderr, out.stderr
+    out = run_cli(home, "consent", "grant", "org.aai.test", "ad", "--client", "c")
+    assert out.returncode != 0 and 'Did you mean "add"' in out.stderr, out.stderr
+    out = run_cli(home, "consent", "revoke", "org.nothing.here", "--client", "c")
+    assert out.returncode != 0 and "No app" in out.stderr, out.stderr
+    assert "no grants" in consent_list(home)
+    out = run_cli(home, "consent", "grant", "org.aai.test", "add", "--client", "c")
+    assert out.returncode == 0, out.stderr
+    assert "client=c org.aai.test:add  always" in consent_list(home)
+    assert "via cli" in consent_list(home)
+    assert run_cli(home, "consent", "revoke", "org.aai.test", "add", "--client", "c").returncode == 0
+    assert "no grants" in consent_list(home)

@@ -15,6 +15,6 @@ mod grants;
 mod log;
 mod redact;
 
-pub use grants::{Grant, Grants};
+pub use grants::{Grant, Grants, Held, Scope};
 pub use log::{AuditError, AuditLog, BadRow, Entry, Filter, Row, format_ts, now_ms};
 pub use redact::{REDACTED, redact};

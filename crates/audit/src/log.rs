@@ -78,6 +78,10 @@ pub struct Filter {
     pub since_ms: Option<i64>,
     pub after_id: Option<i64>,
     pub limit: Option<i64>,
+    /// Rows whose decision contains this text (e.g. `:allowed_once`).
+    pub decision_contains: Option<String>,
+    /// Rows with exactly this result (`started`, `success`, …).
+    pub result: Option<String>,
 }
 
 /// The audit log in `data.db`. Appends are serialized and each is its own transaction in WAL
@@ -231,6 +235,7 @@ impl AuditLog {
             "SELECT id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash
              FROM audit_log
              WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR tool = ?2) AND (?3 IS NULL OR ts_ms >= ?3) AND (?4 IS NULL OR id > ?4)
+               AND (?6 IS NULL OR instr(decision, ?6) > 0) AND (?7 IS NULL OR result = ?7)
              ORDER BY id LIMIT ?5",
         )?;
         let rows = statement.query_map(
@@ -239,7 +244,9 @@ impl AuditLog {
                 filter.tool,
                 filter.since_ms,
                 filter.after_id,
-                filter.limit.unwrap_or(-1)
+                filter.limit.unwrap_or(-1),
+                filter.decision_contains,
+                filter.result
             ],
             read_row,
         )?;

@@ -11,9 +11,6 @@ use tokio::io::AsyncWriteExt;
 
 use crate::gate::{Answer, Asker, Question, Unanswered};
 
-const ALLOW_TOOL: &str = "Allow this operation";
-const ALLOW_APP: &str = "Allow all operations of this app";
-const DENY: &str = "Deny";
 const TITLE: &str = "AAI Gateway";
 
 /// The dialog programs this module knows.
@@ -33,28 +30,57 @@ pub struct Plan {
     pub stdin: Option<String>,
 }
 
-/// The AppleScript run by `osascript`: the message arrives as `item 1 of argv`.
+/// The AppleScript run by `osascript`: the message is `item 1 of argv`, the choices follow.
 pub const APPLESCRIPT: &str = r#"on run argv
-  set answer to button returned of (display dialog (item 1 of argv) with title "AAI Gateway" buttons {"Deny", "Allow this operation", "Allow all operations of this app"} default button "Deny" cancel button "Deny" with icon caution)
-  return answer
+  set choices to items 2 thru -1 of argv
+  set picked to choose from list choices with title "AAI Gateway" with prompt (item 1 of argv) default items {item 1 of choices} OK button name "Confirm" cancel button name "Deny"
+  if picked is false then return "Deny"
+  return item 1 of picked
 end run"#;
 
-/// The PowerShell program: the message arrives on stdin.
+/// The PowerShell program: the message and the choices arrive on stdin as JSON; one button
+/// per choice, the label of the one pressed is written out.
 pub const POWERSHELL: &str = r#"Add-Type -AssemblyName System.Windows.Forms
-$message = [Console]::In.ReadToEnd()
-$choice = [System.Windows.Forms.MessageBox]::Show($message + "`n`nYes: allow this operation. No: allow all operations of this app. Cancel: deny.", "AAI Gateway", "YesNoCancel", "Warning")
-Write-Output $choice"#;
+$q = [Console]::In.ReadToEnd() | ConvertFrom-Json
+$form = New-Object System.Windows.Forms.Form
+$form.Text = "AAI Gateway"; $form.AutoSize = $true; $form.TopMost = $true
+$panel = New-Object System.Windows.Forms.FlowLayoutPanel
+$panel.FlowDirection = "TopDown"; $panel.AutoSize = $true
+$label = New-Object System.Windows.Forms.Label
+$label.Text = $q.message; $label.AutoSize = $true; $label.MaximumSize = New-Object System.Drawing.Size(600, 0)
+$panel.Controls.Add($label)
+$script:picked = "Deny"
+foreach ($choice in $q.choices) {
+  $button = New-Object System.Windows.Forms.Button
+  $button.Text = $choice; $button.AutoSize = $true
+  $button.Add_Click({ param($sender, $e) $script:picked = $sender.Text; $form.Close() })
+  $panel.Controls.Add($button)
+}
+$form.Controls.Add($panel)
+[void]$form.ShowDialog()
+Write-Output $script:picked"#;
 
 impl Kind {
-    /// The plan that asks `message`.
-    pub fn plan(self, message: &str) -> Plan {
-        let own = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    fn program(self) -> &'static str {
         match self {
-            Self::Zenity => Plan {
-                program: "zenity".into(),
-                args: vec![
-                    "--question".into(),
+            Self::Zenity => "zenity",
+            Self::Kdialog => "kdialog",
+            Self::Osascript => "osascript",
+            Self::PowerShell => "powershell.exe",
+        }
+    }
+
+    /// The plan that asks `question`, offering exactly its choices.
+    pub fn plan(self, question: &Question) -> Plan {
+        let message = question.message();
+        let choices = question.choices();
+        let labels: Vec<String> = choices.iter().map(|(_, label)| label.clone()).collect();
+        match self {
+            Self::Zenity => {
+                let mut args = vec![
+                    "--list".into(),
                     format!("--title={TITLE}"),
+                    // zenity reads Pango markup in --text: escape it.
                     format!(
                         "--text={}",
                         message
@@ -62,70 +88,63 @@ impl Kind {
                             .replace('<', "&lt;")
                             .replace('>', "&gt;")
                     ),
-                    format!("--ok-label={ALLOW_TOOL}"),
-                    format!("--cancel-label={DENY}"),
-                    format!("--extra-button={ALLOW_APP}"),
-                    "--no-markup".into(),
-                ],
-                stdin: None,
-            },
-            Self::Kdialog => Plan {
-                program: "kdialog".into(),
-                args: [
-                    own(&["--title", TITLE, "--warningyesnocancel"]),
-                    vec![message.to_owned()],
-                    own(&[
-                        "--yes-label",
-                        ALLOW_TOOL,
-                        "--no-label",
-                        ALLOW_APP,
-                        "--cancel-label",
-                        DENY,
-                    ]),
-                ]
-                .concat(),
-                stdin: None,
-            },
-            Self::Osascript => Plan {
-                program: "osascript".into(),
-                args: vec!["-e".into(), APPLESCRIPT.into(), message.to_owned()],
-                stdin: None,
-            },
+                    "--column=Decision".into(),
+                    "--hide-header".into(),
+                    "--ok-label=Confirm".into(),
+                    "--cancel-label=Deny".into(),
+                ];
+                args.extend(labels);
+                Plan {
+                    program: "zenity".into(),
+                    args,
+                    stdin: None,
+                }
+            }
+            Self::Kdialog => {
+                let mut args = vec![
+                    "--title".into(),
+                    TITLE.into(),
+                    "--radiolist".into(),
+                    message,
+                ];
+                for (i, (answer, label)) in choices.iter().enumerate() {
+                    args.push(answer.key().to_owned());
+                    args.push(label.clone());
+                    args.push(if i == 0 { "on" } else { "off" }.to_owned());
+                }
+                Plan {
+                    program: "kdialog".into(),
+                    args,
+                    stdin: None,
+                }
+            }
+            Self::Osascript => {
+                let mut args = vec!["-e".into(), APPLESCRIPT.into(), message];
+                args.extend(labels);
+                Plan {
+                    program: "osascript".into(),
+                    args,
+                    stdin: None,
+                }
+            }
             Self::PowerShell => Plan {
                 program: "powershell.exe".into(),
-                args: own(&["-NoProfile", "-NonInteractive", "-Command", POWERSHELL]),
-                stdin: Some(message.to_owned()),
+                args: ["-NoProfile", "-NonInteractive", "-Command", POWERSHELL]
+                    .map(str::to_owned)
+                    .to_vec(),
+                stdin: Some(serde_json::json!({"message": message, "choices": labels}).to_string()),
             },
         }
     }
 
-    /// Reads the answer from the dialog's exit code and output.
-    pub fn answer(self, code: Option<i32>, stdout: &str) -> Answer {
-        let out = stdout.trim();
-        match self {
-            // zenity: OK → 0; Cancel → 1; an extra button → 1 with its label on stdout.
-            Self::Zenity => match (code, out) {
-                (Some(0), _) => Answer::AllowTool,
-                (Some(1), ALLOW_APP) => Answer::AllowApp,
-                _ => Answer::Deny,
-            },
-            // kdialog: yes → 0, no → 1, cancel → 2.
-            Self::Kdialog => match code {
-                Some(0) => Answer::AllowTool,
-                Some(1) => Answer::AllowApp,
-                _ => Answer::Deny,
-            },
-            Self::Osascript => match out {
-                ALLOW_TOOL => Answer::AllowTool,
-                ALLOW_APP => Answer::AllowApp,
-                _ => Answer::Deny,
-            },
-            Self::PowerShell => match out {
-                "Yes" => Answer::AllowTool,
-                "No" => Answer::AllowApp,
-                _ => Answer::Deny,
-            },
+    /// Reads the answer from the dialog's exit code and output: the label (or kdialog's tag)
+    /// of a choice the question offered; anything else, or a cancelled dialog, is *Deny*.
+    pub fn answer(self, question: &Question, code: Option<i32>, stdout: &str) -> Answer {
+        let picked = stdout.trim();
+        if code != Some(0) {
+            return Answer::Deny;
         }
+        question.answer_for(picked).unwrap_or(Answer::Deny)
     }
 }
 
@@ -149,7 +168,7 @@ pub fn available() -> Option<Kind> {
     }
     [Kind::Zenity, Kind::Kdialog]
         .into_iter()
-        .find(|kind| on_path(&kind.plan("").program))
+        .find(|kind| on_path(kind.program()))
 }
 
 /// Asks with a desktop dialog.
@@ -159,17 +178,21 @@ pub struct DialogAsker {
 }
 
 impl Asker for DialogAsker {
+    fn via(&self) -> &'static str {
+        "dialog"
+    }
+
     fn ask<'a>(
         &'a self,
         question: &'a Question,
     ) -> aai_executor::BoxFuture<'a, Result<Answer, Unanswered>> {
-        Box::pin(async move { self.run(question).await.map_err(Unanswered::Denied) })
+        Box::pin(async move { self.run(question).await })
     }
 }
 
 impl DialogAsker {
-    async fn run(&self, question: &Question) -> Result<Answer, String> {
-        let plan = self.kind.plan(&question.message());
+    async fn run(&self, question: &Question) -> Result<Answer, Unanswered> {
+        let plan = self.kind.plan(question);
         let mut child = tokio::process::Command::new(&plan.program)
             .args(&plan.args)
             .stdin(if plan.stdin.is_some() {
@@ -181,17 +204,23 @@ impl DialogAsker {
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("cannot show a dialog with {}: {e}", plan.program))?;
+            .map_err(|e| {
+                Unanswered::CannotAsk(format!("cannot show a dialog with {}: {e}", plan.program))
+            })?;
         if let (Some(text), Some(mut stdin)) = (plan.stdin.as_ref(), child.stdin.take()) {
             let _ = stdin.write_all(text.as_bytes()).await;
         }
         match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
             Ok(Ok(output)) => Ok(self.kind.answer(
+                question,
                 output.status.code(),
                 &String::from_utf8_lossy(&output.stdout),
             )),
-            Ok(Err(error)) => Err(format!("the dialog failed: {error}")),
-            Err(_) => Err(format!("no answer within {} s", self.timeout.as_secs())),
+            Ok(Err(error)) => Err(Unanswered::CannotAsk(format!("the dialog failed: {error}"))),
+            Err(_) => Err(Unanswered::Declined(format!(
+                "no answer within {} s",
+                self.timeout.as_secs()
+            ))),
         }
     }
 }
@@ -199,40 +228,105 @@ impl DialogAsker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aai_descriptor::Risk;
 
-    const MESSAGE: &str = "Allow claude to run \"send\" in Mail?\nArguments: {\"subject\":\"\\\" & (do shell script \\\"rm -rf ~\\\") & \\\"\"}";
+    fn question(prefix: Option<&str>) -> Question {
+        let mut question = Question::new(
+            "claude",
+            "org.example.mail",
+            "Mail",
+            "send",
+            Risk::High,
+            r#"{"subject":"\" & (do shell script \"rm -rf ~\") & \""}"#.to_owned(),
+        );
+        question.prefix = prefix.map(str::to_owned);
+        question
+    }
 
     #[test]
     fn the_question_is_an_argument_never_program_text() {
-        let plan = Kind::Osascript.plan(MESSAGE);
+        let q = question(None);
+        let message = q.message();
+        let plan = Kind::Osascript.plan(&q);
         assert_eq!(
-            plan.args,
-            vec!["-e".to_owned(), APPLESCRIPT.to_owned(), MESSAGE.to_owned()]
+            plan.args[..3],
+            ["-e".to_owned(), APPLESCRIPT.to_owned(), message.clone()]
         );
         assert!(!APPLESCRIPT.contains("rm -rf"));
-        let plan = Kind::PowerShell.plan(MESSAGE);
-        assert_eq!(plan.stdin.as_deref(), Some(MESSAGE));
+        let plan = Kind::PowerShell.plan(&q);
+        let stdin: serde_json::Value =
+            serde_json::from_str(plan.stdin.as_deref().unwrap_or_default()).expect("json");
+        assert_eq!(stdin["message"], message.as_str());
         assert!(plan.args.iter().all(|a| !a.contains("rm -rf")));
-        let plan = Kind::Kdialog.plan(MESSAGE);
-        assert_eq!(plan.args[3], MESSAGE);
-        let plan = Kind::Zenity.plan("a <b> & c");
-        assert!(plan.args.contains(&"--text=a &lt;b&gt; &amp; c".to_owned()));
+        let plan = Kind::Kdialog.plan(&q);
+        assert_eq!(plan.args[3], message);
+        let mut q = question(None);
+        q.args = "a <b> & c".into();
+        let plan = Kind::Zenity.plan(&q);
+        assert!(plan.args.iter().any(|a| a.ends_with("a &lt;b&gt; &amp; c")));
+    }
+
+    #[test]
+    fn every_dialog_offers_the_same_choices_in_order() {
+        let q = question(Some("git status"));
+        let labels = [
+            "Deny",
+            "Allow once",
+            "Allow this tool for this session",
+            "Always allow commands starting with `git status`",
+            "Always allow this tool",
+            "Always allow this app",
+        ];
+        let zenity = Kind::Zenity.plan(&q);
+        assert_eq!(zenity.args[zenity.args.len() - 6..], labels);
+        let osascript = Kind::Osascript.plan(&q);
+        assert_eq!(osascript.args[3..], labels);
+        let kdialog = Kind::Kdialog.plan(&q);
+        let kd_labels: Vec<&str> = kdialog.args[4..].chunks(3).map(|c| c[1].as_str()).collect();
+        assert_eq!(kd_labels, labels);
+        let ps = Kind::PowerShell.plan(&q);
+        let stdin: serde_json::Value =
+            serde_json::from_str(ps.stdin.as_deref().unwrap_or_default()).expect("json");
+        assert_eq!(stdin["choices"], serde_json::json!(labels));
     }
 
     #[test]
     fn exit_codes_and_output_map_to_answers() {
-        assert_eq!(Kind::Zenity.answer(Some(0), ""), Answer::AllowTool);
-        assert_eq!(Kind::Zenity.answer(Some(1), ALLOW_APP), Answer::AllowApp);
-        assert_eq!(Kind::Zenity.answer(Some(1), ""), Answer::Deny);
-        assert_eq!(Kind::Zenity.answer(None, ""), Answer::Deny);
-        assert_eq!(Kind::Kdialog.answer(Some(1), ""), Answer::AllowApp);
-        assert_eq!(Kind::Kdialog.answer(Some(2), ""), Answer::Deny);
+        let q = question(None);
         assert_eq!(
-            Kind::Osascript.answer(Some(0), "Allow this operation\n"),
-            Answer::AllowTool
+            Kind::Zenity.answer(&q, Some(0), "Allow once\n"),
+            Answer::AllowOnce
         );
-        assert_eq!(Kind::Osascript.answer(Some(1), ""), Answer::Deny);
-        assert_eq!(Kind::PowerShell.answer(Some(0), "No\r\n"), Answer::AllowApp);
-        assert_eq!(Kind::PowerShell.answer(Some(0), "Cancel"), Answer::Deny);
+        assert_eq!(
+            Kind::Zenity.answer(&q, Some(0), "Always allow this app"),
+            Answer::AlwaysApp
+        );
+        assert_eq!(Kind::Zenity.answer(&q, Some(1), "Allow once"), Answer::Deny);
+        assert_eq!(Kind::Zenity.answer(&q, None, ""), Answer::Deny);
+        assert_eq!(
+            Kind::Kdialog.answer(&q, Some(0), "allow_session\n"),
+            Answer::AllowSession
+        );
+        assert_eq!(Kind::Kdialog.answer(&q, Some(1), ""), Answer::Deny);
+        assert_eq!(
+            Kind::Osascript.answer(&q, Some(0), "Always allow this tool\n"),
+            Answer::AlwaysTool
+        );
+        assert_eq!(Kind::Osascript.answer(&q, Some(0), "Deny"), Answer::Deny);
+        assert_eq!(
+            Kind::PowerShell.answer(&q, Some(0), "Allow once\r\n"),
+            Answer::AllowOnce
+        );
+        // A choice that was not offered is a denial.
+        assert_eq!(
+            Kind::Zenity.answer(&q, Some(0), "Always allow commands starting with `rm`"),
+            Answer::Deny
+        );
+        let mut critical = question(None);
+        critical.once_only = true;
+        assert_eq!(
+            Kind::Zenity.answer(&critical, Some(0), "Always allow this app"),
+            Answer::Deny
+        );
     }
 }

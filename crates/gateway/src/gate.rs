@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use aai_audit::{AuditLog, Entry, Grants, now_ms};
+use aai_audit::{AuditLog, Entry, Grant, Grants, Held, now_ms};
 use aai_descriptor::{AaiError, ErrorKind, Risk};
 use aai_policy::Action;
 use serde_json::{Value, json};
@@ -19,6 +19,47 @@ pub struct Gate {
     store: Mutex<Option<Arc<(AuditLog, Grants)>>>,
     calls: AtomicU64,
     started_ms: i64,
+}
+
+/// A new session id: `<pid>:<start ms>:<n>`, so a later process can tell whether the
+/// process that owned a session still runs.
+pub fn new_session_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}:{}:{}",
+        std::process::id(),
+        now_ms(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Whether the process that owns `session` still runs (this one's always do until ended).
+fn session_alive(session: &str) -> bool {
+    let Some(pid) = session
+        .split(':')
+        .next()
+        .and_then(|p| p.parse::<u32>().ok())
+    else {
+        return false;
+    };
+    if pid == std::process::id() {
+        return true;
+    }
+    #[cfg(unix)]
+    {
+        let Ok(pid) = i32::try_from(pid) else {
+            return false;
+        };
+        // Signal 0 checks existence; EPERM means it exists under another user.
+        matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Ok(()) | Err(nix::errno::Errno::EPERM)
+        )
+    }
+    #[cfg(not(unix))]
+    {
+        true
+    }
 }
 
 /// One call as the gate records it.
@@ -99,6 +140,12 @@ impl Gate {
         let opened = AuditLog::open_with_grants(&self.path);
         match opened {
             Ok(store) => {
+                // Session grants of processes that are gone (crashed, killed) end now.
+                match store.1.end_sessions_unless(session_alive) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!("forgot {n} session grant(s) of ended sessions"),
+                    Err(error) => tracing::warn!("cannot clear ended sessions' grants: {error}"),
+                }
                 let store = Arc::new(store);
                 *slot = Some(store.clone());
                 Ok(store)
@@ -121,24 +168,53 @@ impl Gate {
         )
     }
 
-    /// Whether `caller` has a remembered grant for the tool.
+    /// What `caller` holds for the tool: `always` grants and those of its `session`.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub fn held(
+        &self,
+        caller: &str,
+        app: &str,
+        tool: &str,
+        session: Option<&str>,
+    ) -> Result<Held, AaiError> {
+        let store = self.store()?;
+        blocking(|| store.1.held(caller, app, tool, session))
+            .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))
+    }
+
+    /// Whether `caller` may run every call of the tool without asking (`always` grants).
     ///
     /// # Errors
     /// The store cannot be read.
     pub fn granted(&self, caller: &str, app: &str, tool: &str) -> Result<bool, AaiError> {
-        let store = self.store()?;
-        blocking(|| store.1.allows(caller, app, tool))
-            .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))
+        Ok(self.held(caller, app, tool, None)?.whole)
     }
 
-    /// Remembers that `caller` may run `tool` of `app` (every tool when `None`).
+    /// Remembers `grant`.
     ///
     /// # Errors
     /// The store cannot be written.
-    pub fn grant(&self, caller: &str, app: &str, tool: Option<&str>) -> Result<(), AaiError> {
+    pub fn remember(&self, grant: &Grant) -> Result<(), AaiError> {
         let store = self.store()?;
-        blocking(|| store.1.grant(caller, app, tool))
+        blocking(|| store.1.grant(grant))
             .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))
+    }
+
+    /// Forgets the grants of a session that ended (its client disconnected).
+    pub fn end_session(&self, session: &str) {
+        let Some(store) = self
+            .store
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        else {
+            return; // never opened: this session cannot have granted anything
+        };
+        if let Err(error) = blocking(|| store.1.end_session(session)) {
+            tracing::warn!("cannot forget the grants of session {session}: {error}");
+        }
     }
 
     /// Appends one audit row for `call`.
@@ -177,19 +253,52 @@ impl Gate {
     }
 }
 
-/// The user's answer to "may this client run this tool?" (`spec/gateway.md`).
+/// The user's answer to "may this client run this tool?", narrowest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {
     Deny,
-    /// Allow this operation, and remember it for this client.
-    AllowTool,
-    /// Allow every operation of this app, and remember it for this client.
-    AllowApp,
+    /// This exact call only; nothing is remembered.
+    AllowOnce,
+    /// This tool, until the client disconnects.
+    AllowSession,
+    /// Commands starting with the question's offered prefix, until revoked (terminal).
+    AlwaysPrefix,
+    /// This tool, until revoked.
+    AlwaysTool,
+    /// Every tool of this app, until revoked.
+    AlwaysApp,
+}
+
+impl Answer {
+    /// The value that stands for this answer in an elicitation form.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Deny => "deny",
+            Self::AllowOnce => "allow_once",
+            Self::AllowSession => "allow_session",
+            Self::AlwaysPrefix => "always_prefix",
+            Self::AlwaysTool => "always_tool",
+            Self::AlwaysApp => "always_app",
+        }
+    }
+
+    /// How the audit log names a call allowed by this answer.
+    pub fn decision(self) -> &'static str {
+        match self {
+            Self::Deny => "denied",
+            Self::AllowOnce => "allowed_once",
+            Self::AllowSession => "allowed_session",
+            Self::AlwaysPrefix => "allowed_always_prefix",
+            Self::AlwaysTool => "allowed_always_tool",
+            Self::AlwaysApp => "allowed_always_app",
+        }
+    }
 }
 
 /// What the user is asked about.
 #[derive(Debug, Clone)]
 pub struct Question {
+    /// The client's reported name (`clientInfo.name`).
     pub caller: String,
     pub app_id: String,
     pub app_name: String,
@@ -197,27 +306,95 @@ pub struct Question {
     pub risk: Risk,
     /// The redacted arguments, shortened.
     pub args: String,
+    /// "Always allow commands starting with …" is offered for these words (terminal).
+    pub prefix: Option<String>,
+    /// Only *Deny* and *Allow once* are offered (a critical command: no grant may cover it).
+    pub once_only: bool,
+    /// *Allow this tool for this session* is offered (the caller has a session).
+    pub session: bool,
 }
 
 impl Question {
+    /// A question with every standard choice offered.
+    pub fn new(
+        caller: &str,
+        app_id: &str,
+        app_name: &str,
+        tool: &str,
+        risk: Risk,
+        args: String,
+    ) -> Self {
+        Self {
+            caller: caller.to_owned(),
+            app_id: app_id.to_owned(),
+            app_name: app_name.to_owned(),
+            tool: tool.to_owned(),
+            risk,
+            args,
+            prefix: None,
+            once_only: false,
+            session: true,
+        }
+    }
+
     pub fn message(&self) -> String {
         format!(
-            "Allow {} to run \"{}\" in {} ({})?\nRisk: {}. Arguments: {}",
+            "Allow {} to run \"{}\" in {} ({})?\nClient: {} (the name it reported).\nRisk: {}. Arguments: {}",
             self.caller,
             self.tool,
             self.app_name,
             self.app_id,
+            self.caller,
             risk_name(self.risk),
             self.args
         )
+    }
+
+    /// The choices offered, in order, each with its label as every asker shows it.
+    pub fn choices(&self) -> Vec<(Answer, String)> {
+        let mut choices = vec![
+            (Answer::Deny, "Deny".to_owned()),
+            (Answer::AllowOnce, "Allow once".to_owned()),
+        ];
+        if self.once_only {
+            return choices;
+        }
+        if self.session {
+            choices.push((
+                Answer::AllowSession,
+                "Allow this tool for this session".to_owned(),
+            ));
+        }
+        if let Some(prefix) = &self.prefix {
+            choices.push((
+                Answer::AlwaysPrefix,
+                format!("Always allow commands starting with `{prefix}`"),
+            ));
+        }
+        choices.push((Answer::AlwaysTool, "Always allow this tool".to_owned()));
+        choices.push((Answer::AlwaysApp, "Always allow this app".to_owned()));
+        choices
+    }
+
+    /// The answer a label or key stands for, if this question offered it.
+    pub fn answer_for(&self, label_or_key: &str) -> Option<Answer> {
+        let text = label_or_key.trim();
+        self.choices()
+            .into_iter()
+            .find(|(answer, label)| label == text || answer.key() == text)
+            .map(|(answer, _)| answer)
     }
 }
 
 /// Why a question has no answer yet.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Unanswered {
-    /// No answer will come: declined, cancelled, timed out, or a refused approval state.
-    Denied(String),
+    /// The user was asked and said no: declined, cancelled, chose *Deny* or let it time out.
+    Declined(String),
+    /// The user could not be asked (no way to ask, or the client failed to).
+    CannotAsk(String),
+    /// The answer that came back cannot be trusted (an altered, foreign or replayed state).
+    Refused(String),
     /// Ask through the client's next request (2026-07-28): the `InputRequiredResult` to return.
     Later(Value),
 }
@@ -228,6 +405,11 @@ pub trait Asker: Send + Sync {
         &'a self,
         question: &'a Question,
     ) -> aai_executor::BoxFuture<'a, Result<Answer, Unanswered>>;
+
+    /// How this asker reaches the user, as `consent list` shows it.
+    fn via(&self) -> &'static str {
+        "elicitation"
+    }
 
     /// Sends the user to `url` (an OAuth sign-in page) through the client; true when the
     /// user went. The default: this asker cannot, and the caller falls back to a message.
@@ -240,8 +422,9 @@ pub trait Asker: Send + Sync {
     }
 }
 
-/// The `elicitation/create` params that ask `question`: one choice, as `spec/gateway.md` has it.
+/// The `elicitation/create` params that ask `question`: one choice among those offered.
 pub fn consent_form(question: &Question) -> Value {
+    let choices = question.choices();
     json!({
         "mode": "form",
         "message": question.message(),
@@ -250,25 +433,32 @@ pub fn consent_form(question: &Question) -> Value {
             "properties": {"decision": {
                 "type": "string",
                 "title": "Decision",
-                "enum": ["deny", "allow_tool", "allow_app"],
-                "enumNames": ["Deny", "Allow this operation", "Allow all operations of this app"]
+                "enum": choices.iter().map(|(answer, _)| answer.key()).collect::<Vec<_>>(),
+                "enumNames": choices.iter().map(|(_, label)| label.as_str()).collect::<Vec<_>>()
             }},
             "required": ["decision"]
         }
     })
 }
 
-/// Reads an `ElicitResult` (as JSON) into an answer.
-pub fn read_elicit_result(result: &Value) -> Result<Answer, Unanswered> {
+/// Reads an `ElicitResult` (as JSON) into an answer to `question`; an answer it did not
+/// offer is a denial.
+pub fn read_elicit_result(question: &Question, result: &Value) -> Result<Answer, Unanswered> {
     match result.get("action").and_then(Value::as_str) {
-        Some("accept") => Ok(
-            match result.pointer("/content/decision").and_then(Value::as_str) {
-                Some("allow_tool") => Answer::AllowTool,
-                Some("allow_app") => Answer::AllowApp,
-                _ => Answer::Deny,
-            },
-        ),
-        Some("decline") => Err(Unanswered::Denied("the user declined".to_owned())),
-        _ => Err(Unanswered::Denied("the user cancelled".to_owned())),
+        Some("accept") => {
+            let chosen = result
+                .pointer("/content/decision")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            match question.answer_for(chosen) {
+                Some(Answer::Deny) => Err(Unanswered::Declined("the user chose Deny".to_owned())),
+                Some(answer) => Ok(answer),
+                None => Err(Unanswered::Refused(format!(
+                    "the client answered {chosen:?}, which was not offered"
+                ))),
+            }
+        }
+        Some("decline") => Err(Unanswered::Declined("the user declined".to_owned())),
+        _ => Err(Unanswered::Declined("the user cancelled".to_owned())),
     }
 }

@@ -179,7 +179,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Some(Command::Validate { files }) => Ok(validate(&files)),
         Some(Command::Auth { action }) => auth(&home, action),
-        Some(Command::Consent { action }) => consent(&home.join(DATA_DB), action),
+        Some(Command::Consent { action }) => consent(&home, cli.dev, action),
         Some(Command::Audit { action }) => audit(&home.join(DATA_DB), action),
         Some(Command::Call {
             app,
@@ -327,8 +327,17 @@ async fn call(
     let result = if request.dry_run {
         gateway.plan(request.app, request.tool, request.args).await
     } else {
+        // At a terminal, a call that needs approval asks the person at the keyboard.
+        let asker = (std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
+            .then_some(output::TerminalAsker);
         gateway
-            .exec("cli", request.app, request.tool, request.args)
+            .exec_asking(
+                &aai_gateway::pipeline::Caller::named("cli"),
+                request.app,
+                request.tool,
+                request.args,
+                asker.as_ref().map(|a| a as &dyn aai_gateway::gate::Asker),
+            )
             .await
     };
     match result {
@@ -377,7 +386,9 @@ async fn serve(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
         });
     }
     tracing::info!(home = %home.display(), version = env!("CARGO_PKG_VERSION"), "aai-gateway serving MCP on stdio");
-    let running = AaiServer::new(gateway)
+    let server = AaiServer::new(gateway);
+    let running = server
+        .clone()
         .serve(aai_gateway::transport::guarded(
             tokio::io::stdin(),
             tokio::io::stdout(),
@@ -410,28 +421,70 @@ async fn serve(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
     });
     let reason = running.waiting().await;
     tracing::info!(?reason, "client disconnected");
+    server.end_session();
     notifier.abort();
     cancel.cancel();
     Ok(())
 }
 
-fn consent(db: &std::path::Path, action: ConsentAction) -> anyhow::Result<ExitCode> {
-    let grants = aai_audit::Grants::open(db)?;
+fn consent(home: &std::path::Path, dev: bool, action: ConsentAction) -> anyhow::Result<ExitCode> {
+    let db = home.join(DATA_DB);
+    let grants = aai_audit::Grants::open(&db)?;
     match action {
-        ConsentAction::List => output::grants(&grants.list()?),
+        ConsentAction::List => {
+            let once = aai_audit::AuditLog::open(&db)?.query(&aai_audit::Filter {
+                decision_contains: Some(":allowed_once".into()),
+                result: Some("started".into()),
+                ..Default::default()
+            })?;
+            output::grants(&grants.list()?, &once);
+        }
         ConsentAction::Grant { app, tool, client } => {
-            grants.grant(&client, &app, tool.as_deref())?;
+            let (app, tool) = runtime()?.block_on(resolve(home, dev, &app, tool.as_deref()))?;
+            grants.grant(&aai_audit::Grant::always(
+                &client,
+                &app,
+                tool.as_deref(),
+                "cli",
+            ))?;
             output::line(&format!(
-                "granted: {client} may run {app}:{} without asking",
+                "granted: {client} may always run {app}:{} without asking",
                 tool.as_deref().unwrap_or("*")
             ));
         }
         ConsentAction::Revoke { app, tool, client } => {
+            let held = grants.list()?.into_iter().any(|g| {
+                g.client == client
+                    && g.app == app
+                    && tool.as_ref().is_none_or(|t| g.tool.as_ref() == Some(t))
+            });
+            if !held {
+                // Not a grant this client holds: say whether the name itself is wrong.
+                runtime()?.block_on(resolve(home, dev, &app, tool.as_deref()))?;
+            }
             let removed = grants.revoke(&client, &app, tool.as_deref())?;
             output::line(&format!("revoked {removed} grant(s)"));
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The app and tool a `consent` command names, checked against the apps discovered.
+async fn resolve(
+    home: &std::path::Path,
+    dev: bool,
+    app: &str,
+    tool: Option<&str>,
+) -> anyhow::Result<(String, Option<String>)> {
+    let (config, _) = Config::load(home);
+    let options = ScanOptions::new(home, &config, dev);
+    let registry = aai_gateway::scan_once(&options, &config.platforms);
+    let executors = Executors::with_settings(config.executors.clone(), None);
+    let gateway = aai_gateway::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+    gateway
+        .resolve(app, tool)
+        .await
+        .map_err(|error| anyhow::anyhow!("{}", error.message))
 }
 
 /// `2h`, `30m`, `1d` ago, or an RFC 3339 time, as milliseconds since the epoch.

@@ -90,18 +90,51 @@ pub fn line(text: &str) {
     println!("{text}");
 }
 
-/// `consent list`.
-pub fn grants(grants: &[aai_audit::Grant]) {
+/// `consent list`: the remembered grants (how long they last, since when, how given), then
+/// the calls allowed once (from the audit log; nothing was remembered for them).
+pub fn grants(grants: &[aai_audit::Grant], once: &[aai_audit::Row]) {
     if grants.is_empty() {
         println!("no grants");
     }
     for grant in grants {
+        let what = match &grant.prefix {
+            Some(prefix) => format!(
+                "{}:{} commands starting with `{prefix}`",
+                grant.app,
+                grant.tool.as_deref().unwrap_or("*")
+            ),
+            None => format!("{}:{}", grant.app, grant.tool.as_deref().unwrap_or("*")),
+        };
+        let scope = match grant.scope {
+            aai_audit::Scope::Always => "always".to_owned(),
+            aai_audit::Scope::Session => format!(
+                "session {} (until the client disconnects)",
+                grant.session.as_deref().unwrap_or("?")
+            ),
+        };
         println!(
-            "{:<24} {}:{}  (since {})",
+            "client={} {what}  {scope}  since {} via {}",
             grant.client,
-            grant.app,
-            grant.tool.as_deref().unwrap_or("*"),
-            aai_audit::format_ts(grant.created_ms)
+            aai_audit::format_ts(grant.created_ms),
+            if grant.via.is_empty() {
+                "?"
+            } else {
+                &grant.via
+            }
+        );
+    }
+    if !once.is_empty() {
+        println!("allowed once (not remembered):");
+    }
+    for row in once {
+        let e = &row.entry;
+        println!(
+            "client={} {}:{}  once  at {} (audit row {})",
+            e.caller,
+            e.app,
+            e.tool,
+            aai_audit::format_ts(e.ts_ms),
+            row.id
         );
     }
 }
@@ -186,5 +219,41 @@ pub fn export(rows: &[aai_audit::Row], format: ExportFormat) {
                 );
             }
         }
+    }
+}
+
+/// Asks the person at the terminal (`call` in an interactive shell): y allows this call once.
+pub struct TerminalAsker;
+
+impl aai_gateway::gate::Asker for TerminalAsker {
+    fn ask<'a>(
+        &'a self,
+        question: &'a aai_gateway::gate::Question,
+    ) -> aai_executor::BoxFuture<'a, Result<aai_gateway::gate::Answer, aai_gateway::gate::Unanswered>>
+    {
+        use aai_gateway::gate::{Answer, Unanswered};
+        let message = question.message();
+        Box::pin(async move {
+            let read = tokio::task::spawn_blocking(move || {
+                use std::io::Write;
+                let mut err = std::io::stderr();
+                let _ = write!(err, "{message}\nAllow this call once? [y/N] ");
+                let _ = err.flush();
+                let mut line = String::new();
+                std::io::stdin().read_line(&mut line).map(|_| line)
+            })
+            .await;
+            match read {
+                Ok(Ok(line)) if matches!(line.trim(), "y" | "Y" | "yes" | "Yes") => {
+                    Ok(Answer::AllowOnce)
+                }
+                Ok(Ok(_)) => Err(Unanswered::Declined("the user answered no".into())),
+                _ => Err(Unanswered::CannotAsk("cannot read the terminal".into())),
+            }
+        })
+    }
+
+    fn via(&self) -> &'static str {
+        "terminal"
     }
 }

@@ -16,12 +16,33 @@ use crate::config::Config;
 use crate::gate::{
     Answer, Asker, Call, Gate, Question, Unanswered, action_name, risk_name, shell_quote,
 };
+use aai_audit::{Grant, Scope};
 
 /// The key under which a pending 2026-07-28 consent round travels in an error's detail, for
 /// the MCP layer to turn into an `InputRequiredResult`.
 pub const INPUT_REQUIRED: &str = "input_required";
 use crate::registry::{App, Registry};
 use crate::web::Web;
+
+/// Who is calling: the client's reported name, its roots (they can pick its policy profile)
+/// and its session, which session grants belong to.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    pub name: String,
+    pub roots: Vec<String>,
+    /// `None`: no session (the `call` CLI); "for this session" grants are not offered.
+    pub session: Option<String>,
+}
+
+impl Caller {
+    /// A caller with no roots and no session.
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            ..Self::default()
+        }
+    }
+}
 
 /// Shared state of one gateway process.
 pub struct Gateway {
@@ -80,6 +101,28 @@ impl Gateway {
         }
     }
 
+    /// The appId and tool name a user means (`consent grant|revoke`): the app must exist
+    /// (installed, from the registry or discovered) and so must the tool when one is named.
+    /// `oauth:<host>` with `authorize` is the sign-in confirmation of a domain.
+    ///
+    /// # Errors
+    /// `APP_NOT_FOUND` or `TOOL_NOT_FOUND` naming the nearest names.
+    pub async fn resolve(
+        &self,
+        app: &str,
+        tool: Option<&str>,
+    ) -> Result<(String, Option<String>), AaiError> {
+        if app.starts_with("oauth:") && tool.is_none_or(|t| t == "authorize") {
+            return Ok((app.to_owned(), Some("authorize".to_owned())));
+        }
+        let registry = self.registry().await;
+        let found = self.find(&registry, app)?;
+        let tool = tool
+            .map(|tool| find_tool(&found, tool).map(|spec| spec.name.clone()))
+            .transpose()?;
+        Ok((found.id().to_owned(), tool))
+    }
+
     /// The guide of an app, by appId, `app_<slug>` or `app:<appId>`.
     ///
     /// # Errors
@@ -103,24 +146,27 @@ impl Gateway {
         tool: &str,
         args: &Value,
     ) -> Result<Value, AaiError> {
-        self.exec_asking(caller, &[], app, tool, args, None).await
+        self.exec_asking(&Caller::named(caller), app, tool, args, None)
+            .await
     }
 
-    /// [`Gateway::exec`] for a client with these `roots` (they can pick its policy profile),
-    /// asking the user through `asker` when the policy requires approval and no grant exists. Without an asker such a call is denied with the command that
-    /// grants it; a decline, a cancel or no answer in time is a denial too.
+    /// [`Gateway::exec`] for `caller`, asking the user through `asker` when the policy
+    /// requires approval and no grant covers the call. Without an asker such a call is denied
+    /// with the command that grants it; a decline, a cancel or no answer in time is a denial
+    /// the agent is told not to ask again about.
     ///
     /// # Errors
     /// See [`Gateway::exec`].
     pub async fn exec_asking(
         &self,
-        caller: &str,
-        roots: &[String],
+        who: &Caller,
         app: &str,
         tool: &str,
         args: &Value,
         asker: Option<&dyn Asker>,
     ) -> Result<Value, AaiError> {
+        let caller = who.name.as_str();
+        let roots = who.roots.as_slice();
         let started = Instant::now();
         let elapsed = || i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
         let registry = self.registry().await;
@@ -204,31 +250,75 @@ impl Gateway {
                 return Err(error);
             }
             Action::RequireApproval => {
-                if self.gate.granted(caller, app.id(), &spec.name)? {
-                    decision.push_str(":granted");
+                let critical = raised.is_some();
+                // No grant covers a command the classifier finds critical: it is asked each time.
+                let held = if critical {
+                    aai_audit::Held::default()
                 } else {
+                    self.gate
+                        .held(caller, app.id(), &spec.name, who.session.as_deref())?
+                };
+                let prefixed = !held.prefixes.is_empty()
+                    && crate::local::prefix_covers(app.id(), &spec.name, &args, &held.prefixes);
+                if held.whole || prefixed {
+                    decision.push_str(if prefixed {
+                        ":granted_prefix"
+                    } else {
+                        ":granted"
+                    });
+                } else {
+                    let mut question = Question::new(
+                        caller,
+                        app.id(),
+                        &app.descriptor.name,
+                        &spec.name,
+                        risk,
+                        guide::shorten(&redacted.to_string(), 200),
+                    );
+                    question.once_only = critical;
+                    question.session = who.session.is_some();
+                    question.prefix = crate::local::offered_prefix(app.id(), &spec.name, &args);
                     let answer = match asker {
-                        Some(asker) => {
-                            let question = Question {
-                                caller: caller.to_owned(),
-                                app_id: app.id().to_owned(),
-                                app_name: app.descriptor.name.clone(),
-                                tool: spec.name.clone(),
-                                risk,
-                                args: guide::shorten(&redacted.to_string(), 200),
-                            };
-                            asker.ask(&question).await
+                        Some(asker) => asker.ask(&question).await,
+                        None => Err(Unanswered::CannotAsk(String::new())),
+                    };
+                    let answer = match answer {
+                        Ok(Answer::Deny) => {
+                            Err(Unanswered::Declined("the user chose Deny".to_owned()))
                         }
-                        None => Err(Unanswered::Denied(String::new())),
+                        other => other,
                     };
                     match answer {
-                        Ok(Answer::AllowTool) => {
-                            self.gate.grant(caller, app.id(), Some(&spec.name))?;
-                            decision.push_str(":allowed_tool");
-                        }
-                        Ok(Answer::AllowApp) => {
-                            self.gate.grant(caller, app.id(), None)?;
-                            decision.push_str(":allowed_app");
+                        Ok(answer) => {
+                            let via = asker.map_or("cli", |a| a.via());
+                            let scoped =
+                                |scope: Scope, tool: Option<&str>, prefix: Option<&str>| Grant {
+                                    scope,
+                                    session: (scope == Scope::Session)
+                                        .then(|| who.session.clone())
+                                        .flatten(),
+                                    prefix: prefix.map(str::to_owned),
+                                    ..Grant::always(caller, app.id(), tool, via)
+                                };
+                            let grant = match answer {
+                                Answer::AllowSession => {
+                                    Some(scoped(Scope::Session, Some(&spec.name), None))
+                                }
+                                Answer::AlwaysTool => {
+                                    Some(scoped(Scope::Always, Some(&spec.name), None))
+                                }
+                                Answer::AlwaysApp => Some(scoped(Scope::Always, None, None)),
+                                Answer::AlwaysPrefix => question
+                                    .prefix
+                                    .as_deref()
+                                    .map(|p| scoped(Scope::Always, Some(&spec.name), Some(p))),
+                                Answer::AllowOnce | Answer::Deny => None,
+                            };
+                            if let Some(grant) = grant {
+                                self.gate.remember(&grant)?;
+                            }
+                            decision.push(':');
+                            decision.push_str(answer.decision());
                         }
                         Err(Unanswered::Later(input_required)) => {
                             // Not a decision yet: the client asks the user and calls again.
@@ -238,18 +328,14 @@ impl Gateway {
                             )
                             .with_detail(json!({ INPUT_REQUIRED: input_required })));
                         }
-                        Ok(Answer::Deny) | Err(Unanswered::Denied(_)) => {
-                            let reason = match answer {
-                                Err(Unanswered::Denied(reason)) => reason,
-                                _ => "the user denied it".to_owned(),
-                            };
-                            let error = needs_approval(
+                        Err(unanswered) => {
+                            let error = not_approved(
                                 caller,
                                 app.id(),
                                 &spec.name,
                                 risk,
                                 &profile_name,
-                                &reason,
+                                &unanswered,
                             );
                             self.gate.record(
                                 &call,
@@ -359,13 +445,13 @@ impl Gateway {
         let scopes = Some(crate::web::auth::scopes(auth))
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "none named".into());
-        let question = Question {
-            caller: caller.to_owned(),
-            app_id: subject.clone(),
-            app_name: app.descriptor.name.clone(),
-            tool: "authorize".into(),
-            risk: Risk::High,
-            args: format!(
+        let mut question = Question::new(
+            caller,
+            &subject,
+            &app.descriptor.name,
+            "authorize",
+            Risk::High,
+            format!(
                 "sign in to {} at {} (TLS certificate issued by {}, valid from {} until {}), scopes: {scopes}",
                 app.descriptor.name,
                 identity.host,
@@ -373,22 +459,16 @@ impl Gateway {
                 identity.not_before,
                 identity.not_after
             ),
-        };
+        );
+        // The domain is confirmed once and remembered; no session or app-wide choice.
+        question.once_only = true;
         let answer = match asker {
             Some(asker) => asker.ask(&question).await,
-            None => Err(Unanswered::Denied(String::new())),
+            None => Err(Unanswered::CannotAsk(String::new())),
         };
         match answer {
-            Ok(Answer::AllowTool | Answer::AllowApp) => {
-                self.gate.grant(caller, &subject, Some("authorize"))?;
-                Ok(())
-            }
-            Err(Unanswered::Later(input_required)) => Err(AaiError::new(
-                ErrorKind::PermissionDenied,
-                "waiting for the user to confirm the sign-in domain",
-            )
-            .with_detail(json!({ INPUT_REQUIRED: input_required }))),
-            Ok(Answer::Deny) | Err(Unanswered::Denied(_)) => {
+            Ok(Answer::Deny)
+            | Err(Unanswered::Declined(_) | Unanswered::CannotAsk(_) | Unanswered::Refused(_)) => {
                 let command = format!(
                     "aai-gateway consent grant {} authorize --client {}",
                     shell_quote(&subject),
@@ -403,6 +483,17 @@ impl Gateway {
                 )
                 .with_detail(json!({"reason": "domain_confirmation", "host": identity.host, "issuer": identity.issuer, "not_after": identity.not_after, "command": command})))
             }
+            Ok(_) => {
+                let via = asker.map_or("cli", |a| a.via());
+                self.gate
+                    .remember(&Grant::always(caller, &subject, Some("authorize"), via))?;
+                Ok(())
+            }
+            Err(Unanswered::Later(input_required)) => Err(AaiError::new(
+                ErrorKind::PermissionDenied,
+                "waiting for the user to confirm the sign-in domain",
+            )
+            .with_detail(json!({ INPUT_REQUIRED: input_required }))),
         }
     }
 
@@ -483,34 +574,56 @@ fn authorization_url(error: &AaiError) -> Option<String> {
         .flatten()
 }
 
-/// PERMISSION_DENIED for a call that needs the user's approval, with the commands that grant it.
-fn needs_approval(
+/// PERMISSION_DENIED for a call the user did not approve. When the user was asked and said
+/// no, the agent is told so and not to ask again; only when nobody could be asked does it get
+/// the commands that grant the tool.
+fn not_approved(
     caller: &str,
     app: &str,
     tool: &str,
     risk: Risk,
     profile: &str,
-    reason: &str,
+    unanswered: &Unanswered,
 ) -> AaiError {
-    let client = shell_quote(caller);
-    let this_tool = format!(
-        "aai-gateway consent grant {} {} --client {client}",
-        shell_quote(app),
-        shell_quote(tool)
-    );
-    let whole_app = format!(
-        "aai-gateway consent grant {} --client {client}",
-        shell_quote(app)
-    );
-    AaiError::new(
-        ErrorKind::PermissionDenied,
-        format!(
-            "{app}:{tool} needs the user's approval (risk {}, policy profile {profile:?}) and it was not given{}. Ask the user to run `{this_tool}` (or `{whole_app}` for every tool of the app), then call again.",
-            risk_name(risk),
-            if reason.is_empty() { String::new() } else { format!(" ({reason})") }
+    let risk = risk_name(risk);
+    match unanswered {
+        Unanswered::Declined(reason) => AaiError::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "The user declined {app}:{tool} ({reason}); it was not run. Do not ask again for this call or retry it: go on without it, or ask the user what to do instead."
+            ),
+        )
+        .with_detail(json!({"reason": "user_declined", "profile": profile, "risk": risk})),
+        Unanswered::Refused(reason) => AaiError::new(
+            ErrorKind::PermissionDenied,
+            format!("{app}:{tool} was not run: {reason}."),
+        )
+        .with_detail(json!({"reason": "approval_refused", "profile": profile, "risk": risk})),
+        Unanswered::CannotAsk(reason) => {
+            let client = shell_quote(caller);
+            let this_tool = format!(
+                "aai-gateway consent grant {} {} --client {client}",
+                shell_quote(app),
+                shell_quote(tool)
+            );
+            let whole_app = format!(
+                "aai-gateway consent grant {} --client {client}",
+                shell_quote(app)
+            );
+            AaiError::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "{app}:{tool} needs the user's approval (risk {risk}, policy profile {profile:?}) and the user could not be asked{}. Ask the user to run `{this_tool}` (or `{whole_app}` for every tool of the app), then call again.",
+                    if reason.is_empty() { String::new() } else { format!(" ({reason})") }
+                ),
+            )
+            .with_detail(json!({"reason": "approval_required", "command": this_tool, "command_all_tools": whole_app, "profile": profile, "risk": risk}))
+        }
+        Unanswered::Later(_) => AaiError::new(
+            ErrorKind::PermissionDenied,
+            "waiting for the user's approval",
         ),
-    )
-    .with_detail(json!({"reason": "approval_required", "command": this_tool, "command_all_tools": whole_app, "profile": profile, "risk": risk_name(risk)}))
+    }
 }
 
 /// Looks an app up, or says which apps exist.
@@ -541,10 +654,15 @@ fn find_tool<'a>(app: &'a App, tool: &str) -> Result<&'a ToolCommon, AaiError> {
             .iter()
             .map(|t| t.name.as_str())
             .collect();
+        let near = crate::registry::nearest(tool, names.iter().copied(), 1);
+        let hint = near
+            .first()
+            .map(|n| format!(" Did you mean {n:?}?"))
+            .unwrap_or_default();
         AaiError::new(
             ErrorKind::ToolNotFound,
             format!(
-                "{} has no tool {tool:?}. Its tools: {}. Call {} for the guide.",
+                "{} has no tool {tool:?}.{hint} Its tools: {}. Call {} for the guide.",
                 app.id(),
                 names.join(", "),
                 app.slug

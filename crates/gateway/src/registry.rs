@@ -245,30 +245,50 @@ impl Registry {
             .collect()
     }
 
-    /// Offered app ids close to `name`, for "did you mean" hints.
+    /// Offered app ids close to `name`, nearest first, for "did you mean" hints: ids and
+    /// names that contain it (or that it contains), then the rest by similarity.
     pub fn suggestions(&self, name: &str, limit: usize) -> Vec<&str> {
         let needle = name
             .trim_start_matches("app:")
             .trim_start_matches("app_")
             .to_lowercase();
         let needle = needle.replace(['_', '.'], "");
-        let mut ids: Vec<&str> = self
+        let mut scored: Vec<(bool, f64, &str)> = self
             .apps
             .iter()
-            .filter(|a| {
+            .map(|a| {
                 let id = a.id().to_lowercase().replace(['_', '.'], "");
                 let label = a.descriptor.name.to_lowercase();
-                !needle.is_empty()
-                    && (id.contains(&needle) || needle.contains(&label) || label.contains(&needle))
+                let contains = !needle.is_empty()
+                    && (id.contains(&needle) || needle.contains(&label) || label.contains(&needle));
+                let similar = strsim::normalized_levenshtein(&needle, &id).max(
+                    strsim::normalized_levenshtein(&needle, &label.replace(' ', "")),
+                );
+                (contains, similar, a.id())
             })
-            .map(|a| a.id())
             .collect();
-        if ids.is_empty() {
-            ids = self.apps.iter().map(|a| a.id()).collect();
-        }
-        ids.truncate(limit);
-        ids
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)));
+        scored
+            .into_iter()
+            .take(limit)
+            .map(|(_, _, id)| id)
+            .collect()
     }
+}
+
+/// The names among `names` nearest to `name`, nearest first (for "did you mean").
+pub fn nearest<'a>(
+    name: &str,
+    names: impl IntoIterator<Item = &'a str>,
+    limit: usize,
+) -> Vec<&'a str> {
+    let lower = name.to_lowercase();
+    let mut scored: Vec<(f64, &str)> = names
+        .into_iter()
+        .map(|n| (strsim::normalized_levenshtein(&lower, &n.to_lowercase()), n))
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored.into_iter().take(limit).map(|(_, n)| n).collect()
 }
 
 /// Estimated tokens left for an app's description so its whole `tools/list` entry,

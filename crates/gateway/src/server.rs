@@ -26,7 +26,7 @@ use std::sync::Mutex;
 
 use crate::gate::{Answer, Asker, Question, Unanswered, consent_form, read_elicit_result};
 use crate::pipeline::INPUT_REQUIRED;
-use crate::pipeline::{Gateway, find_app, render};
+use crate::pipeline::{Caller, Gateway, find_app, render};
 use crate::registry::Registry;
 use rmcp::model::{InputRequiredResult, RequestStateCodec, SealOptions};
 use sha2::{Digest, Sha256};
@@ -46,6 +46,8 @@ pub struct AaiServer {
     rounds: Arc<ConsentRounds>,
     /// The client's roots, asked once and forgotten on `roots/list_changed`.
     roots: Arc<tokio::sync::Mutex<Option<Vec<String>>>>,
+    /// This connection's id: "for this session" grants belong to it and end with it.
+    session: Arc<str>,
 }
 
 fn schema(value: Value) -> Arc<JsonObject> {
@@ -61,7 +63,18 @@ impl AaiServer {
             gateway,
             rounds: Arc::new(ConsentRounds::new()),
             roots: Arc::default(),
+            session: crate::gate::new_session_id().into(),
         }
+    }
+
+    /// This connection's session id.
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    /// The client disconnected: its session grants end.
+    pub fn end_session(&self) {
+        self.gateway.gate.end_session(&self.session);
     }
 
     /// The tool list for the configured exposure mode.
@@ -154,14 +167,17 @@ impl AaiServer {
     /// Routes one `tools/call` from `caller` (the client's name) to a guide, a search or an
     /// execution.
     pub async fn dispatch(&self, caller: &str, name: &str, args: Value) -> Result<Value, AaiError> {
-        self.dispatch_asking(caller, &[], name, args, None).await
+        let caller = Caller {
+            session: Some(self.session.to_string()),
+            ..Caller::named(caller)
+        };
+        self.dispatch_asking(&caller, name, args, None).await
     }
 
     /// [`AaiServer::dispatch`], asking the user through `asker` when a call needs approval.
     pub async fn dispatch_asking(
         &self,
-        caller: &str,
-        roots: &[String],
+        caller: &Caller,
         name: &str,
         args: Value,
         asker: Option<&dyn Asker>,
@@ -173,7 +189,7 @@ impl AaiServer {
                 let tool = required_str(&args, "tool")?;
                 let tool_args = args.get("args").cloned().unwrap_or(Value::Null);
                 gateway
-                    .exec_asking(caller, roots, app, tool, &tool_args, asker)
+                    .exec_asking(caller, app, tool, &tool_args, asker)
                     .await
             }
             "web_discover" | "web:discover" => {
@@ -196,11 +212,7 @@ impl AaiServer {
                 gateway.guide(&registry, name).map(Value::String)
             }
             _ => match name.rsplit_once(':') {
-                Some((app, tool)) => {
-                    gateway
-                        .exec_asking(caller, roots, app, tool, &args, asker)
-                        .await
-                }
+                Some((app, tool)) => gateway.exec_asking(caller, app, tool, &args, asker).await,
                 None => Err(AaiError::new(
                     ErrorKind::ToolNotFound,
                     format!(
@@ -335,8 +347,13 @@ impl ServerHandler for AaiServer {
         } else {
             Vec::new()
         };
+        let who = Caller {
+            name: caller.clone(),
+            roots,
+            session: Some(self.session.to_string()),
+        };
         let result = self
-            .dispatch_asking(&caller, &roots, &name, args, asker.as_deref())
+            .dispatch_asking(&who, &name, args, asker.as_deref())
             .await;
         if let Err(error) = &result
             && let Some(pending) = error.detail.as_ref().and_then(|d| d.get(INPUT_REQUIRED))
@@ -496,7 +513,7 @@ impl Asker for PeerAsker {
         Box::pin(async move {
             let params: ElicitRequestParams = serde_json::from_value(consent_form(question))
                 .map_err(|e| {
-                    Unanswered::Denied(format!("cannot build the consent request: {e}"))
+                    Unanswered::CannotAsk(format!("cannot build the consent request: {e}"))
                 })?;
             let secs = self.timeout.as_secs();
             let ask = self
@@ -524,12 +541,12 @@ impl Asker for PeerAsker {
             };
             match answer {
                 Ok(result) => {
-                    read_elicit_result(&serde_json::to_value(&result).unwrap_or_default())
+                    read_elicit_result(question, &serde_json::to_value(&result).unwrap_or_default())
                 }
                 Err(ServiceError::Timeout { .. }) => {
-                    Err(Unanswered::Denied(format!("no answer within {secs} s")))
+                    Err(Unanswered::Declined(format!("no answer within {secs} s")))
                 }
-                Err(error) => Err(Unanswered::Denied(format!(
+                Err(error) => Err(Unanswered::CannotAsk(format!(
                     "the client could not ask the user: {error}"
                 ))),
             }
@@ -634,19 +651,19 @@ struct StatelessAsker<'a> {
 }
 
 impl StatelessAsker<'_> {
-    fn answer(&self, state: &str) -> Result<Answer, Unanswered> {
+    fn answer(&self, question: &Question, state: &str) -> Result<Answer, Unanswered> {
         let sealed: SealedConsent = self.rounds.codec.open_json(state).map_err(|e| {
-            Unanswered::Denied(format!(
+            Unanswered::Refused(format!(
                 "the approval state was altered or has expired ({e}); call again to be asked anew"
             ))
         })?;
         if sealed.binding != self.binding {
-            return Err(Unanswered::Denied(
+            return Err(Unanswered::Refused(
                 "the approval state belongs to another call".to_owned(),
             ));
         }
         if !self.rounds.spend(&sealed.nonce, self.timeout) {
-            return Err(Unanswered::Denied(
+            return Err(Unanswered::Refused(
                 "the approval state was already used; call again to be asked anew".to_owned(),
             ));
         }
@@ -655,9 +672,9 @@ impl StatelessAsker<'_> {
             .as_ref()
             .and_then(|r| r.get(CONSENT_KEY))
             .ok_or_else(|| {
-                Unanswered::Denied("the retry carries no answer to the consent request".to_owned())
+                Unanswered::Refused("the retry carries no answer to the consent request".to_owned())
             })?;
-        read_elicit_result(response)
+        read_elicit_result(question, response)
     }
 }
 
@@ -671,7 +688,7 @@ impl Asker for StatelessAsker<'_> {
     ) -> aai_executor::BoxFuture<'a, Result<Answer, Unanswered>> {
         Box::pin(async move {
             if let Some(state) = &self.state {
-                return self.answer(state);
+                return self.answer(question, state);
             }
             let mut nonce = [0u8; 16];
             let _ = getrandom::fill(&mut nonce);
@@ -684,7 +701,9 @@ impl Asker for StatelessAsker<'_> {
                 .rounds
                 .codec
                 .seal_json_with(&sealed, &SealOptions::new().ttl(self.timeout))
-                .map_err(|e| Unanswered::Denied(format!("cannot seal the approval state: {e}")))?;
+                .map_err(|e| {
+                    Unanswered::CannotAsk(format!("cannot seal the approval state: {e}"))
+                })?;
             let request = json!({"method": "elicitation/create", "params": consent_form(question)});
             let input_required = json!({
                 "resultType": "input_required",

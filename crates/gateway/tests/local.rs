@@ -20,13 +20,19 @@ impl Setup {
     /// A gateway whose sandbox allows `<tmp>/allowed`, whose own home is inside it (to show
     /// the gateway's files win over the configuration), and whose policy runs high-risk tools.
     fn new() -> Self {
+        Self::with_policy(
+            json!({"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}}),
+        )
+    }
+
+    fn with_policy(policy: Value) -> Self {
         let dir = tempfile::tempdir().expect("dir");
         let allowed = dir.path().join("allowed");
         let home = allowed.join("aai-home");
         std::fs::create_dir_all(&home).expect("home");
         std::fs::create_dir_all(dir.path().join("outside")).expect("outside");
         let config: Config = serde_json::from_value(json!({
-            "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}},
+            "policy": policy,
             "local": {"sandbox": {"allowed_directories": [allowed], "max_file_size": 2_000_000}},
             "web": {"cache_dir": dir.path().join("cache")}
         }))
@@ -551,4 +557,132 @@ fn builtin_apps_follow_the_config() {
         );
     }
     let _ = Path::new(".");
+}
+
+/// Answers approval questions from a list and keeps what it was asked.
+#[derive(Default)]
+struct Scripted {
+    answers: std::sync::Mutex<Vec<aai_gateway::gate::Answer>>,
+    asked: std::sync::Mutex<Vec<aai_gateway::gate::Question>>,
+}
+
+impl Scripted {
+    fn new(answers: &[aai_gateway::gate::Answer]) -> Self {
+        Self {
+            answers: std::sync::Mutex::new(answers.to_vec()),
+            ..Self::default()
+        }
+    }
+
+    fn asked(&self) -> Vec<aai_gateway::gate::Question> {
+        self.asked.lock().expect("asked").clone()
+    }
+}
+
+impl aai_gateway::gate::Asker for Scripted {
+    fn ask<'a>(
+        &'a self,
+        question: &'a aai_gateway::gate::Question,
+    ) -> aai_executor::BoxFuture<'a, Result<aai_gateway::gate::Answer, aai_gateway::gate::Unanswered>>
+    {
+        self.asked.lock().expect("asked").push(question.clone());
+        let answer = {
+            let mut answers = self.answers.lock().expect("answers");
+            if answers.is_empty() {
+                aai_gateway::gate::Answer::Deny
+            } else {
+                answers.remove(0)
+            }
+        };
+        Box::pin(async move { Ok(answer) })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_prefix_grants_cover_only_plain_commands_they_name() {
+    use aai_gateway::gate::Answer;
+    let s = Setup::with_policy(
+        json!({"default_profile": "p", "profiles": {"p": {"preset": "development",
+        "risk_policies": {"high": "require_approval", "critical": "require_approval"}}}}),
+    );
+    let caller = aai_gateway::pipeline::Caller {
+        session: Some("test-session".into()),
+        ..aai_gateway::pipeline::Caller::named("agent")
+    };
+    let run = async |command: &str, asker: &Scripted| {
+        s.gateway
+            .exec_asking(
+                &caller,
+                "local.terminal",
+                "bash_execute",
+                &json!({"command": command}),
+                Some(asker),
+            )
+            .await
+    };
+    let first = Scripted::new(&[Answer::AlwaysPrefix]);
+    let out = run("echo granted", &first).await.expect("allowed");
+    assert!(out.to_string().contains("granted"), "{out}");
+    let asked = first.asked();
+    assert_eq!(asked[0].prefix.as_deref(), Some("echo"));
+    let labels: Vec<String> = asked[0].choices().into_iter().map(|(_, l)| l).collect();
+    assert_eq!(
+        labels,
+        [
+            "Deny",
+            "Allow once",
+            "Allow this tool for this session",
+            "Always allow commands starting with `echo`",
+            "Always allow this tool",
+            "Always allow this app"
+        ]
+    );
+
+    // Covered: plain commands that all start with the granted words.
+    let quiet = Scripted::new(&[]);
+    for command in [
+        "echo again",
+        "echo a && echo b",
+        "echo x | echo y",
+        "echo 'a;b' 2>&1",
+    ] {
+        run(command, &quiet).await.expect(command);
+    }
+    assert!(quiet.asked().is_empty(), "{:?}", quiet.asked());
+
+    // Not covered: parts the grant does not name, or words nobody can know without running it.
+    let marker = s.path("allowed/marker");
+    for command in [
+        format!("echo a; touch {}", marker.display()),
+        format!("echo a && touch {}", marker.display()),
+        format!("echo a | touch {}", marker.display()),
+        format!("echo $(touch {})", marker.display()),
+        format!("echo `touch {}`", marker.display()),
+        format!("echo a > {}", marker.display()),
+        format!("X=1 echo a; touch {}", marker.display()),
+        "echo ${PATH}".to_owned(),
+        "echoes a".to_owned(),
+        "if echo a; then echo b; fi".to_owned(),
+    ] {
+        let asker = Scripted::new(&[Answer::Deny]);
+        let error = run(&command, &asker).await.expect_err(&command);
+        assert_eq!(error.kind, ErrorKind::PermissionDenied, "{command}");
+        assert_eq!(asker.asked().len(), 1, "{command} was not asked about");
+    }
+    assert!(!marker.exists(), "a command the grant does not cover ran");
+
+    // A critical command is asked each time, with only Deny and Allow once, even under a
+    // grant of the whole tool.
+    let tool = Scripted::new(&[Answer::AlwaysTool]);
+    run("true", &tool).await.expect("whole tool");
+    let victim = s.path("allowed/victim");
+    std::fs::create_dir_all(&victim).expect("victim");
+    let critical = Scripted::new(&[Answer::Deny]);
+    let command = format!("rm -rf {}", victim.display());
+    run(&command, &critical).await.expect_err("critical");
+    let asked = critical.asked();
+    assert_eq!(asked.len(), 1);
+    assert!(asked[0].once_only && asked[0].prefix.is_none());
+    assert_eq!(asked[0].choices().len(), 2);
+    assert!(victim.exists());
 }

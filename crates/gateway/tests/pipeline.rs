@@ -190,7 +190,12 @@ async fn policy_consent_and_audit_rows() {
     // A grant for one client does not help another; a grant for the app covers its tools.
     let grants = Grants::open(&setup.dir.path().join("data.db")).expect("grants");
     grants
-        .grant("claude-code", "org.aai.test", Some("add"))
+        .grant(&aai_audit::Grant::always(
+            "claude-code",
+            "org.aai.test",
+            Some("add"),
+            "test",
+        ))
         .expect("grant");
     assert_eq!(
         gateway
@@ -210,7 +215,12 @@ async fn policy_consent_and_audit_rows() {
             .is_err()
     );
     grants
-        .grant("cursor", "org.aai.test", None)
+        .grant(&aai_audit::Grant::always(
+            "cursor",
+            "org.aai.test",
+            None,
+            "test",
+        ))
         .expect("grant app");
     assert_eq!(
         gateway
@@ -220,7 +230,12 @@ async fn policy_consent_and_audit_rows() {
     );
     // Consent never lifts a block.
     grants
-        .grant("claude-code", "org.aai.test", Some("deny"))
+        .grant(&aai_audit::Grant::always(
+            "claude-code",
+            "org.aai.test",
+            Some("deny"),
+            "test",
+        ))
         .expect("grant blocked");
     assert!(
         gateway
@@ -356,7 +371,14 @@ async fn blocks_hold_whatever_name_the_call_uses() {
         Executors::new(),
     );
     let grants = Grants::open(&setup.dir.path().join("data.db")).expect("grants");
-    grants.grant("agent", "org.aai.test", None).expect("grant");
+    grants
+        .grant(&aai_audit::Grant::always(
+            "agent",
+            "org.aai.test",
+            None,
+            "test",
+        ))
+        .expect("grant");
     let server = aai_gateway::server::AaiServer::new(setup.gateway.clone());
     let calls = [
         (

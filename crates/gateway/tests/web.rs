@@ -586,7 +586,7 @@ impl aai_gateway::gate::Asker for ConfirmingAsker {
     ) -> aai_executor::BoxFuture<'a, Result<aai_gateway::gate::Answer, aai_gateway::gate::Unanswered>>
     {
         self.asked.lock().expect("asked").push(question.message());
-        Box::pin(async { Ok(aai_gateway::gate::Answer::AllowTool) })
+        Box::pin(async { Ok(aai_gateway::gate::Answer::AllowOnce) })
     }
 }
 
@@ -645,8 +645,7 @@ async fn oauth_with_pkce_refresh_and_expiry() {
     let error = setup
         .gateway
         .exec_asking(
-            "test",
-            &[],
+            &aai_gateway::pipeline::Caller::named("test"),
             "com.example.tasks",
             "me",
             &json!({}),

@@ -74,6 +74,65 @@ fn classify_depth(
     None
 }
 
+/// The simple commands of `script` as plain words, when it is nothing but plain commands
+/// joined by `;`, `&&`, `||`, `|`, `&` or newlines (output may go to `/dev/null` or another
+/// descriptor). `None` when it has anything whose words cannot be known without running it:
+/// expansions, substitutions, redirections to files, here-documents, leading assignments,
+/// control structures or function definitions.
+pub fn plain_commands(script: &str) -> Option<Vec<Vec<String>>> {
+    let mut text = script.to_owned();
+    for harmless in [
+        "&>/dev/null",
+        "2>/dev/null",
+        "1>/dev/null",
+        ">/dev/null",
+        "2>&1",
+        "1>&2",
+        ">&2",
+    ] {
+        text = text.replace(harmless, " ");
+    }
+    if text.contains(['$', '`', '<', '>']) {
+        return None;
+    }
+    let parsed = parse(&text, &mut HashMap::new());
+    if !parsed.nested.is_empty() || parsed.fork_bomb.is_some() {
+        return None;
+    }
+    let mut commands = Vec::with_capacity(parsed.commands.len());
+    for command in parsed.commands {
+        let first = command.words.first()?;
+        let keyword = matches!(
+            first.as_str(),
+            "if" | "then"
+                | "else"
+                | "elif"
+                | "fi"
+                | "for"
+                | "while"
+                | "until"
+                | "do"
+                | "done"
+                | "case"
+                | "esac"
+                | "function"
+                | "select"
+                | "!"
+                | "[["
+                | "coproc"
+        );
+        if keyword
+            || is_assignment(first)
+            || !command.redirects.is_empty()
+            || !command.heredocs.is_empty()
+        {
+            return None;
+        }
+        commands.push(command.words);
+    }
+    (!commands.is_empty()).then_some(commands)
+}
+
 fn base(word: &str) -> String {
     word.rsplit('/').next().unwrap_or(word).to_owned()
 }
