@@ -196,7 +196,7 @@ async def test_oauth_sign_in_through_url_elicitation(home, bus, monkeypatch, tmp
             await anyio.to_thread.run_sync(lambda: urllib.request.urlopen(params.url, timeout=10).read())
             return types.ElicitResult(action="accept")
         assert "no one: plain http on this computer" in params.message
-        return types.ElicitResult(action="accept", content={"decision": "allow_tool"})
+        return types.ElicitResult(action="accept", content={"decision": "allow_once"})
 
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
     params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))

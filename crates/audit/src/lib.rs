@@ -17,4 +17,4 @@ mod redact;
 
 pub use grants::{Grant, Grants, Held, Scope};
 pub use log::{AuditError, AuditLog, BadRow, Entry, Filter, Row, format_ts, now_ms};
-pub use redact::{REDACTED, redact};
+pub use redact::{REDACTED, redact, shrink};

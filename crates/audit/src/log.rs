@@ -111,6 +111,17 @@ pub(crate) fn connect(path: &Path) -> Result<(Connection, String), AuditError> {
         path: name.clone(),
         source,
     };
+    #[cfg(unix)]
+    {
+        // Created private to the user; SQLite gives its -wal and -shm files the same mode.
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path);
+    }
     let conn = Connection::open(path).map_err(fail)?;
     conn.busy_timeout(Duration::from_secs(2)).map_err(fail)?;
     conn.pragma_update(None, "journal_mode", "WAL")

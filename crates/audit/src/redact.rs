@@ -60,6 +60,35 @@ fn looks_like_secret(text: &str) -> bool {
     keyish && PREFIXES.iter().any(|p| trimmed.starts_with(p))
 }
 
+/// How many characters of a long value the log keeps.
+const KEPT_PREFIX: usize = 64;
+
+/// A copy of `value` whose strings longer than `max_chars` are replaced by their first
+/// characters, their size and their SHA-256, at any depth: the log can prove what was sent
+/// without holding it.
+pub fn shrink(value: &Value, max_chars: usize) -> Value {
+    match value {
+        Value::String(text) if text.chars().count() > max_chars => {
+            use sha2::Digest;
+            let prefix: String = text.chars().take(KEPT_PREFIX.min(max_chars)).collect();
+            let digest = sha2::Sha256::digest(text.as_bytes());
+            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+            Value::String(format!(
+                "{prefix}… [{} chars, {} bytes, sha256:{hex}]",
+                text.chars().count(),
+                text.len()
+            ))
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| shrink(v, max_chars)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), shrink(v, max_chars)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// A copy of `args` fit for the log. Removed: values of parameters the schema marks
 /// `writeOnly` or `"sensitive": true`, values of secret-looking names, and strings that look
 /// like tokens or keys, at any depth.
@@ -95,6 +124,29 @@ pub fn redact(args: &Value, schema: Option<&Value>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_values_are_kept_as_size_hash_and_prefix() {
+        let big = "x".repeat(5000) + "tail";
+        let shrunk = shrink(
+            &serde_json::json!({"path": "/a", "content": big, "list": [big]}),
+            100,
+        );
+        let content = shrunk["content"].as_str().expect("text");
+        assert!(content.starts_with(&"x".repeat(64)), "{content}");
+        assert!(
+            content.contains("[5004 chars, 5004 bytes, sha256:"),
+            "{content}"
+        );
+        assert!(!content.contains("tail"));
+        assert_eq!(shrunk["list"][0], shrunk["content"]);
+        assert_eq!(shrunk["path"], "/a");
+        let other = shrink(&serde_json::json!("x".repeat(5000) + "tall"), 100);
+        assert_ne!(
+            other, shrunk["content"],
+            "different content, different hash"
+        );
+    }
     use serde_json::json;
 
     #[test]

@@ -23,6 +23,12 @@ pub struct Descriptor {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aliases: Vec<String>,
     pub platforms: Platforms,
+    /// Came from the network (`web_discover`, a registry copy) rather than from a file the
+    /// user put on this machine. Such a descriptor never reads an environment variable or a
+    /// credential bound to another origin without the user's approval. Set by the gateway;
+    /// never read from or written to JSON.
+    #[serde(skip)]
+    pub fetched: bool,
 }
 
 /// The automation sections, one per platform.

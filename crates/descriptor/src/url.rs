@@ -127,20 +127,55 @@ impl UrlTemplate {
     /// The URL for these arguments.
     ///
     /// # Errors
-    /// The name of a placeholder `lookup` has no value for.
-    pub fn fill<'s>(&'s self, lookup: &dyn Fn(&str) -> Option<Value>) -> Result<String, &'s str> {
+    /// [`FillError::Missing`] naming a placeholder `lookup` has no value for;
+    /// [`FillError::DotSegment`] when a value makes a whole path segment `.` or `..`, which
+    /// URL normalisation would turn into a move to another path (`/users/../notes` is sent
+    /// as `/notes`).
+    pub fn fill<'s>(
+        &'s self,
+        lookup: &dyn Fn(&str) -> Option<Value>,
+    ) -> Result<String, FillError<'s>> {
         let mut url = String::new();
+        let mut in_path = Vec::new();
         for piece in &self.pieces {
             match piece {
                 Piece::Literal(text) => url.push_str(text),
                 Piece::Value { name, component } => {
-                    let value = lookup(name).ok_or(name.as_str())?;
+                    let value = lookup(name).ok_or(FillError::Missing(name.as_str()))?;
+                    let start = url.len();
                     url.push_str(&component.encode(&as_text(&value)));
+                    if *component == Component::Path {
+                        in_path.push((start, url.len(), name.as_str()));
+                    }
                 }
+            }
+        }
+        for (start, end, name) in in_path {
+            let from = url[..start].rfind('/').map_or(0, |i| i + 1);
+            let to = url[end..]
+                .find(['/', '?', '#'])
+                .map_or(url.len(), |i| end + i);
+            if is_dot_segment(&url[from..to]) {
+                return Err(FillError::DotSegment(name));
             }
         }
         Ok(url)
     }
+}
+
+/// Why a template could not be filled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FillError<'s> {
+    /// No value for this placeholder.
+    Missing(&'s str),
+    /// This placeholder's value made a path segment `.` or `..`.
+    DotSegment(&'s str),
+}
+
+/// `.` or `..`, in any spelling URL normalisation reads as one (`%2e`, `%2E`).
+pub fn is_dot_segment(segment: &str) -> bool {
+    let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+    decoded == "." || decoded == ".."
 }
 
 #[cfg(test)]
@@ -178,6 +213,30 @@ mod tests {
                 .contains("mailapp:")
         );
         assert!(UrlTemplate::parse("${s}://send", "mailapp").is_err());
+        // A value that is a whole `.` or `..` segment would move the URL elsewhere.
+        let template =
+            UrlTemplate::parse("https://api/v1/users/${id}/notes?q=${q}", "https").expect("parse");
+        for id in ["..", ".", "%2e%2e"] {
+            let args = json!({"id": id, "q": ".."});
+            let filled = template.fill(&|name| args.get(name).cloned());
+            if id.starts_with('%') {
+                // `%` is encoded, so the server sees the literal text, never a dot segment.
+                assert_eq!(
+                    filled.expect("fill"),
+                    "https://api/v1/users/%252e%252e/notes?q=.."
+                );
+            } else {
+                assert_eq!(filled, Err(FillError::DotSegment("id")), "{id}");
+            }
+        }
+        let args = json!({"id": "..x", "q": "."});
+        assert!(template.fill(&|name| args.get(name).cloned()).is_ok());
+        let pair = UrlTemplate::parse("https://api/${a}${b}/x", "https").expect("parse");
+        let args = json!({"a": ".", "b": "."});
+        assert!(pair.fill(&|name| args.get(name).cloned()).is_err());
+        let partial = UrlTemplate::parse("https://api/%2e${a}/x", "https").expect("parse");
+        let args = json!({"a": "."});
+        assert!(partial.fill(&|name| args.get(name).cloned()).is_err());
         // A scheme without `//` has no host; its path may hold values.
         let template = UrlTemplate::parse("shortcuts:run?name=${n}", "shortcuts").expect("parse");
         let args = json!({"n": "a b"});

@@ -98,6 +98,22 @@ impl Invocation<'_> {
     }
 
     /// INVALID_PARAMS for a placeholder with no argument and no default.
+    /// INVALID_PARAMS for a URL template that could not be filled: a missing argument, or one
+    /// whose value would turn a path segment into `.`/`..`.
+    pub fn unfilled(&self, error: aai_descriptor::url::FillError<'_>) -> AaiError {
+        match error {
+            aai_descriptor::url::FillError::Missing(name) => self.missing(name),
+            aai_descriptor::url::FillError::DotSegment(name) => AaiError::new(
+                ErrorKind::InvalidParams,
+                format!(
+                    "{}: argument `{name}` fills a whole URL path segment and may not be `.` or `..` (that would send the call to another path); pass the real value",
+                    self.name()
+                ),
+            )
+            .with_detail(json!({"field": name, "reason": "dot_segment"})),
+        }
+    }
+
     pub fn missing(&self, name: &str) -> AaiError {
         AaiError::new(
             ErrorKind::InvalidParams,
@@ -275,6 +291,11 @@ impl Executors {
             ),
             local: None,
         }
+    }
+
+    /// Whether an executor for the built-in toolsets is plugged in.
+    pub fn has_local(&self) -> bool {
+        self.local.is_some()
     }
 
     /// These executors with `local` running the built-in toolsets (`automation: "builtin"`).

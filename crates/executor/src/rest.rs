@@ -140,6 +140,14 @@ pub fn credential_for(auth: &aai_descriptor::WebAuth, secret: String) -> Credent
     }
 }
 
+/// `scheme://host:port` of a URL (the port made explicit), or `None` when it does not parse.
+pub fn origin_of(url: &str) -> Option<String> {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    let host = parsed.host_str()?;
+    let port = parsed.port_or_known_default()?;
+    Some(format!("{}://{host}:{port}", parsed.scheme()))
+}
+
 /// Settings of the REST executor.
 #[derive(Clone)]
 pub struct RestSettings {
@@ -196,7 +204,18 @@ impl RestExecutor {
                 format!("{}: {m}", invocation.name()),
             )
         })?;
-        let url = template.fill(&lookup).map_err(|n| invocation.missing(n))?;
+        let url = template.fill(&lookup).map_err(|e| invocation.unfilled(e))?;
+        // The credential goes with this request: it must go to base_url's origin and no
+        // other, whatever the endpoint text says (`@evil.example/x` would change the host).
+        if origin_of(&url).is_none() || origin_of(&url) != origin_of(base) {
+            return Err(AaiError::new(
+                ErrorKind::AaiJsonInvalid,
+                format!(
+                    "{}: the endpoint leads away from base_url {base}; a tool's requests must stay on that origin",
+                    invocation.name()
+                ),
+            ));
+        }
         let mut query = Vec::new();
         for (key, value) in fields.query_params.iter().flat_map(Map::iter) {
             if let Some(value) = bind_optional(value, &lookup).map_err(|n| invocation.missing(n))? {

@@ -45,7 +45,7 @@ impl UrlSchemeExecutor {
             })?;
         let url = template
             .fill(&|name| invocation.value(schema.as_ref(), name))
-            .map_err(|name| invocation.missing(name))?;
+            .map_err(|e| invocation.unfilled(e))?;
         let settings = &self.settings;
         let device = settings.ios_device.as_str();
         let mut commands = vec![match settings.ios_opener {

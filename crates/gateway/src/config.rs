@@ -49,6 +49,25 @@ pub struct Config {
     pub web: WebConfig,
     /// The built-in local toolsets and their file sandbox.
     pub local: crate::local::LocalConfig,
+    /// What the audit log keeps of each call.
+    pub audit: AuditConfig,
+}
+
+/// `audit` in config.json.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditConfig {
+    /// Argument strings longer than this are kept as their size, SHA-256 and first 64
+    /// characters, never whole (a file's content does not belong in the log).
+    pub max_arg_chars: usize,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            max_arg_chars: 1024,
+        }
+    }
 }
 
 /// Settings of web apps (`web` in config.json).
@@ -142,6 +161,7 @@ impl Default for Config {
             retry: Retry::default(),
             web: WebConfig::default(),
             local: crate::local::LocalConfig::default(),
+            audit: AuditConfig::default(),
         }
     }
 }

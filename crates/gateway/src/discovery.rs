@@ -132,7 +132,8 @@ fn reject(path: &Path, message: String) -> Outcome {
 }
 
 /// Loads one candidate. Only regular files are opened, so a FIFO or device can't block us.
-pub fn load(path: &Path, cache: &ParseCache) -> Outcome {
+/// `fetched`: the file is a copy from the network (a registry copy under `AAI_HOME/web`).
+pub fn load(path: &Path, fetched: bool, cache: &ParseCache) -> Outcome {
     let metadata = match std::fs::metadata(path) {
         Ok(metadata) => metadata,
         Err(error) => return reject(path, format!("cannot read: {error}")),
@@ -159,7 +160,10 @@ pub fn load(path: &Path, cache: &ParseCache) -> Outcome {
         return outcome;
     }
     let outcome = match std::fs::read(path) {
-        Ok(bytes) => aai_descriptor::parse(&path.display().to_string(), &bytes).map(Arc::new),
+        Ok(bytes) => aai_descriptor::parse(&path.display().to_string(), &bytes).map(|mut d| {
+            d.fetched = fetched;
+            Arc::new(d)
+        }),
         Err(error) => reject(path, format!("cannot read: {error}")),
     };
     if let Ok(mut entries) = cache.entries.lock() {
@@ -177,6 +181,7 @@ pub fn scan(
     mut on_batch: impl FnMut(Vec<Found>, bool),
 ) {
     let files = candidates(options);
+    let fetched_root = options.home.join("web");
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .min(8);
@@ -185,12 +190,13 @@ pub fn scan(
         let chunk = files.len().div_ceil(workers).max(1);
         for (index, part) in files.chunks(chunk).enumerate() {
             let tx = tx.clone();
+            let fetched_root = &fetched_root;
             scope.spawn(move || {
                 for (offset, path) in part.iter().enumerate() {
                     let found = Found {
                         rank: index * chunk + offset,
                         path: path.clone(),
-                        outcome: load(path, cache),
+                        outcome: load(path, path.starts_with(fetched_root), cache),
                     };
                     if tx.send(found).is_err() {
                         return;
@@ -264,14 +270,14 @@ mod tests {
             .expect("mkfifo");
         assert!(status.success());
         let cache = ParseCache::default();
-        let outcome = load(&fifo, &cache);
+        let outcome = load(&fifo, false, &cache);
         let error = outcome.as_ref().expect_err("fifo");
         assert!(error.to_string().contains("not a regular file"), "{error}");
 
         let big = dir.path().join("big.json");
         let file = std::fs::File::create(&big).expect("create");
         file.set_len(MAX_DESCRIPTOR_BYTES + 1).expect("grow");
-        let outcome = load(&big, &cache);
+        let outcome = load(&big, false, &cache);
         assert!(
             outcome
                 .as_ref()

@@ -135,7 +135,7 @@ impl Gate {
             return Ok(store.clone());
         }
         if let Some(parent) = self.path.parent() {
-            let _ = std::fs::create_dir_all(parent);
+            let _ = crate::private::create_dir(parent);
         }
         let opened = AuditLog::open_with_grants(&self.path);
         match opened {

@@ -12,6 +12,7 @@ pub mod live;
 pub mod local;
 pub mod pipeline;
 pub mod policy_config;
+pub mod private;
 pub mod registry;
 pub mod server;
 pub mod transport;

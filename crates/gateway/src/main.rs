@@ -108,8 +108,15 @@ enum ConsentAction {
 
 #[derive(Subcommand, Debug)]
 enum AuthAction {
-    /// Store an API key or access token for a web app (read without echo, or from stdin).
-    Set { app: String },
+    /// Store an API key or access token for a web app (read without echo, or from stdin). It is
+    /// bound to the app's API origin and sent nowhere else.
+    Set {
+        /// The web app's appId (installed, or a registry copy).
+        app: String,
+        /// Bind to this origin (https://host[:port]) instead of the installed app's base_url.
+        #[arg(long)]
+        origin: Option<String>,
+    },
     /// Which web apps have credentials, and where from (never the secrets).
     Status,
     /// Forget a web app's stored key or OAuth tokens.
@@ -176,9 +183,10 @@ fn init_logging(filter: &str) -> tracing_appender::non_blocking::WorkerGuard {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let home = config::aai_home();
+    aai_gateway::private::tighten_and_log(&home);
     match cli.command {
         Some(Command::Validate { files }) => Ok(validate(&files)),
-        Some(Command::Auth { action }) => auth(&home, action),
+        Some(Command::Auth { action }) => auth(&home, cli.dev, action),
         Some(Command::Consent { action }) => consent(&home, cli.dev, action),
         Some(Command::Audit { action }) => audit(&home.join(DATA_DB), action),
         Some(Command::Call {
@@ -220,14 +228,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn auth(home: &std::path::Path, action: AuthAction) -> anyhow::Result<ExitCode> {
+fn auth(home: &std::path::Path, dev: bool, action: AuthAction) -> anyhow::Result<ExitCode> {
     let store = aai_gateway::web::store::Store::new(home);
     match action {
-        AuthAction::Set { app } => {
+        AuthAction::Set { app, origin } => {
             anyhow::ensure!(
                 aai_descriptor::is_valid_app_id(&app),
                 "{app:?} is not an appId (reverse-DNS, e.g. com.github.api)"
             );
+            let origin = match origin {
+                Some(url) => aai_executor::rest::origin_of(&url).with_context(|| {
+                    format!("--origin {url:?} is not a URL like https://api.example.com")
+                })?,
+                None => web_origin(home, dev, &app)?,
+            };
             let secret = if std::io::stdin().is_terminal() {
                 rpassword::prompt_password(format!("Secret for {app} (not shown): "))
                     .context("cannot read the secret")?
@@ -242,9 +256,10 @@ fn auth(home: &std::path::Path, action: AuthAction) -> anyhow::Result<ExitCode> 
             anyhow::ensure!(!secret.is_empty(), "no secret given; nothing stored");
             let mut stored = store.get(&app).map_err(anyhow::Error::msg)?;
             stored.secret = Some(secret);
+            stored.origin = Some(origin.clone());
             store.put(&app, &stored).map_err(anyhow::Error::msg)?;
             output::line(&format!(
-                "stored the secret of {app} in {}",
+                "stored the secret of {app} in {}; it is sent only to {origin}",
                 store.describe()
             ));
         }
@@ -357,6 +372,9 @@ async fn call(
 }
 
 async fn serve(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
+    if let Err(error) = aai_gateway::private::create_dir(&home) {
+        tracing::warn!(home = %home.display(), "cannot create the gateway's folder: {error}");
+    }
     let (config, problem) = Config::load(&home);
     if let Some(problem) = problem {
         tracing::warn!("{problem}");
@@ -467,6 +485,28 @@ fn consent(home: &std::path::Path, dev: bool, action: ConsentAction) -> anyhow::
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The API origin of the installed web app `app`, which a stored secret is bound to.
+fn web_origin(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<String> {
+    let (config, _) = Config::load(home);
+    let options = ScanOptions::new(home, &config, dev);
+    let registry = aai_gateway::scan_once(&options, &[Platform::Web]);
+    let found = aai_gateway::pipeline::find_app(&registry, app).map_err(|error| {
+        anyhow::anyhow!(
+            "{}; or bind the secret with --origin https://host",
+            error.message
+        )
+    })?;
+    let base = found
+        .descriptor
+        .platforms
+        .web
+        .as_ref()
+        .map(|web| web.fields.base_url.clone())
+        .with_context(|| format!("{app} is not a web app"))?;
+    aai_executor::rest::origin_of(&base)
+        .with_context(|| format!("{app}: base_url {base:?} is not a URL"))
 }
 
 /// The app and tool a `consent` command names, checked against the apps discovered.

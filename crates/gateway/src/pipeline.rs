@@ -70,10 +70,13 @@ impl Gateway {
             Web::new(&config, home).expect("a web client without extra certificates")
         });
         let web = Arc::new(web);
-        let local = Arc::new(crate::local::LocalExecutor::new(&config, home));
-        let executors = executors
-            .with_web(web.rest_settings(), web.auth.clone())
-            .with_local(local);
+        let executors = executors.with_web(web.rest_settings(), web.auth.clone());
+        // A caller that plugged in its own built-in executor (tests) keeps it.
+        let executors = if executors.has_local() {
+            executors
+        } else {
+            executors.with_local(Arc::new(crate::local::LocalExecutor::new(&config, home)))
+        };
         Arc::new(Self {
             registry,
             executors,
@@ -101,6 +104,29 @@ impl Gateway {
         }
     }
 
+    /// `web_discover`: fetches a web app's descriptor; one whose appId is that of an app
+    /// installed on this machine is refused (it could otherwise pass for that app).
+    ///
+    /// # Errors
+    /// As [`crate::web::Web::discover`], or AAI_JSON_INVALID for a colliding appId.
+    pub async fn discover(&self, input: &str) -> Result<crate::web::Discovered, AaiError> {
+        let found = self.web.discover(input).await?;
+        let registry = self.registry().await;
+        let id = found.app.id();
+        if let Some(installed) = registry.find(id).filter(|a| !a.descriptor.fetched) {
+            self.web.forget_discovered(id);
+            return Err(AaiError::new(
+                ErrorKind::AaiJsonInvalid,
+                format!(
+                    "{input} describes itself as {id}, the appId of an app installed on this machine ({}); it was refused so it cannot pass for that app or reach its credentials.",
+                    installed.source.display()
+                ),
+            )
+            .with_detail(json!({"reason": "app_id_collision", "app": id})));
+        }
+        Ok(found)
+    }
+
     /// The appId and tool name a user means (`consent grant|revoke`): the app must exist
     /// (installed, from the registry or discovered) and so must the tool when one is named.
     /// `oauth:<host>` with `authorize` is the sign-in confirmation of a domain.
@@ -114,6 +140,12 @@ impl Gateway {
     ) -> Result<(String, Option<String>), AaiError> {
         if app.starts_with("oauth:") && tool.is_none_or(|t| t == "authorize") {
             return Ok((app.to_owned(), Some("authorize".to_owned())));
+        }
+        // `env:<VAR>` `<appId>@<origin>`: sending a variable to a fetched app's origin.
+        if app.starts_with("env:")
+            && let Some(binding) = tool.filter(|t| t.contains('@'))
+        {
+            return Ok((app.to_owned(), Some(binding.to_owned())));
         }
         let registry = self.registry().await;
         let found = self.find(&registry, app)?;
@@ -179,7 +211,10 @@ impl Gateway {
         let (app, spec) = match &resolved {
             Ok((app, spec)) => (*app, *spec),
             Err(error) => {
-                let args = aai_audit::redact(args, None);
+                let args = aai_audit::shrink(
+                    &aai_audit::redact(args, None),
+                    self.config.audit.max_arg_chars,
+                );
                 let call = Call {
                     id: self.gate.call_id(),
                     caller,
@@ -202,7 +237,10 @@ impl Gateway {
             risk = risk.max(raised);
         }
         let schema = spec.parameters.as_ref().map(Parameters::schema);
-        let redacted = aai_audit::redact(args, schema.as_ref());
+        let redacted = aai_audit::shrink(
+            &aai_audit::redact(args, schema.as_ref()),
+            self.config.audit.max_arg_chars,
+        );
         let call = Call {
             id: self.gate.call_id(),
             caller,
@@ -408,6 +446,7 @@ impl Gateway {
         app: &App,
         asker: Option<&dyn Asker>,
     ) -> Result<(), AaiError> {
+        self.confirm_env_binding(caller, app, asker).await?;
         let Some(auth) = app
             .descriptor
             .platforms
@@ -497,6 +536,85 @@ impl Gateway {
         }
     }
 
+    /// A descriptor fetched from the network that names an environment variable gets its value
+    /// only after the user approved that exact binding (the app, the variable and the origin
+    /// it goes to) once; the approval is remembered for the client as a grant on
+    /// `env:<VAR>` for that origin.
+    async fn confirm_env_binding(
+        &self,
+        caller: &str,
+        app: &App,
+        asker: Option<&dyn Asker>,
+    ) -> Result<(), AaiError> {
+        let Some(section) = app
+            .descriptor
+            .platforms
+            .web
+            .as_ref()
+            .filter(|_| app.platform == Platform::Web)
+        else {
+            return Ok(());
+        };
+        let Some((var, origin)) =
+            crate::web::auth::GatewayAuth::env_binding(&app.descriptor, &section.fields)
+        else {
+            return Ok(());
+        };
+        let subject = format!("env:{var}");
+        let binding = format!("{}@{origin}", app.id());
+        if !self.gate.granted(caller, &subject, &binding)? {
+            let mut question = Question::new(
+                caller,
+                &subject,
+                &app.descriptor.name,
+                "send",
+                Risk::High,
+                format!(
+                    "{} ({}), fetched from the network, asks to send the value of the environment variable {var} to {origin}",
+                    app.descriptor.name,
+                    app.id()
+                ),
+            );
+            question.once_only = true;
+            let answer = match asker {
+                Some(asker) => asker.ask(&question).await,
+                None => Err(Unanswered::CannotAsk(String::new())),
+            };
+            match answer {
+                Ok(Answer::AllowOnce) => {
+                    let via = asker.map_or("cli", |a| a.via());
+                    self.gate
+                        .remember(&Grant::always(caller, &subject, Some(&binding), via))?;
+                }
+                Err(Unanswered::Later(input_required)) => {
+                    return Err(AaiError::new(
+                        ErrorKind::PermissionDenied,
+                        "waiting for the user to approve sending a credential",
+                    )
+                    .with_detail(json!({ INPUT_REQUIRED: input_required })));
+                }
+                _ => {
+                    let command = format!(
+                        "aai-gateway consent grant {} {} --client {}",
+                        shell_quote(&subject),
+                        shell_quote(&binding),
+                        shell_quote(caller)
+                    );
+                    return Err(AaiError::new(
+                        ErrorKind::PermissionDenied,
+                        format!(
+                            "{} was fetched from the network and wants the environment variable {var} sent to {origin}; the user did not approve it, so nothing was sent. Only the user can allow this binding (`{command}`).",
+                            app.id()
+                        ),
+                    )
+                    .with_detail(json!({"reason": "credential_binding", "env_var": var, "origin": origin})));
+                }
+            }
+        }
+        self.web.auth.approve_env(&app.descriptor, &var, &origin);
+        Ok(())
+    }
+
     /// Runs the executor; a read-only tool that timed out or found its app not running is
     /// tried again, up to `retry.attempts` tries, waiting longer each time.
     async fn run(
@@ -509,7 +627,7 @@ impl Gateway {
         let retryable = spec.read_only == Some(true);
         let mut attempt = 1;
         loop {
-            let result = self.executors.call(platform, invocation).await;
+            let result = guarded(self.executors.call(platform, invocation), &invocation).await;
             match result {
                 Err(error)
                     if retryable
@@ -558,6 +676,39 @@ impl Gateway {
         }
         Ok(plan)
     }
+}
+
+/// Runs an executor's future under a panic boundary: a panic anywhere inside (executor,
+/// parser, dependency) fails this call with AUTOMATION_FAILED, and the server goes on.
+async fn guarded(
+    call: impl std::future::Future<Output = Result<Value, AaiError>>,
+    invocation: &Invocation<'_>,
+) -> Result<Value, AaiError> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(call).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => {
+            let what = panic_message(panic.as_ref());
+            tracing::error!(tool = %invocation.name(), panic = %what, "a call panicked; it failed and the gateway goes on");
+            Err(AaiError::new(
+                ErrorKind::AutomationFailed,
+                format!(
+                    "{} failed inside the gateway ({what}). This is a bug in aai-gateway; the call did not complete, and other calls are unaffected. Please report it with the gateway's log.",
+                    invocation.name()
+                ),
+            )
+            .with_detail(json!({"reason": "panic"})))
+        }
+    }
+}
+
+/// The text of a panic's payload.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_owned())
 }
 
 /// The sign-in page an AUTH_REQUIRED error sends the user to.

@@ -193,7 +193,7 @@ impl AaiServer {
                     .await
             }
             "web_discover" | "web:discover" => {
-                let found = gateway.web.discover(required_str(&args, "url")?).await?;
+                let found = gateway.discover(required_str(&args, "url")?).await?;
                 Ok(crate::web::discovered_guide(&found))
             }
             "aai_apps" => {
@@ -352,9 +352,21 @@ impl ServerHandler for AaiServer {
             roots,
             session: Some(self.session.to_string()),
         };
-        let result = self
-            .dispatch_asking(&who, &name, args, asker.as_deref())
-            .await;
+        // Whatever panics outside an executor (a guide, a parser) fails this call alone.
+        let result = {
+            use futures::FutureExt;
+            std::panic::AssertUnwindSafe(self.dispatch_asking(&who, &name, args, asker.as_deref()))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| {
+                    let what = crate::pipeline::panic_message(panic.as_ref());
+                    tracing::error!(tool = %name, panic = %what, "a call panicked; it failed and the gateway goes on");
+                    Err(AaiError::new(
+                        ErrorKind::AutomationFailed,
+                        format!("{name} failed inside the gateway ({what}); other calls are unaffected. Please report it with the gateway's log."),
+                    ))
+                })
+        };
         if let Err(error) = &result
             && let Some(pending) = error.detail.as_ref().and_then(|d| d.get(INPUT_REQUIRED))
         {

@@ -263,3 +263,58 @@ fn rusqlite_free_edit(path: &Path) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// The gateway's own files are private: created 0700/0600, looser ones tightened at start
+/// with a log line; a big argument is kept in the audit log as size, hash and prefix.
+#[cfg(unix)]
+#[test]
+fn the_gateways_files_are_private_and_the_log_keeps_no_file_contents() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &Path| std::fs::metadata(path).expect("meta").permissions().mode() & 0o777;
+    let dir = tempfile::tempdir().expect("dir");
+    let home = dir.path().join("home");
+    let allowed = dir.path().join("work");
+    std::fs::create_dir_all(&allowed).expect("work");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::write(
+        home.join("config.json"),
+        serde_json::json!({"local": {"sandbox": {"allowed_directories": [allowed]}},
+            "policy": {"default_profile": "a", "profiles": {"a": {"preset": "full_auto"}}}})
+        .to_string(),
+    )
+    .expect("config");
+    let content = "secret-looking file body ".repeat(4000);
+    let target = allowed.join("out.txt");
+    let args = serde_json::json!({"path": target, "content": content}).to_string();
+    let mut command = Command::new(BIN);
+    let out = command
+        .args(["call", "local.files", "file_write", "--args", &args])
+        .env("AAI_HOME", &home)
+        .env("AAI_LOG", "info")
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("made private to the user"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(mode(&home), 0o700);
+    for name in ["data.db", "data.db-wal", "data.db-shm", "config.json"] {
+        let path = home.join(name);
+        if path.exists() {
+            assert_eq!(mode(&path), 0o600, "{name}");
+        }
+    }
+    assert_eq!(mode(&home.join("data.db")), 0o600);
+    assert_eq!(std::fs::read_to_string(&target).expect("written"), content);
+    let export = text(&run(&home, &["audit", "export"], None).stdout);
+    assert!(export.contains("file_write"), "{export}");
+    assert!(
+        !export.contains(&content[..500]) && export.contains("100000 chars"),
+        "{}",
+        &export[..export.len().min(2000)]
+    );
+    assert!(text(&run(&home, &["audit", "verify"], None).stdout).contains("chain intact"));
+}

@@ -413,3 +413,78 @@ async fn blocks_hold_whatever_name_the_call_uses() {
         );
     }
 }
+
+/// Panics in the tool it runs, for the panic boundary test.
+struct Panicking;
+
+impl aai_executor::Executor for Panicking {
+    fn call<'a>(
+        &'a self,
+        invocation: aai_executor::Invocation<'a>,
+    ) -> aai_executor::BoxFuture<'a, Result<Value, aai_descriptor::AaiError>> {
+        Box::pin(async move {
+            assert!(invocation.tool != "boom", "deliberate test panic");
+            Ok(json!("fine"))
+        })
+    }
+
+    fn plan(
+        &self,
+        _invocation: aai_executor::Invocation<'_>,
+    ) -> Result<Value, aai_descriptor::AaiError> {
+        Ok(json!({}))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_call_fails_alone_with_an_audit_row_and_the_server_keeps_serving() {
+    let doc = json!({"schema_version": "1.0", "appId": "org.aai.panics", "name": "Panics",
+    "platforms": {"local": {"automation": "builtin", "tools": [
+        {"name": "boom", "description": "Panics", "parameters": {"type": "object"}},
+        {"name": "fine", "description": "Works", "parameters": {"type": "object"}}
+    ]}}});
+    let found = vec![Found {
+        rank: 0,
+        path: "/apps/panics/aai.json".into(),
+        outcome: aai_descriptor::parse("t", doc.to_string().as_bytes()).map(Arc::new),
+    }];
+    let dir = tempfile::tempdir().expect("dir");
+    let registry = Registry::build(&found, &[Platform::Local], true);
+    let gateway = aai_gateway::fixed_gateway(
+        registry,
+        policy(json!({"default_profile": "a", "profiles": {"a": {"preset": "full_auto"}}})),
+        Executors::new().with_local(Arc::new(Panicking)),
+        dir.path().join("data.db"),
+    );
+    let server = aai_gateway::server::AaiServer::new(gateway);
+    let call = |tool: &str| {
+        server.dispatch(
+            "tester",
+            "aai_exec",
+            json!({"app": "org.aai.panics", "tool": tool}),
+        )
+    };
+    let error = call("boom").await.expect_err("panicked");
+    assert_eq!(error.kind, ErrorKind::AutomationFailed, "{}", error.message);
+    assert!(
+        error.message.contains("deliberate test panic"),
+        "{}",
+        error.message
+    );
+    for _ in 0..10 {
+        assert_eq!(call("fine").await, Ok(json!("fine")));
+    }
+    let log = AuditLog::open(&dir.path().join("data.db")).expect("log");
+    let rows = log.query(&Filter::default()).expect("rows");
+    let boom: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.entry.tool == "boom")
+        .map(|r| r.entry.result.as_str())
+        .collect();
+    assert_eq!(boom, ["started", "failed"]);
+    assert_eq!(
+        rows.iter().filter(|r| r.entry.result == "success").count(),
+        10
+    );
+    assert_eq!(log.verify(), Ok(22));
+}

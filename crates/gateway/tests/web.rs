@@ -439,6 +439,8 @@ async fn rest_calls_build_requests_from_the_descriptor() {
             &aai_gateway::web::store::Stored {
                 secret: Some(API_KEY.into()),
                 oauth: None,
+                // Bound to the test app's origin, as `auth set` binds it.
+                origin: Some(format!("https://{}", app.host())),
             },
         )
         .expect("store");
@@ -787,7 +789,11 @@ async fn tokens_about_to_expire_are_refreshed_before_the_call() {
                     refresh_token: Some(REFRESH.into()),
                     expires_at: Some(soon),
                     scope: None,
+                    // Bound to the origins the user signed in for, as sign-in binds them.
+                    api_origin: Some(format!("https://{}", app.host())),
+                    token_origin: Some(format!("https://{}", app.host())),
                 }),
+                origin: None,
             },
         )
         .expect("store");
@@ -915,4 +921,331 @@ fn auth_commands_and_keys_from_the_environment() {
     // Nothing secret in the audit log of these calls either.
     let (_, export, _) = run(&["audit", "export"], None, None);
     assert!(export.contains("get_task") && !export.contains(API_KEY));
+}
+
+/// Runs the gateway CLI with `AAI_HOME=home`, these environment variables and stdin.
+fn cli(
+    home: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    stdin: Option<&str>,
+) -> (Option<i32>, String, String) {
+    use std::io::Write;
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aai-gateway"));
+    command
+        .args(args)
+        .env("AAI_HOME", home)
+        .env("AAI_LOG", "warn")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("run");
+    if let Some(text) = stdin {
+        let _ = child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text.as_bytes());
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().expect("wait");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A home whose gateway trusts both test servers' CAs and runs every tool unasked.
+fn two_server_home(dir: &std::path::Path, apps: &[&App]) -> std::path::PathBuf {
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let cas: Vec<std::path::PathBuf> = apps
+        .iter()
+        .enumerate()
+        .map(|(i, app)| {
+            let path = dir.join(format!("ca{i}.pem"));
+            std::fs::write(&path, &app.ca.pem).expect("ca");
+            path
+        })
+        .collect();
+    std::fs::write(
+        home.join("config.json"),
+        json!({"web": {"extra_ca_certs": cas, "open_browser": false},
+               "policy": {"default_profile": "auto", "profiles": {"auto": {"preset": "full_auto"}}}})
+        .to_string(),
+    )
+    .expect("config");
+    home
+}
+
+fn install(home: &std::path::Path, dir: &str, doc: &Value) {
+    let path = home.join(dir);
+    std::fs::create_dir_all(&path).expect("mkdir");
+    std::fs::write(path.join("aai.json"), doc.to_string()).expect("write");
+}
+
+/// Every request the server saw, as text, to search for a secret.
+fn everything_seen(app: &App) -> String {
+    app.server
+        .seen()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {:?} {}",
+                r.uri,
+                r.headers,
+                String::from_utf8_lossy(&r.body)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A descriptor from the network (a registry copy) never receives an environment variable
+/// it names until the user approves that exact binding (variable, app, origin).
+#[test]
+fn a_fetched_descriptor_gets_no_environment_variable_unasked() {
+    const SECRET: &str = "ghp-user-token-77aa";
+    let foreign = App::start(json!({"type": "bearer", "env_var": "AAI_TEST_FOREIGN_TOKEN"}));
+    let dir = tempfile::tempdir().expect("dir");
+    let home = two_server_home(dir.path(), &[&foreign]);
+    let mut doc = descriptor(
+        &foreign.server.url(),
+        foreign.state.auth.lock().expect("auth").clone(),
+    );
+    doc["appId"] = json!("com.example.foreign");
+    install(&home, "web/com.example.foreign", &doc);
+    let env = [("AAI_TEST_FOREIGN_TOKEN", SECRET)];
+    let (code, _, stderr) = cli(&home, &["call", "com.example.foreign", "me"], &env, None);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("PERMISSION_DENIED")
+            && stderr.contains("AAI_TEST_FOREIGN_TOKEN")
+            && stderr.contains(&foreign.host()),
+        "{stderr}"
+    );
+    assert!(foreign.server.seen().is_empty(), "a request was sent");
+
+    // A binding for another origin or variable does not count.
+    let origin = format!("https://{}", foreign.host());
+    let other = "com.example.foreign@https://127.0.0.1:1";
+    let (code, _, stderr) = cli(
+        &home,
+        &[
+            "consent",
+            "grant",
+            "env:AAI_TEST_FOREIGN_TOKEN",
+            other,
+            "--client",
+            "cli",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, _, _) = cli(&home, &["call", "com.example.foreign", "me"], &env, None);
+    assert_eq!(code, Some(1));
+    assert!(!everything_seen(&foreign).contains(SECRET));
+
+    // The user approves the exact binding: the variable goes to that origin.
+    let binding = format!("com.example.foreign@{origin}");
+    let (code, _, stderr) = cli(
+        &home,
+        &[
+            "consent",
+            "grant",
+            "env:AAI_TEST_FOREIGN_TOKEN",
+            &binding,
+            "--client",
+            "cli",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let _ = cli(&home, &["call", "com.example.foreign", "me"], &env, None);
+    assert!(
+        foreign
+            .seen("/api/me")
+            .iter()
+            .any(|r| r.header("authorization") == Some(&format!("Bearer {SECRET}"))),
+        "{}",
+        everything_seen(&foreign)
+    );
+}
+
+/// A stored key is bound to the origin it was set up for: a descriptor that claims the same
+/// appId but sends calls elsewhere does not get it.
+#[test]
+fn a_stored_key_goes_only_to_the_origin_it_was_set_up_for() {
+    let auth = json!({"type": "api_key", "key_name": "X-API-Key"});
+    let real = App::start(auth.clone());
+    let foreign = App::start(auth.clone());
+    let dir = tempfile::tempdir().expect("dir");
+    let home = two_server_home(dir.path(), &[&real, &foreign]);
+    install(
+        &home,
+        "com.example.tasks",
+        &descriptor(&real.server.url(), auth.clone()),
+    );
+    let (code, stdout, stderr) = cli(
+        &home,
+        &["auth", "set", "com.example.tasks"],
+        &[],
+        Some(&format!("{API_KEY}\n")),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains(&format!("sent only to https://{}", real.host())),
+        "{stdout}"
+    );
+    let args = json!({"id": "1"}).to_string();
+    let (code, _, stderr) = cli(
+        &home,
+        &["call", "com.example.tasks", "get_task", "--args", &args],
+        &[],
+        None,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        real.seen("/api/tasks/1")[0].header("x-api-key"),
+        Some(API_KEY)
+    );
+
+    // The installed app goes; a registry copy with the same appId points elsewhere.
+    std::fs::remove_dir_all(home.join("com.example.tasks")).expect("uninstall");
+    install(
+        &home,
+        "web/com.example.tasks",
+        &descriptor(&foreign.server.url(), auth),
+    );
+    let (code, _, stderr) = cli(
+        &home,
+        &["call", "com.example.tasks", "get_task", "--args", &args],
+        &[],
+        None,
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("AUTH_CONFIG_INVALID") && stderr.contains(&real.host()),
+        "{stderr}"
+    );
+    assert!(
+        foreign.server.seen().is_empty(),
+        "{}",
+        everything_seen(&foreign)
+    );
+
+    // An unknown app cannot get a secret without naming where it may go.
+    let (code, _, stderr) = cli(
+        &home,
+        &["auth", "set", "com.example.nothere"],
+        &[],
+        Some("k\n"),
+    );
+    assert_ne!(code, Some(0));
+    assert!(stderr.contains("--origin"), "{stderr}");
+}
+
+/// OAuth tokens go only to the API and token endpoint the user signed in for, and a
+/// descriptor found by `web_discover` cannot take the appId of an installed app.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_tokens_stay_with_their_origins_and_discovery_cannot_take_an_installed_appid() {
+    let foreign = App::start(json!({"type": "oauth2", "client_id": "c",
+        "auth_url": "__BASE__/oauth/authorize", "token_url": "__BASE__/oauth/token"}));
+    let setup = gateway(&foreign, tempfile::tempdir().expect("dir"), json!({}));
+    let home = setup.dir.path().join("home");
+    let store = aai_gateway::web::store::Store::new(&home);
+    let tokens = |expires_at: u64| aai_gateway::web::store::Tokens {
+        access_token: ACCESS_1.into(),
+        refresh_token: Some(REFRESH.into()),
+        expires_at: Some(expires_at),
+        scope: None,
+        api_origin: Some("https://api.real.example:443".into()),
+        token_origin: Some("https://login.real.example:443".into()),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs();
+    for expires_at in [now + 3600, now + 5] {
+        store
+            .put(
+                "com.example.tasks",
+                &aai_gateway::web::store::Stored {
+                    oauth: Some(tokens(expires_at)),
+                    ..Default::default()
+                },
+            )
+            .expect("store");
+        setup.discover(&foreign).await;
+        let error = setup.exec("me", json!({})).await.expect_err("not sent");
+        assert_eq!(
+            error.kind,
+            ErrorKind::AuthConfigInvalid,
+            "{}",
+            error.message
+        );
+        assert!(error.message.contains("real.example"), "{}", error.message);
+    }
+    let seen = everything_seen(&foreign);
+    assert!(
+        !seen.contains(ACCESS_1) && !seen.contains(REFRESH),
+        "{seen}"
+    );
+
+    // An installed app with that appId: the discovered copy is refused.
+    let installed = json!({"schema_version": "1.0", "appId": "com.example.tasks", "name": "Tasks",
+        "platforms": {"web": {"automation": "restapi", "base_url": "https://api.real.example", "tools": []}}});
+    let found = vec![aai_gateway::discovery::Found {
+        rank: 0,
+        path: "/home/u/.aai/com.example.tasks/aai.json".into(),
+        outcome: aai_descriptor::parse("t", installed.to_string().as_bytes()).map(Arc::new),
+    }];
+    let config: Config = serde_json::from_value(json!({
+        "web": {"extra_ca_certs": [setup.dir.path().join("ca.pem")], "cache_dir": setup.dir.path().join("cache2"), "open_browser": false}
+    }))
+    .expect("config");
+    let gateway = aai_gateway::fixed_gateway(
+        Registry::build(&found, &[Platform::Web], true),
+        config,
+        Executors::new(),
+        home.join("data.db"),
+    );
+    let Err(error) = gateway.discover(&foreign.host()).await else {
+        panic!("a colliding appId was accepted");
+    };
+    assert_eq!(error.kind, ErrorKind::AaiJsonInvalid, "{}", error.message);
+    assert!(error.message.contains("installed"), "{}", error.message);
+    assert!(gateway.web.discovered(&foreign.host()).is_none());
+}
+
+/// A value that fills a whole path segment cannot be `.` or `..`: normalisation would send
+/// the call (and its credential) to another endpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dot_segments_in_path_values_are_refused_before_any_request() {
+    let app = App::start(json!({"type": "none"}));
+    let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
+    setup.discover(&app).await;
+    let before = app.server.seen().len();
+    for id in ["..", "."] {
+        let error = setup
+            .exec("get_task", json!({"id": id}))
+            .await
+            .expect_err("dot segment");
+        assert_eq!(error.kind, ErrorKind::InvalidParams, "{}", error.message);
+        assert!(error.message.contains("`id`"), "{}", error.message);
+    }
+    assert_eq!(app.server.seen().len(), before, "a request was sent");
+    // Dots inside a value, or an encoded-looking value, are sent as data.
+    let result = setup.exec("get_task", json!({"id": "%2e%2e"})).await;
+    assert!(
+        app.server
+            .seen()
+            .iter()
+            .any(|r| r.uri.contains("/tasks/%252e%252e")),
+        "{result:?}"
+    );
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aai_descriptor::{AaiError, Descriptor, ErrorKind, WebAuth, WebSection};
 use aai_executor::BoxFuture;
-use aai_executor::rest::{Auth, Credential, credential_for};
+use aai_executor::rest::{Auth, Credential, credential_for, origin_of};
 use base64::Engine;
 use serde_json::{Value, json};
 use sha2::Digest;
@@ -36,6 +36,8 @@ pub struct GatewayAuth {
     client: aai_executor::HttpClient,
     flows: Mutex<HashMap<String, Flow>>,
     open_browser: bool,
+    /// (appId, variable, origin) bindings the user approved for fetched descriptors.
+    env_approved: Mutex<std::collections::HashSet<(String, String, String)>>,
 }
 
 fn now() -> u64 {
@@ -87,7 +89,33 @@ impl GatewayAuth {
             client,
             flows: Mutex::new(HashMap::new()),
             open_browser,
+            env_approved: Mutex::default(),
         }
+    }
+
+    /// The environment variable a fetched descriptor asks to send, with the origin it would
+    /// go to, when that variable is set: the user must approve this binding first.
+    pub fn env_binding(descriptor: &Descriptor, section: &WebSection) -> Option<(String, String)> {
+        if !descriptor.fetched {
+            return None;
+        }
+        let var = section.auth.as_ref().and_then(|a| field(a, "env_var"))?;
+        std::env::var(var).ok().filter(|v| !v.is_empty())?;
+        Some((var.to_owned(), origin_of(&section.base_url)?))
+    }
+
+    /// Lets `descriptor` send `var` to `origin` (the user approved that exact binding).
+    pub fn approve_env(&self, descriptor: &Descriptor, var: &str, origin: &str) {
+        if let Ok(mut approved) = self.env_approved.lock() {
+            approved.insert((descriptor.app_id.clone(), var.to_owned(), origin.to_owned()));
+        }
+    }
+
+    fn env_allowed(&self, descriptor: &Descriptor, var: &str, origin: &str) -> bool {
+        !descriptor.fetched
+            || self.env_approved.lock().is_ok_and(|approved| {
+                approved.contains(&(descriptor.app_id.clone(), var.to_owned(), origin.to_owned()))
+            })
     }
 
     fn store_error(app_id: &str, message: String) -> AaiError {
@@ -98,11 +126,20 @@ impl GatewayAuth {
     }
 
     /// The secret of an `api_key`/`bearer` app: its environment variable, else the store.
-    fn static_secret(&self, descriptor: &Descriptor, auth: &WebAuth) -> Result<String, AaiError> {
+    /// Either goes only where the user meant it to: a variable to a descriptor from this
+    /// machine or to the origin the user approved for a fetched one; a stored secret to the
+    /// origin it was set up for.
+    fn static_secret(
+        &self,
+        descriptor: &Descriptor,
+        section: &WebSection,
+        auth: &WebAuth,
+    ) -> Result<String, AaiError> {
         let var = field(auth, "env_var");
-        if let Some(secret) = var
-            .and_then(|v| std::env::var(v).ok())
-            .filter(|s| !s.is_empty())
+        let origin = origin_of(&section.base_url).unwrap_or_default();
+        if let Some(var) = var
+            && self.env_allowed(descriptor, var, &origin)
+            && let Some(secret) = std::env::var(var).ok().filter(|s| !s.is_empty())
         {
             return Ok(secret);
         }
@@ -111,6 +148,9 @@ impl GatewayAuth {
             .store
             .get(app_id)
             .map_err(|m| Self::store_error(app_id, m))?;
+        if stored.secret.is_some() {
+            bound_here(descriptor, stored.origin.as_deref(), &origin, "stored key")?;
+        }
         stored.secret.ok_or_else(|| {
             let from_env = var.map_or_else(String::new, |v| format!("set the environment variable {v} for the gateway, or "));
             AaiError::new(
@@ -125,6 +165,7 @@ impl GatewayAuth {
     async fn oauth_token(
         &self,
         descriptor: &Descriptor,
+        section: &WebSection,
         auth: &WebAuth,
     ) -> Result<String, AaiError> {
         let app_id = &descriptor.app_id;
@@ -133,6 +174,13 @@ impl GatewayAuth {
             .get(app_id)
             .map_err(|m| Self::store_error(app_id, m))?;
         if let Some(tokens) = stored.oauth {
+            let api = origin_of(&section.base_url).unwrap_or_default();
+            bound_here(
+                descriptor,
+                tokens.api_origin.as_deref(),
+                &api,
+                "OAuth access token",
+            )?;
             let fresh = tokens
                 .expires_at
                 .is_none_or(|at| at > now() + REFRESH_EARLY);
@@ -143,7 +191,7 @@ impl GatewayAuth {
                 return self.refresh_tokens(descriptor, auth, &tokens).await;
             }
         }
-        Err(self.begin(descriptor, auth).await)
+        Err(self.begin(descriptor, section, auth).await)
     }
 
     /// Exchanges the refresh token for new tokens and stores them.
@@ -154,6 +202,13 @@ impl GatewayAuth {
         tokens: &Tokens,
     ) -> Result<String, AaiError> {
         let app_id = &descriptor.app_id;
+        let token_url = field(auth, "token_url").unwrap_or_default();
+        bound_here(
+            descriptor,
+            tokens.token_origin.as_deref(),
+            &origin_of(token_url).unwrap_or_default(),
+            "OAuth refresh token",
+        )?;
         let refresh = tokens.refresh_token.clone().unwrap_or_default();
         let mut form = vec![
             ("grant_type", "refresh_token".to_owned()),
@@ -171,6 +226,8 @@ impl GatewayAuth {
                 if fresh.refresh_token.is_none() {
                     fresh.refresh_token = Some(refresh);
                 }
+                fresh.api_origin.clone_from(&tokens.api_origin);
+                fresh.token_origin.clone_from(&tokens.token_origin);
                 let access = fresh.access_token.clone();
                 let mut stored = self.store.get(app_id).unwrap_or_default();
                 stored.oauth = Some(fresh);
@@ -194,7 +251,12 @@ impl GatewayAuth {
 
     /// Starts (or reports) an authorization: AUTH_REQUIRED carrying the URL to open; the
     /// gateway listens for the redirect meanwhile.
-    async fn begin(&self, descriptor: &Descriptor, auth: &WebAuth) -> AaiError {
+    async fn begin(
+        &self,
+        descriptor: &Descriptor,
+        section: &WebSection,
+        auth: &WebAuth,
+    ) -> AaiError {
         let app_id = descriptor.app_id.clone();
         if let Ok(flows) = self.flows.lock()
             && let Some(flow) = flows.get(&app_id)
@@ -209,7 +271,7 @@ impl GatewayAuth {
             .ok()
             .and_then(|mut flows| flows.remove(&app_id))
             .and_then(|flow| flow.failure.lock().ok().and_then(|f| f.clone()));
-        match self.start_flow(descriptor, auth).await {
+        match self.start_flow(descriptor, section, auth).await {
             Ok(url) => auth_required(&descriptor.name, &app_id, &url, failure.as_deref()),
             Err(error) => error,
         }
@@ -218,6 +280,7 @@ impl GatewayAuth {
     async fn start_flow(
         &self,
         descriptor: &Descriptor,
+        section: &WebSection,
         auth: &WebAuth,
     ) -> Result<String, AaiError> {
         let app_id = descriptor.app_id.clone();
@@ -267,6 +330,8 @@ impl GatewayAuth {
             verifier,
             state,
             client_id: client_id.to_owned(),
+            api_origin: origin_of(&section.base_url),
+            token_origin: field(auth, "token_url").and_then(origin_of),
         };
         let (fail, done) = (failure.clone(), finished.clone());
         tokio::spawn(async move {
@@ -374,6 +439,9 @@ struct Exchange {
     verifier: String,
     state: String,
     client_id: String,
+    /// Where the tokens may go: the API and the token endpoint the user signed in for.
+    api_origin: Option<String>,
+    token_origin: Option<String>,
 }
 
 impl Exchange {
@@ -422,7 +490,9 @@ impl Exchange {
             ];
             let client = self.client.get()?;
             return match token_request(client, &self.auth, &form).await {
-                Ok(tokens) => {
+                Ok(mut tokens) => {
+                    tokens.api_origin.clone_from(&self.api_origin);
+                    tokens.token_origin.clone_from(&self.token_origin);
                     let mut stored = self.store.get(&self.app_id).unwrap_or_default();
                     stored.oauth = Some(tokens);
                     let saved = self.store.put(&self.app_id, &stored);
@@ -541,7 +611,32 @@ async fn token_request(
             .get("scope")
             .and_then(Value::as_str)
             .map(str::to_owned),
+        api_origin: None,
+        token_origin: None,
     })
+}
+
+/// Whether a credential bound to `bound` (`None`: stored before bindings existed) may go to
+/// `origin` for `descriptor`; AUTH_CONFIG_INVALID naming both when not.
+fn bound_here(
+    descriptor: &Descriptor,
+    bound: Option<&str>,
+    origin: &str,
+    what: &str,
+) -> Result<(), AaiError> {
+    let app_id = &descriptor.app_id;
+    match bound {
+        Some(bound) if bound == origin => Ok(()),
+        None if !descriptor.fetched => Ok(()),
+        _ => Err(AaiError::new(
+            ErrorKind::AuthConfigInvalid,
+            format!(
+                "{app_id}: the {what} was set up for {} and this descriptor would send it to {origin}; it was not sent. If {origin} is right, run `aai-gateway auth logout {app_id}` and set it up again for it.",
+                bound.unwrap_or("an app installed on this machine")
+            ),
+        )
+        .with_detail(json!({"reason": "credential_bound_elsewhere", "bound_to": bound, "origin": origin}))),
+    }
 }
 
 impl Auth for GatewayAuth {
@@ -556,8 +651,8 @@ impl Auth for GatewayAuth {
             };
             let secret = match auth.kind.as_str() {
                 "none" => return Ok(None),
-                "oauth2" => self.oauth_token(descriptor, auth).await?,
-                _ => self.static_secret(descriptor, auth)?,
+                "oauth2" => self.oauth_token(descriptor, section, auth).await?,
+                _ => self.static_secret(descriptor, section, auth)?,
             };
             Ok(Some(credential_for(auth, secret)))
         })

@@ -340,6 +340,13 @@ impl Web {
         Discovered { app, stale }
     }
 
+    /// Forgets a discovered app (by appId and by every host it was found under).
+    pub fn forget_discovered(&self, app_id: &str) {
+        if let Ok(mut found) = self.discovered.write() {
+            found.retain(|_, app| app.id() != app_id);
+        }
+    }
+
     /// Fetches the registry's list (`GET <registry_url>/api/v1/apps`).
     ///
     /// # Errors
@@ -512,7 +519,7 @@ pub fn host_key(url: &str) -> Option<String> {
 }
 
 fn parse_web(source: &str, bytes: &[u8]) -> Result<Descriptor, AaiError> {
-    let descriptor = aai_descriptor::parse(source, bytes).map_err(|error| {
+    let mut descriptor = aai_descriptor::parse(source, bytes).map_err(|error| {
         AaiError::new(
             ErrorKind::AaiJsonInvalid,
             format!("The descriptor at {source} is invalid:\n{error}"),
@@ -526,6 +533,7 @@ fn parse_web(source: &str, bytes: &[u8]) -> Result<Descriptor, AaiError> {
             ),
         ));
     }
+    descriptor.fetched = true;
     Ok(descriptor)
 }
 

@@ -13,6 +13,10 @@ pub struct Stored {
     pub secret: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<Tokens>,
+    /// The origin (`scheme://host:port`) the secret was set up for: it is sent nowhere else.
+    /// `None`: stored by an earlier version; only a descriptor from this machine gets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 impl std::fmt::Debug for Stored {
@@ -35,6 +39,12 @@ pub struct Tokens {
     pub expires_at: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
+    /// The API origin the user signed in for: the access token is sent nowhere else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_origin: Option<String>,
+    /// The token endpoint's origin at sign-in: the refresh token is sent nowhere else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_origin: Option<String>,
 }
 
 /// The credential store.
@@ -235,6 +245,7 @@ mod tests {
         let stored = Stored {
             secret: Some("sk-test-123456".into()),
             oauth: None,
+            origin: Some("https://api.example.com:443".into()),
         };
         store.put("com.example", &stored).expect("put");
         assert_eq!(store.get("com.example").expect("get"), stored);
