@@ -283,3 +283,39 @@ def test_sigkill_during_a_burst_loses_no_reported_call(home, bus):
     verify = subprocess.run([str(GATEWAY), "audit", "verify"], env=gateway_env(home, None), capture_output=True, text=True, timeout=60)
     assert verify.returncode == 0 and "chain intact" in verify.stdout, verify.stdout
     print(f"{len(answered)} answered before SIGKILL; {len(rows)} rows; {verify.stdout.strip()}")
+
+
+def test_json_rpc_edge_cases_follow_the_spec(home, bus):
+    """A second initialize is refused (identity cannot change), invalid ids get -32600 with a
+    null id and are never echoed, duplicate keys are refused, bad params of a known method
+    are -32602, and each request gets exactly one answer."""
+    gw = Raw(home, bus)
+    gw.send(INIT)
+    assert gw.response(1)["result"]["serverInfo"]["name"] == "aai-gateway"
+    gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    again = dict(INIT, id=2, params=dict(INIT["params"], clientInfo={"name": "someone-else", "version": "1"}))
+    gw.send(again)
+    refused = gw.response(2)
+    assert refused["error"]["code"] == -32600 and "already initialized" in refused["error"]["message"]
+
+    for raw_id in [b"{}", b"[1]", b"1.5", b"true"]:
+        gw.send(b'{"jsonrpc":"2.0","id":' + raw_id + b',"method":"tools/list"}')
+        frame = gw.read_frame()
+        assert frame["id"] is None and frame["error"]["code"] == -32600, frame
+
+    gw.send(b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"aai_exec","name":"app_x"}}')
+    frame = gw.read_frame()
+    assert frame["id"] is None and "appears twice" in frame["error"]["message"], frame
+
+    gw.send({"jsonrpc": "2.0", "id": 10, "method": "resources/read", "params": {"uri": 5}})
+    assert gw.response(10)["error"]["code"] == -32602
+
+    # The identity is still the first one: the audit rows name it.
+    gw.send(call(11, "aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "still"}}))
+    assert gw.response(11)["result"]["content"][0]["text"] == "still"
+    gw.close()
+    answered = [json.loads(line).get("id") for line in gw.lines]
+    assert answered.count(2) == 1 and answered.count(10) == 1 and answered.count(11) == 1
+    out = subprocess.run([str(GATEWAY), "audit", "export"], env=gateway_env(home, None), capture_output=True, text=True, timeout=30)
+    callers = {json.loads(line)["caller"] for line in out.stdout.splitlines()}
+    assert callers == {"raw"}, callers

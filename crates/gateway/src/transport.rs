@@ -145,7 +145,31 @@ fn check(line: &[u8], max_request_bytes: usize, session: &mut Session) -> Check 
             ));
         }
     };
+    if let Some(key) = duplicate_key(text) {
+        // Read two ways (first or last value wins) it could mean two things: refuse it.
+        return Check::Reply(error_frame(
+            Value::Null,
+            -32600,
+            format!("Invalid Request: the key {key:?} appears twice in one object"),
+        ));
+    }
     let id = value.get("id").cloned();
+    if let Some(bad) = id.as_ref().filter(|id| !valid_id(id)) {
+        // Never echoed: an id must be a string or an integer.
+        let kind = match bad {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a fraction or a number beyond 64-bit integers",
+            Value::Array(_) => "an array",
+            Value::Object(_) => "an object",
+            Value::String(_) => "a string",
+        };
+        return Check::Reply(error_frame(
+            Value::Null,
+            -32600,
+            format!("Invalid Request: the id is {kind}; use a string or an integer"),
+        ));
+    }
     if text.len() > max_request_bytes {
         return match id {
             Some(id) => Check::Reply(error_frame(
@@ -174,17 +198,25 @@ fn check(line: &[u8], max_request_bytes: usize, session: &mut Session) -> Check 
         ));
     }
     match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
-        Ok(_) => before_initialize(&value, session).unwrap_or(Check::Forward),
+        Ok(_) => match (id, bad_params(&value)) {
+            (Some(id), Some(problem)) => Check::Reply(error_frame(
+                id,
+                -32602,
+                format!("Invalid params: {problem}"),
+            )),
+            _ => before_initialize(&value, session).unwrap_or(Check::Forward),
+        },
         Err(error) => {
             let Some(id) = id else {
                 // A malformed notification or response: JSON-RPC never answers those.
                 return Check::Ignore;
             };
-            let has_method = value.get("method").is_some_and(Value::is_string);
-            let (code, kind) = if has_method && value.get("jsonrpc") == Some(&json!("2.0")) {
-                (-32602, "Invalid params")
-            } else {
-                (-32600, "Invalid Request")
+            let method = value.get("method").and_then(Value::as_str);
+            let (code, kind) = match method {
+                _ if value.get("jsonrpc") != Some(&json!("2.0")) => (-32600, "Invalid Request"),
+                Some(method) if KNOWN_METHODS.contains(&method) => (-32602, "Invalid params"),
+                Some(_) => (-32601, "Method not found"),
+                None => (-32600, "Invalid Request"),
             };
             Check::Reply(error_frame(id, code, format!("{kind}: {error}")))
         }
@@ -197,6 +229,11 @@ fn before_initialize(value: &Value, session: &mut Session) -> Option<Check> {
     let method = value.get("method").and_then(Value::as_str)?;
     let id = value.get("id")?;
     match method {
+        "initialize" if session.initialized => Some(Check::Reply(error_frame(
+            id.clone(),
+            -32600,
+            "Invalid Request: this session is already initialized; the client's identity and capabilities cannot change mid-session. Start a new session (a new connection) instead".to_owned(),
+        ))),
         "initialize" => {
             session.initialized = true;
             None
@@ -220,6 +257,127 @@ fn before_initialize(value: &Value, session: &mut Session) -> Option<Check> {
             ),
         ))),
     }
+}
+
+/// The requests MCP defines (clients to servers): malformed params of these are -32602.
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "subscriptions/listen",
+    "tasks/get",
+    "tasks/list",
+    "tasks/result",
+    "tasks/cancel",
+];
+
+/// Why the params of a known request do not fit its method (rmcp may take a request it
+/// cannot read as a custom one, which would end as -32601 instead of -32602).
+fn bad_params(value: &Value) -> Option<String> {
+    use rmcp::model as m;
+    fn fits<T: serde::de::DeserializeOwned>(params: &Value) -> Option<String> {
+        serde_json::from_value::<T>(params.clone())
+            .err()
+            .map(|e| e.to_string())
+    }
+    let method = value.get("method")?.as_str()?;
+    let params = value.get("params").cloned();
+    let required = |params: Option<Value>| params.unwrap_or(Value::Null);
+    let optional = |params: Option<Value>| params.unwrap_or_else(|| json!({}));
+    match method {
+        "initialize" => fits::<m::InitializeRequestParams>(&required(params)),
+        "tools/call" => fits::<m::CallToolRequestParams>(&required(params)),
+        "resources/read" => fits::<m::ReadResourceRequestParams>(&required(params)),
+        "resources/subscribe" => fits::<m::SubscribeRequestParams>(&required(params)),
+        "resources/unsubscribe" => fits::<m::UnsubscribeRequestParams>(&required(params)),
+        "prompts/get" => fits::<m::GetPromptRequestParams>(&required(params)),
+        "completion/complete" => fits::<m::CompleteRequestParams>(&required(params)),
+        "logging/setLevel" => fits::<m::SetLevelRequestParams>(&required(params)),
+        "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
+            fits::<m::PaginatedRequestParams>(&optional(params))
+        }
+        _ => None,
+    }
+}
+
+/// A JSON-RPC id MCP accepts: a string or a (64-bit signed) integer.
+fn valid_id(id: &Value) -> bool {
+    id.is_string() || id.is_i64()
+}
+
+/// The first key that appears twice in one object of `text` (already known to be JSON).
+fn duplicate_key(text: &[u8]) -> Option<String> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    struct Walk;
+    impl<'de> serde::de::DeserializeSeed<'de> for Walk {
+        type Value = Option<String>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(Walk)
+        }
+    }
+    impl<'de> Visitor<'de> for Walk {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            let mut found = None;
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                let inner = map.next_value_seed(Walk)?;
+                if found.is_none() {
+                    found = if seen.insert(key.to_string()) {
+                        inner
+                    } else {
+                        Some(key.to_string())
+                    };
+                }
+            }
+            Ok(found)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut found = None;
+            while let Some(inner) = seq.next_element_seed(Walk)? {
+                found = found.or(inner);
+            }
+            Ok(found)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    }
+    let _ = IgnoredAny;
+    let mut de = serde_json::Deserializer::from_slice(text);
+    serde::de::DeserializeSeed::deserialize(Walk, &mut de)
+        .ok()
+        .flatten()
 }
 
 fn error_frame(id: Value, code: i64, message: String) -> Vec<u8> {
@@ -273,6 +431,59 @@ mod tests {
             error["error"]["message"]
                 .as_str()
                 .is_some_and(|m| m.contains("1024-byte limit"))
+        );
+    }
+
+    #[test]
+    fn ids_duplicates_and_unknown_methods_follow_the_spec() {
+        for id in ["{}", "[1]", "1.5", "true", "null", "18446744073709551615"] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#);
+            let error = reply(&line).expect("reply");
+            assert_eq!(error["error"]["code"], -32600, "{id}");
+            assert_eq!(error["id"], Value::Null, "{id}: never echoed");
+        }
+        for id in [r#""a""#, "7", "-3", "9223372036854775807"] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#);
+            assert_eq!(reply(&line), None, "{id}");
+        }
+        let twice =
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#;
+        let error = reply(twice).expect("reply");
+        assert_eq!(
+            (error["id"].clone(), error["error"]["code"].clone()),
+            (Value::Null, json!(-32600))
+        );
+        assert!(
+            error["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("\"name\""))
+        );
+        let nested = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":[{"k":1,"k":2}]}}}"#;
+        assert_eq!(reply(nested).expect("reply")["error"]["code"], -32600);
+        let same_key_elsewhere = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"name":1}}}"#;
+        assert_eq!(reply(same_key_elsewhere), None);
+        let bad_params = r#"{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":5}}"#;
+        assert_eq!(reply(bad_params).expect("reply")["error"]["code"], -32602);
+    }
+
+    #[test]
+    fn a_second_initialize_is_refused() {
+        let mut session = Session::default();
+        let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        assert!(matches!(
+            check(init.as_bytes(), 1024, &mut session),
+            Check::Forward
+        ));
+        let again = init
+            .replace("\"id\":1", "\"id\":2")
+            .replace("\"t\"", "\"other\"");
+        let Check::Reply(frame) = check(again.as_bytes(), 1024, &mut session) else {
+            panic!("a second initialize went through");
+        };
+        let frame: Value = serde_json::from_slice(&frame).expect("json");
+        assert_eq!(
+            (frame["id"].clone(), frame["error"]["code"].clone()),
+            (json!(2), json!(-32600))
         );
     }
 
