@@ -303,7 +303,7 @@ fn bad_params(value: &Value) -> Option<String> {
         "resources/unsubscribe" => fits::<m::UnsubscribeRequestParams>(&required(params)),
         "prompts/get" => fits::<m::GetPromptRequestParams>(&required(params)),
         "completion/complete" => fits::<m::CompleteRequestParams>(&required(params)),
-        "logging/setLevel" => fits::<m::SetLevelRequestParams>(&required(params)),
+
         "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
             fits::<m::PaginatedRequestParams>(&optional(params))
         }
