@@ -10,6 +10,7 @@ pub mod discovery;
 pub mod gate;
 pub mod live;
 pub mod local;
+pub mod logfile;
 pub mod pipeline;
 pub mod policy_config;
 pub mod private;

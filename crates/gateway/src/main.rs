@@ -17,14 +17,18 @@ use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
 /// One MCP server for using your applications through their own automation interfaces.
+///
+/// Without a subcommand it serves MCP on stdio (how MCP clients start it). Files live under
+/// AAI_HOME (default ~/.aai): descriptors in <appId>/aai.json, config.json, data.db (audit log
+/// and approvals) and, in server mode, logs/aai-gateway.log (rotated at 10 MB, 3 kept).
 #[derive(Parser, Debug)]
-#[command(name = "aai-gateway", version, about, long_about = None)]
+#[command(name = "aai-gateway", version, about, long_about)]
 struct Cli {
     /// Run the stdio MCP server (the default when no subcommand is given).
     #[arg(long)]
     mcp: bool,
-    /// Also scan development build folders (Xcode DerivedData).
-    #[arg(long, global = true)]
+    /// Also scan development build folders (Xcode DerivedData) when serving or with --scan.
+    #[arg(long)]
     dev: bool,
     /// List the discovered apps and every skipped descriptor with the reason, then exit.
     #[arg(long)]
@@ -58,12 +62,15 @@ enum Command {
     },
     /// Check aai.json files; exit 1 if any is invalid, listing file, JSON pointer and problem.
     Validate {
+        /// aai.json files, or folders whose aai.json files (at any depth) are all checked.
         #[arg(required = true)]
         files: Vec<std::path::PathBuf>,
     },
     /// Run one tool through the same pipeline as MCP calls, and print its result.
     Call {
+        /// The app's appId (or its name or alias).
         app: String,
+        /// The tool's name, from the app's guide.
         tool: String,
         /// The tool's arguments as a JSON object.
         #[arg(long, default_value = "{}")]
@@ -74,7 +81,17 @@ enum Command {
         /// Plan from this platform's section (with --dry-run), e.g. check a macOS tool on Linux.
         #[arg(long, value_parser = parse_platform, requires = "dry_run")]
         platform: Option<Platform>,
+        /// Also find apps in development build folders (Xcode DerivedData).
+        #[arg(long)]
+        dev: bool,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) on stdout: `aai-gateway man > aai-gateway.1`.
+    Man,
 }
 
 /// A `--platform` value: a key of `platforms` in aai.json.
@@ -91,7 +108,9 @@ enum ConsentAction {
     List,
     /// Allow a client to run a tool (or every tool of the app) without asking again.
     Grant {
+        /// The app's appId.
         app: String,
+        /// One tool of the app; without it, every tool.
         tool: Option<String>,
         /// The MCP client's name, as it reports itself (e.g. claude-code, cursor).
         #[arg(long)]
@@ -99,8 +118,11 @@ enum ConsentAction {
     },
     /// Take a grant back (without a tool: every grant of the app for that client).
     Revoke {
+        /// The app's appId.
         app: String,
+        /// One tool of the app; without it, every grant of the app.
         tool: Option<String>,
+        /// The MCP client's name, as `consent list` shows it.
         #[arg(long)]
         client: String,
     },
@@ -120,7 +142,10 @@ enum AuthAction {
     /// Which web apps have credentials, and where from (never the secrets).
     Status,
     /// Forget a web app's stored key or OAuth tokens.
-    Logout { app: String },
+    Logout {
+        /// The web app's appId.
+        app: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -129,22 +154,28 @@ enum AuditAction {
     Verify,
     /// The newest rows; with -f keep printing new ones.
     Tail {
+        /// How many rows.
         #[arg(short = 'n', default_value = "20")]
         count: i64,
+        /// Keep printing new rows as they come.
         #[arg(short = 'f', long)]
         follow: bool,
     },
     /// Rows filtered by app, tool and age (`--since 2h`, `--since 2026-11-22T10:00:00Z`).
     Show {
+        /// Only this appId.
         #[arg(long)]
         app: Option<String>,
+        /// Only this tool.
         #[arg(long)]
         tool: Option<String>,
+        /// Only rows newer than this age or time.
         #[arg(long)]
         since: Option<String>,
     },
     /// Every row as JSON lines or CSV on stdout.
     Export {
+        /// jsonl or csv.
         #[arg(long, value_enum, default_value = "jsonl")]
         format: output::ExportFormat,
     },
@@ -152,33 +183,62 @@ enum AuditAction {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let _log_guard = init_logging(&cli.log_level);
+    let serving = cli.command.is_none() && !cli.scan;
+    let _log_guards = init_logging(&cli.log_level, serving.then(config::aai_home).as_deref());
     match run(cli) {
         Ok(code) => code,
         Err(error) => {
-            tracing::error!("{error:#}");
-            eprintln!("aai-gateway: {error:#}");
+            // Printed once, for the person at the keyboard (not also as a log line).
+            eprintln!("aai-gateway: error: {error:#}");
             ExitCode::from(2)
         }
     }
 }
 
 /// Logs go to stderr through a lossy background writer: a client that never reads our
-/// stderr must not be able to stall the server, so lines are dropped instead.
-fn init_logging(filter: &str) -> tracing_appender::non_blocking::WorkerGuard {
+/// stderr must not be able to stall the server, so lines are dropped instead. In server mode
+/// they also go to `AAI_HOME/logs/aai-gateway.log`, rotated at 10 MB (3 files kept). No
+/// colours: the subscriber is built without them, and escape codes do not belong in files.
+fn init_logging(
+    filter: &str,
+    log_home: Option<&std::path::Path>,
+) -> Vec<tracing_appender::non_blocking::WorkerGuard> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(true)
         .buffered_lines_limit(2_000)
         .finish(std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let mut guards = vec![guard];
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(writer)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
+        .with_ansi(false)
+        .with_target(false);
+    let file = log_home.and_then(|home| {
+        let file = aai_gateway::logfile::SizeRotating::open(&home.join("logs"), "aai-gateway.log")
+            .map_err(|error| eprintln!("aai-gateway: no log file: {error}"))
+            .ok()?;
+        let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+            .lossy(true)
+            .finish(file);
+        guards.push(guard);
+        Some(
+            tracing_subscriber::fmt::layer()
+                .with_writer(writer)
+                .with_ansi(false)
+                .with_target(false)
+                .boxed(),
+        )
+    });
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(stderr)
+        .with(file)
         .init();
-    guard
+    guards
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -186,8 +246,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     aai_gateway::private::tighten_and_log(&home);
     match cli.command {
         Some(Command::Validate { files }) => Ok(validate(&files)),
-        Some(Command::Auth { action }) => auth(&home, cli.dev, action),
-        Some(Command::Consent { action }) => consent(&home, cli.dev, action),
+        Some(Command::Auth { action }) => auth(&home, false, action),
+        Some(Command::Consent { action }) => consent(&home, false, action),
+        Some(Command::Completions { shell }) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            output::generated(|out| {
+                clap_complete::generate(shell, &mut command, "aai-gateway", out);
+            });
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Man) => {
+            let command = <Cli as clap::CommandFactory>::command();
+            let mut page = Vec::new();
+            clap_mangen::Man::new(command)
+                .render(&mut page)
+                .context("cannot render the manual page")?;
+            output::generated(|out| {
+                let _ = out.write_all(&page);
+            });
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::Audit { action }) => audit(&home.join(DATA_DB), action),
         Some(Command::Call {
             app,
@@ -195,6 +273,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             args,
             dry_run,
             platform,
+            dev,
         }) => {
             let args: serde_json::Value =
                 serde_json::from_str(&args).context("--args is not valid JSON")?;
@@ -205,7 +284,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 dry_run,
                 platform,
             };
-            runtime()?.block_on(call(&home, cli.dev, request))
+            runtime()?.block_on(call(&home, dev, request))
         }
         None if cli.scan => {
             let (config, problem) = Config::load(&home);
@@ -365,10 +444,36 @@ async fn call(
             Ok(ExitCode::SUCCESS)
         }
         Err(AaiError { kind, message, .. }) => {
-            eprintln!("{} ({}): {message}", kind.type_name(), kind.code());
+            eprintln!(
+                "{} ({}): {}",
+                kind.type_name(),
+                kind.code(),
+                for_person(&message)
+            );
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// An error message written for an agent, reworded for the person at the keyboard: the
+/// gateway's MCP tools are not theirs to call, and they are the user the agent would ask.
+fn for_person(message: &str) -> String {
+    let mut text = message
+        .replace(
+            " Call aai_apps to search.",
+            " `aai-gateway --scan` lists them.",
+        )
+        .replace("Ask the user to run", "Run")
+        .replace("ask the user what to do instead", "try something else");
+    for marker in [" Call app_", " Call aai_guide"] {
+        while let Some(start) = text.find(marker) {
+            let end = text[start + 1..]
+                .find(". ")
+                .map_or(text.len(), |i| start + 1 + i + 1);
+            text.replace_range(start..end, "");
+        }
+    }
+    text
 }
 
 async fn serve(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {

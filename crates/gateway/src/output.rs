@@ -2,9 +2,49 @@
 //! stdout carries only MCP frames.
 #![allow(clippy::print_stdout)]
 
+/// Every line goes through [`emit`]: a reader that went away (`| head -1`) ends the command
+/// quietly with status 0 instead of a panic.
+macro_rules! println {
+    () => {
+        $crate::output::emit(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::emit(format_args!($($arg)*))
+    };
+}
+
+/// Writes one line to stdout. A closed pipe ends the process with status 0, as `head` users
+/// expect; another write error ends it with status 1 and a message.
+pub fn emit(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(error) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("aai-gateway: cannot write the output: {error}");
+        std::process::exit(1);
+    }
+}
+
 use aai_descriptor::LoadError;
 use aai_descriptor::Platform;
 use aai_gateway::registry::Registry;
+
+/// Generated text (completions, the manual page) written by `write` to stdout; a closed
+/// pipe ends quietly.
+pub fn generated(write: impl FnOnce(&mut dyn std::io::Write)) {
+    use std::io::Write;
+    let mut buffer = Vec::new();
+    write(&mut buffer);
+    let mut out = std::io::stdout().lock();
+    if let Err(error) = out.write_all(&buffer).and_then(|()| out.flush())
+        && error.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("aai-gateway: cannot write the output: {error}");
+        std::process::exit(1);
+    }
+}
 
 /// `--scan`: the offered apps, then every file that was skipped and why.
 pub fn scan_report(registry: &Registry, home: &std::path::Path, platforms: &[Platform]) {

@@ -318,3 +318,120 @@ fn the_gateways_files_are_private_and_the_log_keeps_no_file_contents() {
     );
     assert!(text(&run(&home, &["audit", "verify"], None).stdout).contains("chain intact"));
 }
+
+/// A reader that goes away (`audit show | head -1`) ends the command quietly with status 0.
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_ends_quietly_with_status_0() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("dir");
+    let log = aai_audit::AuditLog::open(&dir.path().join("data.db")).expect("log");
+    for i in 0..3000 {
+        log.append(&aai_audit::Entry {
+            ts_ms: 1,
+            call_id: format!("c{i}"),
+            caller: "t".into(),
+            app: "org.example.app".into(),
+            tool: "tool".into(),
+            args: "{}".into(),
+            decision: "auto_approve".into(),
+            result: "success".into(),
+            risk: "low".into(),
+            duration_ms: 1,
+            error: None,
+        })
+        .expect("append");
+    }
+    drop(log);
+    for args in [
+        &["audit", "show"][..],
+        &["audit", "export"],
+        &["completions", "bash"],
+    ] {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .env("AAI_HOME", dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run");
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut first)
+            .expect("line");
+        // The reader is gone now.
+        let out = child.wait_with_output().expect("wait");
+        assert!(!first.is_empty());
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            !text(&out.stderr).contains("panicked"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn completions_and_the_manual_page_are_generated() {
+    let dir = tempfile::tempdir().expect("dir");
+    for (shell, marker) in [
+        ("bash", "_aai-gateway()"),
+        ("zsh", "#compdef aai-gateway"),
+        ("fish", "complete -c aai-gateway"),
+    ] {
+        let out = run(dir.path(), &["completions", shell], None);
+        assert!(out.status.success());
+        let script = text(&out.stdout);
+        assert!(
+            script.contains(marker) || script.contains("_aai__gateway()"),
+            "{shell}: {}",
+            &script[..200.min(script.len())]
+        );
+        assert!(script.contains("consent"), "{shell}");
+    }
+    let out = run(dir.path(), &["man"], None);
+    assert!(out.status.success());
+    let page = text(&out.stdout);
+    assert!(
+        page.contains(".TH aai-gateway 1") && page.contains("logs/aai\\-gateway.log"),
+        "{}",
+        &page[..400.min(page.len())]
+    );
+    // --dev belongs to serving and `call`, not to every subcommand.
+    let out = run(dir.path(), &["consent", "list", "--dev"], None);
+    assert!(!out.status.success());
+    let out = run(dir.path(), &["call", "--help"], None);
+    assert!(text(&out.stdout).contains("--dev"));
+    assert!(
+        text(&out.stdout).contains("The tool's name"),
+        "positional help"
+    );
+}
+
+/// Errors print once, worded for the person at the keyboard.
+#[test]
+fn cli_errors_print_once_for_a_person() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = run(dir.path(), &["call", "org.example.nothere", "x"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.matches("APP_NOT_FOUND").count(), 1, "{stderr}");
+    assert!(
+        !stderr.contains("aai_apps") && stderr.contains("--scan"),
+        "{stderr}"
+    );
+    let out = run(
+        dir.path(),
+        &["audit", "show", "--since", "yesterday-ish"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!stderr.contains("ERROR"), "{stderr}");
+}
