@@ -128,3 +128,43 @@ async def test_files_and_terminal_through_mcp(home, bus, tmp_path, monkeypatch):
             assert (work / "a.txt").exists()
             outside = await c.call_tool("aai_exec", {"app": "local.files", "tool": "file_read", "args": {"path": str(home / "config.json")}})
             assert outside.is_error and outside.structured_content["type"] == "PERMISSION_DENIED"
+
+
+async def test_terminal_progress_and_cancel_through_mcp(home, bus, tmp_path, monkeypatch):
+    """A long command sends progress with its latest output; a cancelled command is stopped
+    and the next call on the session runs at once."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (home / "config.json").write_text(json.dumps({
+        "local": {"sandbox": {"allowed_directories": [str(work)]}},
+        "policy": {"default_profile": "p", "profiles": {"p": {"preset": "full_auto"}}},
+    }))
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append((value, message))
+
+    bash = lambda command: {"app": "local.terminal", "tool": "bash_execute", "args": {"command": command}}
+    with anyio.fail_after(TIMEOUT):
+        async with Client(params, mode="legacy", cache=None) as c:
+            ran = await c.call_tool("aai_exec", bash("for i in 1 2 3 4; do echo tick$i; sleep 1; done"), progress_callback=on_progress)
+            assert ran.structured_content["stdout"].endswith("tick4")
+            assert len(progress) >= 2 and any("tick" in (m or "") for _, m in progress), progress
+            assert [v for v, _ in progress] == sorted(v for v, _ in progress)
+
+            pidfile = work / "pid"
+            async with anyio.create_task_group() as group:
+                async def long_call():
+                    await c.call_tool("aai_exec", bash(f"sh -c 'echo $$ > {pidfile}; exec sleep 60'"))
+                group.start_soon(long_call)
+                while not (pidfile.exists() and pidfile.read_text().strip()):
+                    await anyio.sleep(0.02)
+                group.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+            pid = int(pidfile.read_text())
+            after = await c.call_tool("aai_exec", bash("echo next"))
+            assert after.structured_content["stdout"] == "next", after
+            with anyio.fail_after(5):
+                while os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                    await anyio.sleep(0.05)

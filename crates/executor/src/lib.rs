@@ -47,7 +47,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One tool call, with arguments already checked against the tool's schema.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Invocation<'a> {
     pub descriptor: &'a Descriptor,
     pub tool: &'a str,
@@ -56,6 +56,22 @@ pub struct Invocation<'a> {
     pub timeout: Duration,
     /// The client's MCP roots (file URIs), for tools that act on files.
     pub roots: &'a [String],
+    /// Where a long-running tool reports what it is doing (the latest output lines); the
+    /// gateway turns each report into an MCP progress notification.
+    pub progress: Option<&'a (dyn Fn(&str) + Send + Sync)>,
+}
+
+impl std::fmt::Debug for Invocation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Invocation")
+            .field("app", &self.descriptor.app_id)
+            .field("tool", &self.tool)
+            .field("args", &self.args)
+            .field("timeout", &self.timeout)
+            .field("roots", &self.roots)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
 }
 
 impl<'a> Invocation<'a> {
@@ -71,6 +87,7 @@ impl<'a> Invocation<'a> {
             args,
             timeout,
             roots: &[],
+            progress: None,
         }
     }
 
@@ -78,6 +95,13 @@ impl<'a> Invocation<'a> {
     #[must_use]
     pub fn with_roots(mut self, roots: &'a [String]) -> Self {
         self.roots = roots;
+        self
+    }
+
+    /// This invocation reporting progress to `progress`.
+    #[must_use]
+    pub fn with_progress(mut self, progress: Option<&'a (dyn Fn(&str) + Send + Sync)>) -> Self {
+        self.progress = progress;
         self
     }
 }

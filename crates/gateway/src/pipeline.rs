@@ -26,12 +26,28 @@ use crate::web::Web;
 
 /// Who is calling: the client's reported name, its roots (they can pick its policy profile)
 /// and its session, which session grants belong to.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Caller {
     pub name: String,
     pub roots: Vec<String>,
     /// `None`: no session (the `call` CLI); "for this session" grants are not offered.
     pub session: Option<String>,
+    /// Where a long call reports progress (the client gave a progress token).
+    pub progress: Option<Progress>,
+}
+
+/// A progress sink: takes the latest output of a long call.
+pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caller")
+            .field("name", &self.name)
+            .field("roots", &self.roots)
+            .field("session", &self.session)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
 }
 
 impl Caller {
@@ -404,8 +420,17 @@ impl Gateway {
         // The intent row is durable before anything runs: no call happens unrecorded.
         self.gate.record(&call, &decision, "started", 0, None)?;
         let timeout = self.config.tool_timeout(app.platform, spec.timeout);
-        let invocation =
-            Invocation::new(&app.descriptor, &spec.name, &args, timeout).with_roots(roots);
+        let invocation = Invocation::new(&app.descriptor, &spec.name, &args, timeout)
+            .with_roots(roots)
+            .with_progress(who.progress.as_deref());
+        // A call dropped before it finishes (the client cancelled it) still gets its outcome row.
+        let mut unfinished = Unfinished {
+            gate: &self.gate,
+            call: &call,
+            decision: &decision,
+            started,
+            armed: true,
+        };
         let mut result = self.run(app.platform, invocation, spec).await;
         if let (Err(error), Some(asker)) = (&result, asker)
             && let Some(url) = authorization_url(error)
@@ -419,6 +444,7 @@ impl Gateway {
             // The user signed in through the client: the call goes on with the new tokens.
             result = self.run(app.platform, invocation, spec).await;
         }
+        unfinished.armed = false;
         let (outcome, error) = match &result {
             Ok(_) => ("success", None),
             Err(error) => ("failed", Some(error)),
@@ -675,6 +701,33 @@ impl Gateway {
             );
         }
         Ok(plan)
+    }
+}
+
+/// Writes a `cancelled` outcome row for a call whose future was dropped while it ran.
+struct Unfinished<'a> {
+    gate: &'a Gate,
+    call: &'a Call<'a>,
+    decision: &'a str,
+    started: Instant,
+    armed: bool,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let ms = i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX);
+            let error = AaiError::new(ErrorKind::AutomationFailed, "the client cancelled the call");
+            if let Err(error) =
+                self.gate
+                    .record(self.call, self.decision, "cancelled", ms, Some(&error))
+            {
+                tracing::warn!(
+                    "the cancelled call's row could not be written: {}",
+                    error.message
+                );
+            }
+        }
     }
 }
 

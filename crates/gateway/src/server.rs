@@ -351,14 +351,29 @@ impl ServerHandler for AaiServer {
             name: caller.clone(),
             roots,
             session: Some(self.session.to_string()),
+            progress: progress_reporter(&context),
         };
-        // Whatever panics outside an executor (a guide, a parser) fails this call alone.
+        // Whatever panics outside an executor (a guide, a parser) fails this call alone, and
+        // a cancel from the client (`notifications/cancelled`) drops the call: its command is
+        // stopped and its audit row says `cancelled`.
         let result = {
             use futures::FutureExt;
-            std::panic::AssertUnwindSafe(self.dispatch_asking(&who, &name, args, asker.as_deref()))
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|panic| {
+            let call = std::panic::AssertUnwindSafe(self.dispatch_asking(
+                &who,
+                &name,
+                args,
+                asker.as_deref(),
+            ))
+            .catch_unwind();
+            let cancelled = context.ct.clone();
+            let outcome = tokio::select! {
+                outcome = call => outcome,
+                () = cancelled.cancelled() => {
+                    tracing::info!(tool = %name, %caller, "call cancelled by the client");
+                    Ok(Err(AaiError::new(ErrorKind::AutomationFailed, "the client cancelled the call")))
+                }
+            };
+            outcome.unwrap_or_else(|panic| {
                     let what = crate::pipeline::panic_message(panic.as_ref());
                     tracing::error!(tool = %name, panic = %what, "a call panicked; it failed and the gateway goes on");
                     Err(AaiError::new(
@@ -475,6 +490,27 @@ impl ServerHandler for AaiServer {
             }
         }
     }
+}
+
+/// Turns a long call's reports into `notifications/progress` when the request carries a
+/// progress token (values increase by one per report; the message is the latest output).
+fn progress_reporter(context: &RequestContext<RoleServer>) -> Option<crate::pipeline::Progress> {
+    let token = context.meta.get_progress_token()?;
+    let peer = context.peer.clone();
+    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    Some(Arc::new(move |latest: &str| {
+        let step = count.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let mut note = rmcp::model::ProgressNotificationParam::new(token.clone(), step as f64);
+        note.message = Some(if latest.is_empty() {
+            "running (no output yet)".to_owned()
+        } else {
+            latest.to_owned()
+        });
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            let _ = peer.notify_progress(note).await;
+        });
+    }))
 }
 
 /// Asks the user through MCP elicitation (a server-to-client request, protocol ≤ 2025-11-25).

@@ -368,13 +368,28 @@ async fn terminal_sessions_persist_and_survive_timeouts() {
     assert_eq!(second["stdout"], format!("{tmp}\nhello"));
     assert_eq!(second["stderr"], "oops\n");
     assert_eq!(second["exit_code"], 1);
-    let elsewhere = bash(&s, json!({"command": "pwd", "working_dir": "/"})).await;
-    assert_eq!(elsewhere["stdout"], "/");
+    std::fs::create_dir_all(s.path("allowed/sub")).expect("sub");
+    let elsewhere = bash(
+        &s,
+        json!({"command": "pwd", "working_dir": s.p("allowed/sub")}),
+    )
+    .await;
+    assert_eq!(elsewhere["stdout"], s.p("allowed/sub"));
+    // Outside the allowed folders: refused before anything runs.
+    let error = s
+        .call(
+            "local.terminal",
+            "bash_execute",
+            json!({"command": "pwd", "working_dir": "/"}),
+        )
+        .await
+        .expect_err("outside");
+    assert_eq!(error.kind, ErrorKind::PermissionDenied, "{}", error.message);
 
     // Overrunning: partial output, a TIMEOUT marker, and the session goes on.
     let slow = bash(
         &s,
-        json!({"command": "echo before; sleep 30; echo never", "timeout": 700}),
+        json!({"command": "echo before; sleep 30; echo never", "timeout_ms": 700}),
     )
     .await;
     assert_eq!(slow["timed_out"], true);
@@ -390,7 +405,7 @@ async fn terminal_sessions_persist_and_survive_timeouts() {
     let started = std::time::Instant::now();
     let stubborn = bash(
         &s,
-        json!({"command": "sh -c \"trap '' INT; echo waiting; sleep 30\"", "timeout": 500}),
+        json!({"command": "sh -c \"trap '' INT; echo waiting; sleep 30\"", "timeout_ms": 500}),
     )
     .await;
     assert_eq!(stubborn["timed_out"], true, "{stubborn}");
@@ -685,4 +700,265 @@ async fn command_prefix_grants_cover_only_plain_commands_they_name() {
     assert!(asked[0].once_only && asked[0].prefix.is_none());
     assert_eq!(asked[0].choices().len(), 2);
     assert!(victim.exists());
+}
+
+/// Runs `command` in `session` and returns the result (the call is bounded: never hangs).
+async fn run_in(s: &Setup, session: Option<&str>, command: &str) -> Result<Value, AaiError> {
+    let mut args = json!({"command": command, "timeout_ms": 20_000});
+    if let Some(id) = session {
+        args["session_id"] = json!(id);
+    }
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        s.call("local.terminal", "bash_execute", args),
+    )
+    .await
+    .expect("the call returned")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_that_ends_is_reported_never_silently_replaced() {
+    let s = Setup::new();
+    // New sessions start inside the allowed folders.
+    let first = run_in(&s, None, "pwd; export MARK=1").await.expect("pwd");
+    assert_eq!(first["stdout"], s.p("allowed"), "{first}");
+
+    // `exit 7`: the real status, and the session says it ended.
+    let exited = run_in(&s, None, "echo bye; exit 7").await.expect("exit");
+    assert_eq!(exited["exit_code"], 7, "{exited}");
+    assert_eq!(exited["session_ended"], true, "{exited}");
+    assert_eq!(exited["timed_out"], false);
+    assert!(
+        exited["stdout"].as_str().is_some_and(|o| o.contains("bye")),
+        "{exited}"
+    );
+    // The default session comes back, and says its state was reset.
+    let next = run_in(&s, None, "echo ${MARK:-unset}").await.expect("next");
+    assert_eq!(next["stdout"], "unset");
+    assert_eq!(next["new_session"], true, "{next}");
+    assert!(
+        next["previous_session"]
+            .as_str()
+            .is_some_and(|n| n.contains("status 7")),
+        "{next}"
+    );
+    let quiet = run_in(&s, None, "echo again").await.expect("again");
+    assert!(
+        quiet.get("new_session").is_none(),
+        "announced once: {quiet}"
+    );
+
+    // `exec`: the shell is replaced; when that program ends, so does the session.
+    let created = s
+        .call(
+            "local.terminal",
+            "bash_session",
+            json!({"action": "create", "session_id": "w"}),
+        )
+        .await
+        .expect("create");
+    assert_eq!(created["working_dir"], s.p("allowed"));
+    let replaced = run_in(&s, Some("w"), "exec sh -c 'exit 3'")
+        .await
+        .expect("exec");
+    assert_eq!(
+        (
+            replaced["exit_code"].clone(),
+            replaced["session_ended"].clone()
+        ),
+        (json!(3), json!(true)),
+        "{replaced}"
+    );
+    // A named session that ended is refused with a clear error, not silently recreated.
+    let error = run_in(&s, Some("w"), "true").await.expect_err("ended");
+    assert_eq!(error.kind, ErrorKind::InvalidParams);
+    assert!(
+        error.message.contains("has ended") && error.message.contains("status 3"),
+        "{}",
+        error.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_session_mid_command_reports_it_and_stops_its_processes() {
+    let s = Arc::new(Setup::new());
+    s.call(
+        "local.terminal",
+        "bash_session",
+        json!({"action": "create", "session_id": "k"}),
+    )
+    .await
+    .expect("create");
+    let pidfile = s.path("allowed/pid");
+    let running = {
+        let s = s.clone();
+        let command = format!("sh -c 'echo $$ > {}; exec sleep 60'", pidfile.display());
+        tokio::spawn(async move { run_in(&s, Some("k"), &command).await })
+    };
+    // Wait for the command to start (an event: its pid file), bounded.
+    let started = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while std::fs::read_to_string(&pidfile).map_or(true, |p| p.trim().is_empty()) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(started.is_ok(), "the command never started");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("number");
+    s.call(
+        "local.terminal",
+        "bash_session",
+        json!({"action": "kill", "session_id": "k"}),
+    )
+    .await
+    .expect("kill");
+    let result = running.await.expect("task").expect("result");
+    assert_eq!(result["session_ended"], true, "{result}");
+    assert!(
+        result["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("killed with bash_session kill")),
+        "{result}"
+    );
+    assert_ne!(result["timed_out"], true);
+    let alive = nix_alive(pid);
+    assert!(!alive, "the command's process survived the kill");
+    let error = run_in(&s, Some("k"), "true").await.expect_err("killed");
+    assert!(error.message.contains("killed"), "{}", error.message);
+}
+
+/// Whether a process exists (and is not a zombie).
+fn nix_alive(pid: i32) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+        let running = state.is_some_and(|s| {
+            s.rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next())
+                != Some("Z")
+        });
+        if !running || std::time::Instant::now() > deadline {
+            return running;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_stops_its_command_and_the_session_goes_on() {
+    let s = Setup::new();
+    run_in(&s, None, "export KEEP=kept").await.expect("setup");
+    let pidfile = s.path("allowed/cancel-pid");
+    let command = format!("sh -c 'echo $$ > {}; exec sleep 60'", pidfile.display());
+    // The client cancels: the call's future is dropped while the command runs.
+    let call = s.call(
+        "local.terminal",
+        "bash_execute",
+        json!({"command": command}),
+    );
+    let watch = async {
+        while std::fs::read_to_string(&pidfile).map_or(true, |p| p.trim().is_empty()) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    tokio::select! {
+        _ = call => panic!("the command finished on its own"),
+        () = watch => {}
+    }
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("number");
+    // The next call runs in the same session (its environment kept) and the command is gone.
+    let next = run_in(&s, None, "echo $KEEP").await.expect("next");
+    assert_eq!(next["stdout"], "kept", "{next}");
+    assert!(!nix_alive(pid), "the cancelled command still runs");
+    let rows = aai_audit::AuditLog::open(&s.path("allowed/aai-home/data.db"))
+        .expect("log")
+        .query(&aai_audit::Filter::default())
+        .expect("rows");
+    assert!(
+        rows.iter().any(|r| r.entry.result == "cancelled"),
+        "no cancelled row"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_commands_report_their_latest_output() {
+    let s = Setup::new();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = seen.clone();
+    let caller = aai_gateway::pipeline::Caller {
+        progress: Some(Arc::new(move |line: &str| {
+            sink.lock().expect("seen").push(line.to_owned())
+        })),
+        ..aai_gateway::pipeline::Caller::named("test")
+    };
+    let result = s
+        .gateway
+        .exec_asking(
+            &caller,
+            "local.terminal",
+            "bash_execute",
+            &json!({"command": "for i in 1 2 3 4; do echo step$i; sleep 1; done"}),
+            None,
+        )
+        .await
+        .expect("ran");
+    assert!(
+        result["stdout"]
+            .as_str()
+            .is_some_and(|o| o.ends_with("step4"))
+    );
+    let seen = seen.lock().expect("seen").clone();
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(seen.iter().any(|l| l.contains("step")), "{seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn built_in_tools_reject_unknown_arguments_and_name_units() {
+    let s = Setup::new();
+    let error = s
+        .call(
+            "local.terminal",
+            "bash_execute",
+            json!({"command": "true", "timeout": 2}),
+        )
+        .await
+        .expect_err("unknown field");
+    assert_eq!(error.kind, ErrorKind::InvalidParams, "{}", error.message);
+    assert!(error.message.contains("timeout"), "{}", error.message);
+    // Every duration parameter of the built-in tools carries its unit in its name.
+    for descriptor in aai_gateway::local::descriptors() {
+        let tools = descriptor
+            .tools(aai_descriptor::Platform::Local)
+            .unwrap_or_default();
+        for tool in tools {
+            let schema = tool
+                .parameters
+                .as_ref()
+                .map(aai_descriptor::Parameters::schema)
+                .unwrap_or_default();
+            assert_eq!(schema["additionalProperties"], false, "{}", tool.name);
+            for name in schema["properties"]
+                .as_object()
+                .into_iter()
+                .flat_map(|p| p.keys())
+            {
+                let timing = ["timeout", "wait", "delay", "interval", "duration"]
+                    .iter()
+                    .any(|w| name.contains(w));
+                assert!(
+                    !timing || name.ends_with("_ms") || name.ends_with("_seconds"),
+                    "{}.{name}",
+                    tool.name
+                );
+            }
+        }
+    }
 }

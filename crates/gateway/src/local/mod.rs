@@ -28,6 +28,10 @@ pub const SYSTEM: &str = "local.system";
 #[serde(default, deny_unknown_fields)]
 pub struct LocalConfig {
     pub terminal: bool,
+    /// Terminal sessions may start in, and `cd` by `working_dir` to, any folder (by default
+    /// only inside `sandbox.allowed_directories`). Either way the commands themselves run
+    /// with the user's rights: the file sandbox does not confine a shell.
+    pub terminal_anywhere: bool,
     pub files: bool,
     pub system: bool,
     pub sandbox: sandbox::SandboxConfig,
@@ -37,6 +41,7 @@ impl Default for LocalConfig {
     fn default() -> Self {
         Self {
             terminal: true,
+            terminal_anywhere: false,
             files: true,
             system: true,
             sandbox: sandbox::SandboxConfig::default(),
@@ -52,8 +57,10 @@ fn tool(
     properties: Value,
     required: &[&str],
 ) -> Value {
+    // Built-in tools name every argument they take: anything else is a mistake to report.
     json!({"name": name, "description": description, "risk": risk, "readOnly": read_only,
-           "parameters": {"type": "object", "properties": properties, "required": required}})
+           "parameters": {"type": "object", "properties": properties, "required": required,
+                          "additionalProperties": false}})
 }
 
 fn files_descriptor() -> Value {
@@ -86,8 +93,8 @@ fn terminal_descriptor() -> Value {
     "platforms": {"local": {"automation": "builtin", "tools": [
         tool("bash_execute", "Run a command in a bash session; returns output and exit code.", "high", false,
             json!({"command": {"type": "string"}, "session_id": {"type": "string", "description": "Default: the default session"},
-                   "timeout": {"type": "integer", "minimum": 1, "default": 120_000, "description": "Milliseconds"},
-                   "working_dir": {"type": "string"}}), &["command"]),
+                   "timeout_ms": {"type": "integer", "minimum": 1, "default": 120_000, "description": "Milliseconds"},
+                   "working_dir": {"type": "string", "description": "A folder inside the allowed folders"}}), &["command"]),
         tool("bash_session", "Create, list or kill bash sessions.", "high", false,
             json!({"action": {"type": "string", "enum": ["create", "list", "kill"]}, "session_id": {"type": "string"},
                    "shell": {"type": "string", "default": "bash"}}), &["action"])
@@ -260,6 +267,23 @@ impl LocalExecutor {
         sandbox::Sandbox::new(&self.config.sandbox, roots, &self.protected)
     }
 
+    /// Where terminal sessions start: the first allowed folder that exists (a private
+    /// temporary folder when none does), and `working_dir` only inside the allowed folders;
+    /// with `terminal_anywhere`, the user's home and any folder.
+    fn place(&self, roots: &[String]) -> terminal::Place {
+        if self.config.terminal_anywhere {
+            return terminal::Place {
+                start: Some(crate::config::user_home()),
+                sandbox: None,
+            };
+        }
+        let sandbox = self.sandbox(roots);
+        terminal::Place {
+            start: sandbox.allowed().iter().find(|d| d.is_dir()).cloned(),
+            sandbox: Some(sandbox),
+        }
+    }
+
     async fn run(&self, invocation: Invocation<'_>) -> Result<Value, AaiError> {
         let app = invocation.descriptor.app_id.as_str();
         let args = invocation.args.clone();
@@ -278,8 +302,16 @@ impl LocalExecutor {
                 .await
                 .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))?
             }
-            (TERMINAL, "bash_execute") => self.terminal.execute(&args).await,
-            (TERMINAL, "bash_session") => self.terminal.manage(&args).await,
+            (TERMINAL, "bash_execute") => {
+                let place = self.place(invocation.roots);
+                self.terminal
+                    .execute(&args, &place, invocation.progress)
+                    .await
+            }
+            (TERMINAL, "bash_session") => {
+                let place = self.place(invocation.roots);
+                self.terminal.manage(&args, &place).await
+            }
             (SYSTEM, tool) => system::run(tool, &args).await,
             (app, tool) => Err(unknown(app, tool)),
         }

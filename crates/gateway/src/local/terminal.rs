@@ -6,17 +6,24 @@
 //! runs in the session's own shell; stdout comes from the PTY, stderr from its file. A command
 //! that overruns gets Ctrl-C (its job only), then SIGKILL for its process group, and the
 //! session stays usable; a shell that stops answering is replaced.
+//!
+//! A command runs in a task of its own that holds the session: a cancelled call (the client's
+//! `notifications/cancelled`) interrupts it at once and the session is ready again within a
+//! second. A shell that ends (`exit 3`, `exec …`, killed, `bash_session kill`) is reported
+//! with its real status and the session is closed: the next call on that id is told so, or,
+//! for the default session, is run in a new one that says its state was reset.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::{Read as _, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aai_descriptor::{AaiError, ErrorKind};
-use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+use portable_pty::{ChildKiller, CommandBuilder, MasterPty, PtySize, native_pty_system};
 use serde_json::{Map, Value, json};
 use tokio::sync::{Mutex, mpsc};
+use tokio_util::sync::CancellationToken;
 
 /// Characters of output returned at most; the middle of longer output is cut.
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
@@ -25,6 +32,19 @@ const MAX_BUFFER: usize = 16 * 1024 * 1024;
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 /// How long an interrupted command gets to stop before its group is killed.
 const GRACE: Duration = Duration::from_secs(2);
+/// After a cancel: how long Ctrl-C gets, then SIGKILL (both within a second in all).
+const CANCEL_GRACE: Duration = Duration::from_millis(300);
+/// How often a running command reports its latest output.
+const PROGRESS_EVERY: Duration = Duration::from_millis(1500);
+
+/// How a wait for the marker ended.
+enum Read {
+    Marker(i32),
+    Deadline,
+    /// The shell's terminal closed: the shell is gone.
+    Closed,
+    Cancelled,
+}
 
 struct Session {
     master: Box<dyn MasterPty + Send>,
@@ -35,13 +55,35 @@ struct Session {
     _dir: tempfile::TempDir,
     shell: String,
     created: Instant,
+    /// Set by `bash_session kill`, so the run it ends can say so.
+    killed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// A session in the table: the session (locked while a command runs) and what can end it
+/// while it is locked.
+struct Entry {
+    session: Arc<Mutex<Session>>,
+    killer: std::sync::Mutex<Box<dyn ChildKiller + Send + Sync>>,
+    shell_pid: Option<u32>,
+    killed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The sessions of one gateway.
 #[derive(Default)]
 pub struct Sessions {
-    sessions: std::sync::Mutex<HashMap<String, Arc<Mutex<Session>>>>,
+    sessions: std::sync::Mutex<HashMap<String, Arc<Entry>>>,
+    /// Sessions whose shell ended, and how, for the next call on their id.
+    ended: std::sync::Mutex<HashMap<String, String>>,
     next: std::sync::atomic::AtomicU64,
+}
+
+/// Where terminal sessions start and which `working_dir`s they accept.
+#[derive(Debug, Clone)]
+pub struct Place {
+    /// A new session's directory; `None`: a private temporary folder of its own.
+    pub start: Option<PathBuf>,
+    /// Checks a `working_dir`; `None`: any directory.
+    pub sandbox: Option<super::sandbox::Sandbox>,
 }
 
 fn failed(message: String) -> AaiError {
@@ -55,7 +97,7 @@ fn nonce() -> String {
 }
 
 impl Session {
-    fn start(shell: &str) -> Result<Self, AaiError> {
+    fn start(shell: &str, cwd: Option<&std::path::Path>) -> Result<Self, AaiError> {
         let pty = native_pty_system()
             .openpty(PtySize {
                 rows: 50,
@@ -74,7 +116,9 @@ impl Session {
         command.env("PS2", "");
         command.env("TERM", "dumb");
         command.env("HISTFILE", "/dev/null");
-        command.cwd(crate::config::user_home());
+        let dir = tempfile::tempdir()
+            .map_err(|e| failed(format!("cannot make a session folder: {e}")))?;
+        command.cwd(cwd.unwrap_or(dir.path()));
         let child = pty.slave.spawn_command(command).map_err(|e| {
             AaiError::new(
                 ErrorKind::AutomationNotSupported,
@@ -107,8 +151,6 @@ impl Session {
                 }
             })
             .map_err(|e| failed(format!("cannot start the terminal reader: {e}")))?;
-        let dir = tempfile::tempdir()
-            .map_err(|e| failed(format!("cannot make a session folder: {e}")))?;
         let mut session = Self {
             master: pty.master,
             writer,
@@ -118,6 +160,7 @@ impl Session {
             _dir: dir,
             shell: shell.to_owned(),
             created: Instant::now(),
+            killed: Arc::default(),
         };
         session.send("stty -echo 2>/dev/null; PROMPT_COMMAND=''; set +o history 2>/dev/null\n")?;
         Ok(session)
@@ -130,11 +173,11 @@ impl Session {
         let mut out = Output::default();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         match self
-            .read_until(&format!("__AAI_DONE_{nonce}_"), deadline, &mut out)
+            .read_until(&format!("__AAI_DONE_{nonce}_"), deadline, &mut out, None)
             .await
         {
-            Some(_) => Ok(()),
-            None => Err(failed(format!(
+            Read::Marker(_) => Ok(()),
+            _ => Err(failed(format!(
                 "`{}` did not start answering within 10 s",
                 self.shell
             ))),
@@ -148,30 +191,94 @@ impl Session {
             .map_err(|e| failed(format!("the shell stopped taking input: {e}")))
     }
 
-    /// Reads until `marker` and a status appear; `None` when `deadline` passes first.
+    /// Reads until `marker` and a status appear, the deadline passes, the shell's terminal
+    /// closes or `cancel` fires.
     async fn read_until(
         &mut self,
         marker: &str,
         deadline: tokio::time::Instant,
         out: &mut Output,
-    ) -> Option<i32> {
+        cancel: Option<&CancellationToken>,
+    ) -> Read {
         loop {
             if let Some(code) = out.take_marker(marker) {
-                return Some(code);
+                return Read::Marker(code);
             }
-            match tokio::time::timeout_at(deadline, self.output.recv()).await {
-                Ok(Some(bytes)) => out.push(&bytes),
-                Ok(None) | Err(_) => return None,
+            let cancelled = async {
+                match cancel {
+                    Some(token) => token.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                received = tokio::time::timeout_at(deadline, self.output.recv()) => match received {
+                    Ok(Some(bytes)) => out.push(&bytes),
+                    Ok(None) => return Read::Closed,
+                    Err(_) => return Read::Deadline,
+                },
+                () = cancelled => return Read::Cancelled,
             }
         }
     }
 
-    /// Runs one command.
+    /// The shell ended: its status, waited for briefly (the terminal closes just before).
+    async fn ended(&mut self, stdout: String, started: Instant) -> Value {
+        let mut status = None;
+        for _ in 0..50 {
+            if let Ok(Some(done)) = self.child.try_wait() {
+                status = Some(done);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let killed = self.killed.load(std::sync::atomic::Ordering::SeqCst);
+        let code = status.as_ref().map(portable_pty::ExitStatus::exit_code);
+        let signal = status.as_ref().and_then(|s| s.signal().map(str::to_owned));
+        let how = if killed {
+            "it was killed with bash_session kill".to_owned()
+        } else {
+            match (&signal, code) {
+                (Some(signal), _) => format!("the shell was ended by a signal ({signal})"),
+                (None, Some(code)) => format!("the shell exited with status {code}"),
+                (None, None) => "the shell exited".to_owned(),
+            }
+        };
+        let stderr = std::fs::read(&self.stderr_file).unwrap_or_default();
+        json!({
+            "stdout": cap(&stdout),
+            "stderr": cap(&String::from_utf8_lossy(&stderr)),
+            "exit_code": code,
+            "signal": signal,
+            "timed_out": false,
+            "session_ended": true,
+            "note": format!("The session ended: {how}. Its working directory and environment are gone."),
+            "duration_ms": started.elapsed().as_millis() as u64,
+        })
+    }
+
+    /// Latest lines of what a running command printed, for a progress report.
+    fn tail(out: &Output) -> String {
+        let text = String::from_utf8_lossy(&out.bytes).replace("\r\n", "\n");
+        let lines: Vec<&str> = text.lines().rev().take(5).collect();
+        let tail: Vec<&str> = lines.into_iter().rev().collect();
+        let joined = tail.join("\n");
+        let count = joined.chars().count();
+        if count > 500 {
+            joined.chars().skip(count - 500).collect()
+        } else {
+            joined
+        }
+    }
+
+    /// Runs one command. `cancel` interrupts it (Ctrl-C, then SIGKILL to its process group)
+    /// and leaves the session ready for the next; `progress` gets the latest output lines.
     async fn run(
         &mut self,
         command: &str,
         working_dir: Option<&str>,
         timeout: Duration,
+        cancel: &CancellationToken,
+        progress: Option<&mpsc::UnboundedSender<String>>,
     ) -> Result<Value, AaiError> {
         // Discard what earlier commands left behind (a late line of an interrupted job).
         while self.output.try_recv().is_ok() {}
@@ -189,31 +296,76 @@ impl Session {
         let started = Instant::now();
         let mut out = Output::default();
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut code = self.read_until(&marker, deadline, &mut out).await;
+        let mut read = loop {
+            let step = match progress {
+                Some(_) => (tokio::time::Instant::now() + PROGRESS_EVERY).min(deadline),
+                None => deadline,
+            };
+            match self.read_until(&marker, step, &mut out, Some(cancel)).await {
+                Read::Deadline if tokio::time::Instant::now() < deadline => {
+                    if let Some(progress) = progress {
+                        let _ = progress.send(Self::tail(&out));
+                    }
+                }
+                other => break other,
+            }
+        };
         let mut timed_out = false;
-        if code.is_none() {
+        if matches!(read, Read::Cancelled) {
+            // The client gave up on this call: stop the command now, keep the session.
+            self.send("\u{3}")?;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            self.send(&status_line)?;
+            let soon = tokio::time::Instant::now() + CANCEL_GRACE;
+            read = self.read_until(&marker, soon, &mut out, None).await;
+            if matches!(read, Read::Deadline) {
+                self.kill_foreground();
+                self.send(&status_line)?;
+                let soon = tokio::time::Instant::now() + CANCEL_GRACE;
+                read = self.read_until(&marker, soon, &mut out, None).await;
+            }
+            return match read {
+                Read::Marker(_) => Err(AaiError::new(
+                    ErrorKind::AutomationFailed,
+                    "the call was cancelled; the command was stopped and the session is ready",
+                )
+                .with_detail(json!({"reason": "cancelled"}))),
+                Read::Closed => Ok(self.ended(out.text(), started).await),
+                _ => Err(failed(
+                    "the call was cancelled and the shell no longer answers; the session was closed".into(),
+                )),
+            };
+        }
+        if matches!(read, Read::Deadline) {
             timed_out = true;
             // Ctrl-C stops the foreground job; the tty drops queued input, so ask again.
             self.send("\u{3}")?;
             tokio::time::sleep(Duration::from_millis(100)).await;
             self.send(&status_line)?;
-            code = self
-                .read_until(&marker, tokio::time::Instant::now() + GRACE, &mut out)
+            read = self
+                .read_until(&marker, tokio::time::Instant::now() + GRACE, &mut out, None)
                 .await;
-            if code.is_none() {
+            if matches!(read, Read::Deadline) {
                 self.kill_foreground();
                 self.send(&status_line)?;
-                code = self
-                    .read_until(&marker, tokio::time::Instant::now() + GRACE, &mut out)
+                read = self
+                    .read_until(&marker, tokio::time::Instant::now() + GRACE, &mut out, None)
                     .await;
             }
-            if code.is_none() {
+        }
+        if self.killed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(self.ended(out.text(), started).await);
+        }
+        let code = match read {
+            Read::Marker(code) => code,
+            Read::Closed => return Ok(self.ended(out.text(), started).await),
+            Read::Deadline | Read::Cancelled => {
                 return Err(failed(format!(
                     "the command ran over {} ms and the shell no longer answers; the session was closed, start a new one",
                     timeout.as_millis()
                 )));
             }
-        }
+        };
         let stderr = std::fs::read(&self.stderr_file).unwrap_or_default();
         let mut stdout = out.text();
         if timed_out {
@@ -315,87 +467,212 @@ fn arg_str<'a>(args: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
     args.get(name).and_then(Value::as_str)
 }
 
+/// SIGKILL to every process of the terminal session that `shell_pid` leads (its jobs run in
+/// process groups of their own, so killing the shell alone would leave them running).
+fn kill_session_tree(shell_pid: Option<u32>) {
+    #[cfg(unix)]
+    if let Some(leader) = shell_pid {
+        let Ok(mut system) = sysinfo::System::new() else {
+            return;
+        };
+        system.refresh_processes(sysinfo::ProcessesToUpdate::All, true);
+        for (pid, process) in system.processes() {
+            if process.session_id().map(|s| s.as_u32()) == Some(leader)
+                && pid.as_u32() != leader
+                && let Ok(pid) = i32::try_from(pid.as_u32())
+            {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = shell_pid;
+}
+
 impl Sessions {
-    fn get(&self, id: &str) -> Option<Arc<Mutex<Session>>> {
+    fn get(&self, id: &str) -> Option<Arc<Entry>> {
         self.sessions.lock().ok()?.get(id).cloned()
     }
 
-    async fn create(&self, shell: &str, id: Option<String>) -> Result<String, AaiError> {
+    async fn create(
+        &self,
+        shell: &str,
+        id: Option<String>,
+        place: &Place,
+    ) -> Result<String, AaiError> {
         let id = id.unwrap_or_else(|| {
             format!(
                 "s{}",
                 self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
             )
         });
-        let mut session = Session::start(shell)?;
+        let mut session = Session::start(shell, place.start.as_deref())?;
         session.ready().await?;
+        let entry = Arc::new(Entry {
+            killer: std::sync::Mutex::new(session.child.clone_killer()),
+            shell_pid: session.child.process_id(),
+            killed: session.killed.clone(),
+            session: Arc::new(Mutex::new(session)),
+        });
         if let Ok(mut sessions) = self.sessions.lock() {
-            sessions.insert(id.clone(), Arc::new(Mutex::new(session)));
+            sessions.insert(id.clone(), entry);
+        }
+        if let Ok(mut ended) = self.ended.lock() {
+            ended.remove(&id);
         }
         Ok(id)
     }
 
+    /// Ends a session, even while a command runs in it: its processes are killed and the
+    /// running call reports that the session was killed.
     fn remove(&self, id: &str) -> bool {
         let removed = self.sessions.lock().ok().and_then(|mut s| s.remove(id));
-        if let Some(session) = removed {
-            if let Ok(mut session) = session.try_lock() {
-                let _ = session.child.kill();
-            }
-            true
-        } else {
-            false
+        let Some(entry) = removed else {
+            return false;
+        };
+        entry
+            .killed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // The shell first, so it cannot report its job's death as the command's status.
+        if let Ok(mut killer) = entry.killer.lock() {
+            let _ = killer.kill();
+        }
+        kill_session_tree(entry.shell_pid);
+        true
+    }
+
+    /// Forgets a session whose shell ended, remembering how for the next call on its id.
+    fn forget_ended(&self, id: &str, entry: &Arc<Entry>, note: &str) {
+        if let Ok(mut sessions) = self.sessions.lock()
+            && sessions.get(id).is_some_and(|e| Arc::ptr_eq(e, entry))
+        {
+            sessions.remove(id);
+        }
+        kill_session_tree(entry.shell_pid);
+        if let Ok(mut ended) = self.ended.lock() {
+            ended.insert(id.to_owned(), note.to_owned());
         }
     }
 
     /// `bash_execute`.
     ///
     /// # Errors
-    /// INVALID_PARAMS (no command, an unknown session, a bad working_dir), AUTOMATION_FAILED.
-    pub async fn execute(&self, args: &Map<String, Value>) -> Result<Value, AaiError> {
+    /// INVALID_PARAMS (no command, an unknown or ended session, a working_dir outside the
+    /// allowed folders), AUTOMATION_FAILED (also for a cancelled call).
+    pub async fn execute(
+        &self,
+        args: &Map<String, Value>,
+        place: &Place,
+        progress: Option<&(dyn Fn(&str) + Send + Sync)>,
+    ) -> Result<Value, AaiError> {
         let command = arg_str(args, "command").ok_or_else(|| {
             AaiError::new(ErrorKind::InvalidParams, "`command` is required")
                 .with_detail(json!({"field": "command"}))
         })?;
         let id = arg_str(args, "session_id").unwrap_or("default").to_owned();
-        if let Some(dir) = arg_str(args, "working_dir")
-            && !std::path::Path::new(dir).is_dir()
-        {
-            return Err(AaiError::new(
-                ErrorKind::InvalidParams,
-                format!("working_dir {dir:?} is not a directory"),
-            ));
-        }
+        let working_dir = match arg_str(args, "working_dir") {
+            Some(dir) => Some(checked_dir(dir, place)?),
+            None => None,
+        };
         let timeout = Duration::from_millis(
-            args.get("timeout")
+            args.get("timeout_ms")
                 .and_then(Value::as_u64)
                 .unwrap_or(DEFAULT_TIMEOUT_MS)
                 .max(1),
         );
-        let session = match self.get(&id) {
-            Some(session) => session,
-            None if id == "default" => {
-                self.create("bash", Some(id.clone())).await?;
+        let mut announced = None;
+        let entry = match self.get(&id) {
+            Some(entry) => entry,
+            None => {
+                let ended = self.ended.lock().ok().and_then(|e| e.get(&id).cloned());
+                if id != "default" {
+                    return Err(AaiError::new(
+                        ErrorKind::InvalidParams,
+                        match &ended {
+                            Some(note) => format!(
+                                "session {id:?} has ended ({note}). Create it again with bash_session {{\"action\": \"create\", \"session_id\": {id:?}}}, or leave session_id out to use the default session"
+                            ),
+                            None => format!(
+                                "no session {id:?}; create one with bash_session {{\"action\": \"create\"}} or leave session_id out"
+                            ),
+                        },
+                    )
+                    .with_detail(json!({"field": "session_id", "ended": ended.is_some()})));
+                }
+                announced = ended;
+                self.create("bash", Some(id.clone()), place).await?;
                 self.get(&id)
                     .ok_or_else(|| failed("the default session could not start".into()))?
             }
-            None => {
-                return Err(AaiError::new(
-                    ErrorKind::InvalidParams,
-                    format!(
-                        "no session {id:?}; create one with bash_session {{\"action\": \"create\"}} or leave session_id out"
-                    ),
-                ));
+        };
+        // The command runs in a task that holds the session: dropping this call (a cancel)
+        // fires the token and the task stops the command and frees the session.
+        let token = CancellationToken::new();
+        let _cancel_on_drop = token.clone().drop_guard();
+        let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<String>();
+        let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
+        let session = entry.session.clone();
+        let command = command.to_owned();
+        let report = progress.is_some().then_some(progress_tx);
+        tokio::spawn(async move {
+            let mut session = session.lock_owned().await;
+            let result = session
+                .run(
+                    &command,
+                    working_dir.as_deref(),
+                    timeout,
+                    &token,
+                    report.as_ref(),
+                )
+                .await;
+            let _ = done_tx.send(result);
+        });
+        let result = loop {
+            tokio::select! {
+                done = &mut done_rx => break done.unwrap_or_else(|_| Err(failed("the terminal task stopped".into()))),
+                Some(line) = progress_rx.recv() => {
+                    if let Some(progress) = progress {
+                        progress(&line);
+                    }
+                }
             }
         };
-        let mut guard = session.lock().await;
-        let result = guard
-            .run(command, arg_str(args, "working_dir"), timeout)
-            .await;
-        drop(guard);
         match result {
             Ok(mut value) => {
+                if value["session_ended"] == json!(true) {
+                    let note = value["note"]
+                        .as_str()
+                        .unwrap_or("the shell ended")
+                        .to_owned();
+                    self.forget_ended(&id, &entry, &note);
+                    value["note"] = json!(format!(
+                        "{note} The next command on session {id:?} {}.",
+                        if id == "default" {
+                            "starts a new default session (fresh working directory and environment)"
+                        } else {
+                            "is refused until it is created again"
+                        }
+                    ));
+                }
+                if let Some(previous) = announced {
+                    value["new_session"] = json!(true);
+                    value["previous_session"] = json!(format!(
+                        "The previous default session had ended ({previous}); this command ran in a new one, so the working directory and environment were reset."
+                    ));
+                }
                 value["session_id"] = json!(id);
                 Ok(value)
+            }
+            Err(error)
+                if error
+                    .detail
+                    .as_ref()
+                    .is_some_and(|d| d["reason"] == "cancelled") =>
+            {
+                Err(error)
             }
             Err(error) => {
                 self.remove(&id);
@@ -408,24 +685,29 @@ impl Sessions {
     ///
     /// # Errors
     /// INVALID_PARAMS for an unknown action or session.
-    pub async fn manage(&self, args: &Map<String, Value>) -> Result<Value, AaiError> {
+    pub async fn manage(
+        &self,
+        args: &Map<String, Value>,
+        place: &Place,
+    ) -> Result<Value, AaiError> {
         match arg_str(args, "action") {
             Some("create") => {
                 let shell = arg_str(args, "shell").unwrap_or("bash");
                 let id = self
-                    .create(shell, arg_str(args, "session_id").map(str::to_owned))
+                    .create(shell, arg_str(args, "session_id").map(str::to_owned), place)
                     .await?;
-                Ok(json!({"session_id": id, "shell": shell}))
+                Ok(json!({"session_id": id, "shell": shell,
+                    "working_dir": place.start.as_ref().map(|p| p.display().to_string())}))
             }
             Some("list") => {
-                let sessions: Vec<(String, Arc<Mutex<Session>>)> = self
+                let sessions: Vec<(String, Arc<Entry>)> = self
                     .sessions
                     .lock()
                     .map(|s| s.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
                     .unwrap_or_default();
                 let mut list = Vec::new();
-                for (id, session) in sessions {
-                    let (shell, age, busy) = match session.try_lock() {
+                for (id, entry) in sessions {
+                    let (shell, age, busy) = match entry.session.try_lock() {
                         Ok(s) => (s.shell.clone(), s.created.elapsed().as_secs(), false),
                         Err(_) => (String::new(), 0, true),
                     };
@@ -444,6 +726,9 @@ impl Sessions {
                     )
                 })?;
                 if self.remove(id) {
+                    if let Ok(mut ended) = self.ended.lock() {
+                        ended.insert(id.to_owned(), "it was killed with bash_session kill".into());
+                    }
                     Ok(json!({"killed": id}))
                 } else {
                     Err(AaiError::new(
@@ -460,12 +745,30 @@ impl Sessions {
     }
 }
 
+/// A `working_dir` the command may start in: an existing folder inside the allowed folders
+/// (after resolving links), unless the config lets the terminal start anywhere.
+fn checked_dir(dir: &str, place: &Place) -> Result<String, AaiError> {
+    let resolved = match &place.sandbox {
+        Some(sandbox) => sandbox.check_read(dir)?,
+        None => PathBuf::from(dir),
+    };
+    if !resolved.is_dir() {
+        return Err(AaiError::new(
+            ErrorKind::InvalidParams,
+            format!("working_dir {dir:?} is not a directory"),
+        )
+        .with_detail(json!({"field": "working_dir"})));
+    }
+    Ok(resolved.display().to_string())
+}
+
 impl Drop for Sessions {
     fn drop(&mut self) {
         if let Ok(sessions) = self.sessions.get_mut() {
-            for session in sessions.values() {
-                if let Ok(mut session) = session.try_lock() {
-                    let _ = session.child.kill();
+            for entry in sessions.values() {
+                kill_session_tree(entry.shell_pid);
+                if let Ok(mut killer) = entry.killer.lock() {
+                    let _ = killer.kill();
                 }
             }
         }
