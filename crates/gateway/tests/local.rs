@@ -962,3 +962,136 @@ async fn built_in_tools_reject_unknown_arguments_and_name_units() {
         }
     }
 }
+
+/// A folder on the path swapped for a symlink, over and over while thousands of writes run:
+/// nothing ever lands outside.
+#[cfg(unix)]
+#[test]
+fn writes_race_free_against_a_folder_swapped_for_a_symlink() {
+    use aai_gateway::local::{files, sandbox};
+    let dir = tempfile::tempdir().expect("dir");
+    let base = std::fs::canonicalize(dir.path()).expect("canonical");
+    let allowed = base.join("allowed");
+    let outside = base.join("outside");
+    std::fs::create_dir_all(allowed.join("box")).expect("box");
+    std::fs::create_dir_all(&outside).expect("outside");
+    let config = sandbox::SandboxConfig {
+        allowed_directories: vec![allowed.clone()],
+        denied_patterns: Vec::new(),
+        max_file_size: 1 << 20,
+    };
+    let sandbox = sandbox::Sandbox::new(&config, &[], &[]);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (allowed, outside, stop) = (allowed.clone(), outside.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = std::fs::rename(allowed.join("box"), allowed.join("box.real"));
+                let _ = std::os::unix::fs::symlink(&outside, allowed.join("box"));
+                std::thread::yield_now();
+                let _ = std::fs::remove_file(allowed.join("box"));
+                let _ = std::fs::rename(allowed.join("box.real"), allowed.join("box"));
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let mut written = 0;
+    for i in 0..3000 {
+        let mut args = serde_json::Map::new();
+        args.insert(
+            "path".into(),
+            json!(
+                allowed
+                    .join("box")
+                    .join(format!("f{i}"))
+                    .display()
+                    .to_string()
+            ),
+        );
+        args.insert("content".into(), json!("data"));
+        if files::write(&sandbox, &args).is_ok() {
+            written += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let swaps = swapper.join().expect("swapper");
+    let leaked: Vec<_> = std::fs::read_dir(&outside)
+        .expect("outside")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "{} files outside after {swaps} swaps: {:?}",
+        leaked.len(),
+        &leaked[..leaked.len().min(5)]
+    );
+    assert!(swaps > 100, "the swapper barely ran ({swaps})");
+    assert!(written > 0, "no write succeeded at all");
+}
+
+/// A FIFO or a socket inside the sandbox is refused at once, never read (a FIFO would hang).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifos_and_sockets_are_refused_without_hanging() {
+    let s = Setup::new();
+    let fifo = s.path("allowed/pipe");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+    let socket = s.path("allowed/sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("socket");
+    for (path, what) in [(&fifo, "FIFO"), (&socket, "socket")] {
+        for tool in ["file_read", "file_edit"] {
+            let mut args = json!({"path": path});
+            if tool == "file_edit" {
+                args["old_string"] = json!("a");
+                args["new_string"] = json!("b");
+            }
+            let result =
+                tokio::time::timeout(std::time::Duration::from_secs(10), s.files(tool, args)).await;
+            let error = result
+                .expect("answered without hanging")
+                .expect_err("refused");
+            assert_eq!(error.kind, ErrorKind::InvalidParams, "{}", error.message);
+            assert!(error.message.contains(what), "{}", error.message);
+        }
+    }
+    let error = s
+        .files("file_write", json!({"path": fifo, "content": "x"}))
+        .await
+        .expect_err("refused");
+    assert!(error.message.contains("FIFO"), "{}", error.message);
+}
+
+/// `file_watch` never names what is under a linked folder outside the sandbox.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_watch_never_names_files_outside_the_sandbox() {
+    let s = Setup::new();
+    let outside = s.path("outside");
+    std::os::unix::fs::symlink(&outside, s.path("allowed/link")).expect("link");
+    std::fs::write(outside.join("victim-existing"), "x").expect("file");
+    let watch = s.files(
+        "file_watch",
+        json!({"path": s.p("allowed"), "wait_ms": 3000}),
+    );
+    let act = async {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        std::fs::write(outside.join("secret-name"), "x").expect("write outside");
+        std::fs::remove_file(outside.join("victim-existing")).expect("delete outside");
+        std::fs::write(s.path("allowed/inside-name"), "x").expect("write inside");
+    };
+    let (result, ()) = tokio::join!(watch, act);
+    let result = result.expect("watched");
+    let text = result.to_string();
+    assert!(text.contains("inside-name"), "{text}");
+    assert!(
+        !text.contains("secret-name") && !text.contains("victim-existing"),
+        "{text}"
+    );
+}

@@ -1,7 +1,7 @@
 //! The files app: `file_read`, `file_write`, `file_edit`, `file_search`, `file_watch`, all
 //! inside the [`Sandbox`].
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
@@ -37,18 +37,14 @@ fn too_big(input: &str, size: u64, max: u64) -> AaiError {
     )
 }
 
-/// Reads a checked file whole, within the size limit.
+/// Reads a checked file whole, within the size limit, through a handle opened beneath its
+/// allowed folder (no link followed, no FIFO or device).
 fn read_checked(sandbox: &Sandbox, input: &str) -> Result<(std::path::PathBuf, Vec<u8>), AaiError> {
     let path = sandbox.check_read(input)?;
-    let mut file = std::fs::File::open(&path).map_err(|e| io_error(input, &e))?;
+    let root = sandbox.root_of(&path).ok_or_else(|| outside(input))?;
+    let mut file = super::beneath::open_read(root, &path, input)?;
     sandbox.recheck_open(&file, &path, input)?;
     let meta = file.metadata().map_err(|e| io_error(input, &e))?;
-    if !meta.is_file() {
-        return Err(AaiError::new(
-            ErrorKind::InvalidParams,
-            format!("{input:?} is not a file"),
-        ));
-    }
     if meta.len() > sandbox.max_file_size {
         return Err(too_big(input, meta.len(), sandbox.max_file_size));
     }
@@ -58,6 +54,13 @@ fn read_checked(sandbox: &Sandbox, input: &str) -> Result<(std::path::PathBuf, V
         .read_to_end(&mut bytes)
         .map_err(|e| io_error(input, &e))?;
     Ok((path, bytes))
+}
+
+fn outside(input: &str) -> AaiError {
+    AaiError::new(
+        ErrorKind::PermissionDenied,
+        format!("{input:?} is outside the directories the file tools may use"),
+    )
 }
 
 /// Whether bytes look binary: a NUL in the first 8 KiB, or not UTF-8.
@@ -89,40 +92,10 @@ pub fn read(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<Value, AaiEr
     }))
 }
 
-/// Replaces `path` with `bytes` atomically: a new file in the same folder, synced, renamed.
+/// Replaces `path` with `bytes` atomically, race-free (see [`super::beneath`]).
 fn replace(sandbox: &Sandbox, path: &Path, input: &str, bytes: &[u8]) -> Result<(), AaiError> {
-    let parent = path.parent().unwrap_or(Path::new("/"));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = parent.join(format!(".{name}.aai-{}.tmp", std::process::id()));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    let mut file = options.open(&temp).map_err(|e| io_error(input, &e))?;
-    let written = file
-        .write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| io_error(input, &e));
-    // Keep the mode of the file being replaced.
-    if let Ok(meta) = std::fs::metadata(path) {
-        let _ = std::fs::set_permissions(&temp, meta.permissions());
-    }
-    // The folder must still be the one that was checked.
-    let still_inside = std::fs::canonicalize(parent)
-        .map_err(|e| io_error(input, &e))
-        .and_then(|p| {
-            sandbox
-                .check_write(&p.join(&name).to_string_lossy())
-                .map(|_| ())
-        });
-    let result = written
-        .and(still_inside)
-        .and_then(|()| std::fs::rename(&temp, path).map_err(|e| io_error(input, &e)));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
+    let root = sandbox.root_of(path).ok_or_else(|| outside(input))?;
+    super::beneath::replace(root, path, input, bytes)
 }
 
 pub fn write(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<Value, AaiError> {
@@ -265,6 +238,24 @@ pub fn search(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<Value, Aai
     )
 }
 
+/// Whether a changed path may be named to the agent: its folder resolves inside the sandbox
+/// (so nothing under a linked folder outside is named, even once deleted), and the entry
+/// itself, when it still exists and is not a link, resolves inside too.
+fn reportable(sandbox: &Sandbox, path: &Path) -> bool {
+    let folder_inside = path
+        .parent()
+        .is_some_and(|parent| sandbox.check_read(&parent.to_string_lossy()).is_ok());
+    if !folder_inside {
+        return false;
+    }
+    match std::fs::symlink_metadata(path) {
+        // A link inside: its own name is inside, wherever it points.
+        Ok(meta) if meta.file_type().is_symlink() => true,
+        Ok(_) => sandbox.check_read(&path.to_string_lossy()).is_ok(),
+        Err(_) => true,
+    }
+}
+
 /// `file_watch`: waits up to `wait_ms` (default 10 s) for changes under `path`, then returns
 /// the batch that arrived (gathered for another 200 ms after the first one).
 pub async fn watch(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<Value, AaiError> {
@@ -288,11 +279,15 @@ pub async fn watch(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<Value
         .unwrap_or(true);
     let wait = Duration::from_millis(arg_u64(args, "wait_ms").unwrap_or(10_000).min(300_000));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if let Ok(event) = event {
-            let _ = tx.send(event);
-        }
-    })
+    // Links are not followed: a linked folder's contents are outside what was checked.
+    let mut watcher = notify::RecommendedWatcher::new(
+        move |event: notify::Result<notify::Event>| {
+            if let Ok(event) = event {
+                let _ = tx.send(event);
+            }
+        },
+        notify::Config::default().with_follow_symlinks(false),
+    )
     .map_err(|e| {
         AaiError::new(
             ErrorKind::AutomationFailed,
@@ -330,7 +325,7 @@ pub async fn watch(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<Value
             continue;
         }
         for path in event.paths {
-            if sandbox.check_write(&path.to_string_lossy()).is_err() && path.exists() {
+            if !reportable(sandbox, &path) {
                 continue;
             }
             let entry = json!({"event": kind, "path": path});

@@ -2,6 +2,7 @@
 //! `local.terminal` and `local.system`, offered through the same MCP surface as every app
 //! (a guide each, run with `aai_exec`) and through the same gate and audit log.
 
+pub mod beneath;
 pub mod classify;
 pub mod files;
 pub mod sandbox;
@@ -325,9 +326,40 @@ fn unknown(app: &str, tool: &str) -> AaiError {
     )
 }
 
+/// How long a built-in call may take: the gateway's tool timeout, or longer when the tool
+/// itself waits longer on purpose (a command's `timeout_ms`, a watch's `wait_ms`), plus time to
+/// stop and report.
+fn limit(invocation: &Invocation<'_>) -> std::time::Duration {
+    let asked = ["timeout_ms", "wait_ms"]
+        .iter()
+        .filter_map(|name| invocation.args.get(*name).and_then(Value::as_u64))
+        .max()
+        .unwrap_or(match invocation.tool {
+            "bash_execute" => 120_000,
+            "file_watch" => 10_000,
+            _ => 0,
+        });
+    invocation
+        .timeout
+        .max(std::time::Duration::from_millis(asked) + std::time::Duration::from_secs(10))
+}
+
 impl Executor for LocalExecutor {
     fn call<'a>(&'a self, invocation: Invocation<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
-        Box::pin(self.run(invocation))
+        Box::pin(async move {
+            let limit = limit(&invocation);
+            match tokio::time::timeout(limit, self.run(invocation)).await {
+                Ok(result) => result,
+                Err(_) => Err(AaiError::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "{} did not finish within {} ms and was stopped",
+                        invocation.name(),
+                        limit.as_millis()
+                    ),
+                )),
+            }
+        })
     }
 
     fn plan(&self, invocation: Invocation<'_>) -> Result<Value, AaiError> {

@@ -149,6 +149,15 @@ impl Sandbox {
         &self.allowed
     }
 
+    /// The allowed directory a resolved path is in (the deepest, when they nest).
+    pub fn root_of(&self, path: &Path) -> Option<&Path> {
+        self.allowed
+            .iter()
+            .filter(|dir| within(path, dir))
+            .max_by_key(|dir| dir.components().count())
+            .map(PathBuf::as_path)
+    }
+
     /// The absolute, lexically normalized form of what the agent passed.
     fn lexical(&self, input: &str) -> Result<PathBuf, AaiError> {
         if input.contains('\0') {
