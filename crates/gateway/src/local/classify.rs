@@ -102,29 +102,30 @@ fn classify_depth(
         if reads_secret {
             pipe_secret = true;
         }
-        if is_shell(&name) && command.piped {
-            if let Some(previous) = previous_in_pipe.last() {
-                if is_generator(previous, &previous_words) {
-                    return Some(format!(
-                        "a generated or decoded payload ({previous}) piped into {name}"
-                    ));
-                }
-                if is_network_tool(previous, &previous_words) && !is_downloader(previous) {
-                    return Some(format!(
-                        "network input ({previous}) piped into {name} (a reverse shell)"
-                    ));
-                }
-                if !is_interpreter(&name) && matches!(previous.as_str(), "echo" | "printf") {
-                    let text = previous_words
-                        .iter()
-                        .skip(1)
-                        .filter(|w| !w.starts_with('-'))
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(" ");
-                    if let Some(reason) = classify_depth(&text, vars, depth + 1) {
-                        return Some(reason);
-                    }
+        if is_shell(&name)
+            && command.piped
+            && let Some(previous) = previous_in_pipe.last()
+        {
+            if is_generator(previous, &previous_words) {
+                return Some(format!(
+                    "a generated or decoded payload ({previous}) piped into {name}"
+                ));
+            }
+            if is_network_tool(previous, &previous_words) && !is_downloader(previous) {
+                return Some(format!(
+                    "network input ({previous}) piped into {name} (a reverse shell)"
+                ));
+            }
+            if !is_interpreter(&name) && matches!(previous.as_str(), "echo" | "printf") {
+                let text = previous_words
+                    .iter()
+                    .skip(1)
+                    .filter(|w| !w.starts_with('-'))
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                if let Some(reason) = classify_depth(&text, vars, depth + 1) {
+                    return Some(reason);
                 }
             }
         }
