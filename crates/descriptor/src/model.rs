@@ -52,7 +52,7 @@ pub struct Platforms {
 }
 
 /// The platforms a descriptor can describe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Platform {
     Macos,

@@ -165,7 +165,7 @@ pub trait Executor: Send + Sync {
 }
 
 /// How iOS URLs are opened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum IosOpener {
     /// `xcrun simctl openurl <device> <url>`.
@@ -177,7 +177,7 @@ pub enum IosOpener {
 
 /// Where the automation programs are and which device they talk to: `executors` in
 /// `config.json`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     pub osascript: String,

@@ -7,7 +7,7 @@ use aai_descriptor::Platform;
 use serde::Deserialize;
 
 /// How apps appear in `tools/list`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Exposure {
     /// One `app_<slug>` tool per app plus `aai_exec`.
@@ -18,7 +18,7 @@ pub enum Exposure {
 }
 
 /// The contents of `config.json`; every field is optional.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Extra places to look for descriptors: a directory of `<appId>/aai.json`, a directory
@@ -51,10 +51,15 @@ pub struct Config {
     pub local: crate::local::LocalConfig,
     /// What the audit log keeps of each call.
     pub audit: AuditConfig,
+    /// Set when `config.json` could not be used: `<file>:<line>:<column> <problem>`. The
+    /// config is then the fail-closed default, and every refused call says why.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub invalid: Option<String>,
 }
 
 /// `audit` in config.json.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuditConfig {
     /// Argument strings longer than this are kept as their size, SHA-256 and first 64
@@ -71,7 +76,7 @@ impl Default for AuditConfig {
 }
 
 /// Settings of web apps (`web` in config.json).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebConfig {
     /// An AAI registry (`GET <registry_url>/api/v1/apps`); none by default.
@@ -118,7 +123,7 @@ impl WebConfig {
 }
 
 /// How read-only calls are retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Retry {
     /// Tries in all, the first included; 1 turns retries off.
@@ -162,6 +167,7 @@ impl Default for Config {
             web: WebConfig::default(),
             local: crate::local::LocalConfig::default(),
             audit: AuditConfig::default(),
+            invalid: None,
         }
     }
 }
@@ -203,39 +209,105 @@ impl Config {
 
     /// Reads `config.json` under `home`. A missing file is the default config; a broken one
     /// is reported and the defaults are used with a fail-closed policy, so a typo never stops
-    /// the gateway and never loosens what the user set.
+    /// the gateway and never loosens what the user set. The problem is kept in
+    /// [`Config::invalid`] as `<file>:<line>:<column> <problem>`.
     pub fn load(home: &Path) -> (Self, Option<String>) {
         let path = home.join("config.json");
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
+        let problem = match std::fs::read(&path) {
+            Ok(bytes) => match Self::parse(&path, &bytes) {
+                Ok(config) => return (config, None),
+                Err(problem) => problem,
+            },
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 return (Self::default(), None);
             }
-            Err(error) => {
-                return (
-                    Self::fail_closed(),
-                    Some(format!(
-                        "{}: cannot read: {error}; every call asks for approval until it is fixed",
-                        path.display()
-                    )),
-                );
-            }
+            Err(error) => format!("{}:1:1 cannot read: {error}", path.display()),
         };
-        match serde_json::from_slice::<Self>(&bytes) {
+        let config = Self {
+            invalid: Some(problem.clone()),
+            ..Self::fail_closed()
+        };
+        (
+            config,
+            Some(format!(
+                "the config is invalid: {problem}; every call asks for approval until it is fixed (`aai-gateway config check`)"
+            )),
+        )
+    }
+
+    /// Parses the bytes of `path`.
+    ///
+    /// # Errors
+    /// `<file>:<line>:<column> <problem>`.
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<Self, String> {
+        match serde_json::from_slice::<Self>(bytes) {
             Ok(mut config) => {
                 for entry in &mut config.paths {
                     *entry = expand_home(entry);
                 }
-                (config, None)
+                Ok(config)
             }
-            Err(error) => (
-                Self::fail_closed(),
-                Some(format!(
-                    "{}: {error}; using the default configuration, with every call asking for approval until it is fixed",
-                    path.display()
-                )),
-            ),
+            Err(error) => {
+                let text = error.to_string();
+                let message = text
+                    .rsplit_once(" at line ")
+                    .map_or(text.as_str(), |(message, _)| message);
+                Err(format!(
+                    "{}:{}:{} {message}",
+                    path.display(),
+                    error.line().max(1),
+                    error.column().max(1)
+                ))
+            }
         }
+    }
+
+    /// The JSON Schema of `config.json` (published as `schemas/config.schema.json`).
+    pub fn schema() -> serde_json::Value {
+        let mut schema = serde_json::to_value(schemars::schema_for!(Config)).unwrap_or_default();
+        if let Some(object) = schema.as_object_mut() {
+            object.insert(
+                "$id".into(),
+                serde_json::json!("https://aai-gateway.dev/schemas/config.schema.json"),
+            );
+            object.insert("title".into(), serde_json::json!("aai-gateway config.json"));
+        }
+        schema
+    }
+
+    /// Every problem of a `config.json`: its JSON syntax, then each place the schema refuses
+    /// (by JSON pointer), then what the gateway itself cannot use (by line and column).
+    pub fn check(path: &Path, bytes: &[u8]) -> Vec<String> {
+        let value: serde_json::Value = match serde_json::from_slice(bytes) {
+            Ok(value) => value,
+            Err(error) => {
+                return vec![format!(
+                    "{}:{}:{} {}",
+                    path.display(),
+                    error.line().max(1),
+                    error.column().max(1),
+                    error
+                        .to_string()
+                        .rsplit_once(" at line ")
+                        .map_or(error.to_string(), |(m, _)| m.to_owned())
+                )];
+            }
+        };
+        let mut problems = Vec::new();
+        if let Ok(validator) = jsonschema::validator_for(&Self::schema()) {
+            for error in validator.iter_errors(&value) {
+                let pointer = error.instance_path().to_string();
+                problems.push(format!(
+                    "{}: at {}: {error}",
+                    path.display(),
+                    if pointer.is_empty() { "/" } else { &pointer }
+                ));
+            }
+        }
+        if let Err(problem) = Self::parse(path, bytes) {
+            problems.push(problem);
+        }
+        problems
     }
 }
 

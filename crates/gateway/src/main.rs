@@ -85,6 +85,11 @@ enum Command {
         #[arg(long)]
         dev: bool,
     },
+    /// The gateway's config.json: check it, or print its JSON Schema.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions {
         /// The shell to complete for.
@@ -126,6 +131,17 @@ enum ConsentAction {
         #[arg(long)]
         client: String,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigAction {
+    /// Check AAI_HOME/config.json (or FILE): every problem with its place; exit 1 if any.
+    Check {
+        /// Another file to check instead.
+        file: Option<std::path::PathBuf>,
+    },
+    /// Print the JSON Schema of config.json.
+    Schema,
 }
 
 #[derive(Subcommand, Debug)]
@@ -248,6 +264,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Validate { files }) => Ok(validate(&files)),
         Some(Command::Auth { action }) => auth(&home, false, action),
         Some(Command::Consent { action }) => consent(&home, false, action),
+        Some(Command::Config { action }) => match action {
+            ConfigAction::Schema => {
+                output::line(&serde_json::to_string_pretty(&Config::schema())?);
+                Ok(ExitCode::SUCCESS)
+            }
+            ConfigAction::Check { file } => {
+                let path = file.unwrap_or_else(|| home.join("config.json"));
+                let bytes = std::fs::read(&path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                let problems = Config::check(&path, &bytes);
+                if problems.is_empty() {
+                    output::line(&format!("{}: ok", path.display()));
+                    Ok(ExitCode::SUCCESS)
+                } else {
+                    for problem in &problems {
+                        output::line(&format!("the config is invalid: {problem}"));
+                    }
+                    Ok(ExitCode::from(1))
+                }
+            }
+        },
         Some(Command::Completions { shell }) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             output::generated(|out| {

@@ -290,6 +290,13 @@ impl Gateway {
         }
         let mut decision = action_name(action).to_owned();
         match action {
+            Action::AlwaysBlock if self.config.invalid.is_some() => {
+                let problem = self.config.invalid.as_deref().unwrap_or_default();
+                let error = config_invalid(app.id(), &spec.name, problem);
+                self.gate
+                    .record(&call, &decision, "blocked", elapsed(), Some(&error))?;
+                return Err(error);
+            }
             Action::AlwaysBlock => {
                 let error = AaiError::new(
                     ErrorKind::PermissionDenied,
@@ -383,14 +390,17 @@ impl Gateway {
                             .with_detail(json!({ INPUT_REQUIRED: input_required })));
                         }
                         Err(unanswered) => {
-                            let error = not_approved(
-                                caller,
-                                app.id(),
-                                &spec.name,
-                                risk,
-                                &profile_name,
-                                &unanswered,
-                            );
+                            let error = match &self.config.invalid {
+                                Some(problem) => config_invalid(app.id(), &spec.name, problem),
+                                None => not_approved(
+                                    caller,
+                                    app.id(),
+                                    &spec.name,
+                                    risk,
+                                    &profile_name,
+                                    &unanswered,
+                                ),
+                            };
                             self.gate.record(
                                 &call,
                                 &decision,
@@ -776,6 +786,18 @@ fn authorization_url(error: &AaiError) -> Option<String> {
                 .map(str::to_owned)
         })
         .flatten()
+}
+
+/// PERMISSION_DENIED for a call refused while `config.json` is invalid: the fix is the file,
+/// not a grant.
+fn config_invalid(app: &str, tool: &str, problem: &str) -> AaiError {
+    AaiError::new(
+        ErrorKind::PermissionDenied,
+        format!(
+            "{app}:{tool} was not run: the config is invalid: {problem}. Until the file is fixed the gateway runs with every call needing the user's approval; fix it (check with `aai-gateway config check`), then call again."
+        ),
+    )
+    .with_detail(json!({"reason": "config_invalid", "problem": problem}))
 }
 
 /// PERMISSION_DENIED for a call the user did not approve. When the user was asked and said

@@ -6,7 +6,7 @@ use aai_policy::{Action, Mode, Preset, Profile};
 use serde::Deserialize;
 
 /// `"policy": {"default_profile": …, "profiles": {…}, "rules": […]}`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct PolicyConfig {
     /// The profile for clients no rule names: a profile name or a preset
@@ -28,7 +28,7 @@ impl Default for PolicyConfig {
 }
 
 /// A profile: a preset to start from, then any of its parts replaced.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProfileConfig {
     pub preset: Option<Preset>,
@@ -38,7 +38,7 @@ pub struct ProfileConfig {
     pub tool_overrides: BTreeMap<String, Action>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RiskPoliciesConfig {
     pub low: Option<Action>,
@@ -49,7 +49,7 @@ pub struct RiskPoliciesConfig {
 
 /// Gives `profile` to a client by its name (compared without case), by one of its roots
 /// (a path prefix; `file://` URIs from the client's `roots/list`), or by both.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileRule {
     #[serde(default)]

@@ -42,7 +42,7 @@ pub fn tighten(home: &Path) -> Vec<std::path::PathBuf> {
             }
         };
         set(home, 0o700);
-        for name in ["data.db", "data.db-wal", "data.db-shm", "config.json"] {
+        for name in ["data.db", "data.db-wal", "data.db-shm"] {
             set(&home.join(name), 0o600);
         }
         for dir in ["tokens", "logs", "run"] {

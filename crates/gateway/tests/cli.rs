@@ -301,7 +301,7 @@ fn the_gateways_files_are_private_and_the_log_keeps_no_file_contents() {
         text(&out.stderr)
     );
     assert_eq!(mode(&home), 0o700);
-    for name in ["data.db", "data.db-wal", "data.db-shm", "config.json"] {
+    for name in ["data.db", "data.db-wal", "data.db-shm"] {
         let path = home.join(name);
         if path.exists() {
             assert_eq!(mode(&path), 0o600, "{name}");
@@ -434,4 +434,86 @@ fn cli_errors_print_once_for_a_person() {
     let stderr = text(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(!stderr.contains("ERROR"), "{stderr}");
+}
+
+/// A broken config fails closed, and every refused call (and `config check`) names the file,
+/// line, column and problem instead of suggesting grants.
+#[test]
+fn an_invalid_config_is_named_by_every_refused_call_and_by_config_check() {
+    let dir = tempfile::tempdir().expect("dir");
+    let home = dir.path();
+    std::fs::write(
+        home.join("config.json"),
+        "{\n  \"timeout_seconds\": 30,\n  \"policy\": {\"defualt_profile\": \"full_auto\"}\n}\n",
+    )
+    .expect("config");
+    let out = run(home, &["call", "local.system", "system_info"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    let expected = format!(
+        "the config is invalid: {}:3:",
+        home.join("config.json").display()
+    );
+    assert!(
+        stderr.contains(&expected) && stderr.contains("defualt_profile"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("consent grant"), "{stderr}");
+
+    let out = run(home, &["config", "check"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(&expected), "{stdout}");
+    assert!(
+        stdout.contains("at /policy"),
+        "the schema's view too: {stdout}"
+    );
+
+    std::fs::write(home.join("config.json"), "{\"timeout_seconds\": 30,}").expect("config");
+    let out = run(home, &["config", "check"], None);
+    assert!(
+        text(&out.stdout).contains("config.json:1:"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    std::fs::write(home.join("config.json"), "{\"timeout_seconds\": 5}").expect("config");
+    let out = run(home, &["config", "check"], None);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+}
+
+/// `schemas/config.schema.json` is the schema generated from the config types, and the
+/// README's example config passes it.
+#[test]
+fn the_published_config_schema_is_current_and_accepts_the_readme_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let published: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("schemas/config.schema.json")).expect("schema file"),
+    )
+    .expect("json");
+    assert_eq!(
+        published,
+        aai_gateway::config::Config::schema(),
+        "regenerate with `aai-gateway config schema > schemas/config.schema.json`"
+    );
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("readme");
+    let section = readme
+        .split("## Configuration")
+        .nth(1)
+        .expect("configuration section");
+    let example = section
+        .split("```json")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("example");
+    let example: serde_json::Value = serde_json::from_str(example).expect("example is JSON");
+    let validator = jsonschema::validator_for(&published).expect("schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(&example)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    let mut bad = example.clone();
+    bad["policy"]["defualt_profile"] = serde_json::json!("x");
+    assert!(!validator.is_valid(&bad));
 }

@@ -25,7 +25,7 @@ pub const TERMINAL: &str = "local.terminal";
 pub const SYSTEM: &str = "local.system";
 
 /// `local` in config.json: which built-in apps are on, and the file sandbox.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LocalConfig {
     pub terminal: bool,

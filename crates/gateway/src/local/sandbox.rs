@@ -17,7 +17,7 @@ const MAX_PATH: usize = 4096;
 const MAX_COMPONENT: usize = 255;
 
 /// `local.sandbox` in config.json.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SandboxConfig {
     pub allowed_directories: Vec<PathBuf>,
