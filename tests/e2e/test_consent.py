@@ -16,6 +16,7 @@ from conftest import GATEWAY, gateway_env
 pytestmark = pytest.mark.anyio
 TIMEOUT = 30
 ADD = {"app": "org.aai.test", "tool": "add", "args": {"a": 40, "b": 2}}
+HOSTILE = 'x" & (do shell script "id")'
 
 
 def approval_config(home, **extra):
@@ -207,7 +208,8 @@ async def test_progress_keeps_a_waiting_call_alive(home, bus, monkeypatch):
 async def test_native_dialog_without_elicitation(home, bus, tmp_path, monkeypatch, dialog, exit_code, stdout, expected):
     """A client without elicitation on a desktop session: the gateway runs the desktop's dialog
     program. A stand-in program records its argv and answers as the real one would."""
-    approval_config(home)
+    config = {"policy": {"profiles": {"p": {"tool_overrides": {"org.aai.test:echo": "require_approval"}}}, "default_profile": "p"}}
+    (home / "config.json").write_text(json.dumps(config))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     record = tmp_path / "argv.json"
@@ -225,9 +227,9 @@ async def test_native_dialog_without_elicitation(home, bus, tmp_path, monkeypatc
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
     with anyio.fail_after(TIMEOUT):
         async with Client(params, mode="legacy", cache=None) as c:
-            result = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "add", "args": {"a": 40, "b": 2, "note": 'x" & (do shell script "id")'}})
+            result = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": HOSTILE}})
     body = text(result)
-    assert body == "42" if expected == "42" else result.structured_content["type"] == expected, body
+    assert body == HOSTILE if expected == "42" else result.structured_content["type"] == expected, body
     argv = json.loads(record.read_text())
     message = next(a for a in argv if "Allow mcp" in a)
     assert 'do shell script' in message  # the arguments are shown to the user, as data

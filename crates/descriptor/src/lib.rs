@@ -13,6 +13,7 @@
 //! assert_eq!(descriptor.tools(aai_descriptor::Platform::Linux).unwrap()[0].name, "ping");
 //! ```
 
+pub mod dbus_sig;
 mod error;
 pub mod guide;
 mod model;

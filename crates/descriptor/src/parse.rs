@@ -103,8 +103,57 @@ fn schema_problems(doc: &Value) -> Vec<Problem> {
     };
     validator
         .iter_errors(doc)
-        .map(|error| Problem::new(error.instance_path().to_string(), error.to_string()))
+        .map(|error| {
+            let mut message = error.to_string();
+            if let jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } =
+                error.kind()
+            {
+                let hints: Vec<String> = unexpected
+                    .iter()
+                    .filter_map(|name| {
+                        did_you_mean(name).map(|near| format!("`{name}`: did you mean `{near}`?"))
+                    })
+                    .collect();
+                if !hints.is_empty() {
+                    message = format!("{message} ({})", hints.join("; "));
+                }
+            }
+            Problem::new(error.instance_path().to_string(), message)
+        })
         .collect()
+}
+
+/// Every property name the published schema knows, for "did you mean".
+static KNOWN_FIELDS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    fn walk(value: &Value, out: &mut HashSet<String>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::Object(properties)) = map.get("properties") {
+                    out.extend(properties.keys().cloned());
+                }
+                map.values().for_each(|v| walk(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut names = HashSet::new();
+    if let Ok(schema) = serde_json::from_str::<Value>(SCHEMA_JSON) {
+        walk(&schema, &mut names);
+    }
+    let mut names: Vec<String> = names.into_iter().collect();
+    names.sort();
+    names
+});
+
+/// The known field nearest to an unknown one, when it is close enough to be a typo.
+fn did_you_mean(name: &str) -> Option<&'static str> {
+    KNOWN_FIELDS
+        .iter()
+        .map(|known| (strsim::jaro_winkler(name, known), known))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, known)| known.as_str())
 }
 
 /// Whether `app_id` is a reverse-DNS style id: dot-separated labels of letters, digits, `_`
@@ -157,8 +206,178 @@ fn semantic_problems(descriptor: &Descriptor, doc: &Value) -> Vec<Problem> {
     // Scripts are planned only once every placeholder names a parameter.
     if problems.is_empty() {
         script_problems(descriptor, &mut problems);
+        dbus_problems(descriptor, &mut problems);
+        web_problems(descriptor, &mut problems);
+        schema_compile_problems(descriptor, &mut problems);
     }
     problems
+}
+
+/// The parameter schemas compile (a pattern that is not a regular expression only shows up
+/// when a validator is built, which the gateway otherwise does at the first call).
+fn schema_compile_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
+    for platform in Platform::ALL {
+        for (index, tool) in descriptor
+            .tools(platform)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            if let Some(parameters) = &tool.parameters
+                && let Err(error) = jsonschema::validator_for(&parameters.schema())
+            {
+                problems.push(Problem::new(
+                    format!("/platforms/{}/tools/{index}/parameters", platform.key()),
+                    format!("the schema does not compile: {error}"),
+                ));
+            }
+        }
+    }
+}
+
+/// The JSON type a parameter's schema declares, when it names one.
+fn declared_type<'a>(parameters: Option<&'a Value>, name: &str) -> Option<Vec<&'a str>> {
+    let kind = parameters?.get("properties")?.get(name)?.get("type")?;
+    match kind {
+        Value::String(one) => Some(vec![one.as_str()]),
+        Value::Array(many) => Some(many.iter().filter_map(Value::as_str).collect()),
+        _ => None,
+    }
+}
+
+/// D-Bus tools: `signature` is a D-Bus signature; with `args`, one argument per complete
+/// type, and each fixed value or parameter type fits its D-Bus type.
+fn dbus_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
+    let Some(section) = &descriptor.platforms.linux else {
+        return;
+    };
+    for (index, tool) in section.tools.iter().enumerate() {
+        let base = format!("/platforms/linux/tools/{index}");
+        let Some(text) = tool.fields.signature.as_deref() else {
+            continue;
+        };
+        let types = match crate::dbus_sig::split(text) {
+            Ok(types) => types,
+            Err(error) => {
+                problems.push(Problem::new(
+                    format!("{base}/signature"),
+                    format!("{text:?} is not a D-Bus signature: {error}"),
+                ));
+                continue;
+            }
+        };
+        let Some(args) = tool.fields.args.as_deref() else {
+            continue;
+        };
+        if args.len() != types.len() {
+            problems.push(Problem::new(
+                format!("{base}/args"),
+                format!(
+                    "`signature` {text:?} has {} argument(s) but `args` gives {}; they must match one to one",
+                    types.len(),
+                    args.len()
+                ),
+            ));
+            continue;
+        }
+        let schema = tool.common.parameters.as_ref().map(Parameters::schema);
+        for (at, (arg, ty)) in args.iter().zip(&types).enumerate() {
+            let fits = crate::dbus_sig::json_types(ty);
+            let given: Vec<&str> = match arg {
+                Value::String(text) => match crate::template::whole_placeholder(text) {
+                    Some(name) => match declared_type(schema.as_ref(), name) {
+                        Some(types) => types,
+                        None => continue,
+                    },
+                    None => vec!["string"],
+                },
+                other => vec![crate::dbus_sig::json_type(other)],
+            };
+            if let Some(wrong) = given.iter().find(|g| **g != "null" && !fits.contains(g)) {
+                problems.push(Problem::new(
+                    format!("{base}/args/{at}"),
+                    format!(
+                        "in-arg {at} has D-Bus type `{ty}`, which takes {} — not {wrong}",
+                        fits.join(" or ")
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// `scheme://host:port` of a URL.
+fn origin(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    Some(format!(
+        "{}://{}:{}",
+        parsed.scheme(),
+        parsed.host_str()?,
+        parsed.port_or_known_default()?
+    ))
+}
+
+/// Web tools: an https (or loopback http) base URL with no placeholder, endpoints that stay
+/// on its origin, and HTTP methods.
+fn web_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
+    let Some(section) = &descriptor.platforms.web else {
+        return;
+    };
+    let base = section.fields.base_url.trim_end_matches('/');
+    let Some(base_origin) = origin(base).filter(|_| !base.contains("${")) else {
+        problems.push(Problem::new(
+            "/platforms/web/base_url",
+            format!(
+                "{base:?} is not a URL like https://api.example.com (and holds no placeholder)"
+            ),
+        ));
+        return;
+    };
+    let scheme = base.split(':').next().unwrap_or_default();
+    let loopback = url::Url::parse(base).ok().is_some_and(|u| {
+        matches!(
+            u.host_str(),
+            Some("127.0.0.1" | "localhost" | "[::1]" | "::1")
+        )
+    });
+    if scheme != "https" && !(scheme == "http" && loopback) {
+        problems.push(Problem::new(
+            "/platforms/web/base_url",
+            format!("{base:?} must use https (plain http is only for 127.0.0.1/localhost)"),
+        ));
+    }
+    for (index, tool) in section.tools.iter().enumerate() {
+        let at = format!("/platforms/web/tools/{index}");
+        let endpoint = &tool.fields.endpoint;
+        let endpoint = if endpoint.starts_with('/') {
+            endpoint.clone()
+        } else {
+            format!("/{endpoint}")
+        };
+        match UrlTemplate::parse(&format!("{base}{endpoint}"), scheme) {
+            Err(message) => problems.push(Problem::new(format!("{at}/endpoint"), message)),
+            Ok(template) => {
+                let sample = template.fill(&|_| Some(Value::String("x".into())));
+                if sample.ok().and_then(|url| origin(&url)) != Some(base_origin.clone()) {
+                    problems.push(Problem::new(
+                        format!("{at}/endpoint"),
+                        format!("{:?} leads away from base_url's origin; a tool's requests must stay on {base_origin}", tool.fields.endpoint),
+                    ));
+                }
+            }
+        }
+        if let Some(method) = &tool.fields.method
+            && (method.is_empty()
+                || !method
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)))
+        {
+            problems.push(Problem::new(
+                format!("{at}/method"),
+                format!("{method:?} is not an HTTP method (GET, POST, PUT, PATCH, DELETE, …)"),
+            ));
+        }
+    }
 }
 
 /// SCRIPT_PARSE_ERROR problems: scripts that cannot be run with values kept as data.

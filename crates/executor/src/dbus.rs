@@ -463,7 +463,13 @@ fn named_values(
         .map(|(index, ty)| {
             let by_name = info.names[index].as_deref().filter(|name| declared.iter().any(|d| d.as_str() == *name));
             let name = by_name.or_else(|| declared.get(index).map(|s| s.as_str()));
-            name.and_then(|name| args.get(name)).cloned().ok_or_else(|| {
+            // A schema `default` fills an argument left out, as it does for `args` templates.
+            name.and_then(|name| {
+                args.get(name)
+                    .or_else(|| parameters?.get("properties")?.get(name)?.get("default"))
+            })
+            .cloned()
+            .ok_or_else(|| {
                 let shown = name.or(info.names[index].as_deref()).unwrap_or("?");
                 AaiError::new(
                     ErrorKind::InvalidParams,

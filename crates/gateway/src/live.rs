@@ -119,11 +119,14 @@ fn rescan(
             return;
         }
         let registry = Registry::build(&found, platforms, done);
-        let changed = {
+        let (changed, known) = {
             let current = tx.borrow();
-            !current.same_apps(&registry)
+            let changed = !current.same_apps(&registry)
                 || current.complete != registry.complete
-                || current.rejected.len() != registry.rejected.len()
+                || current.rejected.len() != registry.rejected.len();
+            let known: std::collections::HashSet<String> =
+                current.rejected.iter().map(ToString::to_string).collect();
+            (changed, known)
         };
         if changed {
             if done {
@@ -133,8 +136,18 @@ fn rescan(
                     ms = started.elapsed().as_millis() as u64,
                     "discovery finished"
                 );
+                // Each newly rejected file once, saying which file and why.
                 for rejected in &registry.rejected {
-                    tracing::debug!("skipped: {rejected}");
+                    let text = rejected.to_string();
+                    if known.contains(&text) {
+                        continue;
+                    }
+                    match rejected {
+                        crate::registry::Rejected::Invalid(_) => {
+                            tracing::warn!("descriptor rejected: {text}");
+                        }
+                        _ => tracing::info!("descriptor skipped: {text}"),
+                    }
                 }
             }
             tx.send_replace(Arc::new(registry));

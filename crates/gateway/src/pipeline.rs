@@ -265,7 +265,7 @@ impl Gateway {
             args: &redacted,
             risk,
         };
-        let args = match check_args(app, spec, args) {
+        let args = match check_args(app, spec, schema.as_ref(), args) {
             Ok(args) => args,
             Err(error) => {
                 self.gate
@@ -699,7 +699,8 @@ impl Gateway {
         let registry = self.registry().await;
         let app = self.find(&registry, app)?;
         let spec = find_tool(&app, tool)?;
-        let args = check_args(&app, spec, args)?;
+        let schema = spec.parameters.as_ref().map(Parameters::schema);
+        let args = check_args(&app, spec, schema.as_ref(), args)?;
         let timeout = self.config.tool_timeout(app.platform, spec.timeout);
         let invocation = Invocation::new(&app.descriptor, &spec.name, &args, timeout);
         let mut plan = self.executors.plan(app.platform, invocation)?;
@@ -899,7 +900,12 @@ fn find_tool<'a>(app: &'a App, tool: &str) -> Result<&'a ToolCommon, AaiError> {
 }
 
 /// Checks `args` against the tool's `parameters`; INVALID_PARAMS names each failing field.
-fn check_args(app: &App, tool: &ToolCommon, args: &Value) -> Result<Map<String, Value>, AaiError> {
+fn check_args(
+    app: &App,
+    tool: &ToolCommon,
+    schema: Option<&Value>,
+    args: &Value,
+) -> Result<Map<String, Value>, AaiError> {
     let args = match args {
         Value::Null => Map::new(),
         Value::Object(map) => map.clone(),
@@ -929,6 +935,50 @@ fn check_args(app: &App, tool: &ToolCommon, args: &Value) -> Result<Map<String, 
                 ),
             )
         })?;
+    // Arguments the schema does not name are a mistake to report, not to drop, unless the
+    // schema says it takes more (`additionalProperties`, `patternProperties`).
+    if let Some(schema) = schema
+        && let Some(properties) = schema.get("properties").and_then(Value::as_object)
+        && schema.get("additionalProperties").is_none()
+        && schema.get("patternProperties").is_none()
+    {
+        let unknown: Vec<&String> = args
+            .keys()
+            .filter(|k| !properties.contains_key(*k))
+            .collect();
+        if !unknown.is_empty() {
+            let names: Vec<&str> = properties.keys().map(String::as_str).collect();
+            let listed: Vec<String> = unknown
+                .iter()
+                .map(
+                    |u| match crate::registry::nearest(u, names.iter().copied(), 1).first() {
+                        Some(near) if strsim::jaro_winkler(u, near) >= 0.8 => {
+                            format!("`{u}` (did you mean `{near}`?)")
+                        }
+                        _ => format!("`{u}`"),
+                    },
+                )
+                .collect();
+            return Err(AaiError::new(
+                ErrorKind::InvalidParams,
+                format!(
+                    "{}.{} takes no argument {}; its arguments are {}. Call {} for its parameters.",
+                    app.id(),
+                    tool.name,
+                    listed.join(", "),
+                    if names.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        names.join(", ")
+                    },
+                    app.slug
+                ),
+            )
+            .with_detail(
+                json!({"field": unknown[0], "unknown": unknown, "reason": "unknown_argument"}),
+            ));
+        }
+    }
     let Some(validator) = validator else {
         return Ok(args);
     };

@@ -213,6 +213,16 @@ impl Registry {
             .get(name)
             .or_else(|| self.by_slug.get(name))
             .map(|&index| &self.apps[index])
+            .or_else(|| {
+                // By name or alias, as `aai_apps` finds apps (without case).
+                let wanted = name.strip_prefix("app_").unwrap_or(name).replace('_', " ");
+                self.apps.iter().find(|app| {
+                    let d = &app.descriptor;
+                    std::iter::once(&d.name)
+                        .chain(&d.aliases)
+                        .any(|n| n.eq_ignore_ascii_case(name) || n.eq_ignore_ascii_case(&wanted))
+                })
+            })
     }
 
     /// Whether two snapshots offer the same apps from the same descriptors.

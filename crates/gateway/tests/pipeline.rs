@@ -56,22 +56,26 @@ fn policy(json: Value) -> Config {
 }
 
 #[tokio::test]
-async fn a_schema_that_does_not_compile_is_reported_at_call_time() {
+async fn a_schema_that_does_not_compile_is_refused_at_load_time() {
     let mut doc = full_test_descriptor("org.aai.test", TEST_SERVICE);
     doc["platforms"]["linux"]["tools"][0]["parameters"]["properties"]["text"]["pattern"] =
         json!("([unclosed");
     let setup = Setup::new(vec![doc], Config::default(), Executors::new());
+    let registry = setup.gateway.registry().await;
+    let rejected: Vec<String> = registry.rejected.iter().map(ToString::to_string).collect();
+    assert!(
+        rejected
+            .iter()
+            .any(|r| r.contains("/platforms/linux/tools/0/parameters")
+                && r.contains("does not compile")),
+        "{rejected:?}"
+    );
     let error = setup
         .gateway
         .exec("test", "org.aai.test", "echo", &json!({"text": "x"}))
         .await
-        .expect_err("does not compile");
-    assert_eq!(error.kind, ErrorKind::AaiJsonInvalid, "{}", error.message);
-    assert!(
-        error.message.contains("/apps/0/aai.json"),
-        "{}",
-        error.message
-    );
+        .expect_err("not offered");
+    assert_eq!(error.kind, ErrorKind::AppNotFound, "{}", error.message);
 }
 
 #[tokio::test]
@@ -139,8 +143,12 @@ async fn policy_consent_and_audit_rows() {
         "default_profile": "mine",
         "profiles": {"mine": {"preset": "development", "tool_overrides": {"org.aai.test:deny": "always_block", "org.aai.test:add": "require_approval"}}}
     }));
+    // `token` is declared (and so accepted) only to show that its value is redacted.
+    let mut doc = full_test_descriptor("org.aai.test", TEST_SERVICE);
+    doc["platforms"]["linux"]["tools"][0]["parameters"]["properties"]["token"] =
+        json!({"type": "string"});
     let setup = Setup::new(
-        vec![full_test_descriptor("org.aai.test", TEST_SERVICE)],
+        vec![doc],
         config,
         Executors::with_session_bus(bus.address()),
     );
@@ -487,4 +495,57 @@ async fn a_panicking_call_fails_alone_with_an_audit_row_and_the_server_keeps_ser
         10
     );
     assert_eq!(log.verify(), Ok(22));
+}
+
+/// A schema `default` fills an argument mapped by introspection (no `args` template), as it
+/// does for `args`; unknown argument names are reported, not dropped; apps are found by alias.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn defaults_unknown_arguments_and_aliases() {
+    let mut bus = TestBus::start();
+    bus.spawn_service(TEST_SERVICE);
+    let mut doc = full_test_descriptor("org.aai.test", TEST_SERVICE);
+    doc["platforms"]["linux"]["tools"][1]["parameters"] = json!({
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "default": 5}},
+        "required": ["a"]
+    });
+    let setup = Setup::new(
+        vec![doc],
+        policy(json!({"default_profile": "a", "profiles": {"a": {"preset": "full_auto"}}})),
+        Executors::with_session_bus(bus.address()),
+    );
+    let gateway = &setup.gateway;
+    assert_eq!(
+        gateway
+            .exec("t", "org.aai.test", "add", &json!({"a": 1}))
+            .await,
+        Ok(json!(6))
+    );
+    let error = gateway
+        .exec("t", "org.aai.test", "add", &json!({"a": 1, "c": 2}))
+        .await
+        .expect_err("unknown argument");
+    assert_eq!(error.kind, ErrorKind::InvalidParams);
+    assert!(error.message.contains("`c`"), "{}", error.message);
+    let error = gateway
+        .exec("t", "org.aai.test", "echo", &json!({"txet": "x"}))
+        .await
+        .expect_err("typo");
+    assert!(
+        error.message.contains("did you mean `text`"),
+        "{}",
+        error.message
+    );
+    // The fixture's alias is "tester" and its name "Test Service".
+    let registry = gateway.registry().await;
+    for name in ["tester", "Test Service", "app_tester"] {
+        let guide = gateway.guide(&registry, name).expect(name);
+        assert!(guide.contains("org.aai.test"), "{name}: {guide}");
+    }
+    assert_eq!(
+        gateway
+            .exec("t", "tester", "echo", &json!({"text": "by alias"}))
+            .await,
+        Ok(json!("by alias"))
+    );
 }
