@@ -1249,3 +1249,19 @@ async fn dot_segments_in_path_values_are_refused_before_any_request() {
         "{result:?}"
     );
 }
+
+/// The same through `web_discover`: a discovered descriptor that names an environment
+/// variable the gateway has (here PATH, which every test process has) gets nothing unasked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discovered_descriptor_gets_no_environment_variable_unasked() {
+    let foreign = App::start(json!({"type": "bearer", "env_var": "PATH"}));
+    let setup = gateway(&foreign, tempfile::tempdir().expect("dir"), json!({}));
+    setup.discover(&foreign).await;
+    let error = setup.exec("me", json!({})).await.expect_err("not approved");
+    assert_eq!(error.kind, ErrorKind::PermissionDenied, "{}", error.message);
+    assert!(error.message.contains("PATH") && error.message.contains(&foreign.host()), "{}", error.message);
+    let path = std::env::var("PATH").expect("PATH");
+    let seen = everything_seen(&foreign);
+    assert!(!seen.contains(&path), "the variable reached the foreign server");
+    assert!(foreign.seen("/api/me").is_empty());
+}
