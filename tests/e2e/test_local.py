@@ -130,7 +130,8 @@ async def test_files_and_terminal_through_mcp(home, bus, tmp_path, monkeypatch):
             assert outside.is_error and outside.structured_content["type"] == "PERMISSION_DENIED"
 
 
-async def test_terminal_progress_and_cancel_through_mcp(home, bus, tmp_path, monkeypatch):
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+async def test_terminal_progress_and_cancel_through_mcp(home, bus, tmp_path, monkeypatch, version):
     """A long command sends progress with its latest output; a cancelled command is stopped
     and the next call on the session runs at once."""
     work = tmp_path / "work"
@@ -139,8 +140,12 @@ async def test_terminal_progress_and_cancel_through_mcp(home, bus, tmp_path, mon
         "local": {"sandbox": {"allowed_directories": [str(work)]}},
         "policy": {"default_profile": "p", "profiles": {"p": {"preset": "full_auto"}}},
     }))
-    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
     params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
+    if version == "2026-07-28":
+        client = Client(params, mode=version, cache=None)
+    else:
+        monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", version)
+        client = Client(params, mode="legacy", cache=None)
     progress = []
 
     async def on_progress(value, total, message):
@@ -148,7 +153,7 @@ async def test_terminal_progress_and_cancel_through_mcp(home, bus, tmp_path, mon
 
     bash = lambda command: {"app": "local.terminal", "tool": "bash_execute", "args": {"command": command}}
     with anyio.fail_after(TIMEOUT):
-        async with Client(params, mode="legacy", cache=None) as c:
+        async with client as c:
             ran = await c.call_tool("aai_exec", bash("for i in 1 2 3 4; do echo tick$i; sleep 1; done"), progress_callback=on_progress)
             assert ran.structured_content["stdout"].endswith("tick4")
             assert len(progress) >= 2 and any("tick" in (m or "") for _, m in progress), progress
