@@ -312,6 +312,9 @@ pub struct Question {
     pub once_only: bool,
     /// *Allow this tool for this session* is offered (the caller has a session).
     pub session: bool,
+    /// A question about a binding rather than a tool (a sign-in domain, a credential sent to
+    /// a host): only *Deny*, *Allow once* and this label for [`Answer::AlwaysTool`].
+    pub always_label: Option<String>,
 }
 
 impl Question {
@@ -334,6 +337,7 @@ impl Question {
             prefix: None,
             once_only: false,
             session: true,
+            always_label: None,
         }
     }
 
@@ -357,6 +361,10 @@ impl Question {
             (Answer::AllowOnce, "Allow once".to_owned()),
         ];
         if self.once_only {
+            return choices;
+        }
+        if let Some(label) = &self.always_label {
+            choices.push((Answer::AlwaysTool, label.clone()));
             return choices;
         }
         if self.session {

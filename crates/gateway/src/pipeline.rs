@@ -415,18 +415,21 @@ impl Gateway {
             }
             Action::AutoApprove | Action::NotifyOnly => {}
         }
-        if let Err(error) = self.confirm_authorization(caller, app, asker).await {
-            if error
-                .detail
-                .as_ref()
-                .is_some_and(|d| d.get(INPUT_REQUIRED).is_some())
-            {
+        let once_binding = match self.confirm_authorization(caller, app, asker).await {
+            Ok(once) => once,
+            Err(error) => {
+                if error
+                    .detail
+                    .as_ref()
+                    .is_some_and(|d| d.get(INPUT_REQUIRED).is_some())
+                {
+                    return Err(error);
+                }
+                self.gate
+                    .record(&call, &decision, "denied", elapsed(), Some(&error))?;
                 return Err(error);
             }
-            self.gate
-                .record(&call, &decision, "denied", elapsed(), Some(&error))?;
-            return Err(error);
-        }
+        };
         // The intent row is durable before anything runs: no call happens unrecorded.
         self.gate.record(&call, &decision, "started", 0, None)?;
         let timeout = self.config.tool_timeout(app.platform, spec.timeout);
@@ -455,6 +458,10 @@ impl Gateway {
             result = self.run(app.platform, invocation, spec).await;
         }
         unfinished.armed = false;
+        if let Some((var, origin)) = once_binding {
+            // Allowed for this call only.
+            self.web.auth.withdraw_env(&app.descriptor, &var, &origin);
+        }
         let (outcome, error) = match &result {
             Ok(_) => ("success", None),
             Err(error) => ("failed", Some(error)),
@@ -481,8 +488,8 @@ impl Gateway {
         caller: &str,
         app: &App,
         asker: Option<&dyn Asker>,
-    ) -> Result<(), AaiError> {
-        self.confirm_env_binding(caller, app, asker).await?;
+    ) -> Result<Option<(String, String)>, AaiError> {
+        let once = self.confirm_env_binding(caller, app, asker).await?;
         let Some(auth) = app
             .descriptor
             .platforms
@@ -492,11 +499,11 @@ impl Gateway {
             .and_then(|section| section.fields.auth.as_ref())
             .filter(|auth| auth.kind == "oauth2")
         else {
-            return Ok(());
+            return Ok(once);
         };
         let stored = self.web.auth.store.get(app.id()).unwrap_or_default();
         if stored.oauth.is_some() {
-            return Ok(());
+            return Ok(once);
         }
         let auth_url = auth
             .fields
@@ -506,7 +513,7 @@ impl Gateway {
         let host = crate::web::host_key(auth_url).unwrap_or_else(|| auth_url.to_owned());
         let subject = format!("oauth:{host}");
         if self.gate.granted(caller, &subject, "authorize")? {
-            return Ok(());
+            return Ok(once);
         }
         let identity = self.web.server_identity(auth_url).await.map_err(|reason| {
             AaiError::new(
@@ -535,8 +542,11 @@ impl Gateway {
                 identity.not_after
             ),
         );
-        // The domain is confirmed once and remembered; no session or app-wide choice.
-        question.once_only = true;
+        // A binding, not a tool: confirmed for this sign-in, or for good.
+        question.always_label = Some(format!(
+            "Always trust {} for signing in to {}",
+            identity.host, app.descriptor.name
+        ));
         let answer = match asker {
             Some(asker) => asker.ask(&question).await,
             None => Err(Unanswered::CannotAsk(String::new())),
@@ -558,12 +568,13 @@ impl Gateway {
                 )
                 .with_detail(json!({"reason": "domain_confirmation", "host": identity.host, "issuer": identity.issuer, "not_after": identity.not_after, "command": command})))
             }
-            Ok(_) => {
+            Ok(Answer::AlwaysTool) => {
                 let via = asker.map_or("cli", |a| a.via());
                 self.gate
                     .remember(&Grant::always(caller, &subject, Some("authorize"), via))?;
-                Ok(())
+                Ok(once)
             }
+            Ok(_) => Ok(once),
             Err(Unanswered::Later(input_required)) => Err(AaiError::new(
                 ErrorKind::PermissionDenied,
                 "waiting for the user to confirm the sign-in domain",
@@ -576,12 +587,13 @@ impl Gateway {
     /// only after the user approved that exact binding (the app, the variable and the origin
     /// it goes to) once; the approval is remembered for the client as a grant on
     /// `env:<VAR>` for that origin.
+    /// Returns the binding when it was allowed for this call only, to withdraw afterwards.
     async fn confirm_env_binding(
         &self,
         caller: &str,
         app: &App,
         asker: Option<&dyn Asker>,
-    ) -> Result<(), AaiError> {
+    ) -> Result<Option<(String, String)>, AaiError> {
         let Some(section) = app
             .descriptor
             .platforms
@@ -589,12 +601,12 @@ impl Gateway {
             .as_ref()
             .filter(|_| app.platform == Platform::Web)
         else {
-            return Ok(());
+            return Ok(None);
         };
         let Some((var, origin)) =
             crate::web::auth::GatewayAuth::env_binding(&app.descriptor, &section.fields)
         else {
-            return Ok(());
+            return Ok(None);
         };
         let subject = format!("env:{var}");
         let binding = format!("{}@{origin}", app.id());
@@ -611,13 +623,17 @@ impl Gateway {
                     app.id()
                 ),
             );
-            question.once_only = true;
+            question.always_label = Some(format!("Always allow sending {var} to {origin}"));
             let answer = match asker {
                 Some(asker) => asker.ask(&question).await,
                 None => Err(Unanswered::CannotAsk(String::new())),
             };
             match answer {
                 Ok(Answer::AllowOnce) => {
+                    self.web.auth.approve_env(&app.descriptor, &var, &origin);
+                    return Ok(Some((var, origin)));
+                }
+                Ok(Answer::AlwaysTool) => {
                     let via = asker.map_or("cli", |a| a.via());
                     self.gate
                         .remember(&Grant::always(caller, &subject, Some(&binding), via))?;
@@ -648,7 +664,7 @@ impl Gateway {
             }
         }
         self.web.auth.approve_env(&app.descriptor, &var, &origin);
-        Ok(())
+        Ok(None)
     }
 
     /// Runs the executor; a read-only tool that timed out or found its app not running is

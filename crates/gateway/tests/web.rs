@@ -588,7 +588,7 @@ impl aai_gateway::gate::Asker for ConfirmingAsker {
     ) -> aai_executor::BoxFuture<'a, Result<aai_gateway::gate::Answer, aai_gateway::gate::Unanswered>>
     {
         self.asked.lock().expect("asked").push(question.message());
-        Box::pin(async { Ok(aai_gateway::gate::Answer::AllowOnce) })
+        Box::pin(async { Ok(aai_gateway::gate::Answer::AlwaysTool) })
     }
 }
 
@@ -1259,9 +1259,16 @@ async fn a_discovered_descriptor_gets_no_environment_variable_unasked() {
     setup.discover(&foreign).await;
     let error = setup.exec("me", json!({})).await.expect_err("not approved");
     assert_eq!(error.kind, ErrorKind::PermissionDenied, "{}", error.message);
-    assert!(error.message.contains("PATH") && error.message.contains(&foreign.host()), "{}", error.message);
+    assert!(
+        error.message.contains("PATH") && error.message.contains(&foreign.host()),
+        "{}",
+        error.message
+    );
     let path = std::env::var("PATH").expect("PATH");
     let seen = everything_seen(&foreign);
-    assert!(!seen.contains(&path), "the variable reached the foreign server");
+    assert!(
+        !seen.contains(&path),
+        "the variable reached the foreign server"
+    );
     assert!(foreign.seen("/api/me").is_empty());
 }

@@ -111,6 +111,13 @@ impl GatewayAuth {
         }
     }
 
+    /// Takes back a binding allowed for one call.
+    pub fn withdraw_env(&self, descriptor: &Descriptor, var: &str, origin: &str) {
+        if let Ok(mut approved) = self.env_approved.lock() {
+            approved.remove(&(descriptor.app_id.clone(), var.to_owned(), origin.to_owned()));
+        }
+    }
+
     fn env_allowed(&self, descriptor: &Descriptor, var: &str, origin: &str) -> bool {
         !descriptor.fetched
             || self.env_approved.lock().is_ok_and(|approved| {
