@@ -319,3 +319,22 @@ def test_json_rpc_edge_cases_follow_the_spec(home, bus):
     out = subprocess.run([str(GATEWAY), "audit", "export"], env=gateway_env(home, None), capture_output=True, text=True, timeout=30)
     callers = {json.loads(line)["caller"] for line in out.stdout.splitlines()}
     assert callers == {"raw"}, callers
+
+
+def test_a_reused_id_of_an_unanswered_request_is_refused(home, bus):
+    """Each request gets exactly one answer by its id: a second request with the id of one
+    still running is refused (with a null id), and the id is free again once answered."""
+    gw = Raw(home, bus)
+    gw.send(INIT)
+    gw.response(1)
+    gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    gw.send(call(50, "aai_exec", {"app": "org.aai.test", "tool": "slow", "args": {"millis": 1500}}))
+    gw.send(call(50, "aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "dup"}}))
+    refused = gw.read_frame()
+    assert refused["id"] is None and "has not been answered" in refused["error"]["message"], refused
+    first = gw.response(50)
+    assert "result" in first, first
+    gw.send(call(50, "aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "again"}}))
+    assert gw.response(50)["result"]["content"][0]["text"] == "again"
+    gw.close()
+    assert [json.loads(l).get("id") for l in gw.lines].count(50) == 2

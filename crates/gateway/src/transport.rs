@@ -26,10 +26,73 @@ where
     let (rmcp_in, feed) = tokio::io::duplex(PIPE_BYTES);
     let (drain, rmcp_out) = tokio::io::duplex(PIPE_BYTES);
     let (frames_tx, frames_rx) = mpsc::channel::<Vec<u8>>(256);
+    let pending = Pending::default();
     tokio::spawn(write_frames(output, frames_rx));
-    tokio::spawn(forward_rmcp(drain, frames_tx.clone()));
-    tokio::spawn(read_input(input, feed, frames_tx, max_request_bytes));
+    tokio::spawn(forward_rmcp(drain, frames_tx.clone(), pending.clone()));
+    tokio::spawn(read_input(
+        input,
+        feed,
+        frames_tx,
+        max_request_bytes,
+        pending,
+    ));
     (rmcp_in, rmcp_out)
+}
+
+/// Ids of the client's requests that have not been answered yet: a second request with one
+/// of them would get two answers under one id, so it is refused.
+#[derive(Clone, Default)]
+struct Pending(std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>);
+
+impl Pending {
+    /// Takes `id`; false when a request with it is still unanswered.
+    fn take(&self, id: &Value) -> bool {
+        self.0
+            .lock()
+            .map_or(true, |mut ids| ids.insert(id.to_string()))
+    }
+
+    /// The client cancelled a request: no answer will come, its id is free again.
+    fn cancelled(&self, line: &[u8]) {
+        let Ok(value) = serde_json::from_slice::<Value>(line) else {
+            return;
+        };
+        if value.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+            && let Some(id) = value.pointer("/params/requestId")
+            && let Ok(mut ids) = self.0.lock()
+        {
+            ids.remove(&id.to_string());
+        }
+    }
+
+    /// A response left for the client: its id is free again.
+    fn answered(&self, frame: &[u8]) {
+        if let Some(id) = response_id(frame)
+            && let Ok(mut ids) = self.0.lock()
+        {
+            ids.remove(&id);
+        }
+    }
+}
+
+/// The id of a response frame, read from its first bytes (rmcp writes `{"jsonrpc":"2.0",
+/// "id":…,` before the result, so a large result is not scanned); `None` for requests and
+/// notifications.
+fn response_id(frame: &[u8]) -> Option<String> {
+    let head = &frame[..frame.len().min(256)];
+    let text = std::str::from_utf8(head)
+        .ok()
+        .or_else(|| std::str::from_utf8(&head[..head.len().saturating_sub(3)]).ok())?;
+    let at = text.find("\"id\":")? + 5;
+    let rest = &text[at..];
+    let end = if rest.starts_with('"') {
+        rest[1..].find('"').map(|i| i + 2)?
+    } else {
+        rest.find([',', '}'])?
+    };
+    let after = &rest[end..];
+    let is_response = after.starts_with(",\"result\"") || after.starts_with(",\"error\"");
+    is_response.then(|| rest[..end].to_owned())
 }
 
 async fn write_frames<W: AsyncWrite + Unpin>(mut output: W, mut frames: mpsc::Receiver<Vec<u8>>) {
@@ -40,13 +103,14 @@ async fn write_frames<W: AsyncWrite + Unpin>(mut output: W, mut frames: mpsc::Re
     }
 }
 
-async fn forward_rmcp(drain: DuplexStream, frames: mpsc::Sender<Vec<u8>>) {
+async fn forward_rmcp(drain: DuplexStream, frames: mpsc::Sender<Vec<u8>>, pending: Pending) {
     let mut lines = BufReader::new(drain);
     loop {
         let mut line = Vec::new();
         match lines.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {
+                pending.answered(&line);
                 if frames.send(line).await.is_err() {
                     return;
                 }
@@ -60,6 +124,7 @@ async fn read_input<R: AsyncRead + Unpin>(
     mut feed: DuplexStream,
     frames: mpsc::Sender<Vec<u8>>,
     max_request_bytes: usize,
+    pending: Pending,
 ) {
     let mut reader = BufReader::new(input);
     let mut session = Session::default();
@@ -95,6 +160,28 @@ async fn read_input<R: AsyncRead + Unpin>(
             continue;
         }
         match check(&line, max_request_bytes, &mut session) {
+            Check::Forward if request_id(&line).is_some_and(|id| !pending.take(&id)) => {
+                let id = request_id(&line).unwrap_or_default();
+                let error = error_frame(
+                    Value::Null,
+                    -32600,
+                    format!(
+                        "Invalid Request: the id {id} belongs to a request that has not been answered yet; use a new id for each request"
+                    ),
+                );
+                if frames.send(error).await.is_err() {
+                    break;
+                }
+            }
+            Check::Forward if line.windows(23).any(|w| w == b"notifications/cancelled") => {
+                pending.cancelled(&line);
+                if !line.ends_with(b"\n") {
+                    line.push(b'\n');
+                }
+                if feed.write_all(&line).await.is_err() {
+                    break;
+                }
+            }
             Check::Forward => {
                 if !line.ends_with(b"\n") {
                     line.push(b'\n');
@@ -257,6 +344,17 @@ fn before_initialize(value: &Value, session: &mut Session) -> Option<Check> {
             ),
         ))),
     }
+}
+
+/// The id of a request line (one with a method and an id).
+fn request_id(line: &[u8]) -> Option<Value> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        id: Option<Value>,
+        method: Option<serde::de::IgnoredAny>,
+    }
+    let head: Head = serde_json::from_slice(line).ok()?;
+    head.method.and(head.id)
 }
 
 /// The requests MCP defines (clients to servers): malformed params of these are -32602.
