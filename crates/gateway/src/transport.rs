@@ -85,8 +85,8 @@ fn response_id(frame: &[u8]) -> Option<String> {
         .or_else(|| std::str::from_utf8(&head[..head.len().saturating_sub(3)]).ok())?;
     let at = text.find("\"id\":")? + 5;
     let rest = &text[at..];
-    let end = if rest.starts_with('"') {
-        rest[1..].find('"').map(|i| i + 2)?
+    let end = if let Some(quoted) = rest.strip_prefix('"') {
+        quoted.find('"').map(|i| i + 2)?
     } else {
         rest.find([',', '}'])?
     };
