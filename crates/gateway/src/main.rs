@@ -237,8 +237,10 @@ fn init_logging(
         let file = aai_gateway::logfile::SizeRotating::open(&home.join("logs"), "aai-gateway.log")
             .map_err(|error| eprintln!("aai-gateway: no log file: {error}"))
             .ok()?;
+        // A small queue: the default (128,000 lines) allocates megabytes at start-up.
         let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
             .lossy(true)
+            .buffered_lines_limit(2_000)
             .finish(file);
         guards.push(guard);
         Some(
