@@ -62,6 +62,12 @@ pub trait Auth: Send + Sync {
         descriptor: &'a aai_descriptor::Descriptor,
         section: &'a WebSection,
     ) -> BoxFuture<'a, Result<Option<Credential>, AaiError>>;
+
+    /// Where the credential last given for `descriptor` came from, and how to fix that
+    /// source (for error messages; never the secret).
+    fn source(&self, _descriptor: &aai_descriptor::Descriptor) -> Option<(String, String)> {
+        None
+    }
 }
 
 /// No credential store: apps whose API needs no credentials work; the gateway plugs in its
@@ -400,10 +406,13 @@ impl Executor for RestExecutor {
                         refreshed = true;
                         continue;
                     }
+                    let (source, fix) = self.auth.source(descriptor).unwrap_or_else(|| {
+                        ("the gateway's credentials".to_owned(), format!("set a new key with `aai-gateway auth set {}` or sign in with `aai-gateway auth login {}`", descriptor.app_id, descriptor.app_id))
+                    });
                     return Err(AaiError::new(
                         ErrorKind::AuthExpired,
-                        format!("{what}: the API no longer accepts the credential (HTTP 401). Authorize again: `aai-gateway auth logout {}` then call again, or set a new key with `aai-gateway auth set {}`.", descriptor.app_id, descriptor.app_id),
-                    ).with_detail(json!({"status": 401})));
+                        format!("{what}: the API no longer accepts the credential from {source} (HTTP 401); {fix}, then call again."),
+                    ).with_detail(json!({"status": 401, "source": source})));
                 }
                 let content_type = response
                     .headers()

@@ -1272,3 +1272,91 @@ async fn a_discovered_descriptor_gets_no_environment_variable_unasked() {
     );
     assert!(foreign.seen("/api/me").is_empty());
 }
+
+/// `auth login` signs in from a terminal: it prints the page, listens for the redirect until
+/// the browser comes back, and stores the tokens; a refresh the server calls `invalid_grant`
+/// removes the dead tokens and says to sign in again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_login_from_the_terminal_and_dead_tokens() {
+    use tokio::io::AsyncBufReadExt;
+    let app = App::start(json!({"type": "oauth2", "client_id": "aai-test-client",
+        "auth_url": "__BASE__/oauth/authorize", "token_url": "__BASE__/oauth/token", "scopes": ["tasks:read"]}));
+    let dir = tempfile::tempdir().expect("dir");
+    let home = two_server_home(dir.path(), &[&app]);
+    let auth = app.state.auth.lock().expect("auth").clone();
+    install(
+        &home,
+        "com.example.tasks",
+        &descriptor(&app.server.url(), auth),
+    );
+
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_aai-gateway"))
+        .args(["auth", "login", "com.example.tasks"])
+        .env("AAI_HOME", &home)
+        .env("AAI_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("login");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let url = tokio::time::timeout(std::time::Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("a URL in time")
+        .expect("read")
+        .expect("a line");
+    assert!(
+        url.starts_with(&format!("{}/oauth/authorize?", app.server.url())),
+        "{url}"
+    );
+    authorize_in_browser(&app, &url).await;
+    let status = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait())
+        .await
+        .expect("login ended")
+        .expect("status");
+    assert!(status.success());
+    let (_, stdout, _) = cli(&home, &["auth", "status"], &[], None);
+    assert!(
+        stdout.contains("OAuth authorized") && !stdout.contains(ACCESS_1),
+        "{stdout}"
+    );
+    let (code, out, stderr) = cli(&home, &["call", "com.example.tasks", "me"], &[], None);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(out.contains("ada"), "{out}");
+
+    // The tokens age out and the server no longer honours the refresh token.
+    app.state.refresh_works.store(false, Ordering::SeqCst);
+    let store = aai_gateway::web::store::Store::new(&home);
+    let mut stored = store.get("com.example.tasks").expect("stored");
+    if let Some(tokens) = stored.oauth.as_mut() {
+        tokens.expires_at = Some(1);
+    }
+    store.put("com.example.tasks", &stored).expect("put");
+    let (code, _, stderr) = cli(&home, &["call", "com.example.tasks", "me"], &[], None);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("AUTH_EXPIRED") && stderr.contains("auth login com.example.tasks"),
+        "{stderr}"
+    );
+    let (_, stdout, _) = cli(&home, &["auth", "status"], &[], None);
+    assert!(
+        !stdout.contains("refreshable") && !stdout.contains("OAuth authorized"),
+        "{stdout}"
+    );
+
+    // `auth set` refuses apps that do not exist; `auth login` refuses non-OAuth apps.
+    let (code, _, stderr) = cli(
+        &home,
+        &[
+            "auth",
+            "set",
+            "com.example.nothere",
+            "--origin",
+            "https://x.example",
+        ],
+        &[],
+        Some("k\n"),
+    );
+    assert_ne!(code, Some(0));
+    assert!(stderr.contains("No app"), "{stderr}");
+}

@@ -38,6 +38,8 @@ pub struct GatewayAuth {
     open_browser: bool,
     /// (appId, variable, origin) bindings the user approved for fetched descriptors.
     env_approved: Mutex<std::collections::HashSet<(String, String, String)>>,
+    /// Where each app's credential came from last (for messages; never the secret).
+    sources: Mutex<HashMap<String, String>>,
 }
 
 fn now() -> u64 {
@@ -90,6 +92,7 @@ impl GatewayAuth {
             flows: Mutex::new(HashMap::new()),
             open_browser,
             env_approved: Mutex::default(),
+            sources: Mutex::default(),
         }
     }
 
@@ -109,6 +112,26 @@ impl GatewayAuth {
         if let Ok(mut approved) = self.env_approved.lock() {
             approved.insert((descriptor.app_id.clone(), var.to_owned(), origin.to_owned()));
         }
+    }
+
+    /// Remembers where an app's credential came from, for messages about it.
+    fn note_source(&self, app_id: &str, source: String) {
+        if let Ok(mut sources) = self.sources.lock() {
+            sources.insert(app_id.to_owned(), source);
+        }
+    }
+
+    /// Where the credential last used for `app_id` came from, and how to fix that source.
+    pub fn source_of(&self, app_id: &str) -> Option<(String, String)> {
+        let source = self.sources.lock().ok()?.get(app_id).cloned()?;
+        let fix = if let Some(var) = source.strip_prefix("the environment variable ") {
+            format!("set a valid key in {var} for the gateway")
+        } else if source.starts_with("the credential store") {
+            format!("store a valid key with `aai-gateway auth set {app_id}`")
+        } else {
+            format!("sign in again with `aai-gateway auth login {app_id}`")
+        };
+        Some((source, fix))
     }
 
     /// Takes back a binding allowed for one call.
@@ -148,6 +171,10 @@ impl GatewayAuth {
             && self.env_allowed(descriptor, var, &origin)
             && let Some(secret) = std::env::var(var).ok().filter(|s| !s.is_empty())
         {
+            self.note_source(
+                &descriptor.app_id,
+                format!("the environment variable {var}"),
+            );
             return Ok(secret);
         }
         let app_id = &descriptor.app_id;
@@ -157,6 +184,13 @@ impl GatewayAuth {
             .map_err(|m| Self::store_error(app_id, m))?;
         if stored.secret.is_some() {
             bound_here(descriptor, stored.origin.as_deref(), &origin, "stored key")?;
+            self.note_source(
+                &descriptor.app_id,
+                format!(
+                    "the credential store (`aai-gateway auth set {}`)",
+                    descriptor.app_id
+                ),
+            );
         }
         stored.secret.ok_or_else(|| {
             let from_env = var.map_or_else(String::new, |v| format!("set the environment variable {v} for the gateway, or "));
@@ -181,6 +215,7 @@ impl GatewayAuth {
             .get(app_id)
             .map_err(|m| Self::store_error(app_id, m))?;
         if let Some(tokens) = stored.oauth {
+            self.note_source(app_id, "the OAuth sign-in".to_owned());
             let api = origin_of(&section.base_url).unwrap_or_default();
             bound_here(
                 descriptor,
@@ -246,12 +281,22 @@ impl GatewayAuth {
             }
             Err(reason) => {
                 tracing::info!(app = %app_id, %reason, "OAuth refresh failed; authorization needed again");
+                // A refresh token the server calls invalid is dead: forget the tokens, so
+                // nothing (not `auth status` either) treats them as usable.
+                let dead = reason.contains("invalid_grant");
+                if dead {
+                    let mut stored = self.store.get(app_id).unwrap_or_default();
+                    stored.oauth = None;
+                    let _ = self.store.put(app_id, &stored);
+                }
                 Err(AaiError::new(
                     ErrorKind::AuthExpired,
                     format!(
-                        "{app_id}: the authorization expired and could not be renewed ({reason}). Run `aai-gateway auth logout {app_id}` and call again to authorize anew."
+                        "{app_id}: the OAuth sign-in (from the credential store) expired and could not be renewed ({reason}){}. Sign in again with `aai-gateway auth login {app_id}` (or call again to be sent to the sign-in page).",
+                        if dead { "; the dead tokens were removed" } else { "" }
                     ),
-                ))
+                )
+                .with_detail(json!({"source": "oauth", "command": format!("aai-gateway auth login {app_id}"), "tokens_removed": dead})))
             }
         }
     }
@@ -647,6 +692,10 @@ fn bound_here(
 }
 
 impl Auth for GatewayAuth {
+    fn source(&self, descriptor: &Descriptor) -> Option<(String, String)> {
+        self.source_of(&descriptor.app_id)
+    }
+
     fn credential<'a>(
         &'a self,
         descriptor: &'a Descriptor,
