@@ -391,9 +391,33 @@ fn auth(home: &std::path::Path, dev: bool, action: AuthAction) -> anyhow::Result
         AuthAction::Login { app } => return runtime()?.block_on(login(home, dev, &app)),
         AuthAction::Status => {
             output::line(&format!("credentials are kept in {}", store.describe()));
-            for app in store.apps() {
+            // Every web app that needs a credential, and where each one would come from.
+            let (config, _) = Config::load(home);
+            let options = ScanOptions::new(home, &config, dev);
+            let registry = aai_gateway::scan_once(&options, &[Platform::Web]);
+            let mut apps: std::collections::BTreeMap<String, Option<String>> =
+                store.apps().into_iter().map(|app| (app, None)).collect();
+            for app in &registry.apps {
+                let var = app
+                    .descriptor
+                    .platforms
+                    .web
+                    .as_ref()
+                    .and_then(|w| w.fields.auth.as_ref())
+                    .filter(|a| a.kind != "none")
+                    .map(|a| {
+                        a.fields
+                            .get("env_var")
+                            .and_then(serde_json::Value::as_str)
+                            .map(str::to_owned)
+                    });
+                if let Some(var) = var {
+                    apps.insert(app.id().to_owned(), var);
+                }
+            }
+            for (app, var) in apps {
                 let stored = store.get(&app).map_err(anyhow::Error::msg)?;
-                output::line(&output::auth_status(&app, &stored));
+                output::line(&output::auth_status(&app, &stored, var.as_deref()));
             }
         }
         AuthAction::Logout { app } => {

@@ -76,21 +76,51 @@ pub fn scan_report(registry: &Registry, home: &std::path::Path, platforms: &[Pla
     }
 }
 
-/// `auth status`: what is stored for an app, without the secrets.
-pub fn auth_status(app: &str, stored: &aai_gateway::web::store::Stored) -> String {
+/// `auth status`: where an app's credential comes from (environment variable, store, OAuth
+/// sign-in), without the secrets.
+pub fn auth_status(
+    app: &str,
+    stored: &aai_gateway::web::store::Stored,
+    env_var: Option<&str>,
+) -> String {
     let mut parts = Vec::new();
+    if let Some(var) = env_var {
+        let set = std::env::var_os(var).is_some_and(|v| !v.is_empty());
+        parts.push(if set {
+            format!("from the environment variable {var} (set; used first)")
+        } else {
+            format!("environment variable {var} not set")
+        });
+    }
     if stored.secret.is_some() {
-        parts.push("API key or token set".to_owned());
+        parts.push(format!(
+            "stored key ({}; `auth set` replaces it)",
+            stored.origin.as_deref().map_or_else(
+                || "from an earlier version".to_owned(),
+                |o| format!("sent only to {o}")
+            )
+        ));
     }
     if let Some(tokens) = &stored.oauth {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let expired = tokens.expires_at.is_some_and(|at| at <= now);
         let expiry = tokens.expires_at.map_or_else(
             || "no expiry given".to_owned(),
-            |at| format!("expires {}", aai_gateway::web::rfc3339(at)),
+            |at| {
+                format!(
+                    "{} {}",
+                    if expired { "expired" } else { "expires" },
+                    aai_gateway::web::rfc3339(at)
+                )
+            },
         );
-        let refresh = if tokens.refresh_token.is_some() {
-            ", refreshable"
-        } else {
-            ""
+        let refresh = match (tokens.refresh_token.is_some(), expired) {
+            (true, true) => ", will be refreshed at the next call",
+            (true, false) => ", refreshable",
+            (false, true) => "; sign in again with `auth login`",
+            (false, false) => "",
         };
         let scope = tokens
             .scope
@@ -98,7 +128,7 @@ pub fn auth_status(app: &str, stored: &aai_gateway::web::store::Stored) -> Strin
             .map_or_else(String::new, |s| format!(", scopes: {s}"));
         parts.push(format!("OAuth authorized ({expiry}{refresh}{scope})"));
     }
-    if parts.is_empty() {
+    if stored.secret.is_none() && stored.oauth.is_none() && env_var.is_none() {
         parts.push("nothing stored".to_owned());
     }
     format!("  {app:<40} {}", parts.join("; "))

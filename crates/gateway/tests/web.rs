@@ -908,7 +908,8 @@ fn auth_commands_and_keys_from_the_environment() {
     let (_, stdout, _) = run(&["auth", "status"], None, None);
     assert!(
         stdout.contains("com.example.tasks")
-            && stdout.contains("API key or token set")
+            && stdout.contains("stored key (sent only to https://127.0.0.1:")
+            && stdout.contains("environment variable AAI_TEST_TASKS_KEY not set")
             && !stdout.contains(API_KEY),
         "{stdout}"
     );
