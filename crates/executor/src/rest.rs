@@ -482,24 +482,126 @@ async fn read_capped(
     Ok(body)
 }
 
+/// Why a request got no answer, in words that name the cause: the name does not resolve,
+/// nothing listens, no answer in time, or which TLS check failed.
 fn transport_error(
     error: &reqwest::Error,
     what: &str,
     timeout: Duration,
     secrets: &[&str],
 ) -> AaiError {
-    // reqwest errors can carry the URL, and a query credential with it.
-    let shown = scrub(&error.to_string(), secrets);
     if error.is_timeout() {
         return AaiError::new(
             ErrorKind::Timeout,
             format!("{what}: no answer within {} ms", timeout.as_millis()),
-        );
+        )
+        .with_detail(json!({"reason": "timeout"}));
     }
-    AaiError::new(
-        ErrorKind::ApiRequestFailed,
-        format!("{what}: the request failed before an answer came: {shown}"),
-    )
+    let host = error
+        .url()
+        .and_then(|u| {
+            u.host_str().map(|h| match u.port() {
+                Some(port) => format!("{h}:{port}"),
+                None => h.to_owned(),
+            })
+        })
+        .unwrap_or_else(|| "the server".to_owned());
+    let (reason, cause) = match cause_of(error) {
+        Cause::Dns => (
+            "dns",
+            format!(
+                "the name {host} does not resolve (DNS); check the host in base_url and the network"
+            ),
+        ),
+        Cause::Refused => (
+            "refused",
+            format!(
+                "{host} refused the connection: nothing listens there; is the service running and the port right?"
+            ),
+        ),
+        Cause::TlsUnknownIssuer => (
+            "tls_unknown_issuer",
+            format!(
+                "{host}'s TLS certificate is issued by a certificate authority the gateway does not trust; if it is yours (a company proxy, a local CA), add its PEM file to `web.extra_ca_certs` in config.json"
+            ),
+        ),
+        Cause::TlsExpired => (
+            "tls_expired",
+            format!(
+                "{host}'s TLS certificate has expired (or is not valid yet); the site must renew it"
+            ),
+        ),
+        Cause::TlsName => (
+            "tls_name_mismatch",
+            format!("{host}'s TLS certificate is for another name; check the host in base_url"),
+        ),
+        Cause::Tls(text) => (
+            "tls",
+            format!("the TLS handshake with {host} failed: {text}"),
+        ),
+        Cause::Other => (
+            "network",
+            format!("the request failed before an answer came: {}", error),
+        ),
+    };
+    // reqwest errors can carry the URL, and a query credential with it.
+    let cause = scrub(&cause, secrets);
+    AaiError::new(ErrorKind::ApiRequestFailed, format!("{what}: {cause}"))
+        .with_detail(json!({"reason": reason, "host": host}))
+}
+
+/// What a failed connection came down to.
+enum Cause {
+    Dns,
+    Refused,
+    TlsUnknownIssuer,
+    TlsExpired,
+    TlsName,
+    Tls(String),
+    Other,
+}
+
+fn cause_of(error: &reqwest::Error) -> Cause {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    let mut text = String::new();
+    while let Some(current) = source {
+        if let Some(tls) = current.downcast_ref::<rustls::Error>() {
+            return match tls {
+                rustls::Error::InvalidCertificate(cert) => match cert {
+                    rustls::CertificateError::UnknownIssuer
+                    | rustls::CertificateError::BadSignature => Cause::TlsUnknownIssuer,
+                    rustls::CertificateError::Expired
+                    | rustls::CertificateError::ExpiredContext { .. }
+                    | rustls::CertificateError::NotValidYet
+                    | rustls::CertificateError::NotValidYetContext { .. } => Cause::TlsExpired,
+                    rustls::CertificateError::NotValidForName
+                    | rustls::CertificateError::NotValidForNameContext { .. } => Cause::TlsName,
+                    other => Cause::Tls(format!("{other:?}")),
+                },
+                other => Cause::Tls(other.to_string()),
+            };
+        }
+        if let Some(io) = current.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return Cause::Refused;
+        }
+        text.push_str(&current.to_string().to_ascii_lowercase());
+        text.push(' ');
+        source = current.source();
+    }
+    if text.contains("dns error")
+        || text.contains("failed to lookup address")
+        || text.contains("name or service not known")
+    {
+        Cause::Dns
+    } else if text.contains("connection refused") {
+        Cause::Refused
+    } else if text.contains("invalid peer certificate") || text.contains("unknownissuer") {
+        Cause::TlsUnknownIssuer
+    } else {
+        Cause::Other
+    }
 }
 
 fn parse_output(

@@ -458,9 +458,16 @@ impl Gateway {
             result = self.run(app.platform, invocation, spec).await;
         }
         unfinished.armed = false;
-        if let Some((var, origin)) = once_binding {
-            // Allowed for this call only.
-            self.web.auth.withdraw_env(&app.descriptor, &var, &origin);
+        if let Err(error) = &mut result
+            && app.platform == Platform::Web
+            && error
+                .detail
+                .as_ref()
+                .is_some_and(|d| d["reason"].as_str().is_some_and(|r| r.starts_with("tls")))
+            && let Some(section) = &app.descriptor.platforms.web
+            && let Some(seen) = crate::web::presented_certificate(&section.fields.base_url).await
+        {
+            explain_tls(error, &seen);
         }
         let (outcome, error) = match &result {
             Ok(_) => ("success", None),
@@ -728,6 +735,49 @@ impl Gateway {
             );
         }
         Ok(plan)
+    }
+}
+
+/// Says which TLS check failed, from the certificate the server presented (verifiers report
+/// some failures as an unknown issuer), naming the issuer the user would have to trust.
+fn explain_tls(error: &mut AaiError, seen: &crate::web::Presented) {
+    let host = error
+        .detail
+        .as_ref()
+        .and_then(|d| d["host"].as_str())
+        .unwrap_or("the server")
+        .to_owned();
+    let what = error
+        .message
+        .split(": ")
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let (reason, cause) = if seen.expired {
+        (
+            "tls_expired",
+            format!(
+                "{host}'s TLS certificate has expired (or is not valid yet); the site must renew it"
+            ),
+        )
+    } else if !seen.names_host {
+        (
+            "tls_name_mismatch",
+            format!("{host}'s TLS certificate is for another name; check the host in base_url"),
+        )
+    } else {
+        (
+            "tls_unknown_issuer",
+            format!(
+                "{host}'s TLS certificate is issued by \"{}\", a certificate authority the gateway does not trust; if it is yours (a company proxy, a local CA), add its PEM file to `web.extra_ca_certs` in config.json",
+                seen.issuer
+            ),
+        )
+    };
+    error.message = format!("{what}: {cause}");
+    if let Some(Value::Object(detail)) = &mut error.detail {
+        detail.insert("reason".into(), json!(reason));
+        detail.insert("issuer".into(), json!(seen.issuer));
     }
 }
 

@@ -1361,3 +1361,106 @@ async fn auth_login_from_the_terminal_and_dead_tokens() {
     assert_ne!(code, Some(0));
     assert!(stderr.contains("No app"), "{stderr}");
 }
+
+/// Connection failures name their cause: DNS, refused, and which TLS check failed (an unknown
+/// issuer is named, with the setting that trusts it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_failures_name_their_cause() {
+    let trusted = App::start(json!({"type": "none"}));
+    let setup = gateway(&trusted, tempfile::tempdir().expect("dir"), json!({}));
+    let ok = |_: &aai_test_support::http::Request| Response::json(200, &json!({}));
+    let stranger = TestServer::https(&TestCa::new(), ok);
+    let expired_ca = TestCa::issuing(&["127.0.0.1", "localhost"], true);
+    let expired = TestServer::https(&expired_ca, ok);
+    let misnamed_ca = TestCa::issuing(&["other.example"], false);
+    let misnamed = TestServer::https(&misnamed_ca, ok);
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("addr").port()
+    };
+    // The gateway trusts the first CA only; the expired and misnamed ones' CAs are trusted too
+    // (so only the check under test fails).
+    let extra = [&expired_ca, &misnamed_ca]
+        .iter()
+        .enumerate()
+        .map(|(i, ca)| {
+            let path = setup.dir.path().join(format!("extra{i}.pem"));
+            std::fs::write(&path, &ca.pem).expect("pem");
+            path
+        })
+        .chain(std::iter::once(setup.dir.path().join("ca.pem")))
+        .collect::<Vec<_>>();
+    let config: Config = serde_json::from_value(json!({
+        "policy": {"default_profile": "auto", "profiles": {"auto": {"preset": "full_auto"}}},
+        "web": {"extra_ca_certs": extra, "cache_dir": setup.dir.path().join("cache2"), "open_browser": false}
+    }))
+    .expect("config");
+    let app = |id: &str, base: String| {
+        let doc = json!({"schema_version": "1.0", "appId": id, "name": id,
+            "platforms": {"web": {"automation": "restapi", "base_url": base, "auth": {"type": "none"},
+                "tools": [{"name": "get", "description": "d", "endpoint": "/x"}]}}});
+        aai_gateway::discovery::Found {
+            rank: 0,
+            path: format!("/apps/{id}/aai.json").into(),
+            outcome: aai_descriptor::parse(id, doc.to_string().as_bytes()).map(Arc::new),
+        }
+    };
+    let found = vec![
+        app("com.example.dns", "https://no-such-host.invalid".into()),
+        app("com.example.refused", format!("https://127.0.0.1:{closed}")),
+        app("com.example.stranger", stranger.url()),
+        app("com.example.expired", expired.url()),
+        app("com.example.misnamed", misnamed.url()),
+    ];
+    let gateway = aai_gateway::fixed_gateway(
+        Registry::build(&found, &[Platform::Web], true),
+        config,
+        Executors::new(),
+        setup.dir.path().join("home/data.db"),
+    );
+    for (id, reason, words) in [
+        ("com.example.dns", "dns", "does not resolve"),
+        ("com.example.refused", "refused", "refused the connection"),
+        (
+            "com.example.stranger",
+            "tls_unknown_issuer",
+            "issued by \"CN=aai-gateway Test CA\"",
+        ),
+        ("com.example.expired", "tls_expired", "expired"),
+        (
+            "com.example.misnamed",
+            "tls_name_mismatch",
+            "for another name",
+        ),
+    ] {
+        let error = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            gateway.exec("t", id, "get", &json!({})),
+        )
+        .await
+        .expect("answered in time")
+        .expect_err(id);
+        assert_eq!(
+            error.kind,
+            ErrorKind::ApiRequestFailed,
+            "{id}: {}",
+            error.message
+        );
+        assert_eq!(
+            error.detail.as_ref().map(|d| d["reason"].clone()),
+            Some(json!(reason)),
+            "{id}: {}",
+            error.message
+        );
+        assert!(error.message.contains(words), "{id}: {}", error.message);
+    }
+    let error = gateway
+        .exec("t", "com.example.stranger", "get", &json!({}))
+        .await
+        .expect_err("stranger");
+    assert!(
+        error.message.contains("web.extra_ca_certs"),
+        "{}",
+        error.message
+    );
+}

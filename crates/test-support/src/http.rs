@@ -22,20 +22,40 @@ pub struct TestCa {
 
 impl TestCa {
     pub fn new() -> Self {
+        Self::issuing(&["127.0.0.1", "localhost"], false)
+    }
+
+    /// A CA whose server certificate is for `names`, and expired (2000–2001) when `expired`:
+    /// for tests of how TLS failures are reported.
+    pub fn issuing(names: &[&str], expired: bool) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let ca_key = KeyPair::generate().expect("ca key");
         let mut ca = CertificateParams::new(Vec::<String>::new()).expect("ca params");
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         let mut name = DistinguishedName::new();
-        name.push(DnType::CommonName, "aai-gateway Test CA");
+        // Each kind of test CA has a name of its own (two trusted CAs with one name confuse
+        // path building).
+        let suffix = match (names.first(), expired) {
+            (Some(&"127.0.0.1"), false) => String::new(),
+            (first, expired) => format!(
+                " for {}{}",
+                first.unwrap_or(&"nothing"),
+                if expired { ", expired" } else { "" }
+            ),
+        };
+        name.push(DnType::CommonName, format!("aai-gateway Test CA{suffix}"));
         ca.distinguished_name = name;
         let ca_cert = ca.self_signed(&ca_key).expect("ca cert");
         let issuer = Issuer::new(ca, ca_key);
         let key = KeyPair::generate().expect("server key");
-        let leaf = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
-            .expect("leaf params")
-            .signed_by(&key, &issuer)
-            .expect("leaf cert");
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
+                .expect("leaf params");
+        if expired {
+            params.not_before = rcgen::date_time_ymd(2000, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        }
+        let leaf = params.signed_by(&key, &issuer).expect("leaf cert");
         let server = rustls::ServerConfig::builder()
             .with_no_client_auth()
             .with_single_cert(

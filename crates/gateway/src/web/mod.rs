@@ -518,6 +518,130 @@ pub fn host_key(url: &str) -> Option<String> {
     })
 }
 
+/// What a TLS server's certificate says, read during a handshake that is then refused
+/// (nothing is trusted or sent): only for explaining a failed connection.
+#[derive(Debug, Clone)]
+pub struct Presented {
+    pub issuer: String,
+    /// Outside its validity period now.
+    pub expired: bool,
+    /// Whether it names the host the request went to.
+    pub names_host: bool,
+}
+
+/// The certificate a TLS server presents at `url`; see [`Presented`].
+pub async fn presented_certificate(url: &str) -> Option<Presented> {
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+
+    #[derive(Debug)]
+    struct Record(
+        std::sync::Mutex<Option<Vec<u8>>>,
+        Vec<rustls::SignatureScheme>,
+    );
+    impl ServerCertVerifier for Record {
+        fn verify_server_cert(
+            &self,
+            end_entity: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            if let Ok(mut seen) = self.0.lock() {
+                *seen = Some(end_entity.to_vec());
+            }
+            // Never trusted: the handshake ends here.
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::UnknownIssuer,
+            ))
+        }
+        fn verify_tls12_signature(
+            &self,
+            _: &[u8],
+            _: &CertificateDer<'_>,
+            _: &rustls::DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            Err(rustls::Error::General("not verified".into()))
+        }
+        fn verify_tls13_signature(
+            &self,
+            _: &[u8],
+            _: &CertificateDer<'_>,
+            _: &rustls::DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            Err(rustls::Error::General("not verified".into()))
+        }
+        fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+            self.1.clone()
+        }
+    }
+
+    let parsed = reqwest::Url::parse(url).ok()?;
+    let host = parsed
+        .host_str()?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let port = parsed.port_or_known_default()?;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let schemes = provider
+        .signature_verification_algorithms
+        .supported_schemes();
+    let record = std::sync::Arc::new(Record(std::sync::Mutex::new(None), schemes));
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .dangerous()
+        .with_custom_certificate_verifier(record.clone())
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let name = ServerName::try_from(host.clone()).ok()?;
+    let attempt = async {
+        let stream = tokio::net::TcpStream::connect((host.as_str(), port))
+            .await
+            .ok()?;
+        let _ = connector.connect(name, stream).await;
+        Some(())
+    };
+    tokio::time::timeout(Duration::from_secs(5), attempt)
+        .await
+        .ok()??;
+    let der = record.0.lock().ok()?.clone()?;
+    let (_, certificate) = x509_parser::parse_x509_certificate(&der).ok()?;
+    let names: Vec<String> = certificate
+        .subject_alternative_name()
+        .ok()
+        .flatten()
+        .map(|san| {
+            san.value
+                .general_names
+                .iter()
+                .filter_map(|name| match name {
+                    x509_parser::extensions::GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+                    x509_parser::extensions::GeneralName::IPAddress(ip) => match ip.len() {
+                        4 => Some(std::net::Ipv4Addr::new(ip[0], ip[1], ip[2], ip[3]).to_string()),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let names_host = names.iter().any(|n| {
+        n.eq_ignore_ascii_case(&host)
+            || n.strip_prefix("*.").is_some_and(|rest| {
+                host.split_once('.')
+                    .is_some_and(|(_, tail)| tail.eq_ignore_ascii_case(rest))
+            })
+    });
+    Some(Presented {
+        issuer: certificate.issuer().to_string(),
+        expired: !certificate.validity().is_valid(),
+        names_host,
+    })
+}
+
 fn parse_web(source: &str, bytes: &[u8]) -> Result<Descriptor, AaiError> {
     let mut descriptor = aai_descriptor::parse(source, bytes).map_err(|error| {
         AaiError::new(
