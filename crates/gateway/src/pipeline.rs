@@ -458,6 +458,10 @@ impl Gateway {
             result = self.run(app.platform, invocation, spec).await;
         }
         unfinished.armed = false;
+        if let Some((var, origin)) = once_binding {
+            // Allowed for this call only.
+            self.web.auth.withdraw_env(&app.descriptor, &var, &origin);
+        }
         if let Err(error) = &mut result
             && app.platform == Platform::Web
             && error
