@@ -389,15 +389,59 @@ impl Executor for RestExecutor {
                 self.settings.client.get().map_err(|m| {
                     AaiError::new(ErrorKind::ApiRequestFailed, format!("{what}: {m}"))
                 })?;
+            // The whole call, every request in it included, fits in the tool's timeout.
+            let deadline = tokio::time::Instant::now() + invocation.timeout;
             let mut credential = self.auth.credential(descriptor, section).await?;
             let mut refreshed = false;
+            let mut waited = false;
             loop {
                 let secrets: Vec<&str> = credential.iter().map(Credential::secret).collect();
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if left.is_zero() {
+                    return Err(AaiError::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "{what}: no answer within {} ms",
+                            invocation.timeout.as_millis()
+                        ),
+                    ));
+                }
                 let response = self
-                    .send(client, &planned, credential.as_ref(), invocation.timeout)
+                    .send(client, &planned, credential.as_ref(), left)
                     .await
                     .map_err(|e| transport_error(&e, &what, invocation.timeout, &secrets))?;
                 let status = response.status();
+                if matches!(status.as_u16(), 429 | 503) {
+                    let wait = retry_after(response.headers());
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    // Retried once, when the wait is short and fits in the call's time.
+                    if !waited
+                        && let Some(wait) = wait
+                        && wait <= Duration::from_secs(10)
+                        && wait + Duration::from_millis(100) < left
+                    {
+                        waited = true;
+                        tokio::time::sleep(wait).await;
+                        continue;
+                    }
+                    let busy = if status.as_u16() == 429 {
+                        "rate-limited the call (HTTP 429)"
+                    } else {
+                        "is unavailable (HTTP 503)"
+                    };
+                    let advice = match wait {
+                        Some(wait) => format!(
+                            "it asks to wait {} s before trying again",
+                            wait.as_secs_f64().ceil() as u64
+                        ),
+                        None => "it gave no time to wait; try again later".to_owned(),
+                    };
+                    return Err(AaiError::new(
+                        ErrorKind::ApiRequestFailed,
+                        format!("{what}: the API {busy}; {advice}"),
+                    )
+                    .with_detail(json!({"status": status.as_u16(), "retry_after_seconds": wait.map(|w| w.as_secs_f64().ceil() as u64), "retried": waited})));
+                }
                 if status == reqwest::StatusCode::UNAUTHORIZED && credential.is_some() {
                     if !refreshed
                         && let Some(fresh) = self.auth.refresh(descriptor, section).await?
@@ -480,6 +524,19 @@ async fn read_capped(
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// `Retry-After` as a wait: seconds, or an HTTP date.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers.get("retry-after")?.to_str().ok()?.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(
+        at.duration_since(std::time::SystemTime::now())
+            .unwrap_or_default(),
+    )
 }
 
 /// Why a request got no answer, in words that name the cause: the name does not resolve,

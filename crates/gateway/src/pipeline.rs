@@ -688,14 +688,21 @@ impl Gateway {
     ) -> Result<Value, AaiError> {
         let retry = self.config.retry;
         let retryable = spec.read_only == Some(true);
+        // Every try together fits in the tool's timeout: a retry gets what is left.
+        let deadline = Instant::now() + invocation.timeout;
         let mut attempt = 1;
         loop {
-            let result = guarded(self.executors.call(platform, invocation), &invocation).await;
+            let mut this_try = invocation;
+            this_try.timeout = deadline.saturating_duration_since(Instant::now());
+            let result = guarded(self.executors.call(platform, this_try), &this_try).await;
             match result {
                 Err(error)
                     if retryable
                         && attempt < retry.attempts
-                        && matches!(error.kind, ErrorKind::Timeout | ErrorKind::AppNotRunning) =>
+                        && matches!(error.kind, ErrorKind::Timeout | ErrorKind::AppNotRunning)
+                        && deadline.saturating_duration_since(Instant::now())
+                            > retry.backoff(attempt + 1)
+                                + std::time::Duration::from_millis(100) =>
                 {
                     attempt += 1;
                     let wait = retry.backoff(attempt);

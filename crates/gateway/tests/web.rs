@@ -40,7 +40,10 @@ fn descriptor(base: &str, auth: Value) -> Value {
                 {"name": "slow", "description": "Answers late", "endpoint": "/slow", "timeout": 1},
                 {"name": "plain", "description": "Text", "endpoint": "/me", "output_parser": "text"},
                 {"name": "big", "description": "A big answer", "endpoint": "/big"},
-                {"name": "me", "description": "Who am I", "endpoint": "/me", "readOnly": true}
+                {"name": "me", "description": "Who am I", "endpoint": "/me", "readOnly": true},
+                {"name": "limited", "description": "Rate-limited once", "endpoint": "/limited", "readOnly": true},
+                {"name": "busy", "description": "Unavailable", "endpoint": "/busy", "readOnly": true},
+                {"name": "slow_read", "description": "Answers late", "endpoint": "/slow-read", "readOnly": true, "timeout": 1}
             ]
         }}
     })
@@ -63,6 +66,8 @@ struct State {
     /// PKCE challenges by code.
     codes: Mutex<HashMap<String, String>>,
     refresh_works: AtomicBool,
+    /// Requests to /api/limited so far.
+    limited: AtomicUsize,
 }
 
 impl State {
@@ -146,6 +151,21 @@ impl State {
                     }
                     _ => Response::json(400, &json!({"error": "invalid_grant"})),
                 }
+            }
+            ("GET", "/api/limited") => {
+                // Rate-limited once, then served.
+                if self.limited.fetch_add(1, Ordering::SeqCst) == 0 {
+                    Response::json(429, &json!({"error": "slow down"})).header("retry-after", "1")
+                } else {
+                    Response::json(200, &json!({"served": true}))
+                }
+            }
+            ("GET", "/api/busy") => {
+                Response::json(503, &json!({"error": "maintenance"})).header("retry-after", "120")
+            }
+            ("GET", "/api/slow-read") => {
+                std::thread::sleep(std::time::Duration::from_millis(3000));
+                Response::json(200, &json!({}))
             }
             (_, p) if p.starts_with("/api/") => self.api(request, &p[4..], &query),
             _ => Response::new(404, "not found"),
@@ -1462,5 +1482,51 @@ async fn connection_failures_name_their_cause() {
         error.message.contains("web.extra_ca_certs"),
         "{}",
         error.message
+    );
+}
+
+/// 429 and 503 with `Retry-After`: one retry when the wait is short and fits the call's time,
+/// else the wait is reported; a slow read-only call takes its timeout once, not per retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_and_time_budgets() {
+    let app = App::start(json!({"type": "none"}));
+    let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
+    setup.discover(&app).await;
+    assert_eq!(
+        setup
+            .exec("limited", json!({}))
+            .await
+            .expect("served after one wait"),
+        json!({"served": true})
+    );
+    assert_eq!(app.seen("/api/limited").len(), 2);
+    let error = setup.exec("busy", json!({})).await.expect_err("busy");
+    assert_eq!(error.kind, ErrorKind::ApiRequestFailed);
+    assert!(
+        error.message.contains("wait 120 s") && error.message.contains("503"),
+        "{}",
+        error.message
+    );
+    assert_eq!(
+        app.seen("/api/busy").len(),
+        1,
+        "a long wait is reported, not slept"
+    );
+    // Read-only tools are retried on TIMEOUT, but only within the tool's own time: a call
+    // that used its whole second is not tried again (it used to take 3 × its timeout).
+    let error = setup.exec("slow_read", json!({})).await.expect_err("slow");
+    assert_eq!(error.kind, ErrorKind::Timeout, "{}", error.message);
+    assert!(
+        !error.message.contains("tries"),
+        "retried past its time: {}",
+        error.message
+    );
+    assert!(
+        error
+            .detail
+            .as_ref()
+            .is_none_or(|d| d.get("attempts").is_none()),
+        "{:?}",
+        error.detail
     );
 }
