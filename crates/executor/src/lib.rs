@@ -310,6 +310,7 @@ impl Executors {
                     client: HttpClient::new(Vec::new()),
                     max_response_bytes: 8 * 1024 * 1024,
                     allow_http_loopback: false,
+                    base_urls: std::collections::HashMap::new(),
                 },
                 Arc::new(rest::NoCredentials),
             ),

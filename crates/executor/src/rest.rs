@@ -162,6 +162,8 @@ pub struct RestSettings {
     pub max_response_bytes: usize,
     /// Whether `http://` is allowed for loopback hosts (tests, local development).
     pub allow_http_loopback: bool,
+    /// The user's base URL per appId (staging, local servers); never from a descriptor.
+    pub base_urls: std::collections::HashMap<String, String>,
 }
 
 pub struct RestExecutor {
@@ -184,19 +186,23 @@ impl RestExecutor {
         Self { settings, auth }
     }
 
-    fn planned<'a>(
-        &self,
-        invocation: &Invocation<'a>,
-    ) -> Result<(Planned, &'a WebSection), AaiError> {
+    fn planned(&self, invocation: &Invocation<'_>) -> Result<(Planned, WebSection), AaiError> {
         let (section, tool) = section_tool(
             invocation.descriptor.platforms.web.as_ref(),
             invocation,
             Platform::Web,
         )?;
+        // The user's override of the base URL applies to the request and to which credential
+        // may go with it (a key bound to production is not sent to staging).
+        let mut effective = section.fields.clone();
+        if let Some(base) = self.settings.base_urls.get(&invocation.descriptor.app_id) {
+            effective.base_url.clone_from(base);
+        }
+        let web = &effective;
         let fields: &WebTool = &tool.fields;
         let schema = tool.common.parameters.as_ref().map(Parameters::schema);
         let lookup = |name: &str| invocation.value(schema.as_ref(), name);
-        let base = section.fields.base_url.trim_end_matches('/');
+        let base = web.base_url.trim_end_matches('/');
         let scheme = base.split(':').next().unwrap_or_default();
         self.check_scheme(invocation, base, scheme)?;
         let endpoint = if fields.endpoint.starts_with('/') {
@@ -224,12 +230,19 @@ impl RestExecutor {
         }
         let mut query = Vec::new();
         for (key, value) in fields.query_params.iter().flat_map(Map::iter) {
-            if let Some(value) = bind_optional(value, &lookup).map_err(|n| invocation.missing(n))? {
-                query.push((key.clone(), template::as_text(&value)));
+            match bind_optional(value, &lookup).map_err(|n| invocation.missing(n))? {
+                // An array repeats the key: `tag=x&tag=y`.
+                Some(Value::Array(items)) => {
+                    for item in items {
+                        query.push((key.clone(), template::as_text(&item)));
+                    }
+                }
+                Some(value) => query.push((key.clone(), template::as_text(&value))),
+                None => {}
             }
         }
         let mut headers = Vec::new();
-        let default_headers = section.fields.default_headers.iter().flat_map(Map::iter);
+        let default_headers = web.default_headers.iter().flat_map(Map::iter);
         for (key, value) in default_headers.chain(fields.headers.iter().flat_map(Map::iter)) {
             let text = match value {
                 Value::String(text) => {
@@ -271,7 +284,7 @@ impl RestExecutor {
                 body,
                 parser: fields.output_parser.clone(),
             },
-            &section.fields,
+            effective,
         ))
     }
 
@@ -383,6 +396,7 @@ impl Executor for RestExecutor {
     fn call<'a>(&'a self, invocation: Invocation<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
         Box::pin(async move {
             let (planned, section) = self.planned(&invocation)?;
+            let section = &section;
             let what = invocation.name();
             let descriptor = invocation.descriptor;
             let client =

@@ -92,6 +92,9 @@ pub struct WebConfig {
     pub cache_dir: Option<PathBuf>,
     /// Open the browser for OAuth authorization (when a desktop session is there).
     pub open_browser: bool,
+    /// Your own base URL for a web app, by appId (a staging or local server). Requests and the
+    /// credentials that may go with them follow it; a descriptor can never set this.
+    pub base_urls: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for WebConfig {
@@ -103,6 +106,7 @@ impl Default for WebConfig {
             max_response_bytes: 8 * 1024 * 1024,
             cache_dir: None,
             open_browser: true,
+            base_urls: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -242,7 +246,11 @@ impl Config {
     pub fn parse(path: &Path, bytes: &[u8]) -> Result<Self, String> {
         match serde_json::from_slice::<Self>(bytes) {
             Ok(mut config) => {
-                for entry in &mut config.paths {
+                for entry in config
+                    .paths
+                    .iter_mut()
+                    .chain(config.web.extra_ca_certs.iter_mut())
+                {
                     *entry = expand_home(entry);
                 }
                 Ok(config)
@@ -304,8 +312,15 @@ impl Config {
                 ));
             }
         }
-        if let Err(problem) = Self::parse(path, bytes) {
-            problems.push(problem);
+        match Self::parse(path, bytes) {
+            Err(problem) => problems.push(problem),
+            Ok(config) => {
+                for file in &config.web.extra_ca_certs {
+                    if let Err(problem) = crate::web::read_ca_file(file) {
+                        problems.push(format!("{}: web.extra_ca_certs: {problem}", path.display()));
+                    }
+                }
+            }
         }
         problems
     }

@@ -102,11 +102,37 @@ impl Gateway {
         })
     }
 
-    /// An app of the snapshot, else one found by `web_discover`.
+    /// An app of the snapshot, else one found by `web_discover`. Not found: the hint names
+    /// only tools this client's tool list has, and `web_discover` for URLs and domains.
     fn find(&self, registry: &Registry, name: &str) -> Result<Arc<App>, AaiError> {
         match find_app(registry, name) {
             Ok(app) => Ok(app.clone()),
-            Err(error) => self.web.discovered(name).ok_or(error),
+            Err(mut error) => match self.web.discovered(name) {
+                Some(app) => Ok(app),
+                None => {
+                    let near = registry.suggestions(name, 1);
+                    error.message.push_str(&match self.config.exposure {
+                        crate::config::Exposure::Compact => {
+                            " Call aai_apps to search them.".to_owned()
+                        }
+                        crate::config::Exposure::Full => {
+                            match near.first().and_then(|id| registry.find(id)) {
+                                Some(app) => format!(
+                                    " Each app's guide is its app_* tool (e.g. {}).",
+                                    app.slug
+                                ),
+                                None => String::new(),
+                            }
+                        }
+                    });
+                    if looks_like_web_address(name) {
+                        error.message.push_str(&format!(
+                            " For a web service, call web_discover {{\"url\": \"{name}\"}} first."
+                        ));
+                    }
+                    Err(error)
+                }
+            },
         }
     }
 
@@ -930,6 +956,25 @@ fn not_approved(
     }
 }
 
+/// A URL, or a domain rather than an appId (`github.com`, `api.example.com/v1`): something
+/// `web_discover` may find.
+fn looks_like_web_address(name: &str) -> bool {
+    if name.contains("://") || name.starts_with("www.") {
+        return true;
+    }
+    let host = name.split('/').next().unwrap_or_default();
+    let tld = host.rsplit('.').next().unwrap_or_default();
+    host.contains('.')
+        && !host.contains(' ')
+        && (2..=6).contains(&tld.len())
+        && tld.chars().all(|c| c.is_ascii_lowercase())
+        && !aai_descriptor::is_valid_app_id(name)
+        || (host.contains('.') && name.contains('/'))
+        || ["com", "org", "net", "io", "dev", "app", "ai"].contains(&tld)
+            && host.matches('.').count() <= 2
+            && !host.chars().any(char::is_uppercase)
+}
+
 /// Looks an app up, or says which apps exist.
 pub fn find_app<'r>(registry: &'r Registry, name: &str) -> Result<&'r Arc<App>, AaiError> {
     registry.find(name).ok_or_else(|| {
@@ -938,10 +983,7 @@ pub fn find_app<'r>(registry: &'r Registry, name: &str) -> Result<&'r Arc<App>, 
             "No apps are installed: put descriptors in ~/.aai/<appId>/aai.json (or AAI_HOME)."
                 .to_owned()
         } else {
-            format!(
-                "Installed apps include: {}. Call aai_apps to search.",
-                near.join(", ")
-            )
+            format!("Installed apps include: {}.", near.join(", "))
         };
         AaiError::new(ErrorKind::AppNotFound, format!("No app {name:?}. {hint}"))
             .with_detail(json!({"app": name, "suggestions": near}))

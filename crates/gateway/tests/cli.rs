@@ -517,3 +517,31 @@ fn the_published_config_schema_is_current_and_accepts_the_readme_example() {
     bad["policy"]["defualt_profile"] = serde_json::json!("x");
     assert!(!validator.is_valid(&bad));
 }
+
+/// Paths in config expand `~`; an `extra_ca_certs` file that holds no certificate is an error
+/// naming the file.
+#[test]
+fn ca_files_in_config_expand_home_and_must_hold_certificates() {
+    let dir = tempfile::tempdir().expect("dir");
+    let home = dir.path().join("aai");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::write(dir.path().join("empty.pem"), "not a certificate\n").expect("pem");
+    std::fs::write(
+        home.join("config.json"),
+        r#"{"web": {"extra_ca_certs": ["~/empty.pem"]}}"#,
+    )
+    .expect("config");
+    let out = Command::new(BIN)
+        .args(["config", "check"])
+        .env("AAI_HOME", &home)
+        .env("HOME", dir.path())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    let expanded = dir.path().join("empty.pem").display().to_string();
+    assert!(
+        stdout.contains(&expanded) && stdout.contains("holds no certificate"),
+        "{stdout}"
+    );
+}

@@ -42,6 +42,9 @@ fn descriptor(base: &str, auth: Value) -> Value {
                 {"name": "big", "description": "A big answer", "endpoint": "/big"},
                 {"name": "me", "description": "Who am I", "endpoint": "/me", "readOnly": true},
                 {"name": "limited", "description": "Rate-limited once", "endpoint": "/limited", "readOnly": true},
+                {"name": "search", "description": "Search by tags", "endpoint": "/search",
+                 "parameters": {"type": "object", "properties": {"tag": {"type": "array", "items": {"type": "string"}}, "q": {"type": "string"}}},
+                 "query_params": {"tag": "${tag}", "q": "${q}"}},
                 {"name": "busy", "description": "Unavailable", "endpoint": "/busy", "readOnly": true},
                 {"name": "slow_read", "description": "Answers late", "endpoint": "/slow-read", "readOnly": true, "timeout": 1}
             ]
@@ -1529,4 +1532,104 @@ async fn rate_limits_and_time_budgets() {
         "{:?}",
         error.detail
     );
+}
+
+/// Arrays in query parameters repeat the key; `web.base_urls` sends an app's calls to the
+/// user's own server, and a key bound to the descriptor's origin does not follow them there;
+/// APP_NOT_FOUND names tools of this exposure mode and web_discover for web addresses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_arrays_base_url_overrides_and_not_found_hints() {
+    let app = App::start(json!({"type": "api_key", "key_name": "X-API-Key"}));
+    let staging = App::start(json!({"type": "none"}));
+    let dir = tempfile::tempdir().expect("dir");
+    let home = two_server_home(dir.path(), &[&app, &staging]);
+    let auth = app.state.auth.lock().expect("auth").clone();
+    install(
+        &home,
+        "com.example.tasks",
+        &descriptor(&app.server.url(), auth),
+    );
+    let (code, _, stderr) = cli(
+        &home,
+        &["auth", "set", "com.example.tasks"],
+        &[],
+        Some(&format!("{API_KEY}\n")),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let args = json!({"tag": ["a b", "c&d"], "q": "x"}).to_string();
+    let (code, _, stderr) = cli(
+        &home,
+        &["call", "com.example.tasks", "search", "--args", &args],
+        &[],
+        None,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let seen = app.seen("/api/search");
+    assert_eq!(seen.len(), 1);
+    assert!(
+        seen[0].uri.ends_with("?tag=a+b&tag=c%26d&q=x")
+            || seen[0].uri.ends_with("?tag=a%20b&tag=c%26d&q=x"),
+        "{}",
+        seen[0].uri
+    );
+
+    // The user's override: calls go to staging; the production key does not go with them.
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join("config.json")).expect("config"))
+            .expect("json");
+    config["web"]["base_urls"] =
+        json!({"com.example.tasks": format!("{}/api", staging.server.url())});
+    std::fs::write(home.join("config.json"), config.to_string()).expect("config");
+    let (code, _, stderr) = cli(
+        &home,
+        &["call", "com.example.tasks", "search", "--args", &args],
+        &[],
+        None,
+    );
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("AUTH_CONFIG_INVALID"), "{stderr}");
+    assert!(staging.server.seen().is_empty() && !everything_seen(&staging).contains(API_KEY));
+    let (code, _, stderr) = cli(
+        &home,
+        &[
+            "auth",
+            "set",
+            "com.example.tasks",
+            "--origin",
+            &staging.server.url(),
+        ],
+        &[],
+        Some("staging-key\n"),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let _ = cli(
+        &home,
+        &["call", "com.example.tasks", "search", "--args", &args],
+        &[],
+        None,
+    );
+    let seen = staging.seen("/api/search");
+    assert_eq!(seen.len(), 1, "{}", everything_seen(&staging));
+    assert_eq!(seen[0].header("x-api-key"), Some("staging-key"));
+
+    // Not found: the hints fit the tool list the client has.
+    let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
+    setup.discover(&app).await;
+    let error = setup
+        .gateway
+        .exec("t", "github.com", "x", &json!({}))
+        .await
+        .expect_err("unknown");
+    assert!(error.message.contains("web_discover"), "{}", error.message);
+    assert!(
+        !error.message.contains("aai_apps"),
+        "full mode has no aai_apps: {}",
+        error.message
+    );
+    let error = setup
+        .gateway
+        .exec("t", "org.example.nothing", "x", &json!({}))
+        .await
+        .expect_err("unknown");
+    assert!(!error.message.contains("web_discover"), "{}", error.message);
 }

@@ -107,10 +107,7 @@ impl Web {
     pub fn new(config: &Config, home: &Path) -> Result<Self, String> {
         let mut pems = Vec::new();
         for path in &config.web.extra_ca_certs {
-            pems.push(
-                std::fs::read(path)
-                    .map_err(|e| format!("extra_ca_certs: cannot read {}: {e}", path.display()))?,
-            );
+            pems.push(read_ca_file(path).map_err(|e| format!("web.extra_ca_certs: {e}"))?);
         }
         let client = aai_executor::HttpClient::new(pems);
         let auth = Arc::new(auth::GatewayAuth::new(
@@ -134,6 +131,12 @@ impl Web {
             client: self.client.clone(),
             max_response_bytes: self.config.max_response_bytes,
             allow_http_loopback: self.config.allow_http_loopback,
+            base_urls: self
+                .config
+                .base_urls
+                .iter()
+                .map(|(app, url)| (app.clone(), url.clone()))
+                .collect(),
         }
     }
 
@@ -516,6 +519,26 @@ pub fn host_key(url: &str) -> Option<String> {
         Some(port) => format!("{host}_{port}"),
         None => host,
     })
+}
+
+/// A PEM file of certificate authorities; an error naming the file when it cannot be read or
+/// holds no certificate.
+///
+/// # Errors
+/// The message.
+pub fn read_ca_file(path: &Path) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    match reqwest::Certificate::from_pem_bundle(&bytes) {
+        Ok(certs) if !certs.is_empty() => Ok(bytes),
+        Ok(_) => Err(format!(
+            "{} holds no certificate (expected PEM blocks `-----BEGIN CERTIFICATE-----`)",
+            path.display()
+        )),
+        Err(e) => Err(format!(
+            "{} is not a PEM certificate file: {e}",
+            path.display()
+        )),
+    }
 }
 
 /// What a TLS server's certificate says, read during a handshake that is then refused
