@@ -12,6 +12,11 @@ from test_mcp import TIMEOUT, client_for, text
 
 pytestmark = pytest.mark.anyio
 
+# A 1×1 PNG and the start of a PDF: bytes that are not UTF-8 text.
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj << /Type /Catalog >> endobj\n"
+
 
 class Site:
     """A registry, a descriptor and a REST API on one plain-HTTP loopback server. The
@@ -45,12 +50,21 @@ class Site:
                         "description": "Answers pings over REST",
                         "platforms": {"web": {"automation": "restapi", "base_url": f"{base}/rest",
                                               "auth": {"type": "none"},
-                                              "tools": [{"name": "ping", "description": "Ping", "readOnly": True,
+                                              "tools": [{"name": "picture", "description": "An image", "endpoint": "/picture"},
+                                                        {"name": "document", "description": "A PDF", "endpoint": "/document"},
+                                                        {"name": "ping", "description": "Ping", "readOnly": True,
                                                          "endpoint": "/ping/${who}",
                                                          "parameters": {"type": "object", "properties": {"who": {"type": "string"}}, "required": ["who"]}}]}},
                     })
                 elif self.path.startswith("/rest/ping/"):
                     self.reply(200, {"pong": self.path[len("/rest/ping/"):]})
+                elif self.path in ("/rest/picture", "/rest/document"):
+                    data, kind = (PNG, "image/png") if self.path.endswith("picture") else (PDF, "application/pdf")
+                    self.send_response(200)
+                    self.send_header("content-type", kind)
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
                 else:
                     self.reply(404, {"error": "not found"})
 
@@ -215,3 +229,25 @@ async def test_oauth_sign_in_through_url_elicitation(home, bus, monkeypatch, tmp
         site.server.shutdown()
     stored = (home / "tokens" / "com.example.notes.json")
     assert stored.exists() and oct(stored.stat().st_mode & 0o777) == "0o600"
+
+
+async def test_binary_responses_arrive_as_image_and_resource_content(home, bus, site, monkeypatch):
+    import base64
+    (home / "config.json").write_text(json.dumps({
+        "web": {"registry_url": f"http://127.0.0.1:{site.port}", "allow_http_loopback": True},
+    }))
+    site.release.set()
+    with anyio.fail_after(TIMEOUT):
+        async with client_for(home, bus, "2025-11-25", monkeypatch) as client:
+            # The registry's copy arrives in the background.
+            while "app_com_example_pinger" not in [t.name for t in (await client.list_tools()).tools]:
+                await anyio.sleep(0.05)
+            picture = await client.call_tool("aai_exec", {"app": "com.example.pinger", "tool": "picture"})
+            document = await client.call_tool("aai_exec", {"app": "com.example.pinger", "tool": "document"})
+    assert not picture.is_error, text(picture)
+    image = next(b for b in picture.content if getattr(b, "type", "") == "image")
+    assert image.mime_type == "image/png" and base64.b64decode(image.data) == PNG
+    assert "image/png" in text(picture)
+    embedded = next(b for b in document.content if getattr(b, "type", "") == "resource")
+    assert embedded.resource.mime_type == "application/pdf"
+    assert base64.b64decode(embedded.resource.blob) == PDF

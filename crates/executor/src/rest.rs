@@ -479,6 +479,21 @@ impl Executor for RestExecutor {
                     .unwrap_or_default()
                     .to_owned();
                 let body = read_capped(response, self.settings.max_response_bytes, &what).await?;
+                if status.is_success() && is_binary(&content_type, &body) {
+                    // Images, PDFs, archives: passed on as bytes with their type, never as text.
+                    use base64::Engine;
+                    let mime = content_type
+                        .split(';')
+                        .next()
+                        .map(str::trim)
+                        .filter(|m| !m.is_empty())
+                        .unwrap_or("application/octet-stream");
+                    return Ok(json!({BINARY_KEY: {
+                        "mime": mime,
+                        "bytes": body.len(),
+                        "base64": base64::engine::general_purpose::STANDARD.encode(&body),
+                    }}));
+                }
                 let text = String::from_utf8_lossy(&body);
                 if !status.is_success() {
                     let excerpt = scrub(&aai_descriptor::guide::shorten(&text, 1000), &secrets);
@@ -538,6 +553,32 @@ async fn read_capped(
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// The key of a binary result: `{"aai_binary": {"mime", "bytes", "base64"}}`; the gateway
+/// turns it into MCP image or embedded-resource content.
+pub const BINARY_KEY: &str = "aai_binary";
+
+/// Whether a response body is binary: its declared type is not text-like, or it has no type
+/// and is not UTF-8.
+fn is_binary(content_type: &str, body: &[u8]) -> bool {
+    let mime = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if mime.is_empty() {
+        return std::str::from_utf8(body).is_err();
+    }
+    let texty = mime.starts_with("text/")
+        || mime.contains("json")
+        || mime.contains("xml")
+        || mime.contains("javascript")
+        || mime.contains("yaml")
+        || mime == "application/x-www-form-urlencoded"
+        || mime == "application/graphql";
+    !texty
 }
 
 /// `Retry-After` as a wait: seconds, or an HTTP date.

@@ -573,7 +573,9 @@ fn for_person(message: &str) -> String {
         .replace("Ask the user to run", "Run")
         .replace("ask the user what to do instead", "try something else");
     if let Some(start) = text.find(" Each app's guide is its app_* tool") {
-        let end = text[start..].find(").").map_or(text.len(), |i| start + i + 2);
+        let end = text[start..]
+            .find(").")
+            .map_or(text.len(), |i| start + i + 2);
         text.replace_range(start..end, " `aai-gateway --scan` lists them.");
     }
     for marker in [" Call app_", " Call aai_guide"] {

@@ -1168,8 +1168,26 @@ pub struct Rendered {
     pub cut: bool,
 }
 
+/// A binary result (an image, a PDF): its MIME type, size and base64 bytes.
+pub fn binary(output: &Value) -> Option<(&str, u64, &str)> {
+    let binary = output.get(aai_executor::rest::BINARY_KEY)?;
+    Some((
+        binary.get("mime")?.as_str()?,
+        binary.get("bytes")?.as_u64()?,
+        binary.get("base64")?.as_str()?,
+    ))
+}
+
 /// Renders output as text, cutting it at `max_chars` with a note that says how much was cut.
+/// A binary result is described in words (its bytes travel as their own content).
 pub fn render(output: &Value, max_chars: usize) -> Rendered {
+    if let Some((mime, bytes, _)) = binary(output) {
+        return Rendered {
+            text: format!("binary content: {mime}, {bytes} bytes"),
+            structured: None,
+            cut: false,
+        };
+    }
     let text = match output {
         Value::String(text) => text.clone(),
         Value::Null => "done (no output)".to_owned(),

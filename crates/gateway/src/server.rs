@@ -260,7 +260,18 @@ fn tool_result(result: Result<Value, AaiError>, max_chars: usize) -> CallToolRes
     match result {
         Ok(output) => {
             let rendered = render(&output, max_chars);
-            let mut result = CallToolResult::success(vec![ContentBlock::text(rendered.text)]);
+            let mut blocks = vec![ContentBlock::text(rendered.text)];
+            if let Some((mime, _, data)) = crate::pipeline::binary(&output) {
+                // Images as image content; anything else as an embedded resource, typed.
+                blocks.push(if mime.starts_with("image/") {
+                    ContentBlock::image(data, mime)
+                } else {
+                    ContentBlock::resource(
+                        ResourceContents::blob(data, "aai://result").with_mime_type(mime),
+                    )
+                });
+            }
+            let mut result = CallToolResult::success(blocks);
             result.structured_content = rendered.structured;
             result
         }
