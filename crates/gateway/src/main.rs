@@ -85,6 +85,18 @@ enum Command {
         #[arg(long)]
         dev: bool,
     },
+    /// Fetch, validate and print the descriptor a site serves at `.well-known/aai.json` (for
+    /// its author), or forget a discovered app.
+    Discover {
+        /// A URL, a domain, or a registry name (with --forget also an appId).
+        target: String,
+        /// Fetch anew, bypassing the cache.
+        #[arg(long)]
+        refresh: bool,
+        /// Forget the discovered app (its cached descriptor) instead.
+        #[arg(long, conflicts_with = "refresh")]
+        forget: bool,
+    },
     /// The gateway's config.json: check it, or print its JSON Schema.
     Config {
         #[command(subcommand)]
@@ -271,6 +283,48 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Validate { files }) => Ok(validate(&files)),
         Some(Command::Auth { action }) => auth(&home, false, action),
         Some(Command::Consent { action }) => consent(&home, false, action),
+        Some(Command::Discover {
+            target,
+            refresh,
+            forget,
+        }) => {
+            let (config, _) = Config::load(&home);
+            let web = aai_gateway::web::Web::new(&config, &home).map_err(anyhow::Error::msg)?;
+            if forget {
+                let forgotten = web.forget_cached(&target);
+                anyhow::ensure!(
+                    !forgotten.is_empty(),
+                    "no discovered app {target:?} is remembered"
+                );
+                output::line(&format!("forgot {}", forgotten.join(", ")));
+                return Ok(ExitCode::SUCCESS);
+            }
+            let found = runtime()?
+                .block_on(web.discover_with(&target, refresh))
+                .map_err(|error| {
+                    anyhow::anyhow!(
+                        "{} ({})",
+                        for_person(&error.message),
+                        error.kind.type_name()
+                    )
+                })?;
+            if let Some(note) = &found.stale {
+                eprintln!("note: {note}");
+            }
+            eprintln!(
+                "{} ({}): valid, {} tool(s); from {}",
+                found.app.descriptor.name,
+                found.app.id(),
+                found
+                    .app
+                    .descriptor
+                    .tools(Platform::Web)
+                    .map_or(0, |t| t.len()),
+                found.app.source.display()
+            );
+            output::line(&serde_json::to_string_pretty(&found.app.descriptor)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::Config { action }) => match action {
             ConfigAction::Schema => {
                 output::line(&serde_json::to_string_pretty(&Config::schema())?);

@@ -151,11 +151,16 @@ impl Gateway {
     ///
     /// # Errors
     /// As [`crate::web::Web::discover`], or AAI_JSON_INVALID for a colliding appId.
-    pub async fn discover(&self, input: &str) -> Result<crate::web::Discovered, AaiError> {
-        let found = self.web.discover(input).await?;
+    pub async fn discover(
+        &self,
+        input: &str,
+        refresh: bool,
+    ) -> Result<crate::web::Discovered, AaiError> {
+        let found = self.web.discover_with(input, refresh).await?;
         let registry = self.registry().await;
         let id = found.app.id();
         if let Some(installed) = registry.find(id).filter(|a| !a.descriptor.fetched) {
+            self.web.forget_cached(id);
             self.web.forget_discovered(id);
             return Err(AaiError::new(
                 ErrorKind::AaiJsonInvalid,

@@ -110,7 +110,8 @@ impl AaiServer {
             "Get the guide of a web app not in the list, from its URL, domain or name.",
             schema(json!({
                 "type": "object",
-                "properties": {"url": {"type": "string", "description": "Web app URL, domain or name"}},
+                "properties": {"url": {"type": "string", "description": "Web app URL, domain or name"},
+                               "refresh": {"type": "boolean", "description": "Fetch anew, bypassing the cache"}},
                 "required": ["url"]
             })),
         ));
@@ -193,7 +194,13 @@ impl AaiServer {
                     .await
             }
             "web_discover" | "web:discover" => {
-                let found = gateway.discover(required_str(&args, "url")?).await?;
+                let refresh = args
+                    .get("refresh")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                let found = gateway
+                    .discover(required_str(&args, "url")?, refresh)
+                    .await?;
                 Ok(crate::web::discovered_guide(&found))
             }
             "aai_apps" => {

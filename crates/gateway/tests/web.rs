@@ -1238,7 +1238,7 @@ async fn oauth_tokens_stay_with_their_origins_and_discovery_cannot_take_an_insta
         Executors::new(),
         home.join("data.db"),
     );
-    let Err(error) = gateway.discover(&foreign.host()).await else {
+    let Err(error) = gateway.discover(&foreign.host(), false).await else {
         panic!("a colliding appId was accepted");
     };
     assert_eq!(error.kind, ErrorKind::AaiJsonInvalid, "{}", error.message);
@@ -1632,4 +1632,89 @@ async fn query_arrays_base_url_overrides_and_not_found_hints() {
         .await
         .expect_err("unknown");
     assert!(!error.message.contains("web_discover"), "{}", error.message);
+}
+
+/// Discovered apps are remembered across restarts until forgotten; `refresh` bypasses the
+/// cache; a 304 keeps the lifetime the server gave; `discover` shows an author the descriptor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovered_apps_persist_refresh_and_can_be_forgotten() {
+    let app = App::start(json!({"type": "none"}));
+    app.state.max_age.store(600, Ordering::SeqCst);
+    let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
+    setup.discover(&app).await;
+    assert_eq!(app.seen("/.well-known/aai.json").len(), 1);
+    setup
+        .server
+        .dispatch(
+            "test",
+            "web_discover",
+            json!({"url": app.host(), "refresh": true}),
+        )
+        .await
+        .expect("refreshed");
+    assert_eq!(
+        app.seen("/.well-known/aai.json").len(),
+        2,
+        "refresh asks the site anew"
+    );
+    // Expired: revalidated; the 304 (no Cache-Control of its own) keeps the 600 s given before.
+    let mut meta = setup.meta(&app);
+    meta["fetched_at"] = json!("2000-01-01T00:00:00Z");
+    let meta_path = setup
+        .dir
+        .path()
+        .join("cache")
+        .join(app.host().replace(':', "_"))
+        .join("aai.json.meta");
+    std::fs::write(&meta_path, meta.to_string()).expect("meta");
+    setup.discover(&app).await;
+    assert_eq!(setup.meta(&app)["ttl_seconds"], 600);
+
+    // A new process with the same home: the app is known without web_discover.
+    let restart = || {
+        let config: Config = serde_json::from_value(json!({
+            "policy": {"default_profile": "auto", "profiles": {"auto": {"preset": "full_auto"}}},
+            "web": {"extra_ca_certs": [setup.dir.path().join("ca.pem")],
+                    "cache_dir": setup.dir.path().join("cache"), "open_browser": false}
+        }))
+        .expect("config");
+        aai_gateway::fixed_gateway(
+            Registry::build(&[], &[Platform::Web], true),
+            config,
+            Executors::new(),
+            setup.dir.path().join("home/data.db"),
+        )
+    };
+    let error = restart()
+        .exec("t", "com.example.tasks", "me", &json!({}))
+        .await
+        .expect_err("reaches the API");
+    assert_ne!(error.kind, ErrorKind::AppNotFound, "{}", error.message);
+
+    // The CLI: an author sees the served descriptor; forgetting removes it for good.
+    let home = setup.dir.path().join("home");
+    std::fs::write(
+        home.join("config.json"),
+        json!({"web": {"extra_ca_certs": [setup.dir.path().join("ca.pem")], "cache_dir": setup.dir.path().join("cache")}}).to_string(),
+    )
+    .expect("config");
+    let (code, stdout, stderr) = cli(&home, &["discover", &app.host()], &[], None);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("valid") && stdout.contains("\"appId\": \"com.example.tasks\""),
+        "{stdout}{stderr}"
+    );
+    let (code, stdout, stderr) = cli(
+        &home,
+        &["discover", "--forget", "com.example.tasks"],
+        &[],
+        None,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("forgot com.example.tasks"), "{stdout}");
+    let error = restart()
+        .exec("t", "com.example.tasks", "me", &json!({}))
+        .await
+        .expect_err("forgotten");
+    assert_eq!(error.kind, ErrorKind::AppNotFound, "{}", error.message);
 }

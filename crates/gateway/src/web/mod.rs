@@ -58,6 +58,8 @@ pub struct Web {
     home: PathBuf,
     /// Apps found by `web_discover`, by appId and by host.
     discovered: RwLock<HashMap<String, Arc<App>>>,
+    /// Whether earlier runs' discoveries were read from the cache yet.
+    cache_loaded: std::sync::atomic::AtomicBool,
     /// The registry's list, once fetched.
     registry: RwLock<Vec<RegistryApp>>,
 }
@@ -82,10 +84,13 @@ fn parse_rfc3339(text: &str) -> Option<u64> {
 }
 
 /// The TTL a response asks for: `max-age`, 0 for `no-store`/`no-cache`, else 24 h.
-fn ttl_of(headers: &reqwest::header::HeaderMap) -> u64 {
-    let Some(control) = headers.get("cache-control").and_then(|v| v.to_str().ok()) else {
-        return DEFAULT_TTL;
-    };
+/// The lifetime the response's `Cache-Control` gives, if it gives one.
+fn ttl_given(headers: &reqwest::header::HeaderMap) -> Option<u64> {
+    let control = headers.get("cache-control").and_then(|v| v.to_str().ok())?;
+    Some(ttl_in(control))
+}
+
+fn ttl_in(control: &str) -> u64 {
     let mut ttl = DEFAULT_TTL;
     for directive in control.split(',').map(str::trim) {
         let lower = directive.to_ascii_lowercase();
@@ -121,6 +126,7 @@ impl Web {
             config: config.web.clone(),
             home: home.to_path_buf(),
             discovered: RwLock::new(HashMap::new()),
+            cache_loaded: std::sync::atomic::AtomicBool::new(false),
             registry: RwLock::new(Vec::new()),
         })
     }
@@ -142,6 +148,7 @@ impl Web {
 
     /// An app found earlier by `web_discover`, by appId or host.
     pub fn discovered(&self, name: &str) -> Option<Arc<App>> {
+        self.load_cached();
         let key = host_key(name)
             .or_else(|| host_key(&format!("https://{name}/")))
             .unwrap_or_else(|| name.to_owned());
@@ -211,6 +218,14 @@ impl Web {
     /// # Errors
     /// APP_NOT_FOUND (nothing there and nothing cached, with the reason), AAI_JSON_INVALID.
     pub async fn discover(&self, input: &str) -> Result<Discovered, AaiError> {
+        self.discover_with(input, false).await
+    }
+
+    /// [`Web::discover`]; with `refresh`, the cache is bypassed and the site asked anew.
+    ///
+    /// # Errors
+    /// As [`Web::discover`].
+    pub async fn discover_with(&self, input: &str, refresh: bool) -> Result<Discovered, AaiError> {
         let source = self.source_url(input).await?;
         self.check_scheme(&source)?;
         let dir = self
@@ -218,6 +233,7 @@ impl Web {
             .cache_dir()
             .join(host_key(&source).unwrap_or_else(|| "unknown".into()));
         let cached = read_cache(&dir);
+        let cached = if refresh { None } else { cached };
         if let Some((bytes, meta)) = &cached
             && meta.source_url == source
             && parse_rfc3339(&meta.fetched_at).is_some_and(|at| now() < at + meta.ttl_seconds)
@@ -261,7 +277,8 @@ impl Web {
             Err(error) => return stale(error.without_url().to_string()),
         };
         let status = response.status();
-        let ttl = ttl_of(response.headers());
+        let given_ttl = ttl_given(response.headers());
+        let ttl = given_ttl.unwrap_or(DEFAULT_TTL);
         let etag = response
             .headers()
             .get("etag")
@@ -271,9 +288,10 @@ impl Web {
             && let Some((bytes, meta)) = &cached
         {
             let descriptor = parse_web(&source, bytes)?;
+            // A 304 without its own lifetime keeps the one the server gave last.
             let meta = Meta {
                 fetched_at: rfc3339(now()),
-                ttl_seconds: ttl,
+                ttl_seconds: given_ttl.unwrap_or(meta.ttl_seconds),
                 etag: etag.or_else(|| meta.etag.clone()),
                 source_url: source.clone(),
             };
@@ -340,7 +358,103 @@ impl Web {
                 found.insert(host, app.clone());
             }
         }
+        self.note_discovered(source, true);
         Discovered { app, stale }
+    }
+
+    /// `AAI_HOME/web-discovered.json`: the sources this user discovered, so they are found
+    /// again after a restart (the cache itself is shared by every AAI_HOME of the user).
+    fn discovered_list(&self) -> PathBuf {
+        self.home.join("web-discovered.json")
+    }
+
+    fn discovered_sources(&self) -> Vec<String> {
+        std::fs::read(self.discovered_list())
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default()
+    }
+
+    /// Adds (or removes) `source` in the list of discovered sources.
+    fn note_discovered(&self, source: &str, keep: bool) {
+        let mut sources = self.discovered_sources();
+        let present = sources.iter().any(|s| s == source);
+        if keep == present {
+            return;
+        }
+        if keep {
+            sources.push(source.to_owned());
+        } else {
+            sources.retain(|s| s != source);
+        }
+        let _ = crate::private::create_dir(&self.home);
+        if let Ok(text) = serde_json::to_vec_pretty(&sources) {
+            write_atomic(&self.home, "web-discovered.json", &text);
+        }
+    }
+
+    /// Apps this user found by `web_discover` in earlier runs, from the cache (once per
+    /// process): they stay findable across restarts until forgotten.
+    fn load_cached(&self) {
+        if self
+            .cache_loaded
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        for source in self.discovered_sources() {
+            let dir = self
+                .config
+                .cache_dir()
+                .join(host_key(&source).unwrap_or_else(|| "unknown".into()));
+            let Some((bytes, meta)) = read_cache(&dir) else {
+                continue;
+            };
+            match parse_web(&meta.source_url, &bytes) {
+                Ok(descriptor) => {
+                    let fresh = self
+                        .discovered
+                        .read()
+                        .is_ok_and(|found| !found.contains_key(&descriptor.app_id));
+                    if fresh && let Ok(mut found) = self.discovered.write() {
+                        let app = Arc::new(App::standalone(
+                            Arc::new(descriptor),
+                            Platform::Web,
+                            PathBuf::from(&meta.source_url),
+                        ));
+                        found.insert(app.id().to_owned(), app.clone());
+                        if let Some(host) = host_key(&meta.source_url) {
+                            found.insert(host, app);
+                        }
+                    }
+                }
+                Err(error) => tracing::info!("remembered web app skipped: {}", error.message),
+            }
+        }
+    }
+
+    /// Forgets a discovered app for good: it leaves this user's list, the cache and this
+    /// run's memory. `name` is an appId, a URL or a domain. Returns the appIds forgotten.
+    pub fn forget_cached(&self, name: &str) -> Vec<String> {
+        self.load_cached();
+        let key = host_key(name).or_else(|| host_key(&format!("https://{name}/")));
+        let mut forgotten = Vec::new();
+        for source in self.discovered_sources() {
+            let host = host_key(&source).unwrap_or_else(|| "unknown".into());
+            let dir = self.config.cache_dir().join(&host);
+            let app_id = read_cache(&dir)
+                .and_then(|(bytes, meta)| parse_web(&meta.source_url, &bytes).ok())
+                .map(|d| d.app_id);
+            if app_id.as_deref() == Some(name) || key.as_deref() == Some(host.as_str()) {
+                let _ = std::fs::remove_dir_all(&dir);
+                self.note_discovered(&source, false);
+                if let Some(app_id) = app_id {
+                    self.forget_discovered(&app_id);
+                    forgotten.push(app_id);
+                }
+            }
+        }
+        forgotten
     }
 
     /// Forgets a discovered app (by appId and by every host it was found under).
@@ -744,14 +858,14 @@ mod tests {
     #[test]
     fn ttl_follows_cache_control() {
         let mut headers = reqwest::header::HeaderMap::new();
-        assert_eq!(ttl_of(&headers), DEFAULT_TTL);
+        assert_eq!(ttl_given(&headers).unwrap_or(DEFAULT_TTL), DEFAULT_TTL);
         headers.insert(
             "cache-control",
             "public, max-age=120".parse().expect("header"),
         );
-        assert_eq!(ttl_of(&headers), 120);
+        assert_eq!(ttl_given(&headers), Some(120));
         headers.insert("cache-control", "no-store".parse().expect("header"));
-        assert_eq!(ttl_of(&headers), 0);
+        assert_eq!(ttl_given(&headers), Some(0));
     }
 
     #[test]
