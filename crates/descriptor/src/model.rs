@@ -319,6 +319,15 @@ pub struct WebAuth {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WebTool {
     pub endpoint: String,
+    /// How `body` is sent: `json` (the default), `form` (urlencoded fields) or `text`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_type: Option<String>,
+    /// Response headers handed to the agent with the body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_headers: Option<Vec<String>>,
+    /// Follow `Link: rel="next"` up to `max_pages`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paginate: Option<Paginate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -329,6 +338,13 @@ pub struct WebTool {
     pub headers: Option<Map<String, Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_parser: Option<String>,
+}
+
+/// Pagination of a web tool.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Paginate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pages: Option<u32>,
 }
 
 impl Descriptor {

@@ -172,13 +172,25 @@ pub struct RestExecutor {
 }
 
 /// A request, planned.
+#[derive(Clone)]
 struct Planned {
     method: reqwest::Method,
     url: String,
     query: Vec<(String, String)>,
     headers: Vec<(String, String)>,
     body: Option<Value>,
+    body_type: BodyType,
     parser: Option<String>,
+    response_headers: Vec<String>,
+    max_pages: Option<u32>,
+}
+
+/// How a request body is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyType {
+    Json,
+    Form,
+    Text,
 }
 
 impl RestExecutor {
@@ -245,9 +257,11 @@ impl RestExecutor {
         let default_headers = web.default_headers.iter().flat_map(Map::iter);
         for (key, value) in default_headers.chain(fields.headers.iter().flat_map(Map::iter)) {
             let text = match value {
-                Value::String(text) => {
-                    template::fill_text(text, &lookup).map_err(|n| invocation.missing(n))?
-                }
+                // A header built from an optional argument that was left out is not sent.
+                Value::String(text) => match template::fill_text(text, &lookup) {
+                    Ok(text) => text,
+                    Err(_) => continue,
+                },
                 other => template::as_text(other),
             };
             if text.contains(['\r', '\n', '\0']) {
@@ -282,7 +296,17 @@ impl RestExecutor {
                 query,
                 headers,
                 body,
+                body_type: match fields.body_type.as_deref() {
+                    Some("form") => BodyType::Form,
+                    Some("text") => BodyType::Text,
+                    _ => BodyType::Json,
+                },
                 parser: fields.output_parser.clone(),
+                response_headers: fields.response_headers.clone().unwrap_or_default(),
+                max_pages: fields
+                    .paginate
+                    .as_ref()
+                    .map(|p| p.max_pages.unwrap_or(5).clamp(1, 100)),
             },
             effective,
         ))
@@ -311,6 +335,83 @@ impl RestExecutor {
                 invocation.name()
             ),
         ))
+    }
+
+    /// Follows `Link: rel="next"` from the first page, on the same origin, up to `max_pages`
+    /// in all and within the call's time; arrays are joined, other pages listed.
+    #[allow(clippy::too_many_arguments)]
+    async fn more_pages(
+        &self,
+        client: &reqwest::Client,
+        planned: &Planned,
+        credential: Option<&Credential>,
+        first: Value,
+        headers: &reqwest::header::HeaderMap,
+        max_pages: u32,
+        deadline: tokio::time::Instant,
+        what: &str,
+    ) -> Result<Value, AaiError> {
+        let secrets: Vec<&str> = credential.iter().map(|c| c.secret()).collect();
+        let mut pages = vec![first];
+        let mut next = next_link(headers);
+        while let Some(url) = next.take() {
+            // A next link elsewhere would take the credential with it: not followed.
+            if pages.len() as u32 >= max_pages || origin_of(&url) != origin_of(&planned.url) {
+                next = Some(url);
+                break;
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                next = Some(url);
+                break;
+            }
+            let page = Planned {
+                method: reqwest::Method::GET,
+                url,
+                query: Vec::new(),
+                body: None,
+                ..planned.clone()
+            };
+            let response = self
+                .send(client, &page, credential, left)
+                .await
+                .map_err(|e| transport_error(&e, what, left, &secrets))?;
+            if !response.status().is_success() {
+                return Err(AaiError::new(
+                    ErrorKind::ApiRequestFailed,
+                    format!(
+                        "{what}: page {} answered HTTP {}",
+                        pages.len() + 1,
+                        response.status().as_u16()
+                    ),
+                ));
+            }
+            next = next_link(response.headers());
+            let content_type = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            let body = read_capped(response, self.settings.max_response_bytes, what).await?;
+            let text = scrub(&String::from_utf8_lossy(&body), &secrets);
+            pages.push(parse_output(
+                &text,
+                planned.parser.as_deref(),
+                &content_type,
+                what,
+            )?);
+        }
+        let count = pages.len();
+        let items: Vec<Value> = if pages.iter().all(Value::is_array) {
+            pages
+                .into_iter()
+                .flat_map(|p| p.as_array().cloned().unwrap_or_default())
+                .collect()
+        } else {
+            pages
+        };
+        Ok(json!({"items": items, "pages": count, "more": next.is_some()}))
     }
 
     async fn send(
@@ -343,17 +444,70 @@ impl RestExecutor {
                 .headers
                 .iter()
                 .any(|(name, _)| name.eq_ignore_ascii_case("content-type"));
+            let (content_type, bytes) = match planned.body_type {
+                BodyType::Json => ("application/json", body.to_string()),
+                BodyType::Form => ("application/x-www-form-urlencoded", form_body(body)),
+                BodyType::Text => (
+                    "text/plain; charset=utf-8",
+                    body.as_str()
+                        .map_or_else(|| template::as_text(body), str::to_owned),
+                ),
+            };
             if !typed {
-                request = request.header("content-type", "application/json");
+                request = request.header("content-type", content_type);
             }
-            request = request.body(body.to_string());
+            request = request.body(bytes);
         }
         request.send().await
     }
 }
 
+/// An object of fields as `application/x-www-form-urlencoded`; arrays repeat the key.
+fn form_body(body: &Value) -> String {
+    let mut form = url::form_urlencoded::Serializer::new(String::new());
+    if let Value::Object(fields) = body {
+        for (key, value) in fields {
+            match value {
+                Value::Array(items) => {
+                    for item in items {
+                        form.append_pair(key, &template::as_text(item));
+                    }
+                }
+                other => {
+                    form.append_pair(key, &template::as_text(other));
+                }
+            }
+        }
+    }
+    form.finish()
+}
+
+/// The `rel="next"` target of a `Link` header.
+fn next_link(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    headers.get_all("link").iter().find_map(|value| {
+        let text = value.to_str().ok()?;
+        text.split(',').find_map(|part| {
+            let (target, params) = part.split_once(';')?;
+            let next = params.split(';').any(|p| {
+                matches!(
+                    p.trim().to_ascii_lowercase().as_str(),
+                    "rel=\"next\"" | "rel=next"
+                )
+            });
+            next.then(|| {
+                target
+                    .trim()
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_owned()
+            })
+        })
+    })
+}
+
 /// `template` bound to the arguments; an object member whose value is a whole placeholder of
-/// an argument that was left out is dropped (optional parameters), as is a whole value.
+/// an argument that was left out is dropped (optional parameters), as is a whole value, and
+/// so is a member whose text uses an argument that was left out.
 fn bind_optional<'t>(
     template: &'t Value,
     lookup: &dyn Fn(&str) -> Option<Value>,
@@ -365,7 +519,9 @@ fn bind_optional<'t>(
         Value::Object(map) => {
             let mut out = Map::new();
             for (key, value) in map {
-                if let Some(bound) = bind_optional(value, lookup)? {
+                // Text that uses an optional argument left out drops with it (the schema has
+                // already made sure the required ones are there).
+                if let Ok(Some(bound)) = bind_optional(value, lookup) {
                     out.insert(key.clone(), bound);
                 }
             }
@@ -478,6 +634,7 @@ impl Executor for RestExecutor {
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or_default()
                     .to_owned();
+                let response_headers = response.headers().clone();
                 let body = read_capped(response, self.settings.max_response_bytes, &what).await?;
                 if status.is_success() && is_binary(&content_type, &body) {
                     // Images, PDFs, archives: passed on as bytes with their type, never as text.
@@ -512,7 +669,37 @@ impl Executor for RestExecutor {
                     .with_detail(json!({"status": status.as_u16(), "body": excerpt})));
                 }
                 let text = scrub(&text, &secrets);
-                return parse_output(&text, planned.parser.as_deref(), &content_type, &what);
+                let mut value =
+                    parse_output(&text, planned.parser.as_deref(), &content_type, &what)?;
+                if let Some(max_pages) = planned.max_pages {
+                    value = self
+                        .more_pages(
+                            client,
+                            &planned,
+                            credential.as_ref(),
+                            value,
+                            &response_headers,
+                            max_pages,
+                            deadline,
+                            &what,
+                        )
+                        .await?;
+                }
+                if !planned.response_headers.is_empty() {
+                    let picked: Map<String, Value> = planned
+                        .response_headers
+                        .iter()
+                        .filter_map(|name| {
+                            let value = response_headers.get(name.as_str())?.to_str().ok()?;
+                            Some((
+                                name.to_ascii_lowercase(),
+                                Value::String(scrub(value, &secrets)),
+                            ))
+                        })
+                        .collect();
+                    value = json!({"body": value, "headers": picked});
+                }
+                return Ok(value);
             }
         })
     }

@@ -46,6 +46,14 @@ fn descriptor(base: &str, auth: Value) -> Value {
                  "parameters": {"type": "object", "properties": {"tag": {"type": "array", "items": {"type": "string"}}, "q": {"type": "string"}}},
                  "query_params": {"tag": "${tag}", "q": "${q}"}},
                 {"name": "busy", "description": "Unavailable", "endpoint": "/busy", "readOnly": true},
+                {"name": "items", "description": "Paged items", "endpoint": "/items", "readOnly": true,
+                 "response_headers": ["X-RateLimit-Remaining"], "paginate": {"max_pages": 2}},
+                {"name": "form", "description": "A form post", "method": "POST", "endpoint": "/echo-body", "body_type": "form",
+                 "parameters": {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array"}, "note": {"type": "string"}}, "required": ["name"]},
+                 "body": {"name": "${name}", "tags": "${tags}", "note": "Note: ${note}"}},
+                {"name": "raw", "description": "A CSV upload", "method": "POST", "endpoint": "/echo-body", "body_type": "text",
+                 "parameters": {"type": "object", "properties": {"text": {"type": "string"}, "opt": {"type": "string"}}, "required": ["text"]},
+                 "body": "${text}", "headers": {"Content-Type": "text/csv", "X-Opt": "v=${opt}"}},
                 {"name": "slow_read", "description": "Answers late", "endpoint": "/slow-read", "readOnly": true, "timeout": 1}
             ]
         }}
@@ -163,6 +171,25 @@ impl State {
                     Response::json(200, &json!({"served": true}))
                 }
             }
+            ("GET", "/api/items") => {
+                let page: usize = query.get("page").and_then(|p| p.parse().ok()).unwrap_or(1);
+                let mut response = Response::json(
+                    200,
+                    &json!([format!("item{page}a"), format!("item{page}b")]),
+                )
+                .header("x-ratelimit-remaining", &format!("{}", 100 - page));
+                if page < 3 {
+                    response = response.header(
+                        "link",
+                        &format!("<{base}/api/items?page={}>; rel=\"next\"", page + 1),
+                    );
+                }
+                response
+            }
+            ("POST", "/api/echo-body") => Response::json(
+                200,
+                &json!({"content_type": request.header("content-type"), "body": request.body_text(), "x_opt": request.header("x-opt")}),
+            ),
             ("GET", "/api/busy") => {
                 Response::json(503, &json!({"error": "maintenance"})).header("retry-after", "120")
             }
@@ -1717,4 +1744,55 @@ async fn discovered_apps_persist_refresh_and_can_be_forgotten() {
         .await
         .expect_err("forgotten");
     assert_eq!(error.kind, ErrorKind::AppNotFound, "{}", error.message);
+}
+
+/// Paged APIs, chosen response headers, form and raw bodies, optional arguments inside text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_headers_forms_and_raw_bodies() {
+    let app = App::start(json!({"type": "none"}));
+    let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
+    setup.discover(&app).await;
+    let items = setup.exec("items", json!({})).await.expect("items");
+    assert_eq!(
+        items["body"]["items"],
+        json!(["item1a", "item1b", "item2a", "item2b"]),
+        "{items}"
+    );
+    assert_eq!(
+        (
+            items["body"]["pages"].clone(),
+            items["body"]["more"].clone()
+        ),
+        (json!(2), json!(true))
+    );
+    assert_eq!(items["headers"]["x-ratelimit-remaining"], "99");
+
+    let form = setup
+        .exec("form", json!({"name": "a b&c", "tags": ["x", "y"]}))
+        .await
+        .expect("form");
+    assert_eq!(form["content_type"], "application/x-www-form-urlencoded");
+    assert_eq!(
+        form["body"], "name=a+b%26c&tags=x&tags=y",
+        "the optional note drops: {form}"
+    );
+
+    let raw = setup
+        .exec("raw", json!({"text": "a,b\n1,2\n"}))
+        .await
+        .expect("raw");
+    assert_eq!(
+        (raw["content_type"].clone(), raw["body"].clone()),
+        (json!("text/csv"), json!("a,b\n1,2\n"))
+    );
+    assert_eq!(
+        raw["x_opt"],
+        Value::Null,
+        "a header from a missing optional argument is not sent"
+    );
+    let raw = setup
+        .exec("raw", json!({"text": "x", "opt": "1"}))
+        .await
+        .expect("raw");
+    assert_eq!(raw["x_opt"], "v=1");
 }
