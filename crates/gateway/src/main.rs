@@ -154,6 +154,8 @@ enum ConfigAction {
     },
     /// Print the JSON Schema of config.json.
     Schema,
+    /// Print the JSON Schema of a registry's app list (`GET /api/v1/apps`).
+    RegistrySchema,
 }
 
 #[derive(Subcommand, Debug)]
@@ -328,6 +330,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Config { action }) => match action {
             ConfigAction::Schema => {
                 output::line(&serde_json::to_string_pretty(&Config::schema())?);
+                Ok(ExitCode::SUCCESS)
+            }
+            ConfigAction::RegistrySchema => {
+                output::line(&serde_json::to_string_pretty(
+                    &aai_gateway::web::RegistryList::schema(),
+                )?);
                 Ok(ExitCode::SUCCESS)
             }
             ConfigAction::Check { file } => {
@@ -666,12 +674,24 @@ async fn serve(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
     if gateway.config.web.registry_url.is_some() {
         // Start-up never waits on the network: discovery picks the copies up when they land.
         let web = gateway.web.clone();
+        let every = gateway.config.web.registry_refresh_minutes;
         tokio::spawn(async move {
-            match web.refresh_registry().await {
-                Ok(count) => tracing::info!(apps = count, "web registry refreshed"),
-                Err(error) => {
-                    tracing::warn!(%error, "web registry not refreshed; using the copies from last time")
+            loop {
+                match web.refresh_registry().await {
+                    Ok(counts) => tracing::info!(
+                        listed = counts.listed,
+                        kept = counts.kept,
+                        skipped = counts.skipped,
+                        "web registry refreshed"
+                    ),
+                    Err(error) => {
+                        tracing::warn!(%error, "web registry not refreshed; using the copies from last time")
+                    }
                 }
+                if every == 0 {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(every * 60)).await;
             }
         });
     }

@@ -568,7 +568,11 @@ async fn registry_copies_are_offered_like_installed_apps() {
             .refresh_registry()
             .await
             .expect("refreshed"),
-        1
+        aai_gateway::web::RefreshCounts {
+            listed: 1,
+            kept: 1,
+            skipped: 0
+        }
     );
     let home = setup.dir.path().join("home");
     assert!(home.join("web/com.example.tasks/aai.json").exists());
@@ -1795,4 +1799,52 @@ async fn pages_headers_forms_and_raw_bodies() {
         .await
         .expect("raw");
     assert_eq!(raw["x_opt"], "v=1");
+}
+
+/// The registry's list format is published and current, and a refresh counts what it kept
+/// and skipped truthfully.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_registry_list_is_published_and_counted_truthfully() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let published: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("schemas/registry-apps.schema.json")).expect("schema"),
+    )
+    .expect("json");
+    assert_eq!(
+        published,
+        aai_gateway::web::RegistryList::schema(),
+        "regenerate with `aai-gateway config registry-schema > schemas/registry-apps.schema.json`"
+    );
+    let app = App::start(json!({"type": "none"}));
+    let base = app.server.url();
+    let listing = json!({"apps": [
+        {"appId": "com.example.tasks", "name": "Tasks", "descriptor_url": format!("{base}/.well-known/aai.json")},
+        {"appId": "not an id", "descriptor_url": format!("{base}/.well-known/aai.json")},
+        {"appId": "com.example.gone", "descriptor_url": format!("{base}/nothing-here.json")},
+        {"appId": "com.example.other", "descriptor_url": format!("{base}/.well-known/aai.json")}
+    ]});
+    let validator = jsonschema::validator_for(&published).expect("compiles");
+    assert!(validator.is_valid(&listing));
+    assert!(!validator.is_valid(&json!({"apps": [{"name": "no id"}]})));
+    let served = listing.clone();
+    let registry = TestServer::https(&app.ca, move |_| Response::json(200, &served));
+    let setup = gateway(
+        &app,
+        tempfile::tempdir().expect("dir"),
+        json!({"registry_url": registry.url()}),
+    );
+    let counts = setup
+        .gateway
+        .web
+        .refresh_registry()
+        .await
+        .expect("refreshed");
+    assert_eq!(
+        counts,
+        aai_gateway::web::RefreshCounts {
+            listed: 4,
+            kept: 1,
+            skipped: 3
+        }
+    );
 }

@@ -33,14 +33,45 @@ pub struct Meta {
     pub etag: Option<String>,
 }
 
+/// The answer of `GET <registry_url>/api/v1/apps` (published as
+/// `schemas/registry-apps.schema.json`). Fields not named here are ignored, so a registry
+/// may say more.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[schemars(title = "AAI registry app list (GET /api/v1/apps)")]
+pub struct RegistryList {
+    /// Every app the registry offers.
+    pub apps: Vec<RegistryApp>,
+}
+
 /// One entry of the registry's app list.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct RegistryApp {
+    /// The app's appId (reverse-DNS); its descriptor must have the same one.
     #[serde(rename = "appId")]
     pub app_id: String,
+    /// A name people know the app by (`web_discover` finds it by this too).
     #[serde(default)]
     pub name: String,
+    /// Where the app's `aai.json` is served (https).
     pub descriptor_url: String,
+}
+
+/// What a registry refresh did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RefreshCounts {
+    /// Entries the registry listed.
+    pub listed: usize,
+    /// Descriptors fetched, valid and kept (written or unchanged).
+    pub kept: usize,
+    /// Entries skipped: an invalid appId, an unreachable or invalid descriptor, another appId.
+    pub skipped: usize,
+}
+
+impl RegistryList {
+    /// The JSON Schema of the list, as published.
+    pub fn schema() -> serde_json::Value {
+        serde_json::to_value(schemars::schema_for!(RegistryList)).unwrap_or_default()
+    }
 }
 
 /// What `web_discover` found.
@@ -476,11 +507,7 @@ impl Web {
             .ok_or("no registry_url is configured")?;
         let url = format!("{}/api/v1/apps", base.trim_end_matches('/'));
         let bytes = self.get_bytes(&url, 8 * MAX_DESCRIPTOR_BYTES).await?;
-        #[derive(Deserialize)]
-        struct List {
-            apps: Vec<RegistryApp>,
-        }
-        let list: List =
+        let list: RegistryList =
             serde_json::from_slice(&bytes).map_err(|e| format!("{url}: not an app list: {e}"))?;
         if let Ok(mut registry) = self.registry.write() {
             registry.clone_from(&list.apps);
@@ -494,15 +521,22 @@ impl Web {
     ///
     /// # Errors
     /// Why the registry could not be read; a single bad descriptor is logged and skipped.
-    pub async fn refresh_registry(&self) -> Result<usize, String> {
+    pub async fn refresh_registry(&self) -> Result<RefreshCounts, String> {
         let apps = self.fetch_registry().await?;
         let root = self.home.join("web");
         let mut keep = Vec::new();
+        let mut counts = RefreshCounts {
+            listed: apps.len(),
+            ..RefreshCounts::default()
+        };
         for entry in &apps {
             if !aai_descriptor::is_valid_app_id(&entry.app_id) {
                 tracing::warn!(app = %entry.app_id, "registry entry with an invalid appId skipped");
+                counts.skipped += 1;
                 continue;
             }
+            // A copy from last time stays while the registry still lists the app, even when
+            // its descriptor cannot be fetched right now.
             keep.push(entry.app_id.clone());
             match self.fetch_descriptor(&entry.descriptor_url).await {
                 Ok((bytes, descriptor)) if descriptor.app_id == entry.app_id => {
@@ -511,11 +545,14 @@ impl Web {
                     if std::fs::read(&path).ok().as_deref() != Some(bytes.as_slice()) {
                         write_atomic(&dir, "aai.json", &bytes);
                     }
+                    counts.kept += 1;
                 }
                 Ok((_, descriptor)) => {
+                    counts.skipped += 1;
                     tracing::warn!(app = %entry.app_id, found = %descriptor.app_id, "registry descriptor has another appId; skipped")
                 }
                 Err(error) => {
+                    counts.skipped += 1;
                     tracing::warn!(app = %entry.app_id, %error, "registry descriptor skipped")
                 }
             }
@@ -526,7 +563,7 @@ impl Web {
                 let _ = std::fs::remove_dir_all(old.path());
             }
         }
-        Ok(apps.len())
+        Ok(counts)
     }
 
     /// A successful GET of `url` (https, or loopback http when allowed), at most `max` bytes.
