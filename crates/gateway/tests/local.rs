@@ -982,30 +982,36 @@ fn writes_race_free_against_a_folder_swapped_for_a_symlink() {
     };
     let sandbox = sandbox::Sandbox::new(&config, &[], &[]);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swaps = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let swapper = {
-        let (allowed, outside, stop) = (allowed.clone(), outside.clone(), stop.clone());
+        let (allowed, outside, stop, swaps) = (
+            allowed.clone(),
+            outside.clone(),
+            stop.clone(),
+            swaps.clone(),
+        );
         std::thread::spawn(move || {
-            let mut swaps = 0u64;
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 let _ = std::fs::rename(allowed.join("box"), allowed.join("box.real"));
                 let _ = std::os::unix::fs::symlink(&outside, allowed.join("box"));
                 std::thread::yield_now();
                 let _ = std::fs::remove_file(allowed.join("box"));
                 let _ = std::fs::rename(allowed.join("box.real"), allowed.join("box"));
-                swaps += 1;
+                swaps.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }
-            swaps
         })
     };
+    // At least 3,000 writes, and on until the folder was swapped 1,000 times (bounded).
     let mut written = 0;
-    for i in 0..3000 {
+    let mut i = 0;
+    while i < 3000 || (swaps.load(std::sync::atomic::Ordering::SeqCst) < 1000 && i < 200_000) {
         let mut args = serde_json::Map::new();
         args.insert(
             "path".into(),
             json!(
                 allowed
                     .join("box")
-                    .join(format!("f{i}"))
+                    .join(format!("f{}", i % 5000))
                     .display()
                     .to_string()
             ),
@@ -1014,9 +1020,11 @@ fn writes_race_free_against_a_folder_swapped_for_a_symlink() {
         if files::write(&sandbox, &args).is_ok() {
             written += 1;
         }
+        i += 1;
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let swaps = swapper.join().expect("swapper");
+    swapper.join().expect("swapper");
+    let swaps = swaps.load(std::sync::atomic::Ordering::SeqCst);
     let leaked: Vec<_> = std::fs::read_dir(&outside)
         .expect("outside")
         .flatten()
@@ -1028,7 +1036,7 @@ fn writes_race_free_against_a_folder_swapped_for_a_symlink() {
         leaked.len(),
         &leaked[..leaked.len().min(5)]
     );
-    assert!(swaps > 100, "the swapper barely ran ({swaps})");
+    assert!(swaps >= 1000, "the swapper barely ran ({swaps})");
     assert!(written > 0, "no write succeeded at all");
 }
 
