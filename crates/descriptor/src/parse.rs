@@ -388,6 +388,14 @@ fn web_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
                 }
             }
         }
+        if matches!(tool.fields.body_type.as_deref(), Some("form" | "multipart"))
+            && tool.fields.body.as_ref().is_some_and(|b| !b.is_object())
+        {
+            problems.push(Problem::new(
+                format!("{at}/body"),
+                "a form or multipart body must be an object of fields",
+            ));
+        }
         if let Some(method) = &tool.fields.method
             && (method.is_empty()
                 || !method

@@ -311,6 +311,7 @@ impl Executors {
                     max_response_bytes: 8 * 1024 * 1024,
                     allow_http_loopback: false,
                     base_urls: std::collections::HashMap::new(),
+                    files: None,
                 },
                 Arc::new(rest::NoCredentials),
             ),

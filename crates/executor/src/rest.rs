@@ -164,7 +164,14 @@ pub struct RestSettings {
     pub allow_http_loopback: bool,
     /// The user's base URL per appId (staging, local servers); never from a descriptor.
     pub base_urls: std::collections::HashMap<String, String>,
+    /// Reads a file for a multipart upload, inside the folders the user allowed (given the
+    /// client's roots): its bytes and file name. None: uploads are refused.
+    pub files: Option<FileReader>,
 }
+
+/// Reads a file for an upload: `(path, roots)` → `(bytes, file name)`.
+pub type FileReader =
+    Arc<dyn Fn(&str, &[String]) -> Result<(Vec<u8>, String), AaiError> + Send + Sync>;
 
 pub struct RestExecutor {
     settings: RestSettings,
@@ -190,6 +197,7 @@ struct Planned {
 enum BodyType {
     Json,
     Form,
+    Multipart,
     Text,
 }
 
@@ -298,6 +306,7 @@ impl RestExecutor {
                 body,
                 body_type: match fields.body_type.as_deref() {
                     Some("form") => BodyType::Form,
+                    Some("multipart") => BodyType::Multipart,
                     Some("text") => BodyType::Text,
                     _ => BodyType::Json,
                 },
@@ -373,7 +382,7 @@ impl RestExecutor {
                 ..planned.clone()
             };
             let response = self
-                .send(client, &page, credential, left)
+                .send(client, &page, credential, left, None)
                 .await
                 .map_err(|e| transport_error(&e, what, left, &secrets))?;
             if !response.status().is_success() {
@@ -414,12 +423,58 @@ impl RestExecutor {
         Ok(json!({"items": items, "pages": count, "more": next.is_some()}))
     }
 
+    /// A multipart body: each field as text; a field `{"file": path}` (optionally with
+    /// `content_type`) as that file, read through the gateway's file sandbox.
+    fn multipart(
+        &self,
+        body: &Value,
+        roots: &[String],
+        what: &str,
+    ) -> Result<reqwest::multipart::Form, AaiError> {
+        let mut form = reqwest::multipart::Form::new();
+        let Value::Object(fields) = body else {
+            return Err(AaiError::new(
+                ErrorKind::AaiJsonInvalid,
+                format!("{what}: a multipart body must be an object of fields"),
+            ));
+        };
+        for (name, value) in fields {
+            let file = value
+                .as_object()
+                .and_then(|o| o.get("file"))
+                .and_then(Value::as_str);
+            if let Some(path) = file {
+                let reader = self.settings.files.as_ref().ok_or_else(|| {
+                    AaiError::new(
+                        ErrorKind::AutomationNotSupported,
+                        format!("{what}: file uploads are not available here"),
+                    )
+                })?;
+                let (bytes, file_name) = reader(path, roots)?;
+                let mut part = reqwest::multipart::Part::bytes(bytes).file_name(file_name);
+                if let Some(kind) = value.get("content_type").and_then(Value::as_str) {
+                    part = part.mime_str(kind).map_err(|_| {
+                        AaiError::new(
+                            ErrorKind::AaiJsonInvalid,
+                            format!("{what}: {kind:?} is not a MIME type"),
+                        )
+                    })?;
+                }
+                form = form.part(name.clone(), part);
+            } else {
+                form = form.text(name.clone(), template::as_text(value));
+            }
+        }
+        Ok(form)
+    }
+
     async fn send(
         &self,
         client: &reqwest::Client,
         planned: &Planned,
         credential: Option<&Credential>,
         timeout: Duration,
+        form: Option<reqwest::multipart::Form>,
     ) -> Result<reqwest::Response, reqwest::Error> {
         let mut request = client
             .request(planned.method.clone(), &planned.url)
@@ -444,8 +499,12 @@ impl RestExecutor {
                 .headers
                 .iter()
                 .any(|(name, _)| name.eq_ignore_ascii_case("content-type"));
+            if let Some(form) = form {
+                // reqwest sets the multipart content type with its boundary.
+                return request.multipart(form).send().await;
+            }
             let (content_type, bytes) = match planned.body_type {
-                BodyType::Json => ("application/json", body.to_string()),
+                BodyType::Json | BodyType::Multipart => ("application/json", body.to_string()),
                 BodyType::Form => ("application/x-www-form-urlencoded", form_body(body)),
                 BodyType::Text => (
                     "text/plain; charset=utf-8",
@@ -576,8 +635,14 @@ impl Executor for RestExecutor {
                         ),
                     ));
                 }
+                let form = match (&planned.body, planned.body_type) {
+                    (Some(body), BodyType::Multipart) => {
+                        Some(self.multipart(body, invocation.roots, &what)?)
+                    }
+                    _ => None,
+                };
                 let response = self
-                    .send(client, &planned, credential.as_ref(), left)
+                    .send(client, &planned, credential.as_ref(), left, form)
                     .await
                     .map_err(|e| transport_error(&e, &what, invocation.timeout, &secrets))?;
                 let status = response.status();

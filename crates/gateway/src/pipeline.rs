@@ -86,7 +86,9 @@ impl Gateway {
             Web::new(&config, home).expect("a web client without extra certificates")
         });
         let web = Arc::new(web);
-        let executors = executors.with_web(web.rest_settings(), web.auth.clone());
+        let mut rest = web.rest_settings();
+        rest.files = Some(crate::local::upload_reader(&config, home));
+        let executors = executors.with_web(rest, web.auth.clone());
         // A caller that plugged in its own built-in executor (tests) keeps it.
         let executors = if executors.has_local() {
             executors

@@ -95,6 +95,16 @@ fn cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "must use https",
         ),
         (
+            "form-body-not-an-object",
+            web(
+                json!([{"name": "t", "description": "d", "endpoint": "/x", "method": "POST", "body_type": "form", "body": "${x}",
+                "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}]),
+                "https://api.example.com",
+            ),
+            "/platforms/web/tools/0/body",
+            "object of fields",
+        ),
+        (
             "schema-does-not-compile",
             dbus_tool(json!({"name": "t", "description": "d", "method": "Echo",
                 "parameters": {"type": "object", "properties": {"text": {"type": "string", "pattern": "([unclosed"}}}})),

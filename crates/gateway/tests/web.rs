@@ -51,6 +51,9 @@ fn descriptor(base: &str, auth: Value) -> Value {
                 {"name": "form", "description": "A form post", "method": "POST", "endpoint": "/echo-body", "body_type": "form",
                  "parameters": {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array"}, "note": {"type": "string"}}, "required": ["name"]},
                  "body": {"name": "${name}", "tags": "${tags}", "note": "Note: ${note}"}},
+                {"name": "upload", "description": "Upload a document", "method": "POST", "endpoint": "/upload", "body_type": "multipart",
+                 "parameters": {"type": "object", "properties": {"title": {"type": "string"}, "path": {"type": "string"}}, "required": ["title", "path"]},
+                 "body": {"title": "${title}", "doc": {"file": "${path}", "content_type": "text/plain"}}},
                 {"name": "raw", "description": "A CSV upload", "method": "POST", "endpoint": "/echo-body", "body_type": "text",
                  "parameters": {"type": "object", "properties": {"text": {"type": "string"}, "opt": {"type": "string"}}, "required": ["text"]},
                  "body": "${text}", "headers": {"Content-Type": "text/csv", "X-Opt": "v=${opt}"}},
@@ -186,6 +189,10 @@ impl State {
                 }
                 response
             }
+            ("POST", "/api/upload") => Response::json(
+                200,
+                &json!({"content_type": request.header("content-type"), "body": request.body_text()}),
+            ),
             ("POST", "/api/echo-body") => Response::json(
                 200,
                 &json!({"content_type": request.header("content-type"), "body": request.body_text(), "x_opt": request.header("x-opt")}),
@@ -1847,4 +1854,70 @@ async fn the_registry_list_is_published_and_counted_truthfully() {
             skipped: 3
         }
     );
+}
+
+/// Multipart uploads send files only from the folders the user allowed, as `file_read` would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipart_uploads_read_files_through_the_sandbox() {
+    let app = App::start(json!({"type": "none"}));
+    let dir = tempfile::tempdir().expect("dir");
+    let allowed = dir.path().join("work");
+    std::fs::create_dir_all(&allowed).expect("work");
+    std::fs::write(allowed.join("report.txt"), "quarterly numbers\n").expect("file");
+    std::fs::write(dir.path().join("secret.txt"), "outside the sandbox").expect("secret");
+    std::fs::write(dir.path().join("ca.pem"), &app.ca.pem).expect("ca");
+    let config: Config = serde_json::from_value(json!({
+        "policy": {"default_profile": "auto", "profiles": {"auto": {"preset": "full_auto"}}},
+        "local": {"sandbox": {"allowed_directories": [allowed]}},
+        "web": {"extra_ca_certs": [dir.path().join("ca.pem")], "cache_dir": dir.path().join("cache"), "open_browser": false}
+    }))
+    .expect("config");
+    std::fs::create_dir_all(dir.path().join("home")).expect("home");
+    let gateway = aai_gateway::fixed_gateway(
+        Registry::build(&[], &[Platform::Web], true),
+        config,
+        Executors::new(),
+        dir.path().join("home/data.db"),
+    );
+    gateway
+        .discover(&app.host(), false)
+        .await
+        .expect("discovered");
+    let sent = gateway
+        .exec(
+            "t",
+            "com.example.tasks",
+            "upload",
+            &json!({"title": "Q3", "path": allowed.join("report.txt")}),
+        )
+        .await
+        .expect("uploaded");
+    let content_type = sent["content_type"].as_str().expect("type");
+    let body = sent["body"].as_str().expect("body");
+    assert!(
+        content_type.starts_with("multipart/form-data; boundary="),
+        "{content_type}"
+    );
+    assert!(
+        body.contains("name=\"title\"") && body.contains("Q3"),
+        "{body}"
+    );
+    assert!(
+        body.contains("filename=\"report.txt\"")
+            && body.contains("text/plain")
+            && body.contains("quarterly numbers"),
+        "{body}"
+    );
+    let before = app.seen("/api/upload").len();
+    let error = gateway
+        .exec(
+            "t",
+            "com.example.tasks",
+            "upload",
+            &json!({"title": "x", "path": dir.path().join("secret.txt")}),
+        )
+        .await
+        .expect_err("outside");
+    assert_eq!(error.kind, ErrorKind::PermissionDenied, "{}", error.message);
+    assert_eq!(app.seen("/api/upload").len(), before, "nothing was sent");
 }

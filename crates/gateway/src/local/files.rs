@@ -39,7 +39,10 @@ fn too_big(input: &str, size: u64, max: u64) -> AaiError {
 
 /// Reads a checked file whole, within the size limit, through a handle opened beneath its
 /// allowed folder (no link followed, no FIFO or device).
-fn read_checked(sandbox: &Sandbox, input: &str) -> Result<(std::path::PathBuf, Vec<u8>), AaiError> {
+pub fn read_checked(
+    sandbox: &Sandbox,
+    input: &str,
+) -> Result<(std::path::PathBuf, Vec<u8>), AaiError> {
     let path = sandbox.check_read(input)?;
     let root = sandbox.root_of(&path).ok_or_else(|| outside(input))?;
     let mut file = super::beneath::open_read(root, &path, input)?;

@@ -247,6 +247,22 @@ pub fn offered_prefix(
     prefix_covers(app, tool, args, std::slice::from_ref(&prefix)).then_some(prefix)
 }
 
+/// Reads files for web uploads (multipart bodies) exactly as `file_read` would: inside the
+/// allowed folders (narrowed by the client's roots), never the gateway's own files, within the
+/// size limit, race-free.
+pub fn upload_reader(config: &Config, home: &std::path::Path) -> aai_executor::rest::FileReader {
+    let sandbox_config = config.local.sandbox.clone();
+    let protected = vec![home.to_path_buf(), config.web.cache_dir()];
+    Arc::new(move |path: &str, roots: &[String]| {
+        let sandbox = sandbox::Sandbox::new(&sandbox_config, roots, &protected);
+        let (resolved, bytes) = files::read_checked(&sandbox, path)?;
+        let name = resolved
+            .file_name()
+            .map_or_else(|| "file".to_owned(), |n| n.to_string_lossy().into_owned());
+        Ok((bytes, name))
+    })
+}
+
 /// Runs the built-in tools.
 pub struct LocalExecutor {
     config: LocalConfig,

@@ -174,6 +174,7 @@ impl Web {
                 .iter()
                 .map(|(app, url)| (app.clone(), url.clone()))
                 .collect(),
+            files: None,
         }
     }
 
