@@ -24,6 +24,7 @@ class Site:
 
     def __init__(self):
         self.release = threading.Event()
+        self.second_app = threading.Event()
         site = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,8 +43,17 @@ class Site:
                 base = f"http://127.0.0.1:{site.port}"
                 if self.path == "/api/v1/apps":
                     site.release.wait(20)
-                    self.reply(200, {"apps": [{"appId": "com.example.pinger", "name": "Pinger",
-                                                "descriptor_url": f"{base}/pinger.json"}]})
+                    apps = [{"appId": "com.example.pinger", "name": "Pinger", "descriptor_url": f"{base}/pinger.json"}]
+                    if site.second_app.is_set():
+                        apps.append({"appId": "com.example.ponger", "name": "Ponger", "descriptor_url": f"{base}/ponger.json"})
+                    self.reply(200, {"apps": apps})
+                elif self.path == "/ponger.json":
+                    self.reply(200, {
+                        "schema_version": "1.0", "appId": "com.example.ponger", "name": "Ponger",
+                        "description": "Arrives with a later registry refresh",
+                        "platforms": {"web": {"automation": "restapi", "base_url": f"{base}/rest", "auth": {"type": "none"},
+                                              "tools": [{"name": "pong", "description": "Pong", "endpoint": "/ping/pong"}]}},
+                    })
                 elif self.path == "/pinger.json":
                     self.reply(200, {
                         "schema_version": "1.0", "appId": "com.example.pinger", "name": "Pinger",
@@ -251,3 +261,20 @@ async def test_binary_responses_arrive_as_image_and_resource_content(home, bus, 
     embedded = next(b for b in document.content if getattr(b, "type", "") == "resource")
     assert embedded.resource.mime_type == "application/pdf"
     assert base64.b64decode(embedded.resource.blob) == PDF
+
+
+async def test_the_registry_is_read_again_while_the_gateway_runs(home, bus, site, monkeypatch):
+    (home / "config.json").write_text(json.dumps({
+        "web": {"registry_url": f"http://127.0.0.1:{site.port}", "allow_http_loopback": True,
+                "registry_refresh_seconds": 1},
+    }))
+    site.release.set()
+    names = lambda tools: [t.name for t in tools.tools]
+    with anyio.fail_after(TIMEOUT):
+        async with client_for(home, bus, "2025-11-25", monkeypatch) as client:
+            while "app_com_example_pinger" not in names(await client.list_tools()):
+                await anyio.sleep(0.05)
+            assert "app_com_example_ponger" not in names(await client.list_tools())
+            site.second_app.set()  # the registry now lists a second app
+            while "app_com_example_ponger" not in names(await client.list_tools()):
+                await anyio.sleep(0.1)

@@ -81,9 +81,9 @@ impl Default for AuditConfig {
 pub struct WebConfig {
     /// An AAI registry (`GET <registry_url>/api/v1/apps`); none by default.
     pub registry_url: Option<String>,
-    /// How often the registry is read again while the gateway runs, in minutes (0: only at
+    /// How often the registry is read again while the gateway runs, in seconds (0: only at
     /// start).
-    pub registry_refresh_minutes: u64,
+    pub registry_refresh_seconds: u64,
     /// PEM files of extra certificate authorities to trust (a company proxy, a test CA).
     pub extra_ca_certs: Vec<PathBuf>,
     /// Allow `http://` to 127.0.0.1/localhost (local development and tests); never elsewhere.
@@ -104,7 +104,7 @@ impl Default for WebConfig {
     fn default() -> Self {
         Self {
             registry_url: None,
-            registry_refresh_minutes: 60,
+            registry_refresh_seconds: 3600,
             extra_ca_certs: Vec::new(),
             allow_http_loopback: false,
             max_response_bytes: 8 * 1024 * 1024,

@@ -674,7 +674,7 @@ async fn serve(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
     if gateway.config.web.registry_url.is_some() {
         // Start-up never waits on the network: discovery picks the copies up when they land.
         let web = gateway.web.clone();
-        let every = gateway.config.web.registry_refresh_minutes;
+        let every = gateway.config.web.registry_refresh_seconds;
         tokio::spawn(async move {
             loop {
                 match web.refresh_registry().await {
@@ -691,7 +691,7 @@ async fn serve(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
                 if every == 0 {
                     return;
                 }
-                tokio::time::sleep(std::time::Duration::from_secs(every * 60)).await;
+                tokio::time::sleep(std::time::Duration::from_secs(every)).await;
             }
         });
     }
