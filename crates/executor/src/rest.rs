@@ -396,12 +396,7 @@ impl RestExecutor {
                 ));
             }
             next = next_link(response.headers());
-            let content_type = response
-                .headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned();
+            let content_type = content_type_of(&response);
             let body = read_capped(response, self.settings.max_response_bytes, what).await?;
             let text = scrub(&String::from_utf8_lossy(&body), &secrets);
             pages.push(parse_output(
@@ -519,6 +514,16 @@ impl RestExecutor {
         }
         request.send().await
     }
+}
+
+/// A response's `Content-Type`, or empty.
+fn content_type_of(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// An object of fields as `application/x-www-form-urlencoded`; arrays repeat the key.
@@ -693,12 +698,7 @@ impl Executor for RestExecutor {
                         format!("{what}: the API no longer accepts the credential from {source} (HTTP 401); {fix}, then call again."),
                     ).with_detail(json!({"status": 401, "source": source})));
                 }
-                let content_type = response
-                    .headers()
-                    .get("content-type")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default()
-                    .to_owned();
+                let content_type = content_type_of(&response);
                 let response_headers = response.headers().clone();
                 let body = read_capped(response, self.settings.max_response_bytes, &what).await?;
                 if status.is_success() && is_binary(&content_type, &body) {

@@ -454,9 +454,7 @@ fn auth(home: &std::path::Path, dev: bool, action: AuthAction) -> anyhow::Result
         AuthAction::Status => {
             output::line(&format!("credentials are kept in {}", store.describe()));
             // Every web app that needs a credential, and where each one would come from.
-            let (config, _) = Config::load(home);
-            let options = ScanOptions::new(home, &config, dev);
-            let registry = aai_gateway::scan_once(&options, &[Platform::Web]);
+            let (_, registry) = web_apps(home, dev);
             let mut apps: std::collections::BTreeMap<String, Option<String>> =
                 store.apps().into_iter().map(|app| (app, None)).collect();
             for app in &registry.apps {
@@ -779,11 +777,21 @@ fn consent(home: &std::path::Path, dev: bool, action: ConsentAction) -> anyhow::
     Ok(ExitCode::SUCCESS)
 }
 
-/// The API origin of the installed web app `app`, which a stored secret is bound to.
-fn web_origin(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<String> {
-    let (config, _) = Config::load(home);
+/// The config and the web apps installed (or copied from a registry) under `home`, for the
+/// `auth` commands; a config problem is said once on stderr.
+fn web_apps(home: &std::path::Path, dev: bool) -> (Config, aai_gateway::registry::Registry) {
+    let (config, problem) = Config::load(home);
+    if let Some(problem) = problem {
+        eprintln!("warning: {problem}");
+    }
     let options = ScanOptions::new(home, &config, dev);
     let registry = aai_gateway::scan_once(&options, &[Platform::Web]);
+    (config, registry)
+}
+
+/// The API origin of the installed web app `app`, which a stored secret is bound to.
+fn web_origin(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<String> {
+    let (_, registry) = web_apps(home, dev);
     let found = aai_gateway::pipeline::find_app(&registry, app).map_err(|error| {
         anyhow::anyhow!(
             "{}; or bind the secret with --origin https://host",
@@ -806,12 +814,7 @@ fn web_origin(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<St
 /// redirect on 127.0.0.1 until the browser comes back, then stores the tokens.
 async fn login(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<ExitCode> {
     use aai_executor::rest::Auth;
-    let (config, problem) = Config::load(home);
-    if let Some(problem) = problem {
-        eprintln!("warning: {problem}");
-    }
-    let options = ScanOptions::new(home, &config, dev);
-    let registry = aai_gateway::scan_once(&options, &[Platform::Web]);
+    let (config, registry) = web_apps(home, dev);
     let found = aai_gateway::pipeline::find_app(&registry, app)
         .map_err(|error| anyhow::anyhow!("{}", for_person(&error.message)))?;
     let descriptor = &found.descriptor;
