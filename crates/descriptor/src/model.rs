@@ -328,6 +328,9 @@ pub struct WebTool {
     /// Follow `Link: rel="next"` up to `max_pages`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paginate: Option<Paginate>,
+    /// How array query values are sent: `repeat` (default), `comma` or `brackets`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_style: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -345,6 +348,9 @@ pub struct WebTool {
 pub struct Paginate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_pages: Option<u32>,
+    /// JSON Pointer to each page's array of items; default the page itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<String>,
 }
 
 impl Descriptor {

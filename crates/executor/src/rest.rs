@@ -190,6 +190,8 @@ struct Planned {
     parser: Option<String>,
     response_headers: Vec<String>,
     max_pages: Option<u32>,
+    /// JSON Pointer to each page's items.
+    items: Option<String>,
 }
 
 /// How a request body is encoded.
@@ -251,12 +253,23 @@ impl RestExecutor {
         let mut query = Vec::new();
         for (key, value) in fields.query_params.iter().flat_map(Map::iter) {
             match bind_optional(value, &lookup).map_err(|n| invocation.missing(n))? {
-                // An array repeats the key: `tag=x&tag=y`.
-                Some(Value::Array(items)) => {
-                    for item in items {
-                        query.push((key.clone(), template::as_text(&item)));
+                // An array repeats the key (`tag=x&tag=y`), or as the tool declares.
+                Some(Value::Array(items)) => match fields.query_style.as_deref() {
+                    Some("comma") => {
+                        let joined: Vec<String> = items.iter().map(template::as_text).collect();
+                        query.push((key.clone(), joined.join(",")));
                     }
-                }
+                    Some("brackets") => {
+                        for item in items {
+                            query.push((format!("{key}[]"), template::as_text(&item)));
+                        }
+                    }
+                    _ => {
+                        for item in items {
+                            query.push((key.clone(), template::as_text(&item)));
+                        }
+                    }
+                },
                 Some(value) => query.push((key.clone(), template::as_text(&value))),
                 None => {}
             }
@@ -316,6 +329,7 @@ impl RestExecutor {
                     .paginate
                     .as_ref()
                     .map(|p| p.max_pages.unwrap_or(5).clamp(1, 100)),
+                items: fields.paginate.as_ref().and_then(|p| p.items.clone()),
             },
             effective,
         ))
@@ -407,10 +421,14 @@ impl RestExecutor {
             )?);
         }
         let count = pages.len();
-        let items: Vec<Value> = if pages.iter().all(Value::is_array) {
+        let array_of = |page: &Value| match &planned.items {
+            Some(pointer) => page.pointer(pointer).and_then(Value::as_array).cloned(),
+            None => page.as_array().cloned(),
+        };
+        let items: Vec<Value> = if pages.iter().all(|p| array_of(p).is_some()) {
             pages
-                .into_iter()
-                .flat_map(|p| p.as_array().cloned().unwrap_or_default())
+                .iter()
+                .flat_map(|p| array_of(p).unwrap_or_default())
                 .collect()
         } else {
             pages

@@ -51,6 +51,12 @@ fn descriptor(base: &str, auth: Value) -> Value {
                 {"name": "form", "description": "A form post", "method": "POST", "endpoint": "/echo-body", "body_type": "form",
                  "parameters": {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array"}, "note": {"type": "string"}}, "required": ["name"]},
                  "body": {"name": "${name}", "tags": "${tags}", "note": "Note: ${note}"}},
+                {"name": "wrapped", "description": "Pages with their items under data", "endpoint": "/wrapped", "readOnly": true,
+                 "paginate": {"items": "/data"}},
+                {"name": "tagged_comma", "description": "Tags, comma-joined", "endpoint": "/tagged", "query_style": "comma",
+                 "parameters": {"type": "object", "properties": {"tag": {"type": "array"}}}, "query_params": {"tag": "${tag}"}},
+                {"name": "tagged_brackets", "description": "Tags, with brackets", "endpoint": "/tagged", "query_style": "brackets",
+                 "parameters": {"type": "object", "properties": {"tag": {"type": "array"}}}, "query_params": {"tag": "${tag}"}},
                 {"name": "upload", "description": "Upload a document", "method": "POST", "endpoint": "/upload", "body_type": "multipart",
                  "parameters": {"type": "object", "properties": {"title": {"type": "string"}, "path": {"type": "string"}}, "required": ["title", "path"]},
                  "body": {"title": "${title}", "doc": {"file": "${path}", "content_type": "text/plain"}}},
@@ -189,6 +195,21 @@ impl State {
                 }
                 response
             }
+            ("GET", "/api/wrapped") => {
+                let page: usize = query.get("page").and_then(|p| p.parse().ok()).unwrap_or(1);
+                let mut response = Response::json(
+                    200,
+                    &json!({"data": [page * 10, page * 10 + 1], "page": page}),
+                );
+                if page < 2 {
+                    response = response.header(
+                        "link",
+                        &format!("<{base}/api/wrapped?page={}>; rel=\"next\"", page + 1),
+                    );
+                }
+                response
+            }
+            ("GET", "/api/tagged") => Response::json(200, &json!({"raw": request.uri})),
             ("POST", "/api/upload") => Response::json(
                 200,
                 &json!({"content_type": request.header("content-type"), "body": request.body_text()}),
@@ -1920,4 +1941,39 @@ async fn multipart_uploads_read_files_through_the_sandbox() {
         .expect_err("outside");
     assert_eq!(error.kind, ErrorKind::PermissionDenied, "{}", error.message);
     assert_eq!(app.seen("/api/upload").len(), before, "nothing was sent");
+}
+
+/// Pages whose items sit under a pointer are joined; array query values follow the declared
+/// style.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paged_items_under_a_pointer_and_query_styles() {
+    let app = App::start(json!({"type": "none"}));
+    let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
+    setup.discover(&app).await;
+    let wrapped = setup.exec("wrapped", json!({})).await.expect("pages");
+    assert_eq!(wrapped["items"], json!([10, 11, 20, 21]), "{wrapped}");
+    assert_eq!(
+        (wrapped["pages"].clone(), wrapped["more"].clone()),
+        (json!(2), json!(false))
+    );
+    let comma = setup
+        .exec("tagged_comma", json!({"tag": ["a", "b c"]}))
+        .await
+        .expect("comma");
+    assert!(
+        comma["raw"]
+            .as_str()
+            .is_some_and(|u| u.ends_with("?tag=a%2Cb+c") || u.ends_with("?tag=a%2Cb%20c")),
+        "{comma}"
+    );
+    let brackets = setup
+        .exec("tagged_brackets", json!({"tag": ["a", "b"]}))
+        .await
+        .expect("brackets");
+    assert!(
+        brackets["raw"]
+            .as_str()
+            .is_some_and(|u| u.ends_with("?tag%5B%5D=a&tag%5B%5D=b")),
+        "{brackets}"
+    );
 }
