@@ -52,15 +52,9 @@ impl Pending {
             .map_or(true, |mut ids| ids.insert(id.to_string()))
     }
 
-    /// The client cancelled a request: no answer will come, its id is free again.
-    fn cancelled(&self, line: &[u8]) {
-        let Ok(value) = serde_json::from_slice::<Value>(line) else {
-            return;
-        };
-        if value.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
-            && let Some(id) = value.pointer("/params/requestId")
-            && let Ok(mut ids) = self.0.lock()
-        {
+    /// The client cancelled the request `id`: no answer will come, its id is free again.
+    fn release(&self, id: &Value) {
+        if let Ok(mut ids) = self.0.lock() {
             ids.remove(&id.to_string());
         }
     }
@@ -160,8 +154,13 @@ async fn read_input<R: AsyncRead + Unpin>(
             continue;
         }
         match check(&line, max_request_bytes, &mut session) {
-            Check::Forward if request_id(&line).is_some_and(|id| !pending.take(&id)) => {
-                let id = request_id(&line).unwrap_or_default();
+            Check::Forward(route)
+                if route
+                    .request_id
+                    .as_ref()
+                    .is_some_and(|id| !pending.take(id)) =>
+            {
+                let id = route.request_id.unwrap_or_default();
                 let error = error_frame(
                     Value::Null,
                     -32600,
@@ -173,16 +172,10 @@ async fn read_input<R: AsyncRead + Unpin>(
                     break;
                 }
             }
-            Check::Forward if line.windows(23).any(|w| w == b"notifications/cancelled") => {
-                pending.cancelled(&line);
-                if !line.ends_with(b"\n") {
-                    line.push(b'\n');
+            Check::Forward(route) => {
+                if let Some(id) = &route.cancels {
+                    pending.release(id);
                 }
-                if feed.write_all(&line).await.is_err() {
-                    break;
-                }
-            }
-            Check::Forward => {
                 if !line.ends_with(b"\n") {
                     line.push(b'\n');
                 }
@@ -212,9 +205,30 @@ struct Session {
 const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 
 enum Check {
-    Forward,
+    Forward(Route),
     Ignore,
     Reply(Vec<u8>),
+}
+
+/// What the guard keeps of a message it forwards, read from the one parse of it.
+#[derive(Debug, Default)]
+struct Route {
+    /// The id of a request (a message with a method and an id).
+    request_id: Option<Value>,
+    /// The request a `notifications/cancelled` gives up on.
+    cancels: Option<Value>,
+}
+
+impl Route {
+    fn of(value: &Value) -> Self {
+        let method = value.get("method").and_then(Value::as_str);
+        Self {
+            request_id: method.and(value.get("id")).cloned(),
+            cancels: (method == Some("notifications/cancelled"))
+                .then(|| value.pointer("/params/requestId").cloned())
+                .flatten(),
+        }
+    }
 }
 
 fn check(line: &[u8], max_request_bytes: usize, session: &mut Session) -> Check {
@@ -291,7 +305,8 @@ fn check(line: &[u8], max_request_bytes: usize, session: &mut Session) -> Check 
                 -32602,
                 format!("Invalid params: {problem}"),
             )),
-            _ => before_initialize(&value, session).unwrap_or(Check::Forward),
+            _ => before_initialize(&value, session)
+                .unwrap_or_else(|| Check::Forward(Route::of(&value))),
         },
         Err(error) => {
             let Some(id) = id else {
@@ -346,17 +361,6 @@ fn before_initialize(value: &Value, session: &mut Session) -> Option<Check> {
     }
 }
 
-/// The id of a request line (one with a method and an id).
-fn request_id(line: &[u8]) -> Option<Value> {
-    #[derive(serde::Deserialize)]
-    struct Head {
-        id: Option<Value>,
-        method: Option<serde::de::IgnoredAny>,
-    }
-    let head: Head = serde_json::from_slice(line).ok()?;
-    head.method.and(head.id)
-}
-
 /// The requests MCP defines (clients to servers): malformed params of these are -32602.
 const KNOWN_METHODS: &[&str] = &[
     "initialize",
@@ -385,9 +389,7 @@ const KNOWN_METHODS: &[&str] = &[
 fn bad_params(value: &Value) -> Option<String> {
     use rmcp::model as m;
     fn fits<T: serde::de::DeserializeOwned>(params: &Value) -> Option<String> {
-        serde_json::from_value::<T>(params.clone())
-            .err()
-            .map(|e| e.to_string())
+        T::deserialize(params).err().map(|e| e.to_string())
     }
     let method = value.get("method")?.as_str()?;
     let params = value.get("params").cloned();
@@ -416,7 +418,7 @@ fn valid_id(id: &Value) -> bool {
 
 /// The first key that appears twice in one object of `text` (already known to be JSON).
 fn duplicate_key(text: &[u8]) -> Option<String> {
-    use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
 
     struct Walk;
     impl<'de> serde::de::DeserializeSeed<'de> for Walk {
@@ -471,7 +473,6 @@ fn duplicate_key(text: &[u8]) -> Option<String> {
             Ok(None)
         }
     }
-    let _ = IgnoredAny;
     let mut de = serde_json::Deserializer::from_slice(text);
     serde::de::DeserializeSeed::deserialize(Walk, &mut de)
         .ok()
@@ -495,7 +496,7 @@ mod tests {
         let mut session = Session { initialized: true };
         match check(line.as_bytes(), 1024, &mut session) {
             Check::Reply(frame) => Some(serde_json::from_slice(&frame).expect("frame is JSON")),
-            Check::Forward => None,
+            Check::Forward(_) => None,
             Check::Ignore => Some(Value::Null),
         }
     }
@@ -570,7 +571,7 @@ mod tests {
         let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
         assert!(matches!(
             check(init.as_bytes(), 1024, &mut session),
-            Check::Forward
+            Check::Forward(_)
         ));
         let again = init
             .replace("\"id\":1", "\"id\":2")
@@ -598,16 +599,16 @@ mod tests {
         let stateless = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
         assert!(matches!(
             check(stateless.as_bytes(), 1024, &mut session),
-            Check::Forward
+            Check::Forward(_)
         ));
         let init = r#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
         assert!(matches!(
             check(init.as_bytes(), 1024, &mut session),
-            Check::Forward
+            Check::Forward(_)
         ));
         assert!(matches!(
             check(early.as_bytes(), 1024, &mut session),
-            Check::Forward
+            Check::Forward(_)
         ));
     }
 }
