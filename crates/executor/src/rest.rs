@@ -208,7 +208,10 @@ impl RestExecutor {
         Self { settings, auth }
     }
 
-    fn planned(&self, invocation: &Invocation<'_>) -> Result<(Planned, WebSection), AaiError> {
+    fn planned<'a>(
+        &self,
+        invocation: &Invocation<'a>,
+    ) -> Result<(Planned, std::borrow::Cow<'a, WebSection>), AaiError> {
         let (section, tool) = section_tool(
             invocation.descriptor.platforms.web.as_ref(),
             invocation,
@@ -216,11 +219,15 @@ impl RestExecutor {
         )?;
         // The user's override of the base URL applies to the request and to which credential
         // may go with it (a key bound to production is not sent to staging).
-        let mut effective = section.fields.clone();
-        if let Some(base) = self.settings.base_urls.get(&invocation.descriptor.app_id) {
-            effective.base_url.clone_from(base);
-        }
-        let web = &effective;
+        // (Copied only when the user set an override: this is every web call's path.)
+        let effective = match self.settings.base_urls.get(&invocation.descriptor.app_id) {
+            Some(base) => std::borrow::Cow::Owned(WebSection {
+                base_url: base.clone(),
+                ..section.fields.clone()
+            }),
+            None => std::borrow::Cow::Borrowed(&section.fields),
+        };
+        let web: &WebSection = &effective;
         let fields: &WebTool = &tool.fields;
         let schema = tool.common.parameters.as_ref().map(Parameters::schema);
         let lookup = |name: &str| invocation.value(schema.as_ref(), name);
