@@ -889,9 +889,10 @@ fn transport_error(
     let host = error
         .url()
         .and_then(|u| {
-            u.host_str().map(|h| match u.port() {
+            // `host()` keeps an IPv6 address in brackets, so `host:port` stays a URL authority.
+            u.host().map(|h| match u.port() {
                 Some(port) => format!("{h}:{port}"),
-                None => h.to_owned(),
+                None => h.to_string(),
             })
         })
         .unwrap_or_else(|| "the server".to_owned());

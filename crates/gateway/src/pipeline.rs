@@ -501,8 +501,9 @@ impl Gateway {
                 .detail
                 .as_ref()
                 .is_some_and(|d| d["reason"].as_str().is_some_and(|r| r.starts_with("tls")))
-            && let Some(section) = &app.descriptor.platforms.web
-            && let Some(seen) = crate::web::presented_certificate(&section.fields.base_url).await
+            // The host the request went to (a `web.base_urls` override included).
+            && let Some(host) = error.detail.as_ref().and_then(|d| d["host"].as_str())
+            && let Some(seen) = crate::web::presented_certificate(&format!("https://{host}/")).await
         {
             explain_tls(error, &seen);
         }
