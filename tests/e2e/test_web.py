@@ -262,3 +262,22 @@ async def test_binary_responses_arrive_as_image_and_resource_content(home, bus, 
     assert embedded.resource.mime_type == "application/pdf"
     assert base64.b64decode(embedded.resource.blob) == PDF
 
+
+async def test_the_registry_is_read_again_while_the_gateway_runs(home, bus, site, monkeypatch):
+    (home / "config.json").write_text(json.dumps({
+        "web": {"registry_url": f"http://127.0.0.1:{site.port}", "allow_http_loopback": True,
+                "registry_refresh_seconds": 1},
+    }))
+    names = lambda tools: [t.name for t in tools.tools]
+    with anyio.fail_after(TIMEOUT):
+        async with client_for(home, bus, "2025-11-25", monkeypatch) as client:
+            # The registry answers only after start-up, while the client keeps the gateway
+            # busy (each list is logged in the home folder the gateway watches).
+            await client.list_tools()
+            site.release.set()
+            while "app_com_example_pinger" not in names(await client.list_tools()):
+                await anyio.sleep(0.05)
+            assert "app_com_example_ponger" not in names(await client.list_tools())
+            site.second_app.set()  # the registry now lists a second app
+            while "app_com_example_ponger" not in names(await client.list_tools()):
+                await anyio.sleep(0.1)

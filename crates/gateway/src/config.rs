@@ -17,6 +17,9 @@ pub enum Exposure {
     Compact,
 }
 
+/// The config file's name in `AAI_HOME`.
+pub const CONFIG_FILE: &str = "config.json";
+
 /// The contents of `config.json`; every field is optional.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
@@ -220,7 +223,7 @@ impl Config {
     /// the gateway and never loosens what the user set. The problem is kept in
     /// [`Config::invalid`] as `<file>:<line>:<column> <problem>`.
     pub fn load(home: &Path) -> (Self, Option<String>) {
-        let path = home.join("config.json");
+        let path = home.join(CONFIG_FILE);
         let problem = match std::fs::read(&path) {
             Ok(bytes) => match Self::parse(&path, &bytes) {
                 Ok(config) => return (config, None),

@@ -1,14 +1,20 @@
 //! Live discovery: the first scan streams into the registry while the server already answers,
 //! then file-system events (and a slow poll as a safety net) trigger re-scans. Each changed
 //! snapshot is published on a `watch` channel; sessions turn it into `list_changed`.
+//!
+//! The home folder also holds the gateway's own busy files (the log, the audit database), so
+//! only events that can change what is offered start a re-scan, and a burst settles for at
+//! most [`SETTLE_AT_MOST`]: a steady trickle of writes can never hold discovery back.
 
-use std::path::PathBuf;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::Duration;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
 use aai_descriptor::Platform;
-use notify::{RecursiveMode, Watcher};
+use notify::event::{CreateKind, ModifyKind, RemoveKind};
+use notify::{Event, EventKind, RecursiveMode, Watcher};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -20,6 +26,8 @@ use crate::registry::Registry;
 const BATCH_EVERY: Duration = Duration::from_millis(200);
 /// Events closer together than this are handled by one re-scan.
 const DEBOUNCE: Duration = Duration::from_millis(100);
+/// A burst of events delays its re-scan by at most this much.
+const SETTLE_AT_MOST: Duration = Duration::from_millis(500);
 /// A re-scan happens at least this often, in case file events are missed.
 const POLL_EVERY: Duration = Duration::from_secs(10);
 
@@ -40,7 +48,7 @@ pub fn spawn(
     rx
 }
 
-fn options(home: &std::path::Path, dev: bool) -> ScanOptions {
+fn options(home: &Path, dev: bool) -> ScanOptions {
     let (config, problem) = Config::load(home);
     if let Some(problem) = problem {
         tracing::warn!("{problem}");
@@ -49,7 +57,7 @@ fn options(home: &std::path::Path, dev: bool) -> ScanOptions {
 }
 
 fn run(
-    home: &std::path::Path,
+    home: &Path,
     dev: bool,
     platforms: &[Platform],
     cancel: &CancellationToken,
@@ -59,14 +67,12 @@ fn run(
         tracing::warn!(home = %home.display(), %error, "cannot create the AAI home directory");
     }
     let cache = ParseCache::default();
-    let (events_tx, events) = mpsc::channel::<()>();
-    let mut watcher = match notify::recommended_watcher(
-        move |event: notify::Result<notify::Event>| {
-            if event.is_ok() {
-                let _ = events_tx.send(());
-            }
-        },
-    ) {
+    let (events_tx, events) = mpsc::channel::<Event>();
+    let mut watcher = match notify::recommended_watcher(move |event: notify::Result<Event>| {
+        if let Ok(event) = event {
+            let _ = events_tx.send(event);
+        }
+    }) {
         Ok(watcher) => Some(watcher),
         Err(error) => {
             tracing::warn!(%error, "file watching is unavailable; re-scanning every {} s", POLL_EVERY.as_secs());
@@ -91,15 +97,83 @@ fn run(
                 }
             }
         }
-        rescan(&options, &cache, platforms, tx, first);
+        let seen = rescan(&options, &cache, platforms, tx, first);
         first = false;
-        // Wait for a change, then let a burst of events settle.
-        match events.recv_timeout(POLL_EVERY) {
-            Ok(()) => while events.recv_timeout(DEBOUNCE).is_ok() {},
-            Err(RecvTimeoutError::Timeout) => {}
+        let relevant = Relevant::new(home, &options, seen);
+        wait_for_change(&events, &relevant);
+    }
+}
+
+/// What a file-system event must touch to be worth a re-scan.
+struct Relevant {
+    config: PathBuf,
+    /// Configured paths (a configured file may have any name).
+    paths: Vec<PathBuf>,
+    /// Every descriptor file the last scan looked at.
+    seen: HashSet<PathBuf>,
+}
+
+impl Relevant {
+    fn new(home: &Path, options: &ScanOptions, seen: HashSet<PathBuf>) -> Self {
+        Self {
+            config: home.join(crate::config::CONFIG_FILE),
+            paths: options.paths.clone(),
+            seen,
+        }
+    }
+
+    /// A descriptor or the config changed, a folder appeared or went away (an app folder moved
+    /// in, or one that held a known descriptor moved out). Writes to the gateway's log, its
+    /// database or temporary files are not.
+    fn matters(&self, event: &Event) -> bool {
+        if matches!(event.kind, EventKind::Access(_)) {
+            return false;
+        }
+        let structural = matches!(
+            event.kind,
+            EventKind::Create(CreateKind::Folder | CreateKind::Any | CreateKind::Other)
+                | EventKind::Remove(RemoveKind::Folder | RemoveKind::Any | RemoveKind::Other)
+                | EventKind::Modify(ModifyKind::Name(_))
+                | EventKind::Any
+                | EventKind::Other
+        );
+        event.paths.iter().any(|path| {
+            path.file_name().is_some_and(|name| name == "aai.json")
+                || *path == self.config
+                || self.paths.iter().any(|p| p == path)
+                || (structural
+                    && (path.is_dir() || self.seen.iter().any(|seen| seen.starts_with(path))))
+        })
+    }
+}
+
+/// Blocks until a relevant change has settled, or until the poll interval has passed.
+fn wait_for_change(events: &Receiver<Event>, relevant: &Relevant) {
+    let poll_at = Instant::now() + POLL_EVERY;
+    loop {
+        let left = poll_at.saturating_duration_since(Instant::now());
+        match events.recv_timeout(left) {
+            Ok(event) if relevant.matters(&event) => break,
+            Ok(_) => {}
+            Err(RecvTimeoutError::Timeout) => return,
             Err(RecvTimeoutError::Disconnected) => {
-                std::thread::sleep(POLL_EVERY.min(Duration::from_secs(1)))
+                // No watcher: poll, but at least once a second.
+                std::thread::sleep(left.min(Duration::from_secs(1)));
+                return;
             }
+        }
+    }
+    // Let the burst settle: until DEBOUNCE passes quietly, never beyond SETTLE_AT_MOST.
+    let give_up = Instant::now() + SETTLE_AT_MOST;
+    let mut quiet_at = Instant::now() + DEBOUNCE;
+    loop {
+        let left = quiet_at
+            .min(give_up)
+            .saturating_duration_since(Instant::now());
+        match events.recv_timeout(left) {
+            Ok(event) if relevant.matters(&event) => quiet_at = Instant::now() + DEBOUNCE,
+            Ok(_) => {}
+            Err(_) => return,
         }
     }
 }
@@ -110,8 +184,8 @@ fn rescan(
     platforms: &[Platform],
     tx: &watch::Sender<Arc<Registry>>,
     streaming: bool,
-) {
-    let started = std::time::Instant::now();
+) -> HashSet<PathBuf> {
+    let started = Instant::now();
     let mut found: Vec<Found> = Vec::new();
     scan(options, cache, BATCH_EVERY, |batch, done| {
         found.extend(batch);
@@ -153,4 +227,141 @@ fn rescan(
             tx.send_replace(Arc::new(registry));
         }
     });
+    found.into_iter().map(|f| f.path).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: EventKind, path: &Path) -> Event {
+        Event::new(kind).add_path(path.to_path_buf())
+    }
+
+    #[test]
+    fn only_events_that_can_change_the_offer_matter() {
+        let dir = tempfile::tempdir().expect("dir");
+        let home = dir.path();
+        let app = home.join("org.example.app");
+        std::fs::create_dir_all(&app).expect("mkdir");
+        let extra = home.join("elsewhere/tool.descriptor");
+        let relevant = Relevant::new(
+            home,
+            &ScanOptions {
+                home: home.to_path_buf(),
+                paths: vec![extra.clone()],
+                ..ScanOptions::default()
+            },
+            HashSet::from([app.join("aai.json"), home.join("gone.app/aai.json")]),
+        );
+        let data = EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any));
+        let renamed = EventKind::Modify(ModifyKind::Name(notify::event::RenameMode::From));
+        let matters = [
+            event(data, &app.join("aai.json")),
+            event(
+                EventKind::Create(CreateKind::File),
+                &home.join("new/aai.json"),
+            ),
+            event(data, &home.join("config.json")),
+            event(data, &extra),
+            event(EventKind::Create(CreateKind::Folder), &app),
+            // A folder that held a known descriptor was moved away (it no longer exists).
+            event(renamed, &home.join("gone.app")),
+            event(
+                EventKind::Remove(RemoveKind::Folder),
+                &home.join("gone.app"),
+            ),
+        ];
+        for event in &matters {
+            assert!(relevant.matters(event), "{event:?}");
+        }
+        let noise = [
+            event(data, &home.join("logs/aai-gateway.log")),
+            event(renamed, &home.join("logs/aai-gateway.log")),
+            event(
+                EventKind::Create(CreateKind::File),
+                &home.join("data.db-wal"),
+            ),
+            event(data, &home.join("web/x/.aai.json.tmp")),
+            event(
+                EventKind::Remove(RemoveKind::File),
+                &home.join("data.db-journal"),
+            ),
+            event(
+                EventKind::Access(notify::event::AccessKind::Any),
+                &app.join("aai.json"),
+            ),
+            // A folder's attributes changing is not a folder appearing.
+            event(
+                EventKind::Modify(ModifyKind::Metadata(notify::event::MetadataKind::Any)),
+                &app,
+            ),
+        ];
+        for event in &noise {
+            assert!(!relevant.matters(event), "{event:?}");
+        }
+    }
+
+    const APP: &str = r#"{"schema_version":"1.0","appId":"org.example.late","name":"Late",
+        "description":"Arrives while the log is busy","platforms":{"linux":{"automation":"dbus",
+        "service":"org.example.Late","object":"/","interface":"org.example.Late",
+        "tools":[{"name":"go","description":"Go","method":"Go"}]}}}"#;
+
+    /// A log written every few milliseconds in the home folder must not hold back the
+    /// re-scan that a new descriptor needs (it once did, until the 10 s poll never came).
+    #[test]
+    fn a_busy_log_never_holds_back_a_new_app() {
+        let dir = tempfile::tempdir().expect("dir");
+        let home = dir.path().to_path_buf();
+        let cancel = CancellationToken::new();
+        let mut registry = spawn(home.clone(), false, vec![Platform::Linux], cancel.clone());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let has =
+            |registry: &Registry, id: &str| registry.apps.iter().any(|a| a.descriptor.app_id == id);
+        runtime.block_on(async {
+            tokio::time::timeout(Duration::from_secs(20), async {
+                while !registry.borrow_and_update().complete {
+                    registry.changed().await.expect("discovery runs");
+                }
+            })
+            .await
+            .expect("first scan");
+        });
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (home, stop) = (home.clone(), stop.clone());
+            std::thread::spawn(move || {
+                use std::io::Write;
+                std::fs::create_dir_all(home.join("logs")).expect("logs");
+                let mut log = std::fs::File::create(home.join("logs/gateway.log")).expect("log");
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = writeln!(log, "a debug line");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        let app = home.join("org.example.late");
+        std::fs::create_dir_all(&app).expect("mkdir");
+        std::fs::write(app.join("aai.json"), APP).expect("write");
+        // Well inside the 10 s poll: only the file event can bring the app this soon.
+        let arrived = runtime.block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), async {
+                while !has(&registry.borrow_and_update(), "org.example.late") {
+                    registry.changed().await.expect("discovery runs");
+                }
+            })
+            .await
+        });
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().expect("writer");
+        cancel.cancel();
+        assert!(
+            arrived.is_ok(),
+            "the new app was not offered while the log was busy"
+        );
+    }
 }
