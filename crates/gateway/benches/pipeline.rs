@@ -204,11 +204,8 @@ fn local(c: &mut Criterion) {
     std::fs::create_dir_all(&home).expect("home");
     let options = aai_gateway::discovery::ScanOptions::new(&home, &config, false);
     let registry = aai_gateway::scan_once(&options, &[Platform::Linux]);
-    let sandbox = aai_gateway::local::sandbox::Sandbox::new(
-        &config.local.sandbox,
-        &[],
-        std::slice::from_ref(&home),
-    );
+    let sandbox =
+        aai_local::sandbox::Sandbox::new(&config.local.sandbox, &[], std::slice::from_ref(&home));
     let gateway =
         aai_gateway::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
     let runtime = tokio::runtime::Builder::new_multi_thread()

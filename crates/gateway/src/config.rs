@@ -51,7 +51,7 @@ pub struct Config {
     /// Web apps: registry, TLS trust, limits.
     pub web: WebConfig,
     /// The built-in local toolsets and their file sandbox.
-    pub local: crate::local::LocalConfig,
+    pub local: aai_local::LocalConfig,
     /// What the audit log keeps of each call.
     pub audit: AuditConfig,
     /// Set when `config.json` could not be used: `<file>:<line>:<column> <problem>`. The
@@ -176,7 +176,7 @@ impl Default for Config {
             executors: aai_executor::Settings::default(),
             retry: Retry::default(),
             web: WebConfig::default(),
-            local: crate::local::LocalConfig::default(),
+            local: aai_local::LocalConfig::default(),
             audit: AuditConfig::default(),
             invalid: None,
         }
@@ -341,18 +341,7 @@ pub fn aai_home() -> PathBuf {
     user_home().join(".aai")
 }
 
-pub fn user_home() -> PathBuf {
-    std::env::var_os("HOME")
-        .or_else(|| std::env::var_os("USERPROFILE"))
-        .map_or_else(|| PathBuf::from("."), PathBuf::from)
-}
-
-fn expand_home(path: &Path) -> PathBuf {
-    match path.strip_prefix("~") {
-        Ok(rest) => user_home().join(rest),
-        Err(_) => path.to_path_buf(),
-    }
-}
+pub use aai_local::{expand_home, user_home};
 
 #[cfg(test)]
 mod tests {

@@ -34,9 +34,21 @@ impl ScanOptions {
             home: home.to_path_buf(),
             paths: config.paths.clone(),
             dev,
-            builtins: crate::local::builtins(config),
+            builtins: builtins(&config.local),
         }
     }
+}
+
+/// The built-in toolsets `config` turns on, as discovery results ahead of every file.
+fn builtins(config: &aai_local::LocalConfig) -> Vec<Found> {
+    aai_local::descriptors(config)
+        .into_iter()
+        .map(|descriptor| Found {
+            rank: 0,
+            path: PathBuf::from(format!("built in: {}", descriptor.app_id)),
+            outcome: Ok(descriptor),
+        })
+        .collect()
 }
 
 /// The outcome of loading one candidate file.

@@ -9,7 +9,6 @@ pub mod dialog;
 pub mod discovery;
 pub mod gate;
 pub mod live;
-pub mod local;
 pub mod logfile;
 pub mod pipeline;
 pub mod policy_config;

@@ -68,6 +68,8 @@ pub struct Gateway {
     pub gate: Gate,
     /// Web apps: discovery, registry, credentials.
     pub web: Arc<Web>,
+    /// The built-in toolsets (they judge their own calls' risk and prefix grants).
+    pub toolsets: Arc<aai_local::Toolsets>,
 }
 
 impl Gateway {
@@ -86,14 +88,19 @@ impl Gateway {
             Web::new(&config, home).expect("a web client without extra certificates")
         });
         let web = Arc::new(web);
+        let setup = aai_local::Setup {
+            config: config.local.clone(),
+            protected: vec![home.to_path_buf(), config.web.cache_dir()],
+        };
         let mut rest = web.rest_settings();
-        rest.files = Some(crate::local::upload_reader(&config, home));
+        rest.files = Some(aai_local::upload_reader(&setup));
         let executors = executors.with_web(rest, web.auth.clone());
+        let toolsets = Arc::new(aai_local::Toolsets::new(&setup));
         // A caller that plugged in its own built-in executor (tests) keeps it.
         let executors = if executors.has_local() {
             executors
         } else {
-            executors.with_local(Arc::new(crate::local::LocalExecutor::new(&config, home)))
+            executors.with_local(toolsets.clone())
         };
         Arc::new(Self {
             registry,
@@ -101,6 +108,7 @@ impl Gateway {
             config,
             gate: Gate::new(data_db),
             web,
+            toolsets,
         })
     }
 
@@ -236,6 +244,10 @@ impl Gateway {
     /// with the command that grants it; a decline, a cancel or no answer in time is a denial
     /// the agent is told not to ask again about.
     ///
+    /// The steps are the gate's (DESIGN §8), in order: find the tool, check the arguments
+    /// against its schema, rate the risk, apply the policy, get consent, run, audit. Every
+    /// step that refuses writes the call's audit row before it answers.
+    ///
     /// # Errors
     /// See [`Gateway::exec`].
     pub async fn exec_asking(
@@ -246,67 +258,139 @@ impl Gateway {
         args: &Value,
         asker: Option<&dyn Asker>,
     ) -> Result<Value, AaiError> {
-        let caller = who.name.as_str();
-        let roots = who.roots.as_slice();
         let started = Instant::now();
-        let elapsed = || i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
         let registry = self.registry().await;
         // The tool is borrowed from the app found, not copied: this is every call's path.
         let found = self.find(&registry, app);
-        let resolved = match &found {
-            Ok(app) => find_tool(app, tool).map(|spec| (app, spec)),
-            Err(error) => Err(error.clone()),
+        let (app, spec) = match &found {
+            Ok(found) => match find_tool(found, tool) {
+                Ok(spec) => (found, spec),
+                Err(error) => return self.unresolved(who, app, tool, args, started, error),
+            },
+            Err(error) => return self.unresolved(who, app, tool, args, started, error.clone()),
         };
-        let (app, spec) = match &resolved {
-            Ok((app, spec)) => (*app, *spec),
-            Err(error) => {
-                let args = aai_audit::shrink(
-                    &aai_audit::redact(args, None),
-                    self.config.audit.max_arg_chars,
-                );
-                let call = Call {
-                    id: self.gate.call_id(),
-                    caller,
-                    app,
-                    tool,
-                    args: &args,
-                    risk: Risk::Medium,
-                };
-                self.gate
-                    .record(&call, "none", "failed", elapsed(), Some(error))?;
-                return Err(error.clone());
-            }
-        };
-        let mut risk = derive_risk(spec.risk, spec.read_only, spec.destructive);
-        let raised = (app.platform == Platform::Local)
-            .then(|| crate::local::call_risk(app.id(), &spec.name, args))
-            .flatten();
-        if let Some(raised) = raised {
-            // A shell command the classifier finds critical is judged as critical.
-            risk = risk.max(raised);
-        }
+        // Schema check. The arguments are redacted (by the schema's secret fields) and
+        // shortened for the audit log once.
         let schema = spec.parameters.as_ref().map(Parameters::schema);
         let redacted = aai_audit::shrink(
             &aai_audit::redact(args, schema.as_ref()),
             self.config.audit.max_arg_chars,
         );
-        let call = Call {
+        let mut call = Call {
             id: self.gate.call_id(),
-            caller,
+            caller: &who.name,
             app: app.id(),
             tool: &spec.name,
             args: &redacted,
-            risk,
+            risk: derive_risk(spec.risk, spec.read_only, spec.destructive),
+        };
+        let step = Step {
+            call: &call,
+            started,
         };
         let args = match check_args(app, spec, schema.as_ref(), args) {
             Ok(args) => args,
-            Err(error) => {
-                self.gate
-                    .record(&call, "none", "failed", elapsed(), Some(&error))?;
-                return Err(error);
-            }
+            Err(error) => return Err(self.refuse(&step, "none", "failed", error)),
         };
-        let (profile_name, profile) = self.config.policy.profile_for(caller, roots);
+        // Risk: the tool's own, raised by what this call does (a critical shell command).
+        let raised = self.raised_risk(app, spec, &args);
+        call.risk = call.risk.max(raised.unwrap_or(Risk::Low));
+        let step = Step {
+            call: &call,
+            started,
+        };
+        let (action, profile_name) = self.policy(who, app, spec, call.risk, raised);
+        let decision = self
+            .consent(
+                &step,
+                who,
+                app,
+                spec,
+                &args,
+                action,
+                &profile_name,
+                raised,
+                asker,
+            )
+            .await?;
+        let once_binding = match self.confirm_authorization(&who.name, app, asker).await {
+            Ok(once) => once,
+            Err(error) if waits_for_input(&error) => return Err(error),
+            Err(error) => return Err(self.refuse(&step, &decision, "denied", error)),
+        };
+        // The intent row is durable before anything runs: no call happens unrecorded.
+        self.gate.record(&call, &decision, "started", 0, None)?;
+        let result = self
+            .execute(&step, &decision, who, app, spec, &args, asker)
+            .await;
+        if let Some((var, origin)) = once_binding {
+            // Allowed for this call only.
+            self.web.auth.withdraw_env(&app.descriptor, &var, &origin);
+        }
+        self.audit(&step, &decision, result)
+    }
+
+    /// A call whose app or tool does not exist: audited as failed with the arguments as given.
+    fn unresolved(
+        &self,
+        who: &Caller,
+        app: &str,
+        tool: &str,
+        args: &Value,
+        started: Instant,
+        error: AaiError,
+    ) -> Result<Value, AaiError> {
+        let args = aai_audit::shrink(
+            &aai_audit::redact(args, None),
+            self.config.audit.max_arg_chars,
+        );
+        let call = Call {
+            id: self.gate.call_id(),
+            caller: &who.name,
+            app,
+            tool,
+            args: &args,
+            risk: Risk::Medium,
+        };
+        let step = Step {
+            call: &call,
+            started,
+        };
+        Err(self.refuse(&step, "none", "failed", error))
+    }
+
+    /// Writes the refused call's audit row and returns the error for the agent (or the audit
+    /// failure, which then matters more).
+    fn refuse(&self, step: &Step<'_>, decision: &str, outcome: &str, error: AaiError) -> AaiError {
+        match self
+            .gate
+            .record(step.call, decision, outcome, step.elapsed(), Some(&error))
+        {
+            Ok(()) => error,
+            Err(audit) => audit,
+        }
+    }
+
+    /// The risk of this call when above its tool's own: built-in toolsets judge their calls
+    /// (the terminal rates a command the classifier finds critical as critical).
+    fn raised_risk(&self, app: &App, spec: &ToolCommon, args: &Map<String, Value>) -> Option<Risk> {
+        (app.platform == Platform::Local)
+            .then(|| self.toolsets.call_risk(app.id(), &spec.name, args))
+            .flatten()
+    }
+
+    /// The policy step: what the client's profile says for this tool at this risk, and the
+    /// profile's name. An override that lets a tool run does not let a raised call through:
+    /// the profile's rule for the raised risk applies at least.
+    fn policy(
+        &self,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        risk: Risk,
+        raised: Option<Risk>,
+    ) -> (Action, String) {
+        let (profile_name, profile) = self.config.policy.profile_for(&who.name, &who.roots);
         let policy_name = format!("{}:{}", app.id(), spec.name);
         let mut action = profile.decide(
             &ToolFacts {
@@ -317,35 +401,50 @@ impl Gateway {
             &[],
         );
         if let Some(raised) = raised {
-            // An override that lets the tool run does not let a critical command through:
-            // the profile's rule for that risk applies at least.
             action = action.max(profile.risk_policies.get(raised));
         }
+        (action, profile_name.to_owned())
+    }
+
+    /// The consent step: a blocked call is refused; one that needs approval runs on a
+    /// remembered grant or the user's answer. Returns the decision the audit rows carry.
+    #[allow(clippy::too_many_arguments)]
+    async fn consent(
+        &self,
+        step: &Step<'_>,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+        action: Action,
+        profile_name: &str,
+        raised: Option<Risk>,
+        asker: Option<&dyn Asker>,
+    ) -> Result<String, AaiError> {
+        let caller = who.name.as_str();
+        let risk = step.call.risk;
         let mut decision = action_name(action).to_owned();
         match action {
-            Action::AlwaysBlock if self.config.invalid.is_some() => {
-                let problem = self.config.invalid.as_deref().unwrap_or_default();
-                let error = config_invalid(app.id(), &spec.name, problem);
-                self.gate
-                    .record(&call, &decision, "blocked", elapsed(), Some(&error))?;
-                return Err(error);
-            }
             Action::AlwaysBlock => {
-                let error = AaiError::new(
-                    ErrorKind::PermissionDenied,
-                    format!(
-                        "{policy_name} is blocked by the policy profile {profile_name:?} (risk {}); no approval can allow it. The user can change `policy` in the gateway's config.json.",
-                        risk_name(risk)
-                    ),
-                )
-                .with_detail(json!({"reason": "blocked", "profile": profile_name, "risk": risk_name(risk)}));
-                self.gate
-                    .record(&call, &decision, "blocked", elapsed(), Some(&error))?;
-                return Err(error);
+                let error = match &self.config.invalid {
+                    Some(problem) => config_invalid(app.id(), &spec.name, problem),
+                    None => AaiError::new(
+                        ErrorKind::PermissionDenied,
+                        format!(
+                            "{}:{} is blocked by the policy profile {profile_name:?} (risk {}); no approval can allow it. The user can change `policy` in the gateway's config.json.",
+                            app.id(),
+                            spec.name,
+                            risk_name(risk)
+                        ),
+                    )
+                    .with_detail(json!({"reason": "blocked", "profile": profile_name, "risk": risk_name(risk)})),
+                };
+                Err(self.refuse(step, &decision, "blocked", error))
             }
+            Action::AutoApprove | Action::NotifyOnly => Ok(decision),
             Action::RequireApproval => {
                 let critical = raised.is_some();
-                // No grant covers a command the classifier finds critical: it is asked each time.
+                // No grant covers a call whose risk was raised: it is asked each time.
                 let held = if critical {
                     aai_audit::Held::default()
                 } else {
@@ -353,128 +452,118 @@ impl Gateway {
                         .held(caller, app.id(), &spec.name, who.session.as_deref())?
                 };
                 let prefixed = !held.prefixes.is_empty()
-                    && crate::local::prefix_covers(app.id(), &spec.name, &args, &held.prefixes);
+                    && self
+                        .toolsets
+                        .prefix_covers(app.id(), &spec.name, args, &held.prefixes);
                 if held.whole || prefixed {
                     decision.push_str(if prefixed {
                         ":granted_prefix"
                     } else {
                         ":granted"
                     });
-                } else {
-                    let mut question = Question::new(
-                        caller,
-                        app.id(),
-                        &app.descriptor.name,
-                        &spec.name,
-                        risk,
-                        guide::shorten(&redacted.to_string(), 200),
-                    );
-                    question.once_only = critical;
-                    question.session = who.session.is_some();
-                    question.prefix = crate::local::offered_prefix(app.id(), &spec.name, &args);
-                    let answer = match asker {
-                        Some(asker) => asker.ask(&question).await,
-                        None => Err(Unanswered::CannotAsk(String::new())),
-                    };
-                    let answer = match answer {
-                        Ok(Answer::Deny) => {
-                            Err(Unanswered::Declined("the user chose Deny".to_owned()))
-                        }
-                        other => other,
-                    };
-                    match answer {
-                        Ok(answer) => {
-                            let via = asker.map_or("cli", |a| a.via());
-                            let scoped =
-                                |scope: Scope, tool: Option<&str>, prefix: Option<&str>| Grant {
-                                    scope,
-                                    session: (scope == Scope::Session)
-                                        .then(|| who.session.clone())
-                                        .flatten(),
-                                    prefix: prefix.map(str::to_owned),
-                                    ..Grant::always(caller, app.id(), tool, via)
-                                };
-                            let grant = match answer {
-                                Answer::AllowSession => {
-                                    Some(scoped(Scope::Session, Some(&spec.name), None))
-                                }
-                                Answer::AlwaysTool => {
-                                    Some(scoped(Scope::Always, Some(&spec.name), None))
-                                }
-                                Answer::AlwaysApp => Some(scoped(Scope::Always, None, None)),
-                                Answer::AlwaysPrefix => question
-                                    .prefix
-                                    .as_deref()
-                                    .map(|p| scoped(Scope::Always, Some(&spec.name), Some(p))),
-                                Answer::AllowOnce | Answer::Deny => None,
+                    return Ok(decision);
+                }
+                let mut question = Question::new(
+                    caller,
+                    app.id(),
+                    &app.descriptor.name,
+                    &spec.name,
+                    risk,
+                    guide::shorten(&step.call.args.to_string(), 200),
+                );
+                question.once_only = critical;
+                question.session = who.session.is_some();
+                question.prefix = self.toolsets.offered_prefix(app.id(), &spec.name, args);
+                let answer = match asker {
+                    Some(asker) => asker.ask(&question).await,
+                    None => Err(Unanswered::CannotAsk(String::new())),
+                };
+                let answer = match answer {
+                    Ok(Answer::Deny) => Err(Unanswered::Declined("the user chose Deny".to_owned())),
+                    other => other,
+                };
+                match answer {
+                    Ok(answer) => {
+                        let via = asker.map_or("cli", |a| a.via());
+                        let scoped =
+                            |scope: Scope, tool: Option<&str>, prefix: Option<&str>| Grant {
+                                scope,
+                                session: (scope == Scope::Session)
+                                    .then(|| who.session.clone())
+                                    .flatten(),
+                                prefix: prefix.map(str::to_owned),
+                                ..Grant::always(caller, app.id(), tool, via)
                             };
-                            if let Some(grant) = grant {
-                                self.gate.remember(&grant)?;
+                        let grant = match answer {
+                            Answer::AllowSession => {
+                                Some(scoped(Scope::Session, Some(&spec.name), None))
                             }
-                            decision.push(':');
-                            decision.push_str(answer.decision());
+                            Answer::AlwaysTool => {
+                                Some(scoped(Scope::Always, Some(&spec.name), None))
+                            }
+                            Answer::AlwaysApp => Some(scoped(Scope::Always, None, None)),
+                            Answer::AlwaysPrefix => question
+                                .prefix
+                                .as_deref()
+                                .map(|p| scoped(Scope::Always, Some(&spec.name), Some(p))),
+                            Answer::AllowOnce | Answer::Deny => None,
+                        };
+                        if let Some(grant) = grant {
+                            self.gate.remember(&grant)?;
                         }
-                        Err(Unanswered::Later(input_required)) => {
-                            // Not a decision yet: the client asks the user and calls again.
-                            return Err(AaiError::new(
-                                ErrorKind::PermissionDenied,
-                                "waiting for the user's approval",
-                            )
-                            .with_detail(json!({ INPUT_REQUIRED: input_required })));
-                        }
-                        Err(unanswered) => {
-                            let error = match &self.config.invalid {
-                                Some(problem) => config_invalid(app.id(), &spec.name, problem),
-                                None => not_approved(
-                                    caller,
-                                    app.id(),
-                                    &spec.name,
-                                    risk,
-                                    &profile_name,
-                                    &unanswered,
-                                ),
-                            };
-                            self.gate.record(
-                                &call,
-                                &decision,
-                                "denied",
-                                elapsed(),
-                                Some(&error),
-                            )?;
-                            return Err(error);
-                        }
+                        decision.push(':');
+                        decision.push_str(answer.decision());
+                        Ok(decision)
+                    }
+                    // Not a decision yet: the client asks the user and calls again.
+                    Err(Unanswered::Later(input_required)) => Err(AaiError::new(
+                        ErrorKind::PermissionDenied,
+                        "waiting for the user's approval",
+                    )
+                    .with_detail(json!({ INPUT_REQUIRED: input_required }))),
+                    Err(unanswered) => {
+                        let error = match &self.config.invalid {
+                            Some(problem) => config_invalid(app.id(), &spec.name, problem),
+                            None => not_approved(
+                                caller,
+                                app.id(),
+                                &spec.name,
+                                risk,
+                                profile_name,
+                                &unanswered,
+                            ),
+                        };
+                        Err(self.refuse(step, &decision, "denied", error))
                     }
                 }
             }
-            Action::AutoApprove | Action::NotifyOnly => {}
         }
-        let once_binding = match self.confirm_authorization(caller, app, asker).await {
-            Ok(once) => once,
-            Err(error) => {
-                if error
-                    .detail
-                    .as_ref()
-                    .is_some_and(|d| d.get(INPUT_REQUIRED).is_some())
-                {
-                    return Err(error);
-                }
-                self.gate
-                    .record(&call, &decision, "denied", elapsed(), Some(&error))?;
-                return Err(error);
-            }
-        };
-        // The intent row is durable before anything runs: no call happens unrecorded.
-        self.gate.record(&call, &decision, "started", 0, None)?;
+    }
+
+    /// The execute step: runs the tool (again after a sign-in through the client), with a
+    /// `cancelled` row written if the call is dropped before it ends; a TLS failure is
+    /// explained from the certificate the server presents.
+    #[allow(clippy::too_many_arguments)]
+    async fn execute(
+        &self,
+        step: &Step<'_>,
+        decision: &str,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+        asker: Option<&dyn Asker>,
+    ) -> Result<Value, AaiError> {
         let timeout = self.config.tool_timeout(app.platform, spec.timeout);
-        let invocation = Invocation::new(&app.descriptor, &spec.name, &args, timeout)
-            .with_roots(roots)
+        let invocation = Invocation::new(&app.descriptor, &spec.name, args, timeout)
+            .with_roots(&who.roots)
             .with_progress(who.progress.as_deref());
         // A call dropped before it finishes (the client cancelled it) still gets its outcome row.
         let mut unfinished = Unfinished {
             gate: &self.gate,
-            call: &call,
-            decision: &decision,
-            started,
+            call: step.call,
+            decision,
+            started: step.started,
             armed: true,
         };
         let mut result = self.run(app.platform, invocation, spec).await;
@@ -491,10 +580,6 @@ impl Gateway {
             result = self.run(app.platform, invocation, spec).await;
         }
         unfinished.armed = false;
-        if let Some((var, origin)) = once_binding {
-            // Allowed for this call only.
-            self.web.auth.withdraw_env(&app.descriptor, &var, &origin);
-        }
         if let Err(error) = &mut result
             && app.platform == Platform::Web
             && error
@@ -507,21 +592,51 @@ impl Gateway {
         {
             explain_tls(error, &seen);
         }
+        result
+    }
+
+    /// The audit step: the outcome row. A result that cannot be audited is not returned.
+    fn audit(
+        &self,
+        step: &Step<'_>,
+        decision: &str,
+        result: Result<Value, AaiError>,
+    ) -> Result<Value, AaiError> {
         let (outcome, error) = match &result {
             Ok(_) => ("success", None),
             Err(error) => ("failed", Some(error)),
         };
         self.gate
-            .record(&call, &decision, outcome, elapsed(), error)
+            .record(step.call, decision, outcome, step.elapsed(), error)
             .map_err(|mut audit| {
                 audit.message = format!(
-                    "{policy_name} ran ({outcome}), but its result could not be audited: {}",
-                    audit.message
+                    "{}:{} ran ({outcome}), but its result could not be audited: {}",
+                    step.call.app, step.call.tool, audit.message
                 );
                 audit
             })?;
         result
     }
+}
+
+/// A call between the gate's steps: its audit identity and when it began.
+struct Step<'a> {
+    call: &'a Call<'a>,
+    started: Instant,
+}
+
+impl Step<'_> {
+    fn elapsed(&self) -> i64 {
+        i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+/// An error that is a consent round still open (2026-07-28 `input_required`), not a refusal.
+fn waits_for_input(error: &AaiError) -> bool {
+    error
+        .detail
+        .as_ref()
+        .is_some_and(|d| d.get(INPUT_REQUIRED).is_some())
 }
 
 impl Gateway {

@@ -536,12 +536,12 @@ async fn system_info_describes_this_machine() {
 fn builtin_apps_follow_the_config() {
     let config: Config =
         serde_json::from_value(json!({"local": {"terminal": false}})).expect("config");
-    let ids: Vec<String> = aai_gateway::local::builtins(&config)
+    let ids: Vec<String> = aai_local::descriptors(&config.local)
         .into_iter()
-        .map(|f| f.outcome.expect("valid").app_id.clone())
+        .map(|d| d.app_id.clone())
         .collect();
     assert_eq!(ids, ["local.files", "local.system"]);
-    let risks: Vec<(String, Option<aai_descriptor::Risk>)> = aai_gateway::local::descriptors()
+    let risks: Vec<(String, Option<aai_descriptor::Risk>)> = aai_local::all_descriptors()
         .iter()
         .flat_map(|d| {
             d.tools(Platform::Local)
@@ -934,7 +934,7 @@ async fn built_in_tools_reject_unknown_arguments_and_name_units() {
     assert_eq!(error.kind, ErrorKind::InvalidParams, "{}", error.message);
     assert!(error.message.contains("timeout"), "{}", error.message);
     // Every duration parameter of the built-in tools carries its unit in its name.
-    for descriptor in aai_gateway::local::descriptors() {
+    for descriptor in aai_local::all_descriptors() {
         let tools = descriptor
             .tools(aai_descriptor::Platform::Local)
             .unwrap_or_default();
@@ -968,7 +968,7 @@ async fn built_in_tools_reject_unknown_arguments_and_name_units() {
 #[cfg(unix)]
 #[test]
 fn writes_race_free_against_a_folder_swapped_for_a_symlink() {
-    use aai_gateway::local::{files, sandbox};
+    use aai_local::{files, sandbox};
     let dir = tempfile::tempdir().expect("dir");
     let base = std::fs::canonicalize(dir.path()).expect("canonical");
     let allowed = base.join("allowed");

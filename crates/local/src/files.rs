@@ -3,12 +3,63 @@
 
 use std::io::Read;
 use std::path::Path;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use aai_descriptor::{AaiError, ErrorKind};
+use aai_descriptor::{AaiError, Descriptor, ErrorKind};
+use aai_executor::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use super::sandbox::Sandbox;
+use crate::sandbox::Sandbox;
+use crate::{Call, Setup, Toolset};
+
+pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> =
+    LazyLock::new(|| crate::shipped("local.files", include_str!("../toolsets/files.aai.json")));
+
+/// The files toolset.
+pub struct Files {
+    setup: Setup,
+}
+
+impl Files {
+    pub fn new(setup: &Setup) -> Self {
+        Self {
+            setup: setup.clone(),
+        }
+    }
+}
+
+impl Toolset for Files {
+    fn descriptor(&self) -> &Arc<Descriptor> {
+        &DESCRIPTOR
+    }
+
+    fn run<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
+        Box::pin(async move {
+            let sandbox = self.setup.sandbox(call.roots);
+            if call.tool == "file_watch" {
+                return watch(&sandbox, call.args).await;
+            }
+            let (tool, args) = (call.tool.to_owned(), call.args.clone());
+            tokio::task::spawn_blocking(move || match tool.as_str() {
+                "file_read" => read(&sandbox, &args),
+                "file_write" => write(&sandbox, &args),
+                "file_edit" => edit(&sandbox, &args),
+                "file_search" => search(&sandbox, &args),
+                other => Err(crate::unknown(&DESCRIPTOR.app_id, other)),
+            })
+            .await
+            .map_err(|e| crate::failed(e.to_string()))?
+        })
+    }
+
+    fn waits_ms(&self, tool: &str, args: &Map<String, Value>) -> u64 {
+        match tool {
+            "file_watch" => arg_u64(args, "wait_ms").unwrap_or(10_000),
+            _ => 0,
+        }
+    }
+}
 
 /// Lines `file_read` returns when no `limit` is given.
 const DEFAULT_LINES: usize = 2000;
@@ -45,7 +96,7 @@ pub fn read_checked(
 ) -> Result<(std::path::PathBuf, Vec<u8>), AaiError> {
     let path = sandbox.check_read(input)?;
     let root = sandbox.root_of(&path).ok_or_else(|| outside(input))?;
-    let mut file = super::beneath::open_read(root, &path, input)?;
+    let mut file = crate::beneath::open_read(root, &path, input)?;
     sandbox.recheck_open(&file, &path, input)?;
     let meta = file.metadata().map_err(|e| io_error(input, &e))?;
     if meta.len() > sandbox.max_file_size {
@@ -95,10 +146,10 @@ pub fn read(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<Value, AaiEr
     }))
 }
 
-/// Replaces `path` with `bytes` atomically, race-free (see [`super::beneath`]).
+/// Replaces `path` with `bytes` atomically, race-free (see [`crate::beneath`]).
 fn replace(sandbox: &Sandbox, path: &Path, input: &str, bytes: &[u8]) -> Result<(), AaiError> {
     let root = sandbox.root_of(path).ok_or_else(|| outside(input))?;
-    super::beneath::replace(root, path, input, bytes)
+    crate::beneath::replace(root, path, input, bytes)
 }
 
 pub fn write(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<Value, AaiError> {

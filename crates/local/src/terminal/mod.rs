@@ -13,17 +13,102 @@
 //! with its real status and the session is closed: the next call on that id is told so, or,
 //! for the default session, is run in a new one that says its state was reset.
 
+pub mod grants;
+
 use std::collections::HashMap;
 use std::io::{Read as _, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use aai_descriptor::{AaiError, ErrorKind};
+use aai_descriptor::{AaiError, Descriptor, ErrorKind, Risk};
+use aai_executor::BoxFuture;
 use portable_pty::{ChildKiller, CommandBuilder, MasterPty, PtySize, native_pty_system};
 use serde_json::{Map, Value, json};
 use tokio::sync::{Mutex, mpsc};
 use tokio_util::sync::CancellationToken;
+
+pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> = LazyLock::new(|| {
+    crate::shipped(
+        "local.terminal",
+        include_str!("../../toolsets/terminal.aai.json"),
+    )
+});
+
+/// The terminal toolset: its sessions, and where they may start.
+pub struct Terminal {
+    setup: crate::Setup,
+    sessions: Sessions,
+}
+
+impl Terminal {
+    pub fn new(setup: &crate::Setup) -> Self {
+        Self {
+            setup: setup.clone(),
+            sessions: Sessions::default(),
+        }
+    }
+
+    /// Where sessions start: the first allowed folder that exists (a private temporary
+    /// folder when none does), and `working_dir` only inside the allowed folders; with
+    /// `terminal_anywhere`, the user's home and any folder.
+    fn place(&self, roots: &[String]) -> Place {
+        if self.setup.config.terminal_anywhere {
+            return Place {
+                start: Some(crate::user_home()),
+                sandbox: None,
+            };
+        }
+        let sandbox = self.setup.sandbox(roots);
+        Place {
+            start: sandbox.allowed().iter().find(|d| d.is_dir()).cloned(),
+            sandbox: Some(sandbox),
+        }
+    }
+}
+
+impl crate::Toolset for Terminal {
+    fn descriptor(&self) -> &Arc<Descriptor> {
+        &DESCRIPTOR
+    }
+
+    fn run<'a>(&'a self, call: crate::Call<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
+        Box::pin(async move {
+            let place = self.place(call.roots);
+            match call.tool {
+                "bash_execute" => {
+                    self.sessions
+                        .execute(call.args, &place, call.progress)
+                        .await
+                }
+                "bash_session" => self.sessions.manage(call.args, &place).await,
+                other => Err(crate::unknown(&DESCRIPTOR.app_id, other)),
+            }
+        })
+    }
+
+    fn call_risk(&self, tool: &str, args: &Map<String, Value>) -> Option<Risk> {
+        grants::call_risk(tool, args)
+    }
+
+    fn waits_ms(&self, tool: &str, args: &Map<String, Value>) -> u64 {
+        match tool {
+            "bash_execute" => args
+                .get("timeout_ms")
+                .and_then(Value::as_u64)
+                .unwrap_or(DEFAULT_TIMEOUT_MS),
+            _ => 0,
+        }
+    }
+
+    fn prefix_covers(&self, tool: &str, args: &Map<String, Value>, prefixes: &[String]) -> bool {
+        grants::prefix_covers(tool, args, prefixes)
+    }
+
+    fn offered_prefix(&self, tool: &str, args: &Map<String, Value>) -> Option<String> {
+        grants::offered_prefix(tool, args)
+    }
+}
 
 /// Characters of output returned at most; the middle of longer output is cut.
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
@@ -83,7 +168,7 @@ pub struct Place {
     /// A new session's directory; `None`: a private temporary folder of its own.
     pub start: Option<PathBuf>,
     /// Checks a `working_dir`; `None`: any directory.
-    pub sandbox: Option<super::sandbox::Sandbox>,
+    pub sandbox: Option<crate::sandbox::Sandbox>,
 }
 
 fn failed(message: String) -> AaiError {

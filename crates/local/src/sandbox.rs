@@ -64,13 +64,6 @@ fn denied(message: String) -> AaiError {
     AaiError::new(ErrorKind::PermissionDenied, message)
 }
 
-fn expand(path: &Path) -> PathBuf {
-    match path.strip_prefix("~") {
-        Ok(rest) => crate::config::user_home().join(rest),
-        Err(_) => path.to_path_buf(),
-    }
-}
-
 /// `path` with `.` and `..` removed lexically (never above the root).
 fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
@@ -103,7 +96,7 @@ impl Sandbox {
         let configured: Vec<PathBuf> = config
             .allowed_directories
             .iter()
-            .map(|d| resolve_dir(&expand(d)))
+            .map(|d| resolve_dir(&crate::expand_home(d)))
             .collect();
         let roots: Vec<PathBuf> = roots
             .iter()
@@ -128,7 +121,9 @@ impl Sandbox {
         };
         let mut builder = GlobSetBuilder::new();
         for pattern in &config.denied_patterns {
-            let expanded = expand(Path::new(pattern)).to_string_lossy().into_owned();
+            let expanded = crate::expand_home(Path::new(pattern))
+                .to_string_lossy()
+                .into_owned();
             match Glob::new(&expanded) {
                 Ok(glob) => {
                     builder.add(glob);
@@ -166,7 +161,7 @@ impl Sandbox {
         if input.len() > MAX_PATH {
             return Err(denied(format!("the path is longer than {MAX_PATH} bytes")));
         }
-        let path = expand(Path::new(input));
+        let path = crate::expand_home(Path::new(input));
         if path
             .components()
             .any(|c| c.as_os_str().len() > MAX_COMPONENT)

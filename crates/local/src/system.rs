@@ -1,7 +1,28 @@
 //! The system app: `system_info`, `clipboard_read`/`clipboard_write`, `notification_send`.
 
-use aai_descriptor::{AaiError, ErrorKind};
+use std::sync::{Arc, LazyLock};
+
+use aai_descriptor::{AaiError, Descriptor, ErrorKind};
+use aai_executor::BoxFuture;
 use serde_json::{Map, Value, json};
+
+use crate::{Call, Toolset};
+
+pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> =
+    LazyLock::new(|| crate::shipped("local.system", include_str!("../toolsets/system.aai.json")));
+
+/// The system toolset.
+pub struct System;
+
+impl Toolset for System {
+    fn descriptor(&self) -> &Arc<Descriptor> {
+        &DESCRIPTOR
+    }
+
+    fn run<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
+        Box::pin(run(call.tool, call.args))
+    }
+}
 
 fn arg<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, AaiError> {
     args.get(name).and_then(Value::as_str).ok_or_else(|| {

@@ -1,0 +1,321 @@
+//! The built-in local toolsets (`spec/desktop-control.zh.md` §3): `local.files`,
+//! `local.terminal`, `local.system` and the rest, each an app like any other — a real
+//! `aai.json` shipped in this crate (`toolsets/`), checked by the same schema and rules, offered
+//! through the same MCP surface and run through the same gate and audit log.
+//!
+//! A toolset implements [`Toolset`]; [`Toolsets`] holds the ones the config turns on and runs
+//! their calls. The gateway registers them and knows none of their insides.
+
+pub mod beneath;
+pub mod classify;
+pub mod files;
+pub mod sandbox;
+pub mod system;
+pub mod terminal;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use aai_descriptor::{AaiError, Descriptor, ErrorKind, Risk};
+use aai_executor::{BoxFuture, Executor, Invocation};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+/// `local` in config.json: which built-in apps are on, and each one's settings.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct LocalConfig {
+    pub terminal: bool,
+    /// Terminal sessions may start in, and `cd` by `working_dir` to, any folder (by default
+    /// only inside `sandbox.allowed_directories`). Either way the commands themselves run
+    /// with the user's rights: the file sandbox does not confine a shell.
+    pub terminal_anywhere: bool,
+    pub files: bool,
+    pub system: bool,
+    pub sandbox: sandbox::SandboxConfig,
+}
+
+impl Default for LocalConfig {
+    fn default() -> Self {
+        Self {
+            terminal: true,
+            terminal_anywhere: false,
+            files: true,
+            system: true,
+            sandbox: sandbox::SandboxConfig::default(),
+        }
+    }
+}
+
+/// What every toolset is given: its config and the gateway's own files (outside every
+/// sandbox: the home folder with its database and credentials, the web cache).
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub config: LocalConfig,
+    pub protected: Vec<PathBuf>,
+}
+
+impl Setup {
+    /// The file sandbox for a client with these MCP roots.
+    pub fn sandbox(&self, roots: &[String]) -> sandbox::Sandbox {
+        sandbox::Sandbox::new(&self.config.sandbox, roots, &self.protected)
+    }
+}
+
+/// One call of a built-in tool, its arguments already checked against the tool's schema.
+pub struct Call<'a> {
+    pub tool: &'a str,
+    pub args: &'a Map<String, Value>,
+    /// The client's MCP roots (file URIs).
+    pub roots: &'a [String],
+    /// Where a long call reports its latest output.
+    pub progress: Option<&'a (dyn Fn(&str) + Send + Sync)>,
+}
+
+/// A built-in app: its descriptor, and how it runs a call.
+pub trait Toolset: Send + Sync {
+    /// The descriptor, parsed once from the toolset's `aai.json`.
+    fn descriptor(&self) -> &Arc<Descriptor>;
+
+    /// Runs one call.
+    fn run<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, AaiError>>;
+
+    /// The risk of this call when above the tool's own (e.g. a critical shell command).
+    fn call_risk(&self, _tool: &str, _args: &Map<String, Value>) -> Option<Risk> {
+        None
+    }
+
+    /// How long this call waits on purpose, in milliseconds (a command's `timeout_ms`, a
+    /// watch's `wait_ms`): its time limit is at least this plus time to stop and report.
+    fn waits_ms(&self, _tool: &str, _args: &Map<String, Value>) -> u64 {
+        0
+    }
+
+    /// Whether remembered "commands starting with …" grants cover this call.
+    fn prefix_covers(&self, _tool: &str, _args: &Map<String, Value>, _prefixes: &[String]) -> bool {
+        false
+    }
+
+    /// The prefix an "always allow commands starting with …" answer would grant.
+    fn offered_prefix(&self, _tool: &str, _args: &Map<String, Value>) -> Option<String> {
+        None
+    }
+}
+
+/// A toolset's entry in the table of built-ins.
+struct Entry {
+    descriptor: &'static LazyLock<Arc<Descriptor>>,
+    enabled: fn(&LocalConfig) -> bool,
+    build: fn(&Setup) -> Box<dyn Toolset>,
+}
+
+/// Parses a shipped descriptor. They are checked by a test, so a broken one is a build bug.
+fn shipped(name: &str, text: &str) -> Arc<Descriptor> {
+    match aai_descriptor::parse(name, text.as_bytes()) {
+        Ok(descriptor) => Arc::new(descriptor),
+        Err(error) => panic!("the shipped descriptor {name} is invalid: {error}"),
+    }
+}
+
+/// Every built-in toolset, in the order they are listed.
+const TABLE: &[Entry] = &[
+    Entry {
+        descriptor: &files::DESCRIPTOR,
+        enabled: |c| c.files,
+        build: |setup| Box::new(files::Files::new(setup)),
+    },
+    Entry {
+        descriptor: &terminal::DESCRIPTOR,
+        enabled: |c| c.terminal,
+        build: |setup| Box::new(terminal::Terminal::new(setup)),
+    },
+    Entry {
+        descriptor: &system::DESCRIPTOR,
+        enabled: |c| c.system,
+        build: |_| Box::new(system::System),
+    },
+];
+
+/// The descriptors of the toolsets `config` turns on: the same `Arc`s every time, so a
+/// rescan that finds nothing new is seen as unchanged (no list_changed).
+pub fn descriptors(config: &LocalConfig) -> Vec<Arc<Descriptor>> {
+    TABLE
+        .iter()
+        .filter(|entry| (entry.enabled)(config))
+        .map(|entry| Arc::clone(entry.descriptor))
+        .collect()
+}
+
+/// Every built-in descriptor, on or off (tests, documentation).
+pub fn all_descriptors() -> Vec<Arc<Descriptor>> {
+    TABLE
+        .iter()
+        .map(|entry| Arc::clone(entry.descriptor))
+        .collect()
+}
+
+/// The toolsets of one gateway; runs their calls.
+pub struct Toolsets {
+    sets: Vec<Box<dyn Toolset>>,
+}
+
+impl Toolsets {
+    /// Every toolset, built with `setup` (whether one is offered is discovery's business, so
+    /// a config change never leaves an offered app without its runner).
+    pub fn new(setup: &Setup) -> Self {
+        Self {
+            sets: TABLE.iter().map(|entry| (entry.build)(setup)).collect(),
+        }
+    }
+
+    fn get(&self, app: &str) -> Option<&dyn Toolset> {
+        self.sets
+            .iter()
+            .find(|set| set.descriptor().app_id == app)
+            .map(AsRef::as_ref)
+    }
+
+    /// See [`Toolset::call_risk`].
+    pub fn call_risk(&self, app: &str, tool: &str, args: &Map<String, Value>) -> Option<Risk> {
+        self.get(app)?.call_risk(tool, args)
+    }
+
+    /// See [`Toolset::prefix_covers`].
+    pub fn prefix_covers(
+        &self,
+        app: &str,
+        tool: &str,
+        args: &Map<String, Value>,
+        prefixes: &[String],
+    ) -> bool {
+        self.get(app)
+            .is_some_and(|set| set.prefix_covers(tool, args, prefixes))
+    }
+
+    /// See [`Toolset::offered_prefix`].
+    pub fn offered_prefix(
+        &self,
+        app: &str,
+        tool: &str,
+        args: &Map<String, Value>,
+    ) -> Option<String> {
+        self.get(app)?.offered_prefix(tool, args)
+    }
+}
+
+/// How long a built-in call may take: the gateway's tool timeout, or longer when the tool
+/// itself waits longer on purpose, plus time to stop and report.
+fn limit(set: &dyn Toolset, invocation: &Invocation<'_>) -> Duration {
+    let waits = set.waits_ms(invocation.tool, invocation.args);
+    invocation
+        .timeout
+        .max(Duration::from_millis(waits) + Duration::from_secs(10))
+}
+
+impl Executor for Toolsets {
+    fn call<'a>(&'a self, invocation: Invocation<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
+        Box::pin(async move {
+            let app = invocation.descriptor.app_id.as_str();
+            let Some(set) = self.get(app) else {
+                return Err(unknown(app, invocation.tool));
+            };
+            let limit = limit(set, &invocation);
+            let call = Call {
+                tool: invocation.tool,
+                args: invocation.args,
+                roots: invocation.roots,
+                progress: invocation.progress,
+            };
+            match tokio::time::timeout(limit, set.run(call)).await {
+                Ok(result) => result,
+                Err(_) => Err(AaiError::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "{} did not finish within {} ms and was stopped",
+                        invocation.name(),
+                        limit.as_millis()
+                    ),
+                )),
+            }
+        })
+    }
+
+    fn plan(&self, invocation: Invocation<'_>) -> Result<Value, AaiError> {
+        Ok(
+            json!({"builtin": {"app": invocation.descriptor.app_id, "tool": invocation.tool, "args": invocation.args}}),
+        )
+    }
+}
+
+/// A tool the toolset does not have.
+pub fn unknown(app: &str, tool: &str) -> AaiError {
+    AaiError::new(
+        ErrorKind::ToolNotFound,
+        format!("{app} has no built-in tool {tool:?}"),
+    )
+}
+
+/// An error running a built-in tool.
+pub fn failed(message: impl Into<String>) -> AaiError {
+    AaiError::new(ErrorKind::AutomationFailed, message)
+}
+
+/// Reads files for web uploads (multipart bodies) exactly as `file_read` would: inside the
+/// allowed folders (narrowed by the client's roots), never the gateway's own files, within the
+/// size limit, race-free.
+pub fn upload_reader(setup: &Setup) -> aai_executor::rest::FileReader {
+    let setup = setup.clone();
+    Arc::new(move |path: &str, roots: &[String]| {
+        let (resolved, bytes) = files::read_checked(&setup.sandbox(roots), path)?;
+        let name = resolved
+            .file_name()
+            .map_or_else(|| "file".to_owned(), |n| n.to_string_lossy().into_owned());
+        Ok((bytes, name))
+    })
+}
+
+/// The user's home folder (`HOME`, or `USERPROFILE` on Windows).
+pub fn user_home() -> PathBuf {
+    std::env::var_os("HOME")
+        .or_else(|| std::env::var_os("USERPROFILE"))
+        .map_or_else(|| PathBuf::from("."), PathBuf::from)
+}
+
+/// `~/x` as the user's home joined with `x`; other paths unchanged.
+pub fn expand_home(path: &Path) -> PathBuf {
+    match path.strip_prefix("~") {
+        Ok(rest) => user_home().join(rest),
+        Err(_) => path.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shipped descriptors pass every check an app's file does, and name the tools the
+    /// toolsets run.
+    #[test]
+    fn shipped_descriptors_are_valid_apps() {
+        for descriptor in all_descriptors() {
+            assert!(
+                descriptor.app_id.starts_with("local."),
+                "{}",
+                descriptor.app_id
+            );
+            let tools = descriptor
+                .tools(aai_descriptor::Platform::Local)
+                .expect("local tools");
+            assert!(!tools.is_empty());
+        }
+        let setup = Setup {
+            config: LocalConfig::default(),
+            protected: Vec::new(),
+        };
+        let sets = Toolsets::new(&setup);
+        for descriptor in all_descriptors() {
+            assert!(sets.get(&descriptor.app_id).is_some());
+        }
+    }
+}
