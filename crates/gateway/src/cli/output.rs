@@ -6,10 +6,10 @@
 /// quietly with status 0 instead of a panic.
 macro_rules! println {
     () => {
-        $crate::output::emit(format_args!(""))
+        $crate::cli::output::emit(format_args!(""))
     };
     ($($arg:tt)*) => {
-        $crate::output::emit(format_args!($($arg)*))
+        $crate::cli::output::emit(format_args!($($arg)*))
     };
 }
 

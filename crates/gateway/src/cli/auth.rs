@@ -1,0 +1,242 @@
+//! `aai-gateway auth`: credentials of web apps.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use aai_descriptor::Platform;
+use aai_gateway::config::Config;
+use aai_gateway::discovery::ScanOptions;
+use anyhow::Context;
+use clap::Subcommand;
+
+use super::{for_person, output, runtime};
+
+#[derive(Subcommand, Debug)]
+pub enum Action {
+    /// Store an API key or access token for a web app (read without echo, or from stdin). It is
+    /// bound to the app's API origin and sent nowhere else.
+    Set {
+        /// The web app's appId (installed, or a registry copy).
+        app: String,
+        /// Bind to this origin (https://host[:port]) instead of the installed app's base_url.
+        #[arg(long)]
+        origin: Option<String>,
+    },
+    /// Sign in to a web app that uses OAuth: prints the page to open, waits for the browser.
+    Login {
+        /// The web app's appId.
+        app: String,
+    },
+    /// Which web apps have credentials, and where from (never the secrets).
+    Status,
+    /// Forget a web app's stored key or OAuth tokens.
+    Logout {
+        /// The web app's appId.
+        app: String,
+    },
+}
+
+pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<ExitCode> {
+    let store = aai_gateway::web::store::Store::new(home);
+    match action {
+        Action::Set { app, origin } => {
+            anyhow::ensure!(
+                aai_descriptor::is_valid_app_id(&app),
+                "{app:?} is not an appId (reverse-DNS, e.g. com.github.api)"
+            );
+            // The app must exist (installed or a registry copy); --origin only rebinds it.
+            let installed = web_origin(home, dev, &app)?;
+            let origin = match origin {
+                Some(url) => aai_executor::rest::origin_of(&url).with_context(|| {
+                    format!("--origin {url:?} is not a URL like https://api.example.com")
+                })?,
+                None => installed,
+            };
+            let secret = if std::io::stdin().is_terminal() {
+                rpassword::prompt_password(format!("Secret for {app} (not shown): "))
+                    .context("cannot read the secret")?
+            } else {
+                let mut line = String::new();
+                std::io::stdin()
+                    .read_line(&mut line)
+                    .context("cannot read the secret from stdin")?;
+                line
+            };
+            let secret = secret.trim().to_owned();
+            anyhow::ensure!(!secret.is_empty(), "no secret given; nothing stored");
+            let mut stored = store.get(&app).map_err(anyhow::Error::msg)?;
+            stored.secret = Some(secret);
+            stored.origin = Some(origin.clone());
+            store.put(&app, &stored).map_err(anyhow::Error::msg)?;
+            output::line(&format!(
+                "stored the secret of {app} in {}; it is sent only to {origin}",
+                store.describe()
+            ));
+        }
+        Action::Login { app } => return runtime()?.block_on(login(home, dev, &app)),
+        Action::Status => {
+            output::line(&format!("credentials are kept in {}", store.describe()));
+            // Every web app that needs a credential, and where each one would come from.
+            let (_, registry) = web_apps(home, dev);
+            let mut apps: std::collections::BTreeMap<String, Option<String>> =
+                store.apps().into_iter().map(|app| (app, None)).collect();
+            for app in &registry.apps {
+                let var = app
+                    .descriptor
+                    .platforms
+                    .web
+                    .as_ref()
+                    .and_then(|w| w.fields.auth.as_ref())
+                    .filter(|a| a.kind != "none")
+                    .map(|a| {
+                        a.fields
+                            .get("env_var")
+                            .and_then(serde_json::Value::as_str)
+                            .map(str::to_owned)
+                    });
+                if let Some(var) = var {
+                    apps.insert(app.id().to_owned(), var);
+                }
+            }
+            for (app, var) in apps {
+                let stored = store.get(&app).map_err(anyhow::Error::msg)?;
+                output::line(&output::auth_status(&app, &stored, var.as_deref()));
+            }
+        }
+        Action::Logout { app } => {
+            let removed = store.remove(&app).map_err(anyhow::Error::msg)?;
+            output::line(&if removed {
+                format!("forgot the credentials of {app}")
+            } else {
+                format!("nothing was stored for {app}")
+            });
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The config and the web apps installed (or copied from a registry) under `home`, for the
+/// `auth` commands; a config problem is said once on stderr.
+fn web_apps(home: &std::path::Path, dev: bool) -> (Config, aai_gateway::registry::Registry) {
+    let (config, problem) = Config::load(home);
+    if let Some(problem) = problem {
+        eprintln!("warning: {problem}");
+    }
+    let options = ScanOptions::new(home, &config, dev);
+    let registry = aai_gateway::scan_once(&options, &[Platform::Web]);
+    (config, registry)
+}
+
+/// The API origin of the installed web app `app`, which a stored secret is bound to.
+fn web_origin(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<String> {
+    let (_, registry) = web_apps(home, dev);
+    let found = aai_gateway::pipeline::find_app(&registry, app).map_err(|error| {
+        anyhow::anyhow!(
+            "{}; or bind the secret with --origin https://host",
+            error.message
+        )
+    })?;
+    let base = found
+        .descriptor
+        .platforms
+        .web
+        .as_ref()
+        .map(|web| web.fields.base_url.clone())
+        .with_context(|| format!("{app} is not a web app"))?;
+    aai_executor::rest::origin_of(&base)
+        .with_context(|| format!("{app}: base_url {base:?} is not a URL"))
+}
+
+/// `auth login`: the OAuth sign-in of a web app from a terminal. The page to open is printed
+/// on stdout (and opened in a browser when there is a desktop); the gateway listens for the
+/// redirect on 127.0.0.1 until the browser comes back, then stores the tokens.
+async fn login(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<ExitCode> {
+    use aai_executor::rest::Auth;
+    let (config, registry) = web_apps(home, dev);
+    let found = aai_gateway::pipeline::find_app(&registry, app)
+        .map_err(|error| anyhow::anyhow!("{}", for_person(&error.message)))?;
+    let descriptor = &found.descriptor;
+    let section = descriptor
+        .platforms
+        .web
+        .as_ref()
+        .with_context(|| format!("{app} is not a web app"))?;
+    let kind = section
+        .fields
+        .auth
+        .as_ref()
+        .map_or("none", |a| a.kind.as_str());
+    anyhow::ensure!(
+        kind == "oauth2",
+        "{} signs in with {kind}, not OAuth: {}",
+        descriptor.app_id,
+        if kind == "none" {
+            "it needs no credentials".to_owned()
+        } else {
+            format!(
+                "store its key with `aai-gateway auth set {}`",
+                descriptor.app_id
+            )
+        }
+    );
+    let web = aai_gateway::web::Web::new(&config, home).map_err(anyhow::Error::msg)?;
+    // An explicit sign-in replaces what was stored.
+    let mut stored = web
+        .auth
+        .store
+        .get(&descriptor.app_id)
+        .map_err(anyhow::Error::msg)?;
+    if stored.oauth.take().is_some() {
+        web.auth
+            .store
+            .put(&descriptor.app_id, &stored)
+            .map_err(anyhow::Error::msg)?;
+    }
+    let error = match web.auth.credential(descriptor, &section.fields).await {
+        Ok(_) => anyhow::bail!("{} did not ask for a sign-in", descriptor.app_id),
+        Err(error) => error,
+    };
+    let Some(url) = error
+        .detail
+        .as_ref()
+        .and_then(|d| d.get("authorization_url"))
+        .and_then(serde_json::Value::as_str)
+    else {
+        anyhow::bail!("{}", for_person(&error.message));
+    };
+    eprintln!(
+        "Sign in to {} by opening this page (it is opened for you when there is a desktop):",
+        descriptor.name
+    );
+    output::line(url);
+    eprintln!(
+        "Waiting for the browser to come back (up to {} minutes)…",
+        aai_gateway::web::auth::AUTHORIZATION_WAIT.as_secs() / 60
+    );
+    if web
+        .auth
+        .wait_for_authorization(
+            &descriptor.app_id,
+            aai_gateway::web::auth::AUTHORIZATION_WAIT,
+        )
+        .await
+    {
+        eprintln!(
+            "Signed in: {} is authorized; the tokens are in {}.",
+            descriptor.app_id,
+            web.auth.store.describe()
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        let why = web
+            .auth
+            .credential(descriptor, &section.fields)
+            .await
+            .err()
+            .map_or_else(
+                || "no tokens arrived".to_owned(),
+                |e| for_person(&e.message),
+            );
+        anyhow::bail!("the sign-in did not complete: {why}")
+    }
+}

@@ -1,0 +1,75 @@
+//! `aai-gateway call`: one tool through the same pipeline as MCP calls.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use aai_descriptor::{AaiError, Platform};
+use aai_executor::Executors;
+use aai_gateway::config::Config;
+use aai_gateway::discovery::ScanOptions;
+use aai_gateway::pipeline::render;
+
+use super::{DATA_DB, for_person, output};
+
+/// What `call` was asked to do.
+pub struct Request<'a> {
+    pub app: &'a str,
+    pub tool: &'a str,
+    pub args: &'a serde_json::Value,
+    pub dry_run: bool,
+    pub platform: Option<Platform>,
+}
+
+pub async fn run(
+    home: &std::path::Path,
+    dev: bool,
+    request: Request<'_>,
+) -> anyhow::Result<ExitCode> {
+    let (mut config, problem) = Config::load(home);
+    if let Some(problem) = problem {
+        eprintln!("warning: {problem}");
+    }
+    if let Some(platform) = request.platform {
+        config.platforms = vec![platform];
+    }
+    let options = ScanOptions::new(home, &config, dev);
+    let registry = aai_gateway::scan_once(&options, &config.platforms);
+    let max = config.max_result_chars;
+    let executors = Executors::with_settings(config.executors.clone(), None);
+    let gateway = aai_gateway::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+    let result = if request.dry_run {
+        gateway.plan(request.app, request.tool, request.args).await
+    } else {
+        // At a terminal, a call that needs approval asks the person at the keyboard.
+        let asker = (std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
+            .then_some(output::TerminalAsker);
+        gateway
+            .exec_asking(
+                &aai_gateway::pipeline::Caller::named("cli"),
+                request.app,
+                request.tool,
+                request.args,
+                asker.as_ref().map(|a| a as &dyn aai_gateway::gate::Asker),
+            )
+            .await
+    };
+    match result {
+        Ok(plan) if request.dry_run => {
+            output::plan(&plan);
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(output) => {
+            output::call_output(&render(&output, max).text);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(AaiError { kind, message, .. }) => {
+            eprintln!(
+                "{} ({}): {}",
+                kind.type_name(),
+                kind.code(),
+                for_person(&message)
+            );
+            Ok(ExitCode::from(1))
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! `aai-gateway consent`: remembered approvals.
+
+use std::process::ExitCode;
+
+use aai_executor::Executors;
+use aai_gateway::config::Config;
+use aai_gateway::discovery::ScanOptions;
+use clap::Subcommand;
+
+use super::{DATA_DB, output, runtime};
+
+#[derive(Subcommand, Debug)]
+pub enum Action {
+    /// List every grant.
+    List,
+    /// Allow a client to run a tool (or every tool of the app) without asking again.
+    Grant {
+        /// The app's appId.
+        app: String,
+        /// One tool of the app; without it, every tool.
+        tool: Option<String>,
+        /// The MCP client's name, as it reports itself (e.g. claude-code, cursor).
+        #[arg(long)]
+        client: String,
+    },
+    /// Take a grant back (without a tool: every grant of the app for that client).
+    Revoke {
+        /// The app's appId.
+        app: String,
+        /// One tool of the app; without it, every grant of the app.
+        tool: Option<String>,
+        /// The MCP client's name, as `consent list` shows it.
+        #[arg(long)]
+        client: String,
+    },
+}
+
+pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<ExitCode> {
+    let db = home.join(DATA_DB);
+    let grants = aai_audit::Grants::open(&db)?;
+    match action {
+        Action::List => {
+            let once = aai_audit::AuditLog::open(&db)?.query(&aai_audit::Filter {
+                decision_contains: Some(":allowed_once".into()),
+                result: Some("started".into()),
+                ..Default::default()
+            })?;
+            output::grants(&grants.list()?, &once);
+        }
+        Action::Grant { app, tool, client } => {
+            let (app, tool) = runtime()?.block_on(resolve(home, dev, &app, tool.as_deref()))?;
+            grants.grant(&aai_audit::Grant::always(
+                &client,
+                &app,
+                tool.as_deref(),
+                "cli",
+            ))?;
+            output::line(&format!(
+                "granted: {client} may always run {app}:{} without asking",
+                tool.as_deref().unwrap_or("*")
+            ));
+        }
+        Action::Revoke { app, tool, client } => {
+            let held = grants.list()?.into_iter().any(|g| {
+                g.client == client
+                    && g.app == app
+                    && tool.as_ref().is_none_or(|t| g.tool.as_ref() == Some(t))
+            });
+            if !held {
+                // Not a grant this client holds: say whether the name itself is wrong.
+                runtime()?.block_on(resolve(home, dev, &app, tool.as_deref()))?;
+            }
+            let removed = grants.revoke(&client, &app, tool.as_deref())?;
+            output::line(&format!("revoked {removed} grant(s)"));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The app and tool a `consent` command names, checked against the apps discovered.
+async fn resolve(
+    home: &std::path::Path,
+    dev: bool,
+    app: &str,
+    tool: Option<&str>,
+) -> anyhow::Result<(String, Option<String>)> {
+    let (config, _) = Config::load(home);
+    let options = ScanOptions::new(home, &config, dev);
+    let registry = aai_gateway::scan_once(&options, &config.platforms);
+    let executors = Executors::with_settings(config.executors.clone(), None);
+    let gateway = aai_gateway::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+    gateway
+        .resolve(app, tool)
+        .await
+        .map_err(|error| anyhow::anyhow!("{}", error.message))
+}

@@ -1,0 +1,219 @@
+//! The command line: one file per subcommand (as cargo and uv lay theirs out). Without a
+//! subcommand the gateway serves MCP on stdio.
+
+mod audit;
+mod auth;
+mod call;
+mod config;
+mod consent;
+mod discover;
+mod docs;
+mod logging;
+pub mod output;
+mod scan;
+mod serve;
+mod validate;
+
+use std::process::ExitCode;
+
+use aai_descriptor::Platform;
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+/// One MCP server for using your applications through their own automation interfaces.
+///
+/// Without a subcommand it serves MCP on stdio (how MCP clients start it). Files live under
+/// AAI_HOME (default ~/.aai): descriptors in <appId>/aai.json, config.json, data.db (audit log
+/// and approvals) and, in server mode, logs/aai-gateway.log (rotated at 10 MB, 3 kept).
+#[derive(Parser, Debug)]
+#[command(name = "aai-gateway", version, about, long_about)]
+pub struct Cli {
+    /// Run the stdio MCP server (the default when no subcommand is given).
+    #[arg(long)]
+    mcp: bool,
+    /// Also scan development build folders (Xcode DerivedData) when serving or with --scan.
+    #[arg(long)]
+    dev: bool,
+    /// List the discovered apps and every skipped descriptor with the reason, then exit.
+    #[arg(long)]
+    scan: bool,
+    /// Log filter for stderr (e.g. `debug`, `aai_gateway=trace`); also `AAI_LOG`.
+    #[arg(long, global = true, env = "AAI_LOG", default_value = "info")]
+    log_level: String,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// The gateway's SQLite file under `AAI_HOME`: audit log and consent grants.
+pub const DATA_DB: &str = "data.db";
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Remembered approvals: which client may run which app's tools without asking.
+    Consent {
+        #[command(subcommand)]
+        action: consent::Action,
+    },
+    /// The audit log of every call.
+    Audit {
+        #[command(subcommand)]
+        action: audit::Action,
+    },
+    /// Credentials of web apps: API keys, tokens, OAuth authorizations.
+    Auth {
+        #[command(subcommand)]
+        action: auth::Action,
+    },
+    /// Check aai.json files; exit 1 if any is invalid, listing file, JSON pointer and problem.
+    Validate {
+        /// aai.json files, or folders whose aai.json files (at any depth) are all checked.
+        #[arg(required = true)]
+        files: Vec<std::path::PathBuf>,
+    },
+    /// Run one tool through the same pipeline as MCP calls, and print its result.
+    Call {
+        /// The app's appId (or its name or alias).
+        app: String,
+        /// The tool's name, from the app's guide.
+        tool: String,
+        /// The tool's arguments as a JSON object.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        /// Print what would run (program, argv, stdin, env) as JSON instead of running it.
+        #[arg(long)]
+        dry_run: bool,
+        /// Plan from this platform's section (with --dry-run), e.g. check a macOS tool on Linux.
+        #[arg(long, value_parser = parse_platform, requires = "dry_run")]
+        platform: Option<Platform>,
+        /// Also find apps in development build folders (Xcode DerivedData).
+        #[arg(long)]
+        dev: bool,
+    },
+    /// Fetch, validate and print the descriptor a site serves at `.well-known/aai.json` (for
+    /// its author), or forget a discovered app.
+    Discover {
+        /// A URL, a domain, or a registry name (with --forget also an appId).
+        target: String,
+        /// Fetch anew, bypassing the cache.
+        #[arg(long)]
+        refresh: bool,
+        /// Forget the discovered app (its cached descriptor) instead.
+        #[arg(long, conflicts_with = "refresh")]
+        forget: bool,
+    },
+    /// The gateway's config.json: check it, or print its JSON Schema.
+    Config {
+        #[command(subcommand)]
+        action: config::Action,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) on stdout: `aai-gateway man > aai-gateway.1`.
+    Man,
+}
+
+/// A `--platform` value: a key of `platforms` in aai.json.
+fn parse_platform(text: &str) -> Result<Platform, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned())).map_err(|_| {
+        let keys: Vec<&str> = Platform::ALL.iter().map(|p| p.key()).collect();
+        format!("expected one of {}", keys.join(", "))
+    })
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let serving = cli.command.is_none() && !cli.scan;
+    let _log_guards = logging::init(
+        &cli.log_level,
+        serving.then(aai_gateway::config::aai_home).as_deref(),
+    );
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            // Printed once, for the person at the keyboard (not also as a log line).
+            eprintln!("aai-gateway: error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let home = aai_gateway::config::aai_home();
+    aai_gateway::private::tighten_and_log(&home);
+    match cli.command {
+        Some(Command::Validate { files }) => Ok(validate::run(&files)),
+        Some(Command::Auth { action }) => auth::run(&home, false, action),
+        Some(Command::Consent { action }) => consent::run(&home, false, action),
+        Some(Command::Discover {
+            target,
+            refresh,
+            forget,
+        }) => discover::run(&home, &target, refresh, forget),
+        Some(Command::Config { action }) => config::run(&home, action),
+        Some(Command::Completions { shell }) => docs::completions(shell),
+        Some(Command::Man) => docs::man(),
+        Some(Command::Audit { action }) => audit::run(&home.join(DATA_DB), action),
+        Some(Command::Call {
+            app,
+            tool,
+            args,
+            dry_run,
+            platform,
+            dev,
+        }) => {
+            let args: serde_json::Value =
+                serde_json::from_str(&args).context("--args is not valid JSON")?;
+            let request = call::Request {
+                app: &app,
+                tool: &tool,
+                args: &args,
+                dry_run,
+                platform,
+            };
+            runtime()?.block_on(call::run(&home, dev, request))
+        }
+        None if cli.scan => scan::run(&home, cli.dev),
+        None => {
+            let _ = cli.mcp;
+            runtime()?.block_on(serve::run(home, cli.dev))?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// An error message written for an agent, reworded for the person at the keyboard: the
+/// gateway's MCP tools are not theirs to call, and they are the user the agent would ask.
+fn for_person(message: &str) -> String {
+    let mut text = message
+        .replace(
+            " Call aai_apps to search.",
+            " `aai-gateway --scan` lists them.",
+        )
+        .replace("Ask the user to run", "Run")
+        .replace("ask the user what to do instead", "try something else");
+    if let Some(start) = text.find(" Each app's guide is its app_* tool") {
+        let end = text[start..]
+            .find(").")
+            .map_or(text.len(), |i| start + i + 2);
+        text.replace_range(start..end, " `aai-gateway --scan` lists them.");
+    }
+    for marker in [" Call app_", " Call aai_guide"] {
+        while let Some(start) = text.find(marker) {
+            let end = text[start + 1..]
+                .find(". ")
+                .map_or(text.len(), |i| start + 1 + i + 1);
+            text.replace_range(start..end, "");
+        }
+    }
+    text
+}

@@ -1,0 +1,97 @@
+//! `aai-gateway` (no subcommand): the stdio MCP server.
+
+use aai_executor::Executors;
+use aai_gateway::config::Config;
+use aai_gateway::pipeline::Gateway;
+use aai_gateway::server::AaiServer;
+use anyhow::Context;
+use rmcp::ServiceExt;
+use tokio_util::sync::CancellationToken;
+
+use super::DATA_DB;
+
+pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
+    if let Err(error) = aai_gateway::private::create_dir(&home) {
+        tracing::warn!(home = %home.display(), "cannot create the gateway's folder: {error}");
+    }
+    let (config, problem) = Config::load(&home);
+    if let Some(problem) = problem {
+        tracing::warn!("{problem}");
+    }
+    let cancel = CancellationToken::new();
+    let registry =
+        aai_gateway::live::spawn(home.clone(), dev, config.platforms.clone(), cancel.clone());
+    let max_request_bytes = config.max_request_bytes;
+    let executors = Executors::with_settings(config.executors.clone(), None);
+    let gateway = Gateway::new(
+        registry.clone(),
+        config,
+        executors,
+        home.join(DATA_DB),
+        &home,
+    );
+    if gateway.config.web.registry_url.is_some() {
+        // Start-up never waits on the network: discovery picks the copies up when they land.
+        let web = gateway.web.clone();
+        let every = gateway.config.web.registry_refresh_seconds;
+        tokio::spawn(async move {
+            loop {
+                match web.refresh_registry().await {
+                    Ok(counts) => tracing::info!(
+                        listed = counts.listed,
+                        kept = counts.kept,
+                        skipped = counts.skipped,
+                        "web registry refreshed"
+                    ),
+                    Err(error) => {
+                        tracing::warn!(%error, "web registry not refreshed; using the copies from last time")
+                    }
+                }
+                if every == 0 {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(every)).await;
+            }
+        });
+    }
+    tracing::info!(home = %home.display(), version = env!("CARGO_PKG_VERSION"), "aai-gateway serving MCP on stdio");
+    let server = AaiServer::new(gateway);
+    let running = server
+        .clone()
+        .serve(aai_gateway::transport::guarded(
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            max_request_bytes,
+        ))
+        .await
+        .context("the MCP session did not start")?;
+    // Sessions that began with `initialize` get list_changed as plain notifications; the
+    // 2026-07-28 lifecycle gets them through `subscriptions/listen` instead.
+    let peer = running.peer().clone();
+    let mut changes = registry;
+    let mut last = changes.borrow_and_update().clone();
+    let notifier = tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            let current = changes.borrow_and_update().clone();
+            if current.same_apps(&last) || peer.peer_info().is_none() {
+                last = current;
+                continue;
+            }
+            last = current;
+            let tools = peer.notify_tool_list_changed().await;
+            let resources = peer.notify_resource_list_changed().await;
+            if tools.is_err() || resources.is_err() {
+                break;
+            }
+            // Coalesce bursts (a big first scan, a folder copied in): the watch channel keeps
+            // only the newest snapshot, so one notification covers what changed meanwhile.
+            tokio::time::sleep(aai_gateway::NOTIFY_EVERY).await;
+        }
+    });
+    let reason = running.waiting().await;
+    tracing::info!(?reason, "client disconnected");
+    server.end_session();
+    notifier.abort();
+    cancel.cancel();
+    Ok(())
+}
