@@ -52,6 +52,8 @@ pub struct Config {
     pub web: WebConfig,
     /// The built-in local toolsets and their file sandbox.
     pub local: aai_local::LocalConfig,
+    /// The desktop toolsets: screenshot size, protected apps, OCR language.
+    pub desktop: aai_local::desktop::DesktopConfig,
     /// What the audit log keeps of each call.
     pub audit: AuditConfig,
     /// Set when `config.json` could not be used: `<file>:<line>:<column> <problem>`. The
@@ -177,6 +179,7 @@ impl Default for Config {
             retry: Retry::default(),
             web: WebConfig::default(),
             local: aai_local::LocalConfig::default(),
+            desktop: aai_local::desktop::DesktopConfig::default(),
             audit: AuditConfig::default(),
             invalid: None,
         }

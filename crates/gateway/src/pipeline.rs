@@ -88,10 +88,11 @@ impl Gateway {
             Web::new(&config, home).expect("a web client without extra certificates")
         });
         let web = Arc::new(web);
-        let setup = aai_local::Setup {
-            config: config.local.clone(),
-            protected: vec![home.to_path_buf(), config.web.cache_dir()],
-        };
+        let mut setup = aai_local::Setup::new(
+            config.local.clone(),
+            vec![home.to_path_buf(), config.web.cache_dir()],
+        );
+        setup.desktop = config.desktop.clone();
         let mut rest = web.rest_settings();
         rest.files = Some(aai_local::upload_reader(&setup));
         let executors = executors.with_web(rest, web.auth.clone());
@@ -1305,9 +1306,25 @@ pub fn binary(output: &Value) -> Option<(&str, u64, &str)> {
 /// A binary result is described in words (its bytes travel as their own content).
 pub fn render(output: &Value, max_chars: usize) -> Rendered {
     if let Some((mime, bytes, _)) = binary(output) {
+        // What came with the bytes (a screenshot's size, scale and origin) travels as
+        // structured content and in the text; the bytes travel as their own content block.
+        let meta: Map<String, Value> = output
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .filter(|(k, _)| *k != aai_executor::rest::BINARY_KEY)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut text = format!("binary content: {mime}, {bytes} bytes");
+        if !meta.is_empty() {
+            text.push('\n');
+            text.push_str(&Value::Object(meta.clone()).to_string());
+        }
         return Rendered {
-            text: format!("binary content: {mime}, {bytes} bytes"),
-            structured: None,
+            text,
+            structured: (!meta.is_empty()).then_some(Value::Object(meta)),
             cut: false,
         };
     }

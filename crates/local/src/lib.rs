@@ -6,10 +6,16 @@
 //! A toolset implements [`Toolset`]; [`Toolsets`] holds the ones the config turns on and runs
 //! their calls. The gateway registers them and knows none of their insides.
 
+pub mod a11y;
+pub mod apps;
 pub mod beneath;
 pub mod classify;
+pub mod desktop;
 pub mod files;
+pub mod input;
+pub mod ocr;
 pub mod sandbox;
+pub mod screen;
 pub mod system;
 pub mod terminal;
 
@@ -33,6 +39,12 @@ pub struct LocalConfig {
     pub terminal_anywhere: bool,
     pub files: bool,
     pub system: bool,
+    /// Screenshots, OCR and finding UI elements (`local.screen`).
+    pub screen: bool,
+    /// Mouse and keyboard (`local.input`).
+    pub input: bool,
+    /// Launching, switching and closing apps, managing windows (`local.apps`).
+    pub apps: bool,
     pub sandbox: sandbox::SandboxConfig,
 }
 
@@ -43,17 +55,35 @@ impl Default for LocalConfig {
             terminal_anywhere: false,
             files: true,
             system: true,
+            screen: true,
+            input: true,
+            apps: true,
             sandbox: sandbox::SandboxConfig::default(),
         }
     }
 }
 
-/// What every toolset is given: its config and the gateway's own files (outside every
-/// sandbox: the home folder with its database and credentials, the web cache).
-#[derive(Debug, Clone)]
+/// What every toolset is given: its config, the gateway's own files (outside every
+/// sandbox: the home folder with its database and credentials, the web cache), the desktop
+/// settings and the one desktop connection the desktop toolsets share.
+#[derive(Clone)]
 pub struct Setup {
     pub config: LocalConfig,
     pub protected: Vec<PathBuf>,
+    pub desktop: desktop::DesktopConfig,
+    pub display: Arc<desktop::backend::Desktop>,
+}
+
+impl Setup {
+    /// A setup with default desktop settings.
+    pub fn new(config: LocalConfig, protected: Vec<PathBuf>) -> Self {
+        Self {
+            config,
+            protected,
+            desktop: desktop::DesktopConfig::default(),
+            display: Arc::default(),
+        }
+    }
 }
 
 impl Setup {
@@ -134,6 +164,21 @@ const TABLE: &[Entry] = &[
         descriptor: &system::DESCRIPTOR,
         enabled: |c| c.system,
         build: |_| Box::new(system::System),
+    },
+    Entry {
+        descriptor: &screen::DESCRIPTOR,
+        enabled: |c| c.screen,
+        build: |setup| Box::new(screen::Screen::new(setup)),
+    },
+    Entry {
+        descriptor: &input::DESCRIPTOR,
+        enabled: |c| c.input,
+        build: |setup| Box::new(input::Input::new(setup)),
+    },
+    Entry {
+        descriptor: &apps::DESCRIPTOR,
+        enabled: |c| c.apps,
+        build: |setup| Box::new(apps::Apps::new(setup)),
     },
 ];
 
@@ -309,10 +354,7 @@ mod tests {
                 .expect("local tools");
             assert!(!tools.is_empty());
         }
-        let setup = Setup {
-            config: LocalConfig::default(),
-            protected: Vec::new(),
-        };
+        let setup = Setup::new(LocalConfig::default(), Vec::new());
         let sets = Toolsets::new(&setup);
         for descriptor in all_descriptors() {
             assert!(sets.get(&descriptor.app_id).is_some());

@@ -1,0 +1,59 @@
+//! Which backend drives this desktop, and why none does when none can.
+//!
+//! Linux on X11 (or XWayland with `DISPLAY` set) is driven through [`super::x11`]. A Wayland
+//! session without X, macOS and Windows are refused with AUTOMATION_NOT_SUPPORTED naming the
+//! missing piece, so the agent can fall back to an app's own interface.
+
+use std::sync::{Arc, Mutex};
+
+use aai_descriptor::AaiError;
+
+use super::x11::X11;
+
+/// The desktop connection of one gateway: made on first use, made again after a failure.
+#[derive(Default)]
+pub struct Desktop {
+    x11: Mutex<Option<Arc<X11>>>,
+}
+
+/// Why this machine's desktop cannot be driven, if it cannot.
+pub fn unsupported_reason() -> Option<String> {
+    if cfg!(target_os = "macos") {
+        return Some("desktop control on macOS (screen capture, CGEvent input, AX) is not built in this version; use the app's own aai.json tools".into());
+    }
+    if cfg!(windows) {
+        return Some("desktop control on Windows (capture, SendInput, UI Automation) is not built in this version; use the app's own aai.json tools".into());
+    }
+    let display = std::env::var_os("DISPLAY").filter(|d| !d.is_empty());
+    let wayland = std::env::var_os("WAYLAND_DISPLAY").filter(|d| !d.is_empty());
+    match (display, wayland) {
+        (Some(_), _) => None,
+        (None, Some(_)) => Some("this is a Wayland session without XWayland (DISPLAY is not set); screenshots and input need the XDG desktop portals (Screenshot, RemoteDesktop), which this version does not drive yet. Start the gateway with DISPLAY set to use XWayland".into()),
+        (None, None) => Some("no graphical session: neither DISPLAY nor WAYLAND_DISPLAY is set for the gateway".into()),
+    }
+}
+
+impl Desktop {
+    /// The X connection, connecting when needed.
+    ///
+    /// # Errors
+    /// AUTOMATION_NOT_SUPPORTED naming what is missing, or why the display did not answer.
+    pub fn x11(&self) -> Result<Arc<X11>, AaiError> {
+        if let Some(reason) = unsupported_reason() {
+            return Err(super::not_supported(&reason));
+        }
+        let mut guard = self
+            .x11
+            .lock()
+            .map_err(|_| crate::failed("the desktop connection is unavailable"))?;
+        if let Some(x) = guard.as_ref() {
+            // A connection the server closed is replaced.
+            if x.sync().is_ok() {
+                return Ok(x.clone());
+            }
+        }
+        let x = Arc::new(X11::connect()?);
+        *guard = Some(x.clone());
+        Ok(x)
+    }
+}

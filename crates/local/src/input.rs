@@ -1,0 +1,371 @@
+//! The input toolset (`local.input`): mouse and keyboard through XTEST.
+//!
+//! Points are in the agent's space. Input is refused while a protected app's window is
+//! focused, or when a click would land on one — no grant allows it. A call that is cancelled,
+//! times out or fails releases every key and button it pressed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use aai_descriptor::{AaiError, Descriptor, ErrorKind};
+use aai_executor::BoxFuture;
+use serde_json::{Map, Value, json};
+
+use crate::desktop::backend::Desktop;
+use crate::desktop::keys;
+use crate::desktop::x11::{Held, X11};
+use crate::desktop::{DesktopConfig, Space};
+use crate::screen::blocking;
+use crate::{Call, Setup, Toolset};
+
+pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> =
+    LazyLock::new(|| crate::shipped("local.input", include_str!("../toolsets/input.aai.json")));
+
+/// Pointer steps of a smooth move or a drag are this far apart in time.
+const STEP: Duration = Duration::from_millis(10);
+
+/// The input toolset.
+pub struct Input {
+    config: DesktopConfig,
+    desktop: Arc<Desktop>,
+}
+
+impl Input {
+    pub fn new(setup: &Setup) -> Self {
+        Self {
+            config: setup.desktop.clone(),
+            desktop: setup.display.clone(),
+        }
+    }
+}
+
+/// Sets the flag when the call's future is dropped (cancelled, timed out): the blocking work
+/// sees it between steps, stops, and releases what it holds.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Toolset for Input {
+    fn descriptor(&self) -> &Arc<Descriptor> {
+        &DESCRIPTOR
+    }
+
+    fn run<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let guard = StopOnDrop(stop.clone());
+        let (desktop, config, args, tool) = (
+            self.desktop.clone(),
+            self.config.clone(),
+            call.args.clone(),
+            call.tool.to_owned(),
+        );
+        Box::pin(async move {
+            let _guard = guard;
+            blocking(move || {
+                let x = desktop.x11()?;
+                let work = Work {
+                    x: &x,
+                    space: Space::new(x.desktop(), config.max_edge()),
+                    config: &config,
+                    stop: &stop,
+                };
+                work.run(&tool, &args)
+            })
+            .await
+        })
+    }
+
+    fn waits_ms(&self, tool: &str, args: &Map<String, Value>) -> u64 {
+        let number = |k: &str| args.get(k).and_then(Value::as_u64).unwrap_or(0);
+        match tool {
+            "mouse_move" | "mouse_drag" => number("duration_ms"),
+            "type_text" => {
+                let chars = args
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .map_or(0, |t| t.chars().count() as u64);
+                chars * (number("delay_ms").max(10) + 10)
+            }
+            _ => 0,
+        }
+    }
+}
+
+fn invalid(message: impl Into<String>) -> AaiError {
+    AaiError::new(ErrorKind::InvalidParams, message)
+}
+
+fn number(args: &Map<String, Value>, name: &str) -> Result<f64, AaiError> {
+    args.get(name)
+        .and_then(Value::as_f64)
+        .ok_or_else(|| invalid(format!("`{name}` is required")))
+}
+
+fn cancelled() -> AaiError {
+    crate::failed("the call was cancelled; every key and button it pressed was released")
+}
+
+struct Work<'a> {
+    x: &'a X11,
+    space: Space,
+    config: &'a DesktopConfig,
+    stop: &'a AtomicBool,
+}
+
+impl Work<'_> {
+    fn run(&self, tool: &str, args: &Map<String, Value>) -> Result<Value, AaiError> {
+        self.refuse_protected(None)?;
+        let mut held = self.x.hold();
+        let result = match tool {
+            "mouse_move" => self.mouse_move(args),
+            "left_click" => self.click(&mut held, args, 1, 1),
+            "right_click" => self.click(&mut held, args, 3, 1),
+            "double_click" => self.click(&mut held, args, 1, 2),
+            "mouse_drag" => self.drag(&mut held, args),
+            "scroll" => self.scroll(&mut held, args),
+            "type_text" => self.type_text(&mut held, args),
+            "key_press" | "hotkey" => self.keys(&mut held, args),
+            other => Err(crate::unknown(&DESCRIPTOR.app_id, other)),
+        };
+        drop(held);
+        result
+    }
+
+    /// Refuses input while a protected app is focused, or aimed at one of its windows.
+    fn refuse_protected(&self, at: Option<(i32, i32)>) -> Result<(), AaiError> {
+        for window in self.x.windows() {
+            if window.minimized {
+                continue;
+            }
+            let aimed = at.is_some_and(|(px, py)| window.bounds.contains(px, py));
+            if (window.focused || aimed)
+                && let Some(pattern) = self.config.protects(&window)
+            {
+                return Err(AaiError::new(
+                    ErrorKind::PermissionDenied,
+                    format!(
+                        "input to {:?} is refused: it is a protected app (matches {pattern:?} in desktop.protected_apps); no approval can allow it. Ask the user to do this part themselves.",
+                        window.title
+                    ),
+                )
+                .with_detail(json!({"reason": "protected_app", "window": window.title})));
+            }
+        }
+        Ok(())
+    }
+
+    fn point(&self, args: &Map<String, Value>, x: &str, y: &str) -> Result<(i32, i32), AaiError> {
+        Ok(self.space.to_physical(number(args, x)?, number(args, y)?))
+    }
+
+    fn position(&self) -> Result<Value, AaiError> {
+        let (px, py, _) = self.x.pointer()?;
+        let (ax, ay) = self.space.to_agent(px, py);
+        Ok(json!({"x": ax, "y": ay}))
+    }
+
+    /// Moves the pointer to `to` in steps over `duration` (at once when zero).
+    fn glide(&self, to: (i32, i32), duration: Duration) -> Result<(), AaiError> {
+        let (fx, fy, _) = self.x.pointer()?;
+        let steps = (duration.as_millis() / STEP.as_millis()).max(1) as i32;
+        let started = Instant::now();
+        for step in 1..=steps {
+            if self.stop.load(Ordering::SeqCst) {
+                return Err(cancelled());
+            }
+            // Ease in and out: slow at both ends, like a hand.
+            let t = f64::from(step) / f64::from(steps);
+            let e = t * t * (3.0 - 2.0 * t);
+            let px = fx + (f64::from(to.0 - fx) * e).round() as i32;
+            let py = fy + (f64::from(to.1 - fy) * e).round() as i32;
+            self.x.move_to(px, py)?;
+            if step < steps {
+                let due = STEP * step as u32;
+                if let Some(wait) = due.checked_sub(started.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+        self.x.sync()
+    }
+
+    fn mouse_move(&self, args: &Map<String, Value>) -> Result<Value, AaiError> {
+        let to = self.point(args, "x", "y")?;
+        let smooth = args.get("smooth").and_then(Value::as_bool).unwrap_or(true);
+        let ms = args
+            .get("duration_ms")
+            .and_then(Value::as_u64)
+            .unwrap_or(100);
+        self.glide(to, Duration::from_millis(if smooth { ms } else { 0 }))?;
+        Ok(json!({"success": true, "position": self.position()?}))
+    }
+
+    fn modifiers(&self, args: &Map<String, Value>) -> Result<Vec<u32>, AaiError> {
+        args.get("modifiers")
+            .and_then(Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .map(|m| {
+                        m.as_str()
+                            .and_then(keys::keysym)
+                            .filter(|s| keys::is_modifier(*s))
+                            .ok_or_else(|| {
+                                invalid(format!("{m} is not a modifier (shift, ctrl, alt, cmd)"))
+                            })
+                    })
+                    .collect()
+            })
+            .unwrap_or_else(|| Ok(Vec::new()))
+    }
+
+    fn click(
+        &self,
+        held: &mut Held<'_>,
+        args: &Map<String, Value>,
+        button: u8,
+        times: u8,
+    ) -> Result<Value, AaiError> {
+        let at = self.point(args, "x", "y")?;
+        self.refuse_protected(Some(at))?;
+        let modifiers = self.modifiers(args)?;
+        self.x.move_to(at.0, at.1)?;
+        let codes = modifiers
+            .iter()
+            .map(|sym| self.keycode(*sym))
+            .collect::<Result<Vec<_>, _>>()?;
+        for code in &codes {
+            held.key(*code, true)?;
+        }
+        for n in 0..times {
+            if n > 0 {
+                std::thread::sleep(Duration::from_millis(40));
+            }
+            held.button(button, true)?;
+            held.button(button, false)?;
+        }
+        for code in codes.iter().rev() {
+            held.key(*code, false)?;
+        }
+        self.x.sync()?;
+        Ok(json!({"success": true, "position": self.position()?}))
+    }
+
+    fn keycode(&self, sym: u32) -> Result<u8, AaiError> {
+        // Through a throwaway hold: only the keycode lookup is wanted here.
+        self.x.keycode_of(sym)
+    }
+
+    fn drag(&self, held: &mut Held<'_>, args: &Map<String, Value>) -> Result<Value, AaiError> {
+        let from = self.point(args, "from_x", "from_y")?;
+        let to = self.point(args, "to_x", "to_y")?;
+        self.refuse_protected(Some(from))?;
+        self.refuse_protected(Some(to))?;
+        let ms = args
+            .get("duration_ms")
+            .and_then(Value::as_u64)
+            .unwrap_or(500);
+        self.x.move_to(from.0, from.1)?;
+        held.button(1, true)?;
+        self.x.sync()?;
+        self.glide(to, Duration::from_millis(ms))?;
+        held.button(1, false)?;
+        self.x.sync()?;
+        Ok(json!({"success": true, "position": self.position()?}))
+    }
+
+    fn scroll(&self, held: &mut Held<'_>, args: &Map<String, Value>) -> Result<Value, AaiError> {
+        let at = self.point(args, "x", "y")?;
+        self.refuse_protected(Some(at))?;
+        let button = match args.get("direction").and_then(Value::as_str) {
+            Some("up") => 4,
+            Some("down") => 5,
+            Some("left") => 6,
+            Some("right") => 7,
+            other => {
+                return Err(invalid(format!(
+                    "direction {other:?}: up, down, left or right"
+                )));
+            }
+        };
+        let amount = args
+            .get("amount")
+            .and_then(Value::as_u64)
+            .unwrap_or(3)
+            .min(100);
+        self.x.move_to(at.0, at.1)?;
+        for _ in 0..amount {
+            if self.stop.load(Ordering::SeqCst) {
+                return Err(cancelled());
+            }
+            held.button(button, true)?;
+            held.button(button, false)?;
+            self.x.flush()?;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.x.sync()?;
+        Ok(json!({"success": true, "position": self.position()?, "steps": amount}))
+    }
+
+    fn type_text(&self, held: &mut Held<'_>, args: &Map<String, Value>) -> Result<Value, AaiError> {
+        let text = args
+            .get("text")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid("`text` is required"))?;
+        let delay =
+            Duration::from_millis(args.get("delay_ms").and_then(Value::as_u64).unwrap_or(10));
+        let mut typed = 0usize;
+        for c in text.chars() {
+            if self.stop.load(Ordering::SeqCst) {
+                return Err(cancelled());
+            }
+            if c == '\r' {
+                continue;
+            }
+            held.tap_keysym(keys::char_keysym(c))?;
+            typed += 1;
+            self.x.sync()?;
+            std::thread::sleep(delay);
+        }
+        Ok(json!({"success": true, "typed": typed}))
+    }
+
+    fn keys(&self, held: &mut Held<'_>, args: &Map<String, Value>) -> Result<Value, AaiError> {
+        let names: Vec<&str> = args
+            .get("keys")
+            .and_then(Value::as_array)
+            .map(|k| k.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if names.is_empty() {
+            return Err(invalid(
+                "`keys` needs at least one key, e.g. [\"ctrl\", \"s\"]",
+            ));
+        }
+        let syms = names
+            .iter()
+            .map(|name| {
+                keys::keysym(name).ok_or_else(|| {
+                    invalid(format!(
+                        "unknown key {name:?}: use names like ctrl, shift, alt, cmd, enter, tab, esc, backspace, delete, up, f5, or one character"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let codes = syms
+            .iter()
+            .map(|s| self.keycode(*s))
+            .collect::<Result<Vec<_>, _>>()?;
+        for code in &codes {
+            held.key(*code, true)?;
+        }
+        for code in codes.iter().rev() {
+            held.key(*code, false)?;
+        }
+        self.x.sync()?;
+        Ok(json!({"success": true, "keys": names}))
+    }
+}

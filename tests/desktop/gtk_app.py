@@ -1,0 +1,47 @@
+#!/usr/bin/python3
+"""A small GTK 3 app for the desktop tests: a label, a text field and an OK button that
+changes the label. Run with Debian's python3 (python3-gi, gir1.2-gtk-3.0). Prints "ready" once
+its window is shown."""
+
+import sys
+
+import gi
+
+gi.require_version("Gtk", "3.0")
+from gi.repository import GLib, Gtk  # noqa: E402
+
+title = sys.argv[1] if len(sys.argv) > 1 else "AAI Test App"
+
+window = Gtk.Window(title=title)
+window.set_default_size(520, 260)
+window.move(60, 60)
+box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=16, margin=24)
+label = Gtk.Label(label="Status: waiting")
+label.get_accessible().set_name("Status")
+css = Gtk.CssProvider()
+css.load_from_data(b"* { font-size: 22px; }")
+Gtk.StyleContext.add_provider_for_screen(window.get_screen(), css, Gtk.STYLE_PROVIDER_PRIORITY_APPLICATION)
+entry = Gtk.Entry()
+entry.get_accessible().set_name("Input field")
+button = Gtk.Button(label="OK")
+
+
+def clicked(_button):
+    label.set_text("Status: clicked")
+
+
+button.connect("clicked", clicked)
+for widget in (label, entry, button):
+    box.pack_start(widget, False, False, 0)
+window.add(box)
+window.connect("destroy", Gtk.main_quit)
+window.show_all()
+
+
+def announce():
+    print("ready", flush=True)
+    return False
+
+
+GLib.timeout_add(300, announce)
+Gtk.main()
