@@ -540,7 +540,16 @@ fn builtin_apps_follow_the_config() {
         .into_iter()
         .map(|d| d.app_id.clone())
         .collect();
-    assert_eq!(ids, ["local.files", "local.system"]);
+    assert_eq!(
+        ids,
+        [
+            "local.files",
+            "local.system",
+            "local.screen",
+            "local.input",
+            "local.apps"
+        ]
+    );
     let risks: Vec<(String, Option<aai_descriptor::Risk>)> = aai_local::all_descriptors()
         .iter()
         .flat_map(|d| {
@@ -564,6 +573,24 @@ fn builtin_apps_follow_the_config() {
         ("clipboard_read", Medium),
         ("clipboard_write", Medium),
         ("notification_send", Low),
+        // Desktop control, as spec §3.1 rates it.
+        ("screenshot", Low),
+        ("screen_ocr", Low),
+        ("element_locate", Low),
+        ("mouse_move", Medium),
+        ("left_click", Medium),
+        ("right_click", Medium),
+        ("double_click", Medium),
+        ("mouse_drag", Medium),
+        ("scroll", Low),
+        ("type_text", Medium),
+        ("key_press", Medium),
+        ("hotkey", High),
+        ("app_launch", Medium),
+        ("app_switch", Low),
+        ("app_list", Low),
+        ("app_close", Medium),
+        ("window_manage", Low),
     ];
     for (name, risk) in expected {
         assert!(
