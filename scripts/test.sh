@@ -14,6 +14,14 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v Xvfb >/dev/null 2>&1 || missing+=(xvfb)
 command -v dunst >/dev/null 2>&1 || missing+=(dunst)
 command -v xrandr >/dev/null 2>&1 || missing+=(x11-xserver-utils)
+# Desktop control: a real EWMH window manager, programs with windows, OCR, the AT-SPI bus and
+# a GTK test app run by Debian's own python3 (GObject introspection).
+command -v openbox >/dev/null 2>&1 || missing+=(openbox)
+command -v xterm >/dev/null 2>&1 || missing+=(xterm)
+command -v tesseract >/dev/null 2>&1 || missing+=(tesseract-ocr tesseract-ocr-eng)
+[ -x /usr/libexec/at-spi-bus-launcher ] || missing+=(at-spi2-core)
+/usr/bin/python3 -c 'import gi; gi.require_version("Gtk", "3.0"); gi.require_version("Atspi", "2.0"); from gi.repository import Gtk, Atspi' >/dev/null 2>&1 \
+  || missing+=(python3-gi gir1.2-gtk-3.0 gir1.2-atspi-2.0 libatk-adaptor)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}" >&2

@@ -191,8 +191,15 @@ async fn property(
 }
 
 /// Connects to the accessibility bus the session bus names.
-async fn a11y_bus() -> Result<zbus::Connection, AaiError> {
-    let session = zbus::Connection::session().await.map_err(|e| {
+async fn a11y_bus(session_bus: Option<&str>) -> Result<zbus::Connection, AaiError> {
+    let session = match session_bus {
+        Some(address) => match zbus::connection::Builder::address(address) {
+            Ok(builder) => builder.build().await,
+            Err(e) => Err(e),
+        },
+        None => zbus::Connection::session().await,
+    };
+    let session = session.map_err(|e| {
         crate::desktop::not_supported(&format!(
             "no D-Bus session bus for the accessibility tree: {e}"
         ))
@@ -249,7 +256,7 @@ pub async fn locate(
         })
         .await?
     };
-    let conn = a11y_bus().await?;
+    let conn = a11y_bus(desktop.session_bus()).await?;
     let query = Query::new(description, role);
     let started = Instant::now();
     let root = OwnedObjectPath::try_from("/org/a11y/atspi/accessible/root")

@@ -51,7 +51,7 @@ impl Toolset for Apps {
             let space = Space::new(x.desktop(), config.max_edge());
             match tool.as_str() {
                 "app_list" => Ok(list(&x, &space, &args)),
-                "app_launch" => launch(&x, &space, &args),
+                "app_launch" => launch(&x, &space, &args, desktop.display()),
                 "app_switch" => switch(&x, &space, &args),
                 "app_close" => close(&x, &args),
                 "window_manage" => manage(&x, &space, &args),
@@ -333,7 +333,12 @@ pub fn resolve_program(name: &str) -> Result<Vec<String>, AaiError> {
     }
 }
 
-fn launch(x: &X11, space: &Space, args: &Map<String, Value>) -> Result<Value, AaiError> {
+fn launch(
+    x: &X11,
+    space: &Space,
+    args: &Map<String, Value>,
+    display: Option<&str>,
+) -> Result<Value, AaiError> {
     let name = text(args, "name")?;
     let extra: Vec<String> = args
         .get("args")
@@ -353,6 +358,9 @@ fn launch(x: &X11, space: &Space, args: &Map<String, Value>) -> Result<Value, Aa
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
+    if let Some(display) = display {
+        command.env("DISPLAY", display);
+    }
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
@@ -478,15 +486,9 @@ fn manage(x: &X11, space: &Space, args: &Map<String, Value>) -> Result<Value, Aa
     let number = |key: &str| bounds.and_then(|b| b.get(key)).and_then(Value::as_f64);
     let current = space.rect_to_agent(window.bounds);
     let done = match action {
-        "maximize" => {
-            x.maximize(window.id, true)?;
-            true
-        }
+        "maximize" => x.maximize(window.id, true)?,
         "minimize" => x.minimize(window.id)?,
-        "restore" => {
-            x.maximize(window.id, false)?;
-            x.activate(window.id)?
-        }
+        "restore" => x.maximize(window.id, false)? & x.activate(window.id)?,
         "focus" => x.activate(window.id)?,
         "move" | "resize" => {
             let (x0, y0, w, h) = if action == "move" {

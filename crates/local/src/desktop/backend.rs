@@ -11,9 +11,13 @@ use aai_descriptor::AaiError;
 use super::x11::X11;
 
 /// The desktop connection of one gateway: made on first use, made again after a failure.
+/// By default the display and session bus are the gateway's own (`DISPLAY`,
+/// `DBUS_SESSION_BUS_ADDRESS`); [`Desktop::on`] names others (tests, a second seat).
 #[derive(Default)]
 pub struct Desktop {
     x11: Mutex<Option<Arc<X11>>>,
+    display: Option<String>,
+    session_bus: Option<String>,
 }
 
 /// Why this machine's desktop cannot be driven, if it cannot.
@@ -34,12 +38,33 @@ pub fn unsupported_reason() -> Option<String> {
 }
 
 impl Desktop {
+    /// A desktop on this X display and session bus instead of the gateway's own.
+    pub fn on(display: &str, session_bus: Option<&str>) -> Self {
+        Self {
+            x11: Mutex::default(),
+            display: Some(display.to_owned()),
+            session_bus: session_bus.map(str::to_owned),
+        }
+    }
+
+    /// The X display apps started from here should use (`None`: the gateway's own).
+    pub fn display(&self) -> Option<&str> {
+        self.display.as_deref()
+    }
+
+    /// The session bus to find the accessibility bus on (`None`: the gateway's own).
+    pub fn session_bus(&self) -> Option<&str> {
+        self.session_bus.as_deref()
+    }
+
     /// The X connection, connecting when needed.
     ///
     /// # Errors
     /// AUTOMATION_NOT_SUPPORTED naming what is missing, or why the display did not answer.
     pub fn x11(&self) -> Result<Arc<X11>, AaiError> {
-        if let Some(reason) = unsupported_reason() {
+        if self.display.is_none()
+            && let Some(reason) = unsupported_reason()
+        {
             return Err(super::not_supported(&reason));
         }
         let mut guard = self
@@ -52,7 +77,7 @@ impl Desktop {
                 return Ok(x.clone());
             }
         }
-        let x = Arc::new(X11::connect()?);
+        let x = Arc::new(X11::connect(self.display.as_deref())?);
         *guard = Some(x.clone());
         Ok(x)
     }

@@ -148,15 +148,17 @@ impl Drop for Held<'_> {
 }
 
 impl X11 {
-    /// Connects to `$DISPLAY`.
+    /// Connects to `display`, or `$DISPLAY`.
     ///
     /// # Errors
     /// No display, or one that does not answer.
-    pub fn connect() -> Result<Self, AaiError> {
-        let (conn, screen) = x11rb::connect(None).map_err(|e| {
+    pub fn connect(display: Option<&str>) -> Result<Self, AaiError> {
+        let (conn, screen) = x11rb::connect(display).map_err(|e| {
             super::not_supported(&format!(
                 "cannot reach the X display {:?}: {e}",
-                std::env::var("DISPLAY").unwrap_or_default()
+                display
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| std::env::var("DISPLAY").unwrap_or_default())
             ))
         })?;
         let setup = conn.setup();
@@ -182,13 +184,15 @@ impl X11 {
     pub fn monitors(&self) -> Vec<Monitor> {
         let listed = self
             .conn
-            .randr_get_monitors(self.root, true)
+            .randr_get_monitors(self.root, false)
             .ok()
             .and_then(|c| c.reply().ok())
             .map(|reply| reply.monitors)
             .unwrap_or_default();
+        // Every monitor, virtual ones (`xrandr --setmonitor … none`) included, that has a size.
         let mut monitors: Vec<Monitor> = listed
             .iter()
+            .filter(|m| m.width > 0 && m.height > 0)
             .map(|m| Monitor {
                 name: self
                     .conn
@@ -401,6 +405,20 @@ impl X11 {
         ))
     }
 
+    /// The keycodes held down right now.
+    pub fn keys_down(&self) -> Result<Vec<u8>, AaiError> {
+        let keys = self
+            .conn
+            .query_keymap()
+            .map_err(x11)?
+            .reply()
+            .map_err(x11)?
+            .keys;
+        Ok((0..=255u8)
+            .filter(|k| keys[usize::from(*k / 8)] & (1 << (k % 8)) != 0)
+            .collect())
+    }
+
     fn fake(&self, kind: u8, detail: u8, x: i16, y: i16) -> Result<(), AaiError> {
         self.conn
             .xtest_fake_input(kind, detail, 0, self.root, x, y, 0)
@@ -546,20 +564,23 @@ impl X11 {
         Ok(self.wait(|x| x.window(window, None).is_some_and(|w| w.minimized)))
     }
 
-    /// Maximizes `window`, or takes its maximized state away.
-    pub fn maximize(&self, window: u32, on: bool) -> Result<(), AaiError> {
+    /// Maximizes `window`, or takes its maximized state away, and waits (≤ 2 s) until the
+    /// window manager has.
+    pub fn maximize(&self, window: u32, on: bool) -> Result<bool, AaiError> {
         let atoms = &self.atoms;
+        let (vert, horz) = (
+            atoms._NET_WM_STATE_MAXIMIZED_VERT,
+            atoms._NET_WM_STATE_MAXIMIZED_HORZ,
+        );
         self.client_message(
             window,
             atoms._NET_WM_STATE,
-            [
-                u32::from(on),
-                atoms._NET_WM_STATE_MAXIMIZED_VERT,
-                atoms._NET_WM_STATE_MAXIMIZED_HORZ,
-                2,
-                0,
-            ],
-        )
+            [u32::from(on), vert, horz, 2, 0],
+        )?;
+        Ok(self.wait(|x| {
+            let state = x.property32(window, x.atoms._NET_WM_STATE, AtomEnum::ATOM);
+            (state.contains(&vert) && state.contains(&horz)) == on
+        }))
     }
 
     /// Moves and resizes `window`'s client area to `rect` (physical), through the window
