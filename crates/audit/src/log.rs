@@ -50,6 +50,11 @@ pub struct Entry {
     pub risk: String,
     pub duration_ms: i64,
     pub error: Option<String>,
+    /// What came back, summarised, never the content itself: for an image or file result,
+    /// its type, size and SHA-256 (`image/png 48213 bytes sha256:…`). Left out of the row's
+    /// hash when absent, so rows written before the column existed still verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
 /// A stored row with its place in the chain.
@@ -174,12 +179,25 @@ impl AuditLog {
                 app TEXT NOT NULL, tool TEXT NOT NULL, args TEXT NOT NULL,
                 decision TEXT NOT NULL, result TEXT NOT NULL, risk TEXT NOT NULL,
                 duration_ms INTEGER NOT NULL, error TEXT,
-                prev_hash TEXT NOT NULL, hash TEXT NOT NULL);
+                prev_hash TEXT NOT NULL, hash TEXT NOT NULL, output TEXT);
              CREATE INDEX IF NOT EXISTS audit_app_tool ON audit_log(app, tool);
              CREATE TABLE IF NOT EXISTS audit_head (
                 one INTEGER PRIMARY KEY CHECK (one = 1), last_id INTEGER NOT NULL, last_hash TEXT NOT NULL);",
         )
         .map_err(fail)?;
+        // Logs from before the `output` column gain it in place.
+        let has_output: bool = conn
+            .query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('audit_log') WHERE name = 'output'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map_err(fail)?
+            > 0;
+        if !has_output {
+            conn.execute_batch("ALTER TABLE audit_log ADD COLUMN output TEXT")
+                .map_err(fail)?;
+        }
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             path: name,
@@ -215,11 +233,11 @@ impl AuditLog {
         let id = last_id + 1;
         let hash = row_hash(&prev_hash, entry);
         tx.execute(
-            "INSERT INTO audit_log (id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            "INSERT INTO audit_log (id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash, output)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             params![
                 id, entry.ts_ms, entry.call_id, entry.caller, entry.app, entry.tool, entry.args, entry.decision,
-                entry.result, entry.risk, entry.duration_ms, entry.error, prev_hash, hash
+                entry.result, entry.risk, entry.duration_ms, entry.error, prev_hash, hash, entry.output
             ],
         )
         .map_err(fail)?;
@@ -243,7 +261,7 @@ impl AuditLog {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut statement = conn.prepare(
-            "SELECT id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash
+            "SELECT id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash, output
              FROM audit_log
              WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR tool = ?2) AND (?3 IS NULL OR ts_ms >= ?3) AND (?4 IS NULL OR id > ?4)
                AND (?6 IS NULL OR instr(decision, ?6) > 0) AND (?7 IS NULL OR result = ?7)
@@ -366,6 +384,7 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
             risk: r.get(9)?,
             duration_ms: r.get(10)?,
             error: r.get(11)?,
+            output: r.get(14)?,
         },
         prev_hash: r.get(12)?,
         hash: r.get(13)?,
@@ -393,6 +412,7 @@ mod tests {
             risk: "medium".into(),
             duration_ms: 3,
             error: None,
+            output: None,
         }
     }
 
@@ -455,7 +475,7 @@ mod tests {
         conn.execute("UPDATE audit_log SET id = id - 99 WHERE id >= 100", [])
             .expect("shift back");
         conn.execute(
-            "INSERT INTO audit_log SELECT 6, ts_ms, 'forged', caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash FROM audit_log WHERE id = 5",
+            "INSERT INTO audit_log SELECT 6, ts_ms, 'forged', caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash, output FROM audit_log WHERE id = 5",
             [],
         )
         .expect("insert");
@@ -513,5 +533,52 @@ mod tests {
         conn.execute_batch("ROLLBACK").expect("unlock");
         assert_eq!(log.append(&entry(2)).expect("append after unlock"), 2);
         assert_eq!(log.verify(), Ok(2));
+    }
+
+    /// A log written before the `output` column existed opens, gains the column, and its
+    /// rows still verify; an output, once written, is covered by the chain.
+    #[test]
+    fn output_summaries_join_the_chain_without_breaking_old_rows() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("data.db");
+        {
+            let conn = Connection::open(&path).expect("open");
+            conn.execute_batch(
+                "CREATE TABLE audit_log (id INTEGER PRIMARY KEY, ts_ms INTEGER NOT NULL, call_id TEXT NOT NULL,
+                    caller TEXT NOT NULL, app TEXT NOT NULL, tool TEXT NOT NULL, args TEXT NOT NULL,
+                    decision TEXT NOT NULL, result TEXT NOT NULL, risk TEXT NOT NULL, duration_ms INTEGER NOT NULL,
+                    error TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL);
+                 CREATE TABLE audit_head (one INTEGER PRIMARY KEY CHECK (one = 1), last_id INTEGER NOT NULL, last_hash TEXT NOT NULL);",
+            )
+            .expect("old schema");
+            let old = entry(1);
+            let hash = row_hash(GENESIS, &old);
+            conn.execute(
+                "INSERT INTO audit_log VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                params![old.ts_ms, old.call_id, old.caller, old.app, old.tool, old.args, old.decision,
+                        old.result, old.risk, old.duration_ms, old.error, GENESIS, hash],
+            )
+            .expect("old row");
+            conn.execute("INSERT INTO audit_head VALUES (1, 1, ?1)", params![hash])
+                .expect("head");
+        }
+        let log = AuditLog::open(&path).expect("reopen");
+        assert_eq!(log.verify(), Ok(1));
+        let mut shot = entry(2);
+        shot.output = Some("image/png 1200 bytes sha256:ab".into());
+        log.append(&shot).expect("append");
+        assert_eq!(log.verify(), Ok(2));
+        let rows = log.query(&Filter::default()).expect("rows");
+        assert_eq!(
+            rows[1].entry.output.as_deref(),
+            Some("image/png 1200 bytes sha256:ab")
+        );
+        let conn = Connection::open(&path).expect("open");
+        conn.execute(
+            "UPDATE audit_log SET output = 'image/png 1 bytes' WHERE id = 2",
+            [],
+        )
+        .expect("edit");
+        assert_eq!(log.verify().expect_err("edited").id, 2);
     }
 }

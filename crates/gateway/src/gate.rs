@@ -229,6 +229,23 @@ impl Gate {
         duration_ms: i64,
         error: Option<&AaiError>,
     ) -> Result<(), AaiError> {
+        self.record_with_output(call, decision, result, duration_ms, error, None)
+    }
+
+    /// [`Gate::record`] with a summary of what came back (type, size and hash of an image or
+    /// file result; never its content).
+    ///
+    /// # Errors
+    /// As [`Gate::record`].
+    pub fn record_with_output(
+        &self,
+        call: &Call<'_>,
+        decision: &str,
+        result: &str,
+        duration_ms: i64,
+        error: Option<&AaiError>,
+        output: Option<String>,
+    ) -> Result<(), AaiError> {
         let store = self.store()?;
         let log = &store.0;
         let entry = Entry {
@@ -244,6 +261,7 @@ impl Gate {
             duration_ms,
             error: error
                 .map(|e| format!("{} ({}): {}", e.kind.type_name(), e.kind.code(), e.message)),
+            output,
         };
         blocking(|| log.append(&entry)).map(|_| ()).map_err(|e| {
             tracing::error!("audit: {e}");

@@ -607,8 +607,24 @@ impl Gateway {
             Ok(_) => ("success", None),
             Err(error) => ("failed", Some(error)),
         };
+        // An image or file that came back is recorded by type, size and hash, never kept.
+        let output = result
+            .as_ref()
+            .ok()
+            .and_then(binary)
+            .map(|(mime, bytes, data)| {
+                use base64::Engine as _;
+                use sha2::Digest as _;
+                let raw = base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap_or_default();
+                format!(
+                    "{mime} {bytes} bytes sha256:{:x}",
+                    sha2::Sha256::digest(&raw)
+                )
+            });
         self.gate
-            .record(step.call, decision, outcome, step.elapsed(), error)
+            .record_with_output(step.call, decision, outcome, step.elapsed(), error, output)
             .map_err(|mut audit| {
                 audit.message = format!(
                     "{}:{} ran ({outcome}), but its result could not be audited: {}",

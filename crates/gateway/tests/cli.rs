@@ -339,6 +339,7 @@ fn a_closed_pipe_ends_quietly_with_status_0() {
             risk: "low".into(),
             duration_ms: 1,
             error: None,
+            output: None,
         })
         .expect("append");
     }

@@ -214,7 +214,7 @@ pub fn rows(rows: &[aai_audit::Row]) {
     for row in rows {
         let e = &row.entry;
         println!(
-            "{:>6} {} {:<16} {}:{} {} {} risk={} {}ms args={}{}",
+            "{:>6} {} {:<16} {}:{} {} {} risk={} {}ms args={}{}{}",
             row.id,
             aai_audit::format_ts(e.ts_ms),
             e.caller,
@@ -228,6 +228,10 @@ pub fn rows(rows: &[aai_audit::Row]) {
             e.error
                 .as_deref()
                 .map(|err| format!(" error={err}"))
+                .unwrap_or_default(),
+            e.output
+                .as_deref()
+                .map(|out| format!(" output={out}"))
                 .unwrap_or_default()
         );
     }
@@ -259,7 +263,7 @@ pub fn export(rows: &[aai_audit::Row], format: ExportFormat) {
         }
         ExportFormat::Csv => {
             println!(
-                "id,time,call_id,caller,app,tool,args,decision,result,risk,duration_ms,error,prev_hash,hash"
+                "id,time,call_id,caller,app,tool,args,decision,result,risk,duration_ms,error,prev_hash,hash,output"
             );
             for row in rows {
                 let e = &row.entry;
@@ -278,6 +282,7 @@ pub fn export(rows: &[aai_audit::Row], format: ExportFormat) {
                     e.error.clone().unwrap_or_default(),
                     row.prev_hash.clone(),
                     row.hash.clone(),
+                    e.output.clone().unwrap_or_default(),
                 ];
                 println!(
                     "{}",

@@ -1,0 +1,203 @@
+"""Desktop control through the official MCP SDK, as an agent does it: on one Xvfb with a real
+window manager (openbox), the AT-SPI accessibility bus and a small GTK app (a label, a text field,
+an OK button), the agent looks (screenshot), finds the button (element_locate through AT-SPI),
+clicks it, and reads the changed label (OCR through Tesseract); types Unicode into the field and
+the test reads it back through AT-SPI."""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import mcp.client.session as session_module
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from conftest import GATEWAY, Bus, gateway_env
+
+pytestmark = pytest.mark.anyio
+TIMEOUT = 60
+HERE = Path(__file__).resolve().parent.parent / "desktop"
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _wait(predicate, seconds, what):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what} within {seconds} s")
+
+
+@pytest.fixture(scope="module")
+def screen():
+    """One desktop for the module: Xvfb, openbox, a session bus with the AT-SPI bus, the GTK app."""
+    for tool in ("Xvfb", "openbox", "tesseract", SYSTEM_PYTHON, "/usr/libexec/at-spi-bus-launcher"):
+        assert shutil.which(tool) or Path(tool).exists(), f"{tool} is missing: run scripts/test.sh"
+    number = next(n for n in range(200, 300) if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists())
+    display = f":{number}"
+    procs = []
+    directory = Path(tempfile.mkdtemp(prefix="aai-desk-"))
+    bus = Bus(directory)
+    try:
+        procs.append(subprocess.Popen(["Xvfb", display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        _wait(lambda: Path(f"/tmp/.X11-unix/X{number}").exists(), 10, "Xvfb did not start")
+        env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": bus.address}
+        env.pop("NO_AT_BRIDGE", None)
+        procs.append(subprocess.Popen(["openbox"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(subprocess.Popen(["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+        def a11y_bus_up():
+            out = subprocess.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                  "org.freedesktop.DBus.NameHasOwner", "string:org.a11y.Bus"],
+                                 env=env, capture_output=True, text=True, timeout=5)
+            return "boolean true" in out.stdout
+
+        _wait(a11y_bus_up, 10, "the AT-SPI bus did not start")
+        app = subprocess.Popen([SYSTEM_PYTHON, str(HERE / "gtk_app.py"), "AAI Test App"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        procs.append(app)
+        assert app.stdout.readline().strip() == "ready", "the GTK test app did not start"
+        yield {"display": display, "bus": bus, "env": env}
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        bus.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def desktop_client(home, screen, monkeypatch):
+    (home / "config.json").write_text(json.dumps({
+        "policy": {"default_profile": "p", "profiles": {"p": {"preset": "full_auto"}}},
+    }))
+    env = gateway_env(home, screen["bus"])
+    env["DISPLAY"] = screen["display"]
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    return Client(StdioServerParameters(command=str(GATEWAY), args=[], env=env), mode="legacy", cache=None)
+
+
+def text_of(result):
+    return "".join(b.text for b in result.content if getattr(b, "type", "") == "text")
+
+
+async def call(client, app, tool, args):
+    result = await client.call_tool("aai_exec", {"app": app, "tool": tool, "args": args})
+    assert not result.is_error, text_of(result)
+    return result
+
+
+async def ocr_text(client):
+    result = await call(client, "local.screen", "screen_ocr", {"region": {"x": 0, "y": 0, "width": 700, "height": 450}})
+    return result.structured_content["text"]
+
+
+async def test_the_agent_loop_sees_finds_clicks_and_reads(home, screen, monkeypatch):
+    with anyio.fail_after(TIMEOUT):
+        async with desktop_client(home, screen, monkeypatch) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert {"app_local_screen", "app_local_input", "app_local_apps"} <= set(names)
+
+            # Look: an image plus where it sits in the one coordinate space.
+            shot = await call(client, "local.screen", "screenshot", {"format": "png"})
+            images = [b for b in shot.content if getattr(b, "type", "") == "image"]
+            assert len(images) == 1 and images[0].mime_type == "image/png"
+            png = base64.b64decode(images[0].data)
+            assert png.startswith(b"\x89PNG")
+            meta = shot.structured_content
+            assert (meta["width"], meta["height"], meta["scale"]) == (1280, 800, 1.0)
+            assert meta["origin"] == {"x": 0, "y": 0} and meta["timestamp"] > 0
+
+            assert "Status: waiting" in await ocr_text(client)
+
+            # Find the button through the accessibility tree, click its center.
+            found = (await call(client, "local.screen", "element_locate", {"description": "OK button"})).structured_content
+            assert found["found"], found
+            button = found["elements"][0]
+            assert button["source"] == "a11y" and button["role"] == "push button" and button["description"] == "OK"
+            clicked = (await call(client, "local.input", "left_click", button["center"])).structured_content
+            assert clicked["position"] == button["center"]
+
+            # A settled screenshot, then OCR reads what the click changed.
+            settled = (await call(client, "local.screen", "screenshot", {"settle_ms": 2000})).structured_content
+            assert settled["settled"] is True, settled
+            assert "Status: clicked" in await ocr_text(client)
+
+            # OCR is the fallback when the tree has no match: text on screen is found too.
+            by_text = (await call(client, "local.screen", "element_locate", {"description": "Status: clicked"})).structured_content
+            assert by_text["found"] and by_text["elements"][0]["source"] in ("a11y", "ocr"), by_text
+
+
+async def test_unicode_text_arrives_exactly_and_is_read_back_through_atspi(home, screen, monkeypatch):
+    typed = "Grüße, café — 世界 😀 ok"
+    with anyio.fail_after(TIMEOUT):
+        async with desktop_client(home, screen, monkeypatch) as client:
+            found = (await call(client, "local.screen", "element_locate", {"description": "Input field", "role": "text"})).structured_content
+            assert found["found"], found
+            await call(client, "local.input", "left_click", found["elements"][0]["center"])
+            await call(client, "local.input", "key_press", {"keys": ["ctrl", "a"]})
+            await call(client, "local.input", "key_press", {"keys": ["backspace"]})
+            result = (await call(client, "local.input", "type_text", {"text": typed})).structured_content
+            assert result["typed"] == len(typed)
+    out = subprocess.run([SYSTEM_PYTHON, str(HERE / "atspi_text.py"), "AAI Test App", "Input field"],
+                         env=screen["env"], capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.rstrip("\n") == typed
+
+
+async def test_hotkeys_need_a_reason_that_the_audit_log_keeps_and_screenshots_are_not_stored(home, screen, monkeypatch):
+    with anyio.fail_after(TIMEOUT):
+        async with desktop_client(home, screen, monkeypatch) as client:
+            missing = await client.call_tool("aai_exec", {"app": "local.input", "tool": "hotkey", "args": {"keys": ["alt", "tab"]}})
+            assert missing.is_error and "reason" in text_of(missing)
+            await call(client, "local.input", "hotkey", {"keys": ["alt", "tab"], "reason": "bring the editor forward"})
+            await call(client, "local.input", "key_press", {"keys": ["alt", "tab"]})
+            shot = await call(client, "local.screen", "screenshot", {})
+            image = next(b for b in shot.content if getattr(b, "type", "") == "image")
+            size = len(base64.b64decode(image.data))
+    env = gateway_env(home, None)
+    rows = subprocess.run([str(GATEWAY), "audit", "export"], env=env, capture_output=True, text=True, timeout=20)
+    assert rows.returncode == 0, rows.stderr
+    entries = [json.loads(line) for line in rows.stdout.splitlines()]
+    hotkey = [e for e in entries if e["tool"] == "hotkey" and e["result"] == "success"]
+    assert hotkey and "bring the editor forward" in hotkey[0]["args"] and hotkey[0]["risk"] == "high"
+    shots = [e for e in entries if e["tool"] == "screenshot" and e["result"] == "success"]
+    assert shots and shots[-1]["output"].startswith(f"image/jpeg {size} bytes sha256:")
+    # No pixels anywhere in the log: every row is small.
+    assert max(len(line) for line in rows.stdout.splitlines()) < 2000
+    assert image.data[:200] not in rows.stdout
+
+
+async def test_a_high_risk_hotkey_asks_and_shows_the_reason(home, screen, monkeypatch):
+    from mcp import types
+    (home / "config.json").write_text(json.dumps({
+        "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development"}}},
+    }))
+    env = gateway_env(home, screen["bus"])
+    env["DISPLAY"] = screen["display"]
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    asked = []
+
+    async def user(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="decline")
+
+    with anyio.fail_after(TIMEOUT):
+        async with Client(StdioServerParameters(command=str(GATEWAY), args=[], env=env), mode="legacy",
+                          elicitation_callback=user, cache=None) as client:
+            denied = await client.call_tool("aai_exec", {"app": "local.input", "tool": "hotkey",
+                                                          "args": {"keys": ["super"], "reason": "open the launcher"}})
+    assert denied.is_error and denied.structured_content["type"] == "PERMISSION_DENIED"
+    assert len(asked) == 1 and "open the launcher" in asked[0] and "hotkey" in asked[0], asked
