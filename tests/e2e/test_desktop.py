@@ -201,3 +201,25 @@ async def test_a_high_risk_hotkey_asks_and_shows_the_reason(home, screen, monkey
                                                           "args": {"keys": ["super"], "reason": "open the launcher"}})
     assert denied.is_error and denied.structured_content["type"] == "PERMISSION_DENIED"
     assert len(asked) == 1 and "open the launcher" in asked[0] and "hotkey" in asked[0], asked
+
+
+def test_doctor_names_the_backend_of_each_tool_or_why_none(home, screen):
+    env = gateway_env(home, screen["bus"])
+    env["DISPLAY"] = screen["display"]
+    out = subprocess.run([str(GATEWAY), "doctor", "--json"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    tools = {t["tool"]: t for app in json.loads(out.stdout) for t in app["tools"]}
+    assert tools["screenshot"]["backend"].startswith(f"X11 {screen['display']}")
+    assert "AT-SPI" in tools["element_locate"]["backend"] and "Tesseract" in tools["element_locate"]["backend"]
+    assert "eng" in tools["screen_ocr"]["backend"]
+    assert "EWMH" in tools["window_manage"]["backend"] and "XTEST" in tools["left_click"]["backend"]
+    assert tools["bash_execute"]["backend"] == "built in"
+
+    # Without a display every desktop tool says what is missing; a Wayland session names the portals.
+    bare = gateway_env(home, None)
+    out = subprocess.run([str(GATEWAY), "doctor"], env=bare, capture_output=True, text=True, timeout=60)
+    assert "screenshot" in out.stdout and "no graphical session" in out.stdout
+    wayland = {**bare, "WAYLAND_DISPLAY": "wayland-0"}
+    out = subprocess.run([str(GATEWAY), "call", "local.screen", "screenshot"], env=wayland, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "AUTOMATION_NOT_SUPPORTED" in out.stderr and "XDG desktop portals" in out.stderr, out.stderr

@@ -227,6 +227,29 @@ async fn a11y_bus(session_bus: Option<&str>) -> Result<zbus::Connection, AaiErro
         .map_err(|e| crate::failed(format!("cannot reach the accessibility bus: {e}")))
 }
 
+/// Whether the accessibility bus answers, and how many applications it lists.
+///
+/// # Errors
+/// Why the tree cannot be read.
+pub async fn reachable(desktop: &Desktop) -> Result<String, String> {
+    let conn = a11y_bus(desktop.session_bus())
+        .await
+        .map_err(|e| e.message)?;
+    let root =
+        OwnedObjectPath::try_from("/org/a11y/atspi/accessible/root").map_err(|e| e.to_string())?;
+    let apps: Vec<(String, OwnedObjectPath)> = call(
+        &conn,
+        "org.a11y.atspi.Registry",
+        &root,
+        "org.a11y.atspi.Accessible",
+        "GetChildren",
+        &(),
+    )
+    .await
+    .map_err(|e| format!("the accessibility registry does not answer: {e}"))?;
+    Ok(format!("AT-SPI ({} application(s))", apps.len()))
+}
+
 /// Searches the accessibility tree of every application for `description`.
 ///
 /// # Errors

@@ -60,6 +60,36 @@ impl Toolset for Apps {
         }))
     }
 
+    fn doctor(&self) -> BoxFuture<'_, Vec<crate::Check>> {
+        let desktop = self.desktop.clone();
+        Box::pin(async move {
+            let (status, wm) = blocking(move || Ok((desktop.describe(), desktop.window_manager())))
+                .await
+                .unwrap_or_else(|e| (Err(e.message.clone()), Err(e.message)));
+            let entries = application_dirs()
+                .iter()
+                .filter_map(|d| std::fs::read_dir(d).ok())
+                .flatten()
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "desktop"))
+                .count();
+            crate::tool_names(&DESCRIPTOR)
+                .iter()
+                .map(|tool| match (&status, &wm, tool.as_str()) {
+                    (Err(why), _, _) => crate::Check::failed(tool, why.clone()),
+                    (Ok(d), _, "app_launch") => crate::Check::ok(
+                        tool,
+                        format!("{entries} desktop entries, PATH; windows awaited on {d}"),
+                    ),
+                    (Ok(d), Ok(()), _) => {
+                        crate::Check::ok(tool, format!("EWMH window manager on {d}"))
+                    }
+                    (Ok(_), Err(why), _) => crate::Check::failed(tool, why.clone()),
+                })
+                .collect()
+        })
+    }
+
     fn waits_ms(&self, tool: &str, args: &Map<String, Value>) -> u64 {
         match tool {
             "app_launch" => args.get("wait_ms").and_then(Value::as_u64).unwrap_or(5000),

@@ -80,6 +80,22 @@ impl Toolset for Input {
         })
     }
 
+    fn doctor(&self) -> BoxFuture<'_, Vec<crate::Check>> {
+        let desktop = self.desktop.clone();
+        Box::pin(async move {
+            let status = blocking(move || Ok(desktop.describe()))
+                .await
+                .unwrap_or_else(|e| Err(e.message));
+            crate::tool_names(&DESCRIPTOR)
+                .iter()
+                .map(|tool| match &status {
+                    Ok(d) => crate::Check::ok(tool, format!("XTEST on {d}")),
+                    Err(why) => crate::Check::failed(tool, why.clone()),
+                })
+                .collect()
+        })
+    }
+
     fn waits_ms(&self, tool: &str, args: &Map<String, Value>) -> u64 {
         let number = |k: &str| args.get(k).and_then(Value::as_u64).unwrap_or(0);
         match tool {

@@ -131,6 +131,53 @@ pub trait Toolset: Send + Sync {
     fn offered_prefix(&self, _tool: &str, _args: &Map<String, Value>) -> Option<String> {
         None
     }
+
+    /// Which backend serves each tool on this machine, or why none can (`aai-gateway doctor`).
+    fn doctor(&self) -> BoxFuture<'_, Vec<Check>> {
+        let checks = tool_names(self.descriptor())
+            .into_iter()
+            .map(|tool| Check::ok(&tool, "built in"))
+            .collect();
+        Box::pin(async move { checks })
+    }
+}
+
+/// One line of `aai-gateway doctor`: a tool, and what serves it or why nothing can.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Check {
+    pub tool: String,
+    /// What serves the tool here (`X11 :0 (XTEST)`, `tesseract 5.3 (eng)`).
+    pub backend: Option<String>,
+    /// Why it cannot run here, and what would fix it.
+    pub problem: Option<String>,
+}
+
+impl Check {
+    pub fn ok(tool: &str, backend: impl Into<String>) -> Self {
+        Self {
+            tool: tool.to_owned(),
+            backend: Some(backend.into()),
+            problem: None,
+        }
+    }
+
+    pub fn failed(tool: &str, problem: impl Into<String>) -> Self {
+        Self {
+            tool: tool.to_owned(),
+            backend: None,
+            problem: Some(problem.into()),
+        }
+    }
+}
+
+/// The tool names of a built-in descriptor.
+pub fn tool_names(descriptor: &Descriptor) -> Vec<String> {
+    descriptor
+        .tools(aai_descriptor::Platform::Local)
+        .unwrap_or_default()
+        .iter()
+        .map(|t| t.name.clone())
+        .collect()
 }
 
 /// A toolset's entry in the table of built-ins.
@@ -236,6 +283,15 @@ impl Toolsets {
     ) -> bool {
         self.get(app)
             .is_some_and(|set| set.prefix_covers(tool, args, prefixes))
+    }
+
+    /// Every toolset's checks, by app id (`aai-gateway doctor`).
+    pub async fn doctor(&self) -> Vec<(String, Vec<Check>)> {
+        let mut out = Vec::new();
+        for set in &self.sets {
+            out.push((set.descriptor().app_id.clone(), set.doctor().await));
+        }
+        out
     }
 
     /// See [`Toolset::offered_prefix`].

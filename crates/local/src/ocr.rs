@@ -100,6 +100,37 @@ pub async fn read(png: Vec<u8>, language: &str, timeout: Duration) -> Result<Vec
     }
 }
 
+/// Whether Tesseract is installed with `language`: its version and languages, or what to
+/// install.
+///
+/// # Errors
+/// What is missing.
+pub async fn installed(language: &str) -> Result<String, String> {
+    let command = Command::new("tesseract").arg("--list-langs");
+    let output = run(&command, Duration::from_secs(10), "tesseract")
+        .await
+        .map_err(|_| {
+            "Tesseract is not installed (Debian: apt-get install tesseract-ocr)".to_owned()
+        })?;
+    let langs: Vec<&str> = output
+        .stdout
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let missing: Vec<&str> = language.split('+').filter(|l| !langs.contains(l)).collect();
+    if missing.is_empty() {
+        Ok(format!("Tesseract ({})", langs.join(", ")))
+    } else {
+        Err(format!(
+            "Tesseract lacks the language(s) {} (Debian: tesseract-ocr-{})",
+            missing.join(", "),
+            missing[0]
+        ))
+    }
+}
+
 /// Tesseract's TSV as lines: the words of each line joined, the line's box around them, and
 /// the mean confidence of its words.
 pub fn parse_tsv(tsv: &str) -> Vec<Block> {

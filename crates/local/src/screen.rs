@@ -67,6 +67,39 @@ impl Toolset for Screen {
             _ => 0,
         }
     }
+
+    fn doctor(&self) -> BoxFuture<'_, Vec<crate::Check>> {
+        Box::pin(async move {
+            let desktop = self.desktop.clone();
+            let display = blocking(move || Ok(desktop.describe()))
+                .await
+                .unwrap_or_else(|e| Err(e.message));
+            let ocr = ocr::installed(&self.config.ocr_language).await;
+            let a11y = crate::a11y::reachable(&self.desktop).await;
+            let check = |tool: &str, result: Result<String, String>| match result {
+                Ok(backend) => crate::Check::ok(tool, backend),
+                Err(problem) => crate::Check::failed(tool, problem),
+            };
+            let ocr_line = match (&display, &ocr) {
+                (Ok(d), Ok(o)) => Ok(format!("{o} on {d}")),
+                (Err(e), _) | (_, Err(e)) => Err(e.clone()),
+            };
+            let locate = match (&display, &a11y, &ocr) {
+                (Err(e), _, _) => Err(e.clone()),
+                (Ok(_), Ok(a), Ok(o)) => Ok(format!("{a}, then {o}")),
+                (Ok(_), Ok(a), Err(_)) => {
+                    Ok(format!("{a} (no OCR fallback: Tesseract is missing)"))
+                }
+                (Ok(_), Err(why), Ok(o)) => Ok(format!("{o} only ({why})")),
+                (Ok(_), Err(why), Err(no_ocr)) => Err(format!("{why}; {no_ocr}")),
+            };
+            vec![
+                check("screenshot", display.clone()),
+                check("screen_ocr", ocr_line),
+                check("element_locate", locate),
+            ]
+        })
+    }
 }
 
 /// Runs blocking desktop work off the async threads.

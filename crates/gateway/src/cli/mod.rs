@@ -8,6 +8,7 @@ mod config;
 mod consent;
 mod discover;
 mod docs;
+mod doctor;
 mod logging;
 pub mod output;
 mod scan;
@@ -106,6 +107,13 @@ pub enum Command {
         #[command(subcommand)]
         action: config::Action,
     },
+    /// For each built-in tool (screen, input, apps, files, terminal, system): what serves it on
+    /// this machine, or why nothing can and what would fix it.
+    Doctor {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions {
         /// The shell to complete for.
@@ -153,6 +161,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             forget,
         }) => discover::run(&home, &target, refresh, forget),
         Some(Command::Config { action }) => config::run(&home, action),
+        Some(Command::Doctor { json }) => doctor::run(&home, json),
         Some(Command::Completions { shell }) => docs::completions(shell),
         Some(Command::Man) => docs::man(),
         Some(Command::Audit { action }) => audit::run(&home.join(DATA_DB), action),

@@ -82,3 +82,31 @@ impl Desktop {
         Ok(x)
     }
 }
+
+impl Desktop {
+    /// What drives this desktop (`X11 :0, window manager Openbox`), or why nothing can.
+    pub fn describe(&self) -> Result<String, String> {
+        let x = self.x11().map_err(|e| e.message)?;
+        let display = self
+            .display
+            .clone()
+            .or_else(|| std::env::var("DISPLAY").ok())
+            .unwrap_or_default();
+        Ok(format!(
+            "X11 {display} ({}x{}, {} display(s))",
+            x.desktop().width,
+            x.desktop().height,
+            x.monitors().len()
+        ))
+    }
+
+    /// Whether an EWMH window manager runs, for the tools that need one.
+    pub fn window_manager(&self) -> Result<(), String> {
+        let x = self.x11().map_err(|e| e.message)?;
+        if x.has_window_manager() {
+            Ok(())
+        } else {
+            Err("no EWMH window manager is running on this display: focusing, minimizing, moving and closing windows need one (openbox, xfwm4, mutter, kwin, …)".into())
+        }
+    }
+}
