@@ -4,6 +4,8 @@
 //! overhead), and peak RSS at 1,000 apps. Prints a Markdown table on stdout.
 #![allow(clippy::print_stdout)]
 
+mod desktop;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -26,8 +28,13 @@ struct Gateway {
 
 impl Gateway {
     fn spawn(home: &Path, bus: Option<&TestBus>) -> Self {
+        Self::spawn_with(home, bus, &[])
+    }
+
+    fn spawn_with(home: &Path, bus: Option<&TestBus>, env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(release_dir().join("aai-gateway"));
         command
+            .envs(env.iter().copied())
             .env("AAI_HOME", home)
             .env("AAI_LOG", "error")
             .stdin(Stdio::piped())
@@ -130,6 +137,10 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "desktop") {
+        desktop::run();
+        return;
+    }
     let mut bus = TestBus::start();
     bus.spawn_service(TEST_SERVICE);
     println!("| measurement | result |");
@@ -163,10 +174,10 @@ fn main() {
     let mut gateway = Gateway::spawn(home.path(), Some(&bus));
     gateway.initialize();
     let first = gateway.request("tools/list", json!({}));
-    // 1,000 apps, the test service, the 3 built-in apps, web_discover and aai_exec.
+    // 1,000 apps, the test service, the 6 built-in apps, web_discover and aai_exec.
     assert_eq!(
         first["result"]["tools"].as_array().map_or(0, Vec::len),
-        1_006
+        1_009
     );
     let list: Vec<Duration> = (0..50)
         .map(|_| {

@@ -1,14 +1,18 @@
 #!/usr/bin/python3
 """A small GTK 3 app for the desktop tests: a label, a text field and an OK button that
 changes the label. Run with Debian's python3 (python3-gi, gir1.2-gtk-3.0). Prints "ready" once
-its window is shown."""
+its window is shown.
+
+It also offers the same actions as an app's own automation interface on the session bus
+(org.aai.TestApp: Press, Status), described by org.aai.testapp.aai.json beside it, so one task
+can be done both ways and compared (bench/)."""
 
 import sys
 
 import gi
 
 gi.require_version("Gtk", "3.0")
-from gi.repository import GLib, Gtk  # noqa: E402
+from gi.repository import Gio, GLib, Gtk  # noqa: E402
 
 title = sys.argv[1] if len(sys.argv) > 1 else "AAI Test App"
 
@@ -43,5 +47,25 @@ def announce():
     return False
 
 
+INTERFACE = """<node><interface name="org.aai.TestApp">
+  <method name="Press"/>
+  <method name="Status"><arg type="s" direction="out"/></method>
+</interface></node>"""
+
+
+def on_call(_conn, _sender, _path, _iface, method, _params, invocation):
+    if method == "Press":
+        button.clicked()
+        invocation.return_value(None)
+    elif method == "Status":
+        invocation.return_value(GLib.Variant("(s)", (label.get_text(),)))
+
+
+def on_bus(conn, _name):
+    node = Gio.DBusNodeInfo.new_for_xml(INTERFACE)
+    conn.register_object("/org/aai/TestApp", node.interfaces[0], on_call, None, None)
+
+
+Gio.bus_own_name(Gio.BusType.SESSION, "org.aai.TestApp", Gio.BusNameOwnerFlags.NONE, on_bus, None, None)
 GLib.timeout_add(300, announce)
 Gtk.main()
