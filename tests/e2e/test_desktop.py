@@ -223,3 +223,15 @@ def test_doctor_names_the_backend_of_each_tool_or_why_none(home, screen):
     out = subprocess.run([str(GATEWAY), "call", "local.screen", "screenshot"], env=wayland, capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
     assert "AUTOMATION_NOT_SUPPORTED" in out.stderr and "XDG desktop portals" in out.stderr, out.stderr
+
+
+async def test_the_same_app_through_its_own_interface(home, screen, monkeypatch):
+    """The task the computer-use loop does above, through the app's aai.json D-Bus tools."""
+    folder = home / "org.aai.testapp"
+    folder.mkdir()
+    (folder / "aai.json").write_text((HERE / "org.aai.testapp.aai.json").read_text())
+    with anyio.fail_after(TIMEOUT):
+        async with desktop_client(home, screen, monkeypatch) as client:
+            await call(client, "org.aai.testapp", "press", {})
+            status = await call(client, "org.aai.testapp", "status", {})
+            assert text_of(status) == "Status: clicked"
