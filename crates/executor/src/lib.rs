@@ -35,7 +35,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 pub use adb::{AdbExecutor, shell_quote};
-pub use com::{COM_PROGRAM, ComExecutor};
+pub use com::{COM_PROGRAM, ComExecutor, encoded_command};
 pub use dbus::DbusExecutor;
 pub use osascript::OsascriptExecutor;
 pub use urlscheme::UrlSchemeExecutor;
@@ -59,6 +59,8 @@ pub struct Invocation<'a> {
     /// Where a long-running tool reports what it is doing (the latest output lines); the
     /// gateway turns each report into an MCP progress notification.
     pub progress: Option<&'a (dyn Fn(&str) + Send + Sync)>,
+    /// The OS the call is planned for when it is not this one (`call --dry-run --platform`).
+    pub target: Option<Platform>,
 }
 
 impl std::fmt::Debug for Invocation<'_> {
@@ -88,7 +90,15 @@ impl<'a> Invocation<'a> {
             timeout,
             roots: &[],
             progress: None,
+            target: None,
         }
+    }
+
+    /// This invocation planned for `target` (built-in tools pick that OS's backend).
+    #[must_use]
+    pub fn with_target(mut self, target: Option<Platform>) -> Self {
+        self.target = target;
+        self
     }
 
     /// This invocation for a client with these roots.

@@ -902,7 +902,9 @@ impl Gateway {
         let schema = spec.parameters.as_ref().map(Parameters::schema);
         let args = check_args(&app, spec, schema.as_ref(), args)?;
         let timeout = self.config.tool_timeout(app.platform, spec.timeout);
-        let invocation = Invocation::new(&app.descriptor, &spec.name, &args, timeout);
+        // Built-in tools plan for the OS `--platform` names (the first platform in effect).
+        let invocation = Invocation::new(&app.descriptor, &spec.name, &args, timeout)
+            .with_target(self.config.platforms.first().copied());
         let mut plan = self.executors.plan(app.platform, invocation)?;
         if let Some(object) = plan.as_object_mut() {
             object.insert("platform".into(), json!(app.platform.key()));

@@ -46,6 +46,12 @@ impl Toolset for Apps {
             call.args.clone(),
             call.tool.to_owned(),
         );
+        if let Some(os) = crate::desktop::remote::native() {
+            return Box::pin(async move {
+                crate::desktop::remote::call(os, &tool, &args, &config, Duration::from_secs(60))
+                    .await
+            });
+        }
         Box::pin(blocking(move || {
             let x = desktop.x11()?;
             let space = Space::new(x.desktop(), config.max_edge());
@@ -58,6 +64,15 @@ impl Toolset for Apps {
                 other => Err(crate::unknown(&DESCRIPTOR.app_id, other)),
             }
         }))
+    }
+
+    fn plan(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+        target: Option<aai_descriptor::Platform>,
+    ) -> Value {
+        crate::desktop::remote::plan_for(&DESCRIPTOR.app_id, tool, args, &self.config, target)
     }
 
     fn doctor(&self) -> BoxFuture<'_, Vec<crate::Check>> {

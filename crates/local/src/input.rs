@@ -66,6 +66,16 @@ impl Toolset for Input {
         );
         Box::pin(async move {
             let _guard = guard;
+            if let Some(os) = crate::desktop::remote::native() {
+                return crate::desktop::remote::call(
+                    os,
+                    &tool,
+                    &args,
+                    &config,
+                    Duration::from_secs(60),
+                )
+                .await;
+            }
             blocking(move || {
                 let x = desktop.x11()?;
                 let work = Work {
@@ -78,6 +88,15 @@ impl Toolset for Input {
             })
             .await
         })
+    }
+
+    fn plan(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+        target: Option<aai_descriptor::Platform>,
+    ) -> Value {
+        crate::desktop::remote::plan_for(&DESCRIPTOR.app_id, tool, args, &self.config, target)
     }
 
     fn doctor(&self) -> BoxFuture<'_, Vec<crate::Check>> {

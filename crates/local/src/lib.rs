@@ -132,6 +132,17 @@ pub trait Toolset: Send + Sync {
         None
     }
 
+    /// What a call would run, without running it (`call --dry-run`); `target` is the OS it is
+    /// planned for when that is not this one.
+    fn plan(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+        _target: Option<aai_descriptor::Platform>,
+    ) -> Value {
+        json!({"builtin": {"app": self.descriptor().app_id, "tool": tool, "args": args}})
+    }
+
     /// Which backend serves each tool on this machine, or why none can (`aai-gateway doctor`).
     fn doctor(&self) -> BoxFuture<'_, Vec<Check>> {
         let checks = tool_names(self.descriptor())
@@ -343,9 +354,9 @@ impl Executor for Toolsets {
     }
 
     fn plan(&self, invocation: Invocation<'_>) -> Result<Value, AaiError> {
-        Ok(
-            json!({"builtin": {"app": invocation.descriptor.app_id, "tool": invocation.tool, "args": invocation.args}}),
-        )
+        let app = invocation.descriptor.app_id.as_str();
+        let set = self.get(app).ok_or_else(|| unknown(app, invocation.tool))?;
+        Ok(set.plan(invocation.tool, invocation.args, invocation.target))
     }
 }
 

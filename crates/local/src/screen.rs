@@ -48,6 +48,9 @@ impl Toolset for Screen {
 
     fn run<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
         Box::pin(async move {
+            if let Some(os) = crate::desktop::remote::native() {
+                return self.remote(os, call.tool, call.args).await;
+            }
             match call.tool {
                 "screenshot" => {
                     let (desktop, config, args) =
@@ -66,6 +69,15 @@ impl Toolset for Screen {
             "screenshot" => args.get("settle_ms").and_then(Value::as_u64).unwrap_or(0),
             _ => 0,
         }
+    }
+
+    fn plan(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+        target: Option<aai_descriptor::Platform>,
+    ) -> Value {
+        crate::desktop::remote::plan_for(&DESCRIPTOR.app_id, tool, args, &self.config, target)
     }
 
     fn doctor(&self) -> BoxFuture<'_, Vec<crate::Check>> {
@@ -100,6 +112,125 @@ impl Toolset for Screen {
             ]
         })
     }
+}
+
+impl Screen {
+    /// macOS and Windows: the OS's fixed program captures (or locates); scaling, encoding and
+    /// OCR happen here as on Linux.
+    async fn remote(
+        &self,
+        os: aai_descriptor::Platform,
+        tool: &str,
+        args: &Map<String, Value>,
+    ) -> Result<Value, AaiError> {
+        use crate::desktop::remote;
+        let timeout = Duration::from_secs(30);
+        match tool {
+            "screenshot" => {
+                let answer = remote::call(os, tool, args, &self.config, timeout).await?;
+                from_program(&answer, &self.config, args)
+            }
+            "screen_ocr" => {
+                let answer = remote::call(os, "screen_ocr", args, &self.config, timeout).await?;
+                let shot = from_program(&answer, &self.config, &Map::new())?;
+                let png = shot[aai_executor::rest::BINARY_KEY]["base64"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let mut with_image = args.clone();
+                with_image.insert("image".into(), Value::String(png));
+                self.ocr(&with_image).await
+            }
+            _ => remote::call(os, tool, args, &self.config, timeout).await,
+        }
+    }
+}
+
+/// A screenshot from the macOS/Windows program's answer (`{png, desktop, hidden?}`: the
+/// capture in pixels, the desktop in points, protected windows in points): protected windows
+/// blacked out, scaled into the agent's space, encoded as asked. Only full-screen and region
+/// captures are offered there.
+///
+/// # Errors
+/// An answer without an image, or a mode the program does not offer.
+pub fn from_program(
+    answer: &Value,
+    config: &DesktopConfig,
+    args: &Map<String, Value>,
+) -> Result<Value, AaiError> {
+    use base64::Engine as _;
+    let mode = args
+        .get("mode")
+        .and_then(Value::as_str)
+        .unwrap_or("fullscreen");
+    if !matches!(mode, "fullscreen" | "region") {
+        return Err(crate::desktop::not_supported(&format!(
+            "screenshot mode {mode} is offered on Linux (X11) only; use fullscreen or region here"
+        )));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(answer["png"].as_str().unwrap_or_default())
+        .map_err(|_| crate::failed("the desktop program sent no image"))?;
+    let mut image = image::load_from_memory(&bytes)
+        .map_err(|e| crate::failed(format!("the desktop program's image is unreadable: {e}")))?
+        .to_rgb8();
+    let points = Rect::new(
+        0,
+        0,
+        answer["desktop"]["width"]
+            .as_u64()
+            .unwrap_or(u64::from(image.width())) as u32,
+        answer["desktop"]["height"]
+            .as_u64()
+            .unwrap_or(u64::from(image.height())) as u32,
+    );
+    // Pixels per point (2 on a Retina display).
+    let ratio = f64::from(image.width()) / f64::from(points.width.max(1));
+    for hidden in answer["hidden"].as_array().into_iter().flatten() {
+        let n = |k: &str| hidden[k].as_f64().unwrap_or(0.0) * ratio;
+        let (x0, y0) = (n("x").max(0.0) as u32, n("y").max(0.0) as u32);
+        let (x1, y1) = ((n("x") + n("width")) as u32, (n("y") + n("height")) as u32);
+        for y in y0..y1.min(image.height()) {
+            for x in x0..x1.min(image.width()) {
+                image.put_pixel(x, y, image::Rgb([0, 0, 0]));
+            }
+        }
+    }
+    let space = Space::new(points, config.max_edge());
+    let area = match rect_arg(args.get("region"), "region")? {
+        Some(region) if mode == "region" => space
+            .rect_to_physical(region)
+            .ok_or_else(|| invalid("the region is outside the screen"))?,
+        _ => points,
+    };
+    let crop = image::imageops::crop_imm(
+        &image,
+        (f64::from(area.x) * ratio) as u32,
+        (f64::from(area.y) * ratio) as u32,
+        (f64::from(area.width) * ratio) as u32,
+        (f64::from(area.height) * ratio) as u32,
+    )
+    .to_image();
+    // Scale from pixels straight into the agent's space.
+    let pixel_space = Space {
+        desktop: Rect::new(0, 0, crop.width(), crop.height()),
+        scale: space.scale / ratio,
+    };
+    let scaled = to_agent_size(crop, &pixel_space);
+    let format = args.get("format").and_then(Value::as_str).unwrap_or("jpeg");
+    let quality = args.get("quality").and_then(Value::as_u64).unwrap_or(80) as u8;
+    let (bytes, mime) = encode(&scaled, format, quality)?;
+    let (ox, oy) = space.to_agent(area.x, area.y);
+    let mut meta = Map::new();
+    meta.insert("width".into(), json!(scaled.width()));
+    meta.insert("height".into(), json!(scaled.height()));
+    meta.insert("scale".into(), json!(space.scale));
+    meta.insert("pixel_ratio".into(), json!(ratio));
+    meta.insert("origin".into(), json!({"x": ox, "y": oy}));
+    meta.insert("display".into(), json!("all"));
+    meta.insert("screen".into(), space.describe());
+    meta.insert("timestamp".into(), json!(now_ms()));
+    Ok(image_output(&bytes, mime, meta))
 }
 
 /// Runs blocking desktop work off the async threads.
@@ -208,14 +339,28 @@ fn fingerprint(image: &RgbImage) -> [u8; 32] {
     sha2::Sha256::digest(image.as_raw()).into()
 }
 
-/// Scales a physical capture into the agent's space.
+/// Scales a physical capture into the agent's space (bilinear convolution, SIMD).
 pub fn to_agent_size(image: RgbImage, space: &Space) -> RgbImage {
+    use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer, images};
     if space.scale >= 1.0 {
         return image;
     }
-    let width = ((f64::from(image.width()) * space.scale).round() as u32).max(1);
-    let height = ((f64::from(image.height()) * space.scale).round() as u32).max(1);
-    image::imageops::resize(&image, width, height, image::imageops::FilterType::Triangle)
+    let (w, h) = image.dimensions();
+    let width = ((f64::from(w) * space.scale).round() as u32).max(1);
+    let height = ((f64::from(h) * space.scale).round() as u32).max(1);
+    let Ok(source) = images::Image::from_vec_u8(w, h, image.into_raw(), PixelType::U8x3) else {
+        return RgbImage::new(width, height);
+    };
+    let mut target = images::Image::new(width, height, PixelType::U8x3);
+    let options = ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::Bilinear));
+    if Resizer::new()
+        .resize(&source, &mut target, &options)
+        .is_err()
+    {
+        return RgbImage::new(width, height);
+    }
+    RgbImage::from_raw(width, height, target.into_vec())
+        .unwrap_or_else(|| RgbImage::new(width, height))
 }
 
 /// Encodes an image; returns its bytes and MIME type.
@@ -245,9 +390,12 @@ pub fn encode(
             "image/webp"
         }
         _ => {
-            image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality.clamp(1, 100))
-                .write_image(image.as_raw(), w, h, image::ExtendedColorType::Rgb8)
-                .map_err(fail)?;
+            let (Ok(w16), Ok(h16)) = (u16::try_from(w), u16::try_from(h)) else {
+                return Err(crate::failed("the image is too large for JPEG"));
+            };
+            jpeg_encoder::Encoder::new(&mut out, quality.clamp(1, 100))
+                .encode(image.as_raw(), w16, h16, jpeg_encoder::ColorType::Rgb)
+                .map_err(|e| crate::failed(format!("cannot encode the screenshot: {e}")))?;
             "image/jpeg"
         }
     };
@@ -326,8 +474,7 @@ fn decode_image(text: &str) -> Result<RgbImage, AaiError> {
         .map_err(|e| invalid(format!("`image` is not a PNG, JPEG or WebP image: {e}")))
 }
 
-/// Text found in an image whose pixel (0, 0) is at agent point `origin` and whose pixels are
-/// `per_agent` physical pixels per agent unit (1 for images the agent sent).
+/// Text found on the screen or in an image, every box in the agent's space.
 struct Found {
     blocks: Vec<ocr::Block>,
 }
@@ -412,5 +559,62 @@ impl Screen {
             out["notes"] = json!(notes);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the macOS program sends on a Retina display: the capture at 2 pixels per point,
+    /// a protected window in points. The result is in the one agent space, the window black.
+    #[test]
+    fn program_captures_are_scaled_from_pixels_and_protected_windows_hidden() {
+        use base64::Engine as _;
+        let capture = RgbImage::from_pixel(4000, 2000, image::Rgb([250, 250, 250]));
+        let (png, _) = encode(&capture, "png", 100).expect("png");
+        let answer = json!({
+            "png": base64::engine::general_purpose::STANDARD.encode(png),
+            "desktop": {"x": 0, "y": 0, "width": 2000, "height": 1000},
+            "hidden": [{"x": 0, "y": 0, "width": 500, "height": 1000}],
+        });
+        let config = DesktopConfig::default();
+        let args = json!({"format": "png"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let out = from_program(&answer, &config, &args).expect("screenshot");
+        assert_eq!(
+            (out["width"].as_u64(), out["height"].as_u64()),
+            (Some(1568), Some(784))
+        );
+        assert_eq!(out["pixel_ratio"], 2.0);
+        let data = out[aai_executor::rest::BINARY_KEY]["base64"]
+            .as_str()
+            .unwrap_or_default();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .expect("b64");
+        let image = image::load_from_memory(&bytes).expect("png").to_rgb8();
+        assert_eq!(
+            image.get_pixel(100, 400).0,
+            [0, 0, 0],
+            "the protected window is black"
+        );
+        assert_eq!(image.get_pixel(1200, 400).0, [250, 250, 250]);
+        // A region in agent units is cut from the right pixels.
+        let region = json!({"mode": "region", "region": {"x": 784, "y": 0, "width": 392, "height": 392}, "format": "png"});
+        let out =
+            from_program(&answer, &config, region.as_object().expect("args")).expect("region");
+        assert_eq!(out["origin"], json!({"x": 784, "y": 0}));
+        assert!(
+            out["width"].as_u64().is_some_and(|w| w.abs_diff(392) <= 1),
+            "{}",
+            out["width"]
+        );
+        let window = json!({"mode": "window", "window_title": "x"});
+        let error = from_program(&answer, &config, window.as_object().expect("args"))
+            .expect_err("not offered");
+        assert_eq!(error.kind, ErrorKind::AutomationNotSupported);
     }
 }

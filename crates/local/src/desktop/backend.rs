@@ -22,11 +22,9 @@ pub struct Desktop {
 
 /// Why this machine's desktop cannot be driven, if it cannot.
 pub fn unsupported_reason() -> Option<String> {
-    if cfg!(target_os = "macos") {
-        return Some("desktop control on macOS (screen capture, CGEvent input, AX) is not built in this version; use the app's own aai.json tools".into());
-    }
-    if cfg!(windows) {
-        return Some("desktop control on Windows (capture, SendInput, UI Automation) is not built in this version; use the app's own aai.json tools".into());
+    if super::remote::native().is_some() {
+        // macOS and Windows are driven by their fixed programs, not X11.
+        return Some("this OS is driven by its own desktop program, not X11".into());
     }
     let display = std::env::var_os("DISPLAY").filter(|d| !d.is_empty());
     let wayland = std::env::var_os("WAYLAND_DISPLAY").filter(|d| !d.is_empty());
@@ -86,6 +84,15 @@ impl Desktop {
 impl Desktop {
     /// What drives this desktop (`X11 :0, window manager Openbox`), or why nothing can.
     pub fn describe(&self) -> Result<String, String> {
+        match super::remote::native() {
+            Some(aai_descriptor::Platform::Macos) => {
+                return Ok("JXA program through osascript (CGEvent, CGWindowList, System Events; needs the Accessibility and Screen Recording permissions)".into());
+            }
+            Some(_) => {
+                return Ok("PowerShell program (System.Drawing, SendInput, UI Automation)".into());
+            }
+            None => {}
+        }
         let x = self.x11().map_err(|e| e.message)?;
         let display = self
             .display
@@ -102,6 +109,9 @@ impl Desktop {
 
     /// Whether an EWMH window manager runs, for the tools that need one.
     pub fn window_manager(&self) -> Result<(), String> {
+        if super::remote::native().is_some() {
+            return Ok(());
+        }
         let x = self.x11().map_err(|e| e.message)?;
         if x.has_window_manager() {
             Ok(())

@@ -9,6 +9,7 @@
 
 pub mod backend;
 pub mod keys;
+pub mod remote;
 pub mod x11;
 
 use serde::Deserialize;

@@ -550,7 +550,10 @@ impl X11 {
             &ConfigureWindowAux::new().stack_mode(x11rb::protocol::xproto::StackMode::ABOVE),
         );
         self.sync()?;
-        Ok(self.wait(|x| x.active() == Some(window)))
+        // Focused, and shown again if it was minimized.
+        Ok(self.wait(|x| {
+            x.active() == Some(window) && x.window(window, None).is_some_and(|w| !w.minimized)
+        }))
     }
 
     /// Asks the window manager to close `window` (the app may ask to save first).
