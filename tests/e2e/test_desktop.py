@@ -235,3 +235,25 @@ async def test_the_same_app_through_its_own_interface(home, screen, monkeypatch)
             await call(client, "org.aai.testapp", "press", {})
             status = await call(client, "org.aai.testapp", "status", {})
             assert text_of(status) == "Status: clicked"
+
+
+async def test_apps_start_from_their_desktop_entry_as_argv(home, screen, monkeypatch, tmp_path):
+    data = tmp_path / "xdg"
+    (data / "applications").mkdir(parents=True)
+    marker = tmp_path / "never"
+    # Exec with a field code and shell text: the gateway splits it per the desktop entry spec
+    # and runs argv; nothing reaches a shell, so the marker is never created.
+    (data / "applications" / "entry-term.desktop").write_text(
+        "[Desktop Entry]\nType=Application\nName=Entry Term\n"
+        f"Exec=xterm -title \"Entry Term; touch {marker}\" %U\n")
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
+    with anyio.fail_after(TIMEOUT):
+        async with desktop_client(home, screen, monkeypatch) as client:
+            launched = (await call(client, "local.apps", "app_launch", {"name": "Entry Term"})).structured_content
+            assert launched["argv"] == ["xterm", "-title", f"Entry Term; touch {marker}"], launched
+            assert launched["window"]["title"] == f"Entry Term; touch {marker}"
+            listed = (await call(client, "local.apps", "app_list", {"include_windows": True})).structured_content
+            assert any(w["title"].startswith("Entry Term") for a in listed["apps"] for w in a.get("windows", []))
+            closed = (await call(client, "local.apps", "app_close", {"name": "Entry Term"})).structured_content
+            assert closed["closed"] is True, closed
+    assert not marker.exists()

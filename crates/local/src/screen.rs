@@ -130,17 +130,9 @@ impl Screen {
                 let answer = remote::call(os, tool, args, &self.config, timeout).await?;
                 from_program(&answer, &self.config, args)
             }
-            "screen_ocr" => {
-                let answer = remote::call(os, "screen_ocr", args, &self.config, timeout).await?;
-                let shot = from_program(&answer, &self.config, &Map::new())?;
-                let png = shot[aai_executor::rest::BINARY_KEY]["base64"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                let mut with_image = args.clone();
-                with_image.insert("image".into(), Value::String(png));
-                self.ocr(&with_image).await
-            }
+            // An image the agent sent is read with Tesseract; the screen with the OS's own
+            // OCR (Vision, Windows.Media.Ocr) inside the program.
+            "screen_ocr" if args.contains_key("image") => self.ocr(args).await,
             _ => remote::call(os, tool, args, &self.config, timeout).await,
         }
     }

@@ -5,6 +5,7 @@ ObjC.import("Foundation");
 ObjC.import("AppKit");
 ObjC.import("CoreGraphics");
 ObjC.import("ApplicationServices");
+ObjC.import("Vision");
 
 function readRequest() {
   const data = $.NSFileHandle.fileHandleWithStandardInput.readDataToEndOfFile;
@@ -109,6 +110,35 @@ function capture(request, scale) {
   return { png: png.base64EncodedStringWithOptions(0).js, desktop: desktop(), pixels: { width: rep.pixelsWide, height: rep.pixelsHigh }, hidden: hidden, scale: scale };
 }
 
+// Text on screen with Apple's Vision framework (on-device, shipped with macOS): lines with
+// their boxes in the agent's space; lines inside protected windows are left out.
+function recognize(request, scale) {
+  const image = $.CGWindowListCreateImage($.CGRectInfinite, $.kCGWindowListOptionOnScreenOnly, 0, $.kCGWindowImageDefault);
+  const handler = $.VNImageRequestHandler.alloc.initWithCGImageOptions(image, $({}));
+  const textRequest = $.VNRecognizeTextRequest.alloc.init;
+  textRequest.recognitionLevel = $.VNRequestTextRecognitionLevelAccurate;
+  handler.performRequestsError($([textRequest]), null);
+  const d = desktop();
+  const hidden = windows().filter((w) => isProtected(request, w.app, w.title)).map((w) => w.bounds);
+  const region = (request.args || {}).region;
+  const blocks = [];
+  const results = textRequest.results;
+  for (let i = 0; i < results.count; i++) {
+    const observation = results.objectAtIndex(i);
+    const best = observation.topCandidates(1).objectAtIndex(0);
+    const box = observation.boundingBox;
+    const x = box.origin.x * d.width;
+    const y = (1 - box.origin.y - box.size.height) * d.height;
+    const w = box.size.width * d.width;
+    const h = box.size.height * d.height;
+    if (hidden.some((b) => x < b.x + b.width && b.x < x + w && y < b.y + b.height && b.y < y + h)) continue;
+    const bounds = { x: Math.round(x * scale), y: Math.round(y * scale), width: Math.round(w * scale), height: Math.round(h * scale) };
+    if (region && (bounds.x + bounds.width < region.x || bounds.x > region.x + region.width || bounds.y + bounds.height < region.y || bounds.y > region.y + region.height)) continue;
+    blocks.push({ text: best.string.js, bounds: bounds, confidence: best.confidence });
+  }
+  return { text: blocks.map((b) => b.text).join("\n"), blocks: blocks, engine: "Vision" };
+}
+
 function run() {
   const request = readRequest();
   const args = request.args || {};
@@ -117,8 +147,9 @@ function run() {
   try {
     switch (request.tool) {
       case "screenshot":
-      case "screen_ocr":
         return JSON.stringify(capture(request, scale));
+      case "screen_ocr":
+        return JSON.stringify(recognize(request, scale));
       case "mouse_move":
         post($.kCGEventMouseMoved, toPoint(args, scale, "x", "y"), $.kCGMouseButtonLeft);
         return JSON.stringify({ success: true, position: { x: args.x, y: args.y } });

@@ -73,9 +73,45 @@ function Vk($name) {
   throw "unknown key `"$name`""
 }
 
+# Text on screen with Windows.Media.Ocr (on-device, shipped with Windows 10+): lines with
+# their boxes in the agent's space; lines inside protected windows are left out.
+function Recognize {
+  Add-Type -AssemblyName System.Runtime.WindowsRuntime
+  $null = [Windows.Media.Ocr.OcrEngine, Windows.Foundation, ContentType = WindowsRuntime]
+  $null = [Windows.Graphics.Imaging.BitmapDecoder, Windows.Graphics, ContentType = WindowsRuntime]
+  $null = [Windows.Storage.StorageFile, Windows.Storage, ContentType = WindowsRuntime]
+  $asTask = ([System.WindowsRuntimeSystemExtensions].GetMethods() | Where-Object { $_.Name -eq 'AsTask' -and $_.GetParameters().Count -eq 1 -and $_.GetParameters()[0].ParameterType.Name -eq 'IAsyncOperation`1' })[0]
+  function Await($operation, $type) { $task = $asTask.MakeGenericMethod($type).Invoke($null, @($operation)); $task.Wait(); $task.Result }
+  $bitmap = New-Object System.Drawing.Bitmap $screen.Width, $screen.Height
+  [System.Drawing.Graphics]::FromImage($bitmap).CopyFromScreen($screen.Left, $screen.Top, 0, 0, $bitmap.Size)
+  $file = Join-Path ([System.IO.Path]::GetTempPath()) ("aai-ocr-" + [guid]::NewGuid() + ".png")
+  $bitmap.Save($file, [System.Drawing.Imaging.ImageFormat]::Png)
+  try {
+    $storage = Await ([Windows.Storage.StorageFile]::GetFileFromPathAsync($file)) ([Windows.Storage.StorageFile])
+    $stream = Await ($storage.OpenAsync([Windows.Storage.FileAccessMode]::Read)) ([Windows.Storage.Streams.IRandomAccessStream])
+    $decoder = Await ([Windows.Graphics.Imaging.BitmapDecoder]::CreateAsync($stream)) ([Windows.Graphics.Imaging.BitmapDecoder])
+    $soft = Await ($decoder.GetSoftwareBitmapAsync()) ([Windows.Graphics.Imaging.SoftwareBitmap])
+    $engine = [Windows.Media.Ocr.OcrEngine]::TryCreateFromUserProfileLanguages()
+    $result = Await ($engine.RecognizeAsync($soft)) ([Windows.Media.Ocr.OcrResult])
+    $stream.Dispose()
+  } finally { Remove-Item -LiteralPath $file -ErrorAction SilentlyContinue }
+  $hidden = @(Windows | Where-Object { IsProtected $_ })
+  $blocks = @()
+  foreach ($line in $result.Lines) {
+    $xs = $line.Words | ForEach-Object { $_.BoundingRect }
+    $x0 = ($xs | Measure-Object -Property X -Minimum).Minimum; $y0 = ($xs | Measure-Object -Property Y -Minimum).Minimum
+    $x1 = ($xs | ForEach-Object { $_.X + $_.Width } | Measure-Object -Maximum).Maximum; $y1 = ($xs | ForEach-Object { $_.Y + $_.Height } | Measure-Object -Maximum).Maximum
+    $b = @{ x = [int]($x0 * $scale); y = [int]($y0 * $scale); width = [int](($x1 - $x0) * $scale); height = [int](($y1 - $y0) * $scale) }
+    if ($hidden | Where-Object { $b.x -lt $_.bounds.x + $_.bounds.width -and $_.bounds.x -lt $b.x + $b.width -and $b.y -lt $_.bounds.y + $_.bounds.height -and $_.bounds.y -lt $b.y + $b.height }) { continue }
+    $blocks += @{ text = $line.Text; bounds = $b; confidence = 0.9 }
+  }
+  @{ text = ($blocks | ForEach-Object { $_.text }) -join "`n"; blocks = $blocks; engine = 'Windows.Media.Ocr' } | ConvertTo-Json -Compress -Depth 6
+}
+
 try {
   switch ($request.tool) {
-    { $_ -in 'screenshot', 'screen_ocr' } {
+    'screen_ocr' { Recognize }
+    'screenshot' {
       $bitmap = New-Object System.Drawing.Bitmap $screen.Width, $screen.Height
       $g = [System.Drawing.Graphics]::FromImage($bitmap)
       $g.CopyFromScreen($screen.Left, $screen.Top, 0, 0, $bitmap.Size)
