@@ -220,9 +220,15 @@ def test_doctor_names_the_backend_of_each_tool_or_why_none(home, screen):
     out = subprocess.run([str(GATEWAY), "doctor"], env=bare, capture_output=True, text=True, timeout=60)
     assert "screenshot" in out.stdout and "no graphical session" in out.stdout
     wayland = {**bare, "WAYLAND_DISPLAY": "wayland-0"}
+    wayland["DBUS_SESSION_BUS_ADDRESS"] = screen["bus"].address  # a session bus with no portal on it
     out = subprocess.run([str(GATEWAY), "call", "local.screen", "screenshot"], env=wayland, capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
-    assert "AUTOMATION_NOT_SUPPORTED" in out.stderr and "XDG desktop portals" in out.stderr, out.stderr
+    assert "AUTOMATION_NOT_SUPPORTED" in out.stderr and "xdg-desktop-portal" in out.stderr, out.stderr
+    (home / "config.json").write_text(json.dumps({"policy": {"default_profile": "p", "profiles": {"p": {"preset": "full_auto"}}}}))
+    out = subprocess.run([str(GATEWAY), "call", "local.input", "left_click", "--args", '{"x": 1, "y": 1}'], env=wayland,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "AUTOMATION_NOT_SUPPORTED" in out.stderr and "RemoteDesktop" in out.stderr, out.stderr
 
 
 async def test_the_same_app_through_its_own_interface(home, screen, monkeypatch):

@@ -51,6 +51,9 @@ impl Toolset for Screen {
             if let Some(os) = crate::desktop::remote::native() {
                 return self.remote(os, call.tool, call.args).await;
             }
+            if self.desktop.wayland_only() && !call.args.contains_key("image") {
+                return self.through_portal(call.tool, call.args).await;
+            }
             match call.tool {
                 "screenshot" => {
                     let (desktop, config, args) =
@@ -83,9 +86,13 @@ impl Toolset for Screen {
     fn doctor(&self) -> BoxFuture<'_, Vec<crate::Check>> {
         Box::pin(async move {
             let desktop = self.desktop.clone();
-            let display = blocking(move || Ok(desktop.describe()))
-                .await
-                .unwrap_or_else(|e| Err(e.message));
+            let display = if self.desktop.wayland_only() {
+                Ok("the XDG Screenshot portal (the desktop may ask the user)".to_owned())
+            } else {
+                blocking(move || Ok(desktop.describe()))
+                    .await
+                    .unwrap_or_else(|e| Err(e.message))
+            };
             let ocr = ocr::installed(&self.config.ocr_language).await;
             let a11y = crate::a11y::reachable(&self.desktop).await;
             let check = |tool: &str, result: Result<String, String>| match result {
@@ -134,6 +141,57 @@ impl Screen {
             // OCR (Vision, Windows.Media.Ocr) inside the program.
             "screen_ocr" if args.contains_key("image") => self.ocr(args).await,
             _ => remote::call(os, tool, args, &self.config, timeout).await,
+        }
+    }
+}
+
+impl Screen {
+    /// A Wayland session without X: the picture comes from the Screenshot portal, and OCR and
+    /// the OCR part of element_locate read it; boxes are scaled into the agent's space.
+    async fn through_portal(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+    ) -> Result<Value, AaiError> {
+        use base64::Engine as _;
+        let png = crate::desktop::portal::screenshot(self.desktop.session_bus()).await?;
+        let size = image::load_from_memory(&png)
+            .map(|i| (i.width(), i.height()))
+            .map_err(|e| crate::failed(format!("the portal's screenshot is unreadable: {e}")))?;
+        let answer = json!({
+            "png": base64::engine::general_purpose::STANDARD.encode(&png),
+            "desktop": {"x": 0, "y": 0, "width": size.0, "height": size.1},
+        });
+        match tool {
+            "screenshot" => from_program(&answer, &self.config, args),
+            "screen_ocr" | "element_locate" => {
+                let space = Space::new(Rect::new(0, 0, size.0, size.1), self.config.max_edge());
+                let mut with_image = args.clone();
+                with_image.insert("image".into(), answer["png"].clone());
+                let language = args
+                    .get("language")
+                    .and_then(Value::as_str)
+                    .unwrap_or(&self.config.ocr_language)
+                    .to_owned();
+                let mut blocks = ocr::read(png, &language, Duration::from_secs(30)).await?;
+                for block in &mut blocks {
+                    block.bounds = space.rect_to_agent(block.bounds);
+                }
+                if tool == "screen_ocr" {
+                    return Ok(ocr::to_json(&blocks));
+                }
+                let description = args
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let hits = crate::a11y::match_text(&blocks, description);
+                Ok(json!({
+                    "found": !hits.is_empty(),
+                    "elements": hits.iter().map(crate::a11y::Hit::to_json).collect::<Vec<_>>(),
+                    "notes": ["Wayland: element bounds come from OCR of the portal's screenshot only"],
+                }))
+            }
+            other => Err(crate::unknown(&DESCRIPTOR.app_id, other)),
         }
     }
 }

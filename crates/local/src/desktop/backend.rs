@@ -18,7 +18,12 @@ pub struct Desktop {
     x11: Mutex<Option<Arc<X11>>>,
     display: Option<String>,
     session_bus: Option<String>,
+    /// A Wayland session without X (set by [`Desktop::on_wayland`]; else read from the
+    /// environment).
+    wayland: bool,
 }
+
+const WAYLAND_INPUT: &str = "this is a Wayland session without XWayland: mouse, keyboard, windows and element bounds need the XDG desktop portals' RemoteDesktop session, which this version does not drive yet (screenshots work through the Screenshot portal)";
 
 /// Why this machine's desktop cannot be driven, if it cannot.
 pub fn unsupported_reason() -> Option<String> {
@@ -30,7 +35,7 @@ pub fn unsupported_reason() -> Option<String> {
     let wayland = std::env::var_os("WAYLAND_DISPLAY").filter(|d| !d.is_empty());
     match (display, wayland) {
         (Some(_), _) => None,
-        (None, Some(_)) => Some("this is a Wayland session without XWayland (DISPLAY is not set); screenshots and input need the XDG desktop portals (Screenshot, RemoteDesktop), which this version does not drive yet. Start the gateway with DISPLAY set to use XWayland".into()),
+        (None, Some(_)) => Some("this is a Wayland session without XWayland (DISPLAY is not set): screenshots go through the XDG Screenshot portal, but mouse, keyboard, windows and element bounds need the XDG desktop portals' RemoteDesktop session, which this version does not drive yet. Start the gateway with DISPLAY set to use XWayland".into()),
         (None, None) => Some("no graphical session: neither DISPLAY nor WAYLAND_DISPLAY is set for the gateway".into()),
     }
 }
@@ -42,7 +47,29 @@ impl Desktop {
             x11: Mutex::default(),
             display: Some(display.to_owned()),
             session_bus: session_bus.map(str::to_owned),
+            wayland: false,
         }
+    }
+
+    /// A Wayland session without X whose portals are on `session_bus`.
+    pub fn on_wayland(session_bus: &str) -> Self {
+        Self {
+            x11: Mutex::default(),
+            display: None,
+            session_bus: Some(session_bus.to_owned()),
+            wayland: true,
+        }
+    }
+
+    /// Whether this is a Wayland session without X: screenshots go through the portal.
+    pub fn wayland_only(&self) -> bool {
+        if self.wayland {
+            return true;
+        }
+        self.display.is_none()
+            && super::remote::native().is_none()
+            && std::env::var_os("DISPLAY").is_none_or(|d| d.is_empty())
+            && std::env::var_os("WAYLAND_DISPLAY").is_some_and(|d| !d.is_empty())
     }
 
     /// The X display apps started from here should use (`None`: the gateway's own).
@@ -60,6 +87,9 @@ impl Desktop {
     /// # Errors
     /// AUTOMATION_NOT_SUPPORTED naming what is missing, or why the display did not answer.
     pub fn x11(&self) -> Result<Arc<X11>, AaiError> {
+        if self.wayland {
+            return Err(super::not_supported(WAYLAND_INPUT));
+        }
         if self.display.is_none()
             && let Some(reason) = unsupported_reason()
         {

@@ -9,6 +9,7 @@
 
 pub mod backend;
 pub mod keys;
+pub mod portal;
 pub mod remote;
 pub mod x11;
 
