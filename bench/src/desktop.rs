@@ -120,7 +120,15 @@ pub fn run() {
     let mut children = Children(Vec::new());
     children.0.push(
         Command::new("Xvfb")
-            .args([&display, "-screen", "0", "1920x1080x24", "-nolisten", "tcp"])
+            .args([
+                &display,
+                "-screen",
+                "0",
+                "1920x1080x24",
+                "-nolisten",
+                "tcp",
+                "-noreset",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -47,7 +47,7 @@ def screen():
     directory = Path(tempfile.mkdtemp(prefix="aai-desk-"))
     bus = Bus(directory)
     try:
-        procs.append(subprocess.Popen(["Xvfb", display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+        procs.append(subprocess.Popen(["Xvfb", display, "-screen", "0", "1280x800x24", "-nolisten", "tcp", "-noreset"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         _wait(lambda: Path(f"/tmp/.X11-unix/X{number}").exists(), 10, "Xvfb did not start")
         env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": bus.address}
@@ -263,3 +263,23 @@ async def test_apps_start_from_their_desktop_entry_as_argv(home, screen, monkeyp
             closed = (await call(client, "local.apps", "app_close", {"name": "Entry Term"})).structured_content
             assert closed["closed"] is True, closed
     assert not marker.exists()
+
+
+async def test_a_protected_app_is_never_read_seen_or_driven(home, screen, monkeypatch):
+    with anyio.fail_after(TIMEOUT):
+        async with desktop_client(home, screen, monkeypatch) as client:
+            assert "Status" in await ocr_text(client), "readable while not protected"
+    config = json.loads((home / "config.json").read_text())
+    config["desktop"] = {"protected_apps": ["AAI Test App"]}
+    (home / "config.json").write_text(json.dumps(config))
+    env = gateway_env(home, screen["bus"])
+    env["DISPLAY"] = screen["display"]
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    with anyio.fail_after(TIMEOUT):
+        async with Client(StdioServerParameters(command=str(GATEWAY), args=[], env=env), mode="legacy", cache=None) as client:
+            assert "Status" not in await ocr_text(client), "OCR reads nothing of a protected window"
+            found = (await client.call_tool("aai_exec", {"app": "local.screen", "tool": "element_locate",
+                                                          "args": {"description": "OK button"}})).structured_content
+            assert not any(e["source"] == "a11y" for e in found["elements"]), found
+            refused = await client.call_tool("aai_exec", {"app": "local.input", "tool": "left_click", "args": {"x": 100, "y": 100}})
+            assert refused.is_error and refused.structured_content["detail"]["reason"] == "protected_app", text_of(refused)

@@ -546,3 +546,50 @@ fn ca_files_in_config_expand_home_and_must_hold_certificates() {
         "{stdout}"
     );
 }
+
+/// `call --dry-run --platform macos|windows` shows the fixed desktop program that would run,
+/// with every value only on stdin; on Linux the X11 backend is named.
+#[test]
+fn desktop_tools_dry_run_for_each_platform() {
+    let dir = tempfile::tempdir().expect("dir");
+    let text_arg = r#"{"text": "\"); doShellScript(\"id\"); ('; Remove-Item C:\\ ; $(id)"}"#;
+    for (platform, program) in [("macos", "osascript"), ("windows", "powershell.exe")] {
+        let out = run(
+            dir.path(),
+            &[
+                "call",
+                "local.input",
+                "type_text",
+                "--args",
+                text_arg,
+                "--dry-run",
+                "--platform",
+                platform,
+            ],
+            None,
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(plan["program"], program);
+        let argv = plan["argv"].to_string();
+        assert!(
+            !argv.contains("doShellScript(\\\"id"),
+            "values never in argv: {argv}"
+        );
+        let stdin: serde_json::Value =
+            serde_json::from_str(plan["stdin"].as_str().expect("stdin")).expect("stdin json");
+        assert_eq!(stdin["tool"], "type_text");
+        assert!(
+            stdin["args"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("doShellScript"))
+        );
+    }
+    let out = run(
+        dir.path(),
+        &["call", "local.screen", "screenshot", "--dry-run"],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("X11"), "{}", text(&out.stdout));
+}
