@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --workspace --bins
-exec target/release/aai-bench "$@"
+exec target/release/aai-bench "$@"  # `desktop`: the desktop-control measurements
