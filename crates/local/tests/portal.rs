@@ -23,6 +23,176 @@ struct FakePortal {
     answer: u32,
 }
 
+/// Answers a portal request: the `Response` signal on the request object the caller named by
+/// its token, shortly after the call returns.
+fn respond(
+    conn: &zbus::Connection,
+    header: &zbus::message::Header<'_>,
+    options: &HashMap<String, OwnedValue>,
+    results: Vec<(&'static str, OwnedValue)>,
+) -> OwnedObjectPath {
+    let sender = header.sender().map(ToString::to_string).unwrap_or_default();
+    let token = options
+        .get("handle_token")
+        .and_then(|v| String::try_from(v.clone()).ok())
+        .unwrap_or_default();
+    let path = format!(
+        "/org/freedesktop/portal/desktop/request/{}/{token}",
+        sender.trim_start_matches(':').replace('.', "_")
+    );
+    let (conn, signal_path) = (conn.clone(), path.clone());
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let results: HashMap<&str, OwnedValue> = results.into_iter().collect();
+        conn.emit_signal(
+            Some(sender.as_str()),
+            signal_path.as_str(),
+            "org.freedesktop.portal.Request",
+            "Response",
+            &(0u32, results),
+        )
+        .await
+        .expect("emit Response");
+    });
+    OwnedObjectPath::try_from(path).expect("path")
+}
+
+/// The input half of the portal: what it was asked, in order.
+#[derive(Default)]
+struct FakeRemote {
+    calls: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+const SESSION: &str = "/org/freedesktop/portal/desktop/session/1/aai";
+
+#[zbus::interface(name = "org.freedesktop.portal.RemoteDesktop")]
+impl FakeRemote {
+    async fn create_session(
+        &self,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+        options: HashMap<String, OwnedValue>,
+    ) -> OwnedObjectPath {
+        self.calls
+            .lock()
+            .expect("calls")
+            .push("CreateSession".into());
+        let handle = OwnedValue::try_from(ZValue::from(SESSION)).expect("value");
+        respond(conn, &header, &options, vec![("session_handle", handle)])
+    }
+
+    async fn select_devices(
+        &self,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+        session: OwnedObjectPath,
+        options: HashMap<String, OwnedValue>,
+    ) -> OwnedObjectPath {
+        let types = options
+            .get("types")
+            .and_then(|v| u32::try_from(v.clone()).ok());
+        self.calls
+            .lock()
+            .expect("calls")
+            .push(format!("SelectDevices {} {types:?}", session.as_str()));
+        respond(conn, &header, &options, Vec::new())
+    }
+
+    async fn start(
+        &self,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+        _session: OwnedObjectPath,
+        _parent: &str,
+        options: HashMap<String, OwnedValue>,
+    ) -> OwnedObjectPath {
+        self.calls.lock().expect("calls").push("Start".into());
+        let monitor = |x: i32| {
+            let mut props: HashMap<&str, ZValue<'static>> = HashMap::new();
+            props.insert("position", ZValue::from((x, 0i32)));
+            props.insert("size", ZValue::from((1920i32, 1080i32)));
+            props
+        };
+        let streams = ZValue::from(vec![(41u32, monitor(0)), (42u32, monitor(1920))]);
+        let streams = OwnedValue::try_from(streams).expect("streams");
+        let devices = OwnedValue::from(3u32);
+        respond(
+            conn,
+            &header,
+            &options,
+            vec![("devices", devices), ("streams", streams)],
+        )
+    }
+
+    fn notify_pointer_motion_absolute(
+        &self,
+        _session: OwnedObjectPath,
+        _options: HashMap<String, OwnedValue>,
+        stream: u32,
+        x: f64,
+        y: f64,
+    ) {
+        self.calls
+            .lock()
+            .expect("calls")
+            .push(format!("motion {stream} {x:.0} {y:.0}"));
+    }
+
+    fn notify_pointer_button(
+        &self,
+        _session: OwnedObjectPath,
+        _options: HashMap<String, OwnedValue>,
+        button: i32,
+        state: u32,
+    ) {
+        self.calls
+            .lock()
+            .expect("calls")
+            .push(format!("button {button:#x} {state}"));
+    }
+
+    fn notify_keyboard_keysym(
+        &self,
+        _session: OwnedObjectPath,
+        _options: HashMap<String, OwnedValue>,
+        keysym: i32,
+        state: u32,
+    ) {
+        self.calls
+            .lock()
+            .expect("calls")
+            .push(format!("key {keysym:#x} {state}"));
+    }
+
+    fn notify_pointer_axis_discrete(
+        &self,
+        _session: OwnedObjectPath,
+        _options: HashMap<String, OwnedValue>,
+        axis: u32,
+        steps: i32,
+    ) {
+        self.calls
+            .lock()
+            .expect("calls")
+            .push(format!("axis {axis} {steps}"));
+    }
+}
+
+struct FakeScreenCast;
+
+#[zbus::interface(name = "org.freedesktop.portal.ScreenCast")]
+impl FakeScreenCast {
+    async fn select_sources(
+        &self,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+        _session: OwnedObjectPath,
+        options: HashMap<String, OwnedValue>,
+    ) -> OwnedObjectPath {
+        respond(conn, &header, &options, Vec::new())
+    }
+}
+
 #[zbus::interface(name = "org.freedesktop.portal.Screenshot")]
 impl FakePortal {
     async fn screenshot(
@@ -178,4 +348,74 @@ async fn a_declined_portal_request_is_a_denial_and_no_portal_is_named() {
         .await
         .expect_err("declined");
     assert_eq!(error.kind, ErrorKind::PermissionDenied, "{}", error.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wayland_input_goes_through_one_remote_desktop_session_when_the_user_allows_it() {
+    let bus = TestBus::start();
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let _portal = zbus::connection::Builder::address(bus.address())
+        .expect("address")
+        .name("org.freedesktop.portal.Desktop")
+        .expect("name")
+        .serve_at(
+            "/org/freedesktop/portal/desktop",
+            FakeRemote {
+                calls: calls.clone(),
+            },
+        )
+        .expect("serve")
+        .serve_at("/org/freedesktop/portal/desktop", FakeScreenCast)
+        .expect("serve")
+        .build()
+        .await
+        .expect("the fake portal connects");
+    let mut setup = Setup::new(LocalConfig::default(), Vec::new());
+    setup.display = Arc::new(Desktop::on_wayland(bus.address()));
+    setup.desktop.wayland_input = true;
+    let sets = Toolsets::new(&setup);
+    // Two 1920×1080 monitors side by side: agent (784, 100) is the right one's left edge.
+    let out = call(
+        &sets,
+        "local.input",
+        "left_click",
+        json!({"x": 784, "y": 100}),
+    )
+    .await
+    .expect("click");
+    assert_eq!(out["position"], json!({"x": 784, "y": 100}));
+    call(
+        &sets,
+        "local.input",
+        "type_text",
+        json!({"text": "é😀", "delay_ms": 0}),
+    )
+    .await
+    .expect("type");
+    call(
+        &sets,
+        "local.input",
+        "scroll",
+        json!({"x": 10, "y": 10, "direction": "down", "amount": 2}),
+    )
+    .await
+    .expect("scroll");
+    let calls = calls.lock().expect("calls").clone();
+    assert_eq!(
+        calls,
+        [
+            "CreateSession",
+            &format!("SelectDevices {SESSION} Some(3)"),
+            "Start",
+            "motion 42 0 245",
+            "button 0x110 1",
+            "button 0x110 0",
+            "key 0xe9 1",
+            "key 0xe9 0",
+            "key 0x101f600 1",
+            "key 0x101f600 0",
+            "motion 41 24 24",
+            "axis 0 2",
+        ]
+    );
 }

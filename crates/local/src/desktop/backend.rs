@@ -16,6 +16,8 @@ use super::x11::X11;
 #[derive(Default)]
 pub struct Desktop {
     x11: Mutex<Option<Arc<X11>>>,
+    /// The RemoteDesktop portal session on Wayland, started on first input.
+    portal: tokio::sync::Mutex<Option<Arc<super::portal::Session>>>,
     display: Option<String>,
     session_bus: Option<String>,
     /// A Wayland session without X (set by [`Desktop::on_wayland`]; else read from the
@@ -45,6 +47,7 @@ impl Desktop {
     pub fn on(display: &str, session_bus: Option<&str>) -> Self {
         Self {
             x11: Mutex::default(),
+            portal: tokio::sync::Mutex::default(),
             display: Some(display.to_owned()),
             session_bus: session_bus.map(str::to_owned),
             wayland: false,
@@ -55,6 +58,7 @@ impl Desktop {
     pub fn on_wayland(session_bus: &str) -> Self {
         Self {
             x11: Mutex::default(),
+            portal: tokio::sync::Mutex::default(),
             display: None,
             session_bus: Some(session_bus.to_owned()),
             wayland: true,
@@ -80,6 +84,21 @@ impl Desktop {
     /// The session bus to find the accessibility bus on (`None`: the gateway's own).
     pub fn session_bus(&self) -> Option<&str> {
         self.session_bus.as_deref()
+    }
+
+    /// The RemoteDesktop portal session (Wayland), started on first use — the desktop asks the
+    /// user once — and kept for the gateway's life.
+    ///
+    /// # Errors
+    /// No portal, or the user declined.
+    pub async fn portal_session(&self) -> Result<Arc<super::portal::Session>, AaiError> {
+        let mut guard = self.portal.lock().await;
+        if let Some(session) = guard.as_ref() {
+            return Ok(session.clone());
+        }
+        let session = Arc::new(super::portal::Session::start(self.session_bus()).await?);
+        *guard = Some(session.clone());
+        Ok(session)
     }
 
     /// The X connection, connecting when needed.

@@ -37,6 +37,10 @@ pub struct DesktopConfig {
     pub no_default_protected_apps: bool,
     /// Tesseract's language(s) for OCR when a call names none (e.g. `eng`, `eng+deu`).
     pub ocr_language: String,
+    /// Allow mouse and keyboard on Wayland (through the RemoteDesktop portal). Wayland does
+    /// not tell the gateway which window is focused, so protected apps cannot be checked
+    /// there: input is off until the user turns this on.
+    pub wayland_input: bool,
 }
 
 impl Default for DesktopConfig {
@@ -46,6 +50,7 @@ impl Default for DesktopConfig {
             protected_apps: Vec::new(),
             no_default_protected_apps: false,
             ocr_language: "eng".into(),
+            wayland_input: false,
         }
     }
 }

@@ -2,8 +2,10 @@
 //! which the session's compositor answers — and may ask the user about. The picture the portal
 //! saves is read and deleted at once: screenshots are never kept.
 //!
-//! Input on Wayland needs the RemoteDesktop portal's session handshake, which is not driven yet:
-//! those tools say so (AUTOMATION_NOT_SUPPORTED).
+//! Input goes through the RemoteDesktop portal: one session per gateway (created, devices and
+//! monitors selected, started — the desktop asks the user once), then pointer and keyboard
+//! events on it; pointer positions are absolute, on the monitor streams the ScreenCast half of
+//! the session names.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -30,6 +32,319 @@ fn request_path(unique_name: &str, token: &str) -> String {
     format!("{PORTAL_PATH}/request/{sender}/{token}")
 }
 
+async fn connect(session_bus: Option<&str>) -> Result<zbus::Connection, AaiError> {
+    match session_bus {
+        Some(address) => match zbus::connection::Builder::address(address) {
+            Ok(builder) => builder.build().await,
+            Err(e) => Err(e),
+        },
+        None => zbus::Connection::session().await,
+    }
+    .map_err(unavailable)
+}
+
+fn token() -> String {
+    let mut nonce = [0u8; 8];
+    let _ = getrandom::fill(&mut nonce);
+    format!(
+        "aai{}",
+        nonce.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+/// One portal request: `ask` is called with a fresh handle token and makes the call; the
+/// answer arrives as the request object's `Response` signal (listened for before asking).
+async fn request<F, Fut>(
+    conn: &zbus::Connection,
+    ask: F,
+) -> Result<HashMap<String, OwnedValue>, AaiError>
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = zbus::Result<zbus::Message>>,
+{
+    let unique = conn
+        .unique_name()
+        .map(|n| n.to_string())
+        .ok_or_else(|| unavailable("no bus name"))?;
+    let token = token();
+    let path = request_path(&unique, &token);
+    let proxy = zbus::Proxy::new(
+        conn,
+        PORTAL,
+        path.as_str(),
+        "org.freedesktop.portal.Request",
+    )
+    .await
+    .map_err(unavailable)?;
+    let mut responses = proxy
+        .receive_signal("Response")
+        .await
+        .map_err(unavailable)?;
+    ask(token).await.map_err(unavailable)?;
+    let message = tokio::time::timeout(WAIT, responses.next())
+        .await
+        .map_err(|_| {
+            AaiError::new(
+                ErrorKind::Timeout,
+                format!(
+                    "the desktop portal did not answer within {} s",
+                    WAIT.as_secs()
+                ),
+            )
+        })?
+        .ok_or_else(|| crate::failed("the desktop portal closed the request"))?;
+    let (code, results): (u32, HashMap<String, OwnedValue>) = message
+        .body()
+        .deserialize()
+        .map_err(|e| crate::failed(format!("the desktop portal's answer is unreadable: {e}")))?;
+    match code {
+        0 => Ok(results),
+        1 => Err(AaiError::new(
+            ErrorKind::PermissionDenied,
+            "the user declined in the desktop's own dialog",
+        )),
+        _ => Err(crate::failed("the desktop portal could not do it")),
+    }
+}
+
+/// A monitor of a remote-desktop session: its stream and where it sits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stream {
+    pub node: u32,
+    pub x: i32,
+    pub y: i32,
+    pub width: i32,
+    pub height: i32,
+}
+
+/// A started RemoteDesktop session: where pointer and keyboard events go.
+pub struct Session {
+    conn: zbus::Connection,
+    handle: OwnedObjectPath,
+    pub streams: Vec<Stream>,
+}
+
+const REMOTE: &str = "org.freedesktop.portal.RemoteDesktop";
+
+fn path_of(value: Option<&OwnedValue>) -> Option<OwnedObjectPath> {
+    let value = value?.clone();
+    String::try_from(value.clone())
+        .ok()
+        .and_then(|s| OwnedObjectPath::try_from(s).ok())
+        .or_else(|| OwnedObjectPath::try_from(value).ok())
+}
+
+impl Session {
+    /// Creates and starts a session with keyboard and pointer on every monitor.
+    ///
+    /// # Errors
+    /// No portal, or the user declined.
+    pub async fn start(session_bus: Option<&str>) -> Result<Self, AaiError> {
+        let conn = connect(session_bus).await?;
+        let created = request(&conn, |token| {
+            let mut options: HashMap<&str, Value<'static>> = HashMap::new();
+            let session_token = format!("{token}s");
+            options.insert("handle_token", Value::from(token));
+            options.insert("session_handle_token", Value::from(session_token));
+            let conn = conn.clone();
+            async move {
+                conn.call_method(
+                    Some(PORTAL),
+                    PORTAL_PATH,
+                    Some(REMOTE),
+                    "CreateSession",
+                    &(options,),
+                )
+                .await
+            }
+        })
+        .await
+        .map_err(with_input_hint)?;
+        let handle = path_of(created.get("session_handle"))
+            .ok_or_else(|| crate::failed("the RemoteDesktop portal named no session"))?;
+        request(&conn, |token| {
+            let mut options: HashMap<&str, Value<'static>> = HashMap::new();
+            options.insert("handle_token", Value::from(token));
+            // Keyboard (1) and pointer (2).
+            options.insert("types", Value::from(3u32));
+            let (conn, handle) = (conn.clone(), handle.clone());
+            async move {
+                conn.call_method(
+                    Some(PORTAL),
+                    PORTAL_PATH,
+                    Some(REMOTE),
+                    "SelectDevices",
+                    &(&handle, options),
+                )
+                .await
+            }
+        })
+        .await?;
+        request(&conn, |token| {
+            let mut options: HashMap<&str, Value<'static>> = HashMap::new();
+            options.insert("handle_token", Value::from(token));
+            // Monitors (1), all of them.
+            options.insert("types", Value::from(1u32));
+            options.insert("multiple", Value::from(true));
+            let (conn, handle) = (conn.clone(), handle.clone());
+            async move {
+                conn.call_method(
+                    Some(PORTAL),
+                    PORTAL_PATH,
+                    Some("org.freedesktop.portal.ScreenCast"),
+                    "SelectSources",
+                    &(&handle, options),
+                )
+                .await
+            }
+        })
+        .await?;
+        let started = request(&conn, |token| {
+            let mut options: HashMap<&str, Value<'static>> = HashMap::new();
+            options.insert("handle_token", Value::from(token));
+            let (conn, handle) = (conn.clone(), handle.clone());
+            async move {
+                conn.call_method(
+                    Some(PORTAL),
+                    PORTAL_PATH,
+                    Some(REMOTE),
+                    "Start",
+                    &(&handle, "", options),
+                )
+                .await
+            }
+        })
+        .await?;
+        let listed: Vec<(u32, HashMap<String, OwnedValue>)> = started
+            .get("streams")
+            .cloned()
+            .and_then(|v| Vec::try_from(v).ok())
+            .unwrap_or_default();
+        let pair = |props: &HashMap<String, OwnedValue>, key: &str| {
+            props
+                .get(key)
+                .cloned()
+                .and_then(|v| <(i32, i32)>::try_from(v).ok())
+        };
+        let streams = listed
+            .iter()
+            .map(|(node, props)| {
+                let (x, y) = pair(props, "position").unwrap_or((0, 0));
+                let (width, height) = pair(props, "size").unwrap_or((0, 0));
+                Stream {
+                    node: *node,
+                    x,
+                    y,
+                    width,
+                    height,
+                }
+            })
+            .collect::<Vec<_>>();
+        if streams.is_empty() {
+            return Err(crate::failed(
+                "the RemoteDesktop portal started without a monitor to point at",
+            ));
+        }
+        Ok(Self {
+            conn,
+            handle,
+            streams,
+        })
+    }
+
+    async fn notify<B>(&self, method: &str, body: &B) -> Result<(), AaiError>
+    where
+        B: serde::Serialize + zbus::zvariant::DynamicType,
+    {
+        self.conn
+            .call_method(Some(PORTAL), PORTAL_PATH, Some(REMOTE), method, body)
+            .await
+            .map(|_| ())
+            .map_err(|e| crate::failed(format!("the RemoteDesktop portal refused {method}: {e}")))
+    }
+
+    fn empty() -> HashMap<&'static str, Value<'static>> {
+        HashMap::new()
+    }
+
+    /// Moves the pointer to a desktop point (physical), on the monitor that holds it.
+    ///
+    /// # Errors
+    /// The point is on no monitor, or the portal refused.
+    pub async fn move_to(&self, x: i32, y: i32) -> Result<(), AaiError> {
+        let stream = self
+            .streams
+            .iter()
+            .find(|s| x >= s.x && y >= s.y && x < s.x + s.width && y < s.y + s.height)
+            .or(self.streams.first())
+            .copied()
+            .ok_or_else(|| crate::failed("no monitor"))?;
+        self.notify(
+            "NotifyPointerMotionAbsolute",
+            &(
+                &self.handle,
+                Self::empty(),
+                stream.node,
+                f64::from(x - stream.x),
+                f64::from(y - stream.y),
+            ),
+        )
+        .await
+    }
+
+    /// Presses (`down`) or releases a button (1 left, 2 middle, 3 right, as X numbers them).
+    ///
+    /// # Errors
+    /// The portal refused.
+    pub async fn button(&self, button: u8, down: bool) -> Result<(), AaiError> {
+        // Linux input codes: BTN_LEFT, BTN_RIGHT, BTN_MIDDLE.
+        let code: i32 = match button {
+            3 => 0x111,
+            2 => 0x112,
+            _ => 0x110,
+        };
+        self.notify(
+            "NotifyPointerButton",
+            &(&self.handle, Self::empty(), code, u32::from(down)),
+        )
+        .await
+    }
+
+    /// Scrolls by whole steps on an axis (0 vertical, 1 horizontal).
+    ///
+    /// # Errors
+    /// The portal refused.
+    pub async fn scroll(&self, axis: u32, steps: i32) -> Result<(), AaiError> {
+        self.notify(
+            "NotifyPointerAxisDiscrete",
+            &(&self.handle, Self::empty(), axis, steps),
+        )
+        .await
+    }
+
+    /// Presses or releases the key for a keysym.
+    ///
+    /// # Errors
+    /// The portal refused.
+    pub async fn keysym(&self, sym: u32, down: bool) -> Result<(), AaiError> {
+        self.notify(
+            "NotifyKeyboardKeysym",
+            &(&self.handle, Self::empty(), sym as i32, u32::from(down)),
+        )
+        .await
+    }
+}
+
+fn with_input_hint(mut error: AaiError) -> AaiError {
+    if error.kind == ErrorKind::AutomationNotSupported {
+        error.message = error.message.replace(
+            "offers no screenshot portal (org.freedesktop.portal.Screenshot",
+            "offers no input portal (org.freedesktop.portal.RemoteDesktop",
+        );
+    }
+    error
+}
+
 /// Takes a screenshot through the portal on `session_bus` (the gateway's own when `None`) and
 /// returns the PNG bytes; the file the portal wrote is deleted.
 ///
@@ -37,82 +352,31 @@ fn request_path(unique_name: &str, token: &str) -> String {
 /// AUTOMATION_NOT_SUPPORTED when no portal answers, PERMISSION_DENIED when the user declines,
 /// AUTOMATION_FAILED otherwise.
 pub async fn screenshot(session_bus: Option<&str>) -> Result<Vec<u8>, AaiError> {
-    let conn = match session_bus {
-        Some(address) => match zbus::connection::Builder::address(address) {
-            Ok(builder) => builder.build().await,
-            Err(e) => Err(e),
-        },
-        None => zbus::Connection::session().await,
-    }
-    .map_err(unavailable)?;
-    let unique = conn
-        .unique_name()
-        .map(|n| n.to_string())
-        .ok_or_else(|| unavailable("no bus name"))?;
-    let mut nonce = [0u8; 8];
-    let _ = getrandom::fill(&mut nonce);
-    let token = format!(
-        "aai{}",
-        nonce.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    );
-    let path = request_path(&unique, &token);
-    // Listen before asking, so the answer cannot be missed.
-    let request = zbus::Proxy::new(
-        &conn,
-        PORTAL,
-        path.as_str(),
-        "org.freedesktop.portal.Request",
-    )
-    .await
-    .map_err(unavailable)?;
-    let mut responses = request
-        .receive_signal("Response")
-        .await
-        .map_err(unavailable)?;
-    let mut options: HashMap<&str, Value<'_>> = HashMap::new();
-    options.insert("handle_token", Value::from(token.as_str()));
-    options.insert("interactive", Value::from(false));
-    let reply = conn
-        .call_method(
-            Some(PORTAL),
-            PORTAL_PATH,
-            Some("org.freedesktop.portal.Screenshot"),
-            "Screenshot",
-            &("", options),
-        )
-        .await
-        .map_err(unavailable)?;
-    let _handle: OwnedObjectPath = reply.body().deserialize().map_err(unavailable)?;
-    let message = tokio::time::timeout(WAIT, responses.next())
-        .await
-        .map_err(|_| {
-            AaiError::new(
-                ErrorKind::Timeout,
-                format!(
-                    "the screenshot portal did not answer within {} s",
-                    WAIT.as_secs()
-                ),
+    let conn = connect(session_bus).await?;
+    let results = request(&conn, |token| {
+        let mut options: HashMap<&str, Value<'static>> = HashMap::new();
+        options.insert("handle_token", Value::from(token));
+        options.insert("interactive", Value::from(false));
+        let conn = conn.clone();
+        async move {
+            conn.call_method(
+                Some(PORTAL),
+                PORTAL_PATH,
+                Some("org.freedesktop.portal.Screenshot"),
+                "Screenshot",
+                &("", options),
             )
-        })?
-        .ok_or_else(|| crate::failed("the screenshot portal closed the request"))?;
-    let (code, results): (u32, HashMap<String, OwnedValue>) = message
-        .body()
-        .deserialize()
-        .map_err(|e| crate::failed(format!("the screenshot portal's answer is unreadable: {e}")))?;
-    match code {
-        0 => {}
-        1 => {
-            return Err(AaiError::new(
-                ErrorKind::PermissionDenied,
-                "the user declined the screenshot in the desktop's own dialog",
-            ));
+            .await
         }
-        _ => {
-            return Err(crate::failed(
-                "the screenshot portal could not take the screenshot",
-            ));
-        }
-    }
+    })
+    .await
+    .map_err(|e| match e.kind {
+        ErrorKind::PermissionDenied => AaiError::new(
+            ErrorKind::PermissionDenied,
+            "the user declined the screenshot in the desktop's own dialog",
+        ),
+        _ => e,
+    })?;
     let uri = results
         .get("uri")
         .and_then(|v| String::try_from(v.clone()).ok())
