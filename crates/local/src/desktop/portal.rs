@@ -52,6 +52,30 @@ fn token() -> String {
     )
 }
 
+/// A request's options: its handle token and `extra`.
+fn options(
+    token: String,
+    extra: Vec<(&'static str, Value<'static>)>,
+) -> HashMap<&'static str, Value<'static>> {
+    let mut options: HashMap<&'static str, Value<'static>> = extra.into_iter().collect();
+    options.insert("handle_token", Value::from(token));
+    options
+}
+
+/// Calls `method` of the portal interface `iface` with `body`.
+async fn ask<B>(
+    conn: zbus::Connection,
+    iface: &'static str,
+    method: &'static str,
+    body: B,
+) -> zbus::Result<zbus::Message>
+where
+    B: serde::Serialize + zbus::zvariant::DynamicType,
+{
+    conn.call_method(Some(PORTAL), PORTAL_PATH, Some(iface), method, &body)
+        .await
+}
+
 /// One portal request: `ask` is called with a fresh handle token and makes the call; the
 /// answer arrives as the request object's `Response` signal (listened for before asking).
 async fn request<F, Fut>(
@@ -142,77 +166,52 @@ impl Session {
     pub async fn start(session_bus: Option<&str>) -> Result<Self, AaiError> {
         let conn = connect(session_bus).await?;
         let created = request(&conn, |token| {
-            let mut options: HashMap<&str, Value<'static>> = HashMap::new();
             let session_token = format!("{token}s");
-            options.insert("handle_token", Value::from(token));
-            options.insert("session_handle_token", Value::from(session_token));
-            let conn = conn.clone();
-            async move {
-                conn.call_method(
-                    Some(PORTAL),
-                    PORTAL_PATH,
-                    Some(REMOTE),
-                    "CreateSession",
-                    &(options,),
-                )
-                .await
-            }
+            ask(
+                conn.clone(),
+                REMOTE,
+                "CreateSession",
+                (options(
+                    token,
+                    vec![("session_handle_token", Value::from(session_token))],
+                ),),
+            )
         })
         .await
         .map_err(with_input_hint)?;
         let handle = path_of(created.get("session_handle"))
             .ok_or_else(|| crate::failed("the RemoteDesktop portal named no session"))?;
+        // Keyboard (1) and pointer (2).
         request(&conn, |token| {
-            let mut options: HashMap<&str, Value<'static>> = HashMap::new();
-            options.insert("handle_token", Value::from(token));
-            // Keyboard (1) and pointer (2).
-            options.insert("types", Value::from(3u32));
-            let (conn, handle) = (conn.clone(), handle.clone());
-            async move {
-                conn.call_method(
-                    Some(PORTAL),
-                    PORTAL_PATH,
-                    Some(REMOTE),
-                    "SelectDevices",
-                    &(&handle, options),
-                )
-                .await
-            }
+            let devices = options(token, vec![("types", Value::from(3u32))]);
+            ask(
+                conn.clone(),
+                REMOTE,
+                "SelectDevices",
+                (handle.clone(), devices),
+            )
         })
         .await?;
+        // Monitors (1), all of them.
         request(&conn, |token| {
-            let mut options: HashMap<&str, Value<'static>> = HashMap::new();
-            options.insert("handle_token", Value::from(token));
-            // Monitors (1), all of them.
-            options.insert("types", Value::from(1u32));
-            options.insert("multiple", Value::from(true));
-            let (conn, handle) = (conn.clone(), handle.clone());
-            async move {
-                conn.call_method(
-                    Some(PORTAL),
-                    PORTAL_PATH,
-                    Some("org.freedesktop.portal.ScreenCast"),
-                    "SelectSources",
-                    &(&handle, options),
-                )
-                .await
-            }
+            let sources = options(
+                token,
+                vec![
+                    ("types", Value::from(1u32)),
+                    ("multiple", Value::from(true)),
+                ],
+            );
+            ask(
+                conn.clone(),
+                "org.freedesktop.portal.ScreenCast",
+                "SelectSources",
+                (handle.clone(), sources),
+            )
         })
         .await?;
         let started = request(&conn, |token| {
-            let mut options: HashMap<&str, Value<'static>> = HashMap::new();
-            options.insert("handle_token", Value::from(token));
-            let (conn, handle) = (conn.clone(), handle.clone());
-            async move {
-                conn.call_method(
-                    Some(PORTAL),
-                    PORTAL_PATH,
-                    Some(REMOTE),
-                    "Start",
-                    &(&handle, "", options),
-                )
-                .await
-            }
+            let start = options(token, Vec::new());
+            ask(conn.clone(), REMOTE, "Start", (handle.clone(), "", start))
         })
         .await?;
         let listed: Vec<(u32, HashMap<String, OwnedValue>)> = started
@@ -354,20 +353,13 @@ fn with_input_hint(mut error: AaiError) -> AaiError {
 pub async fn screenshot(session_bus: Option<&str>) -> Result<Vec<u8>, AaiError> {
     let conn = connect(session_bus).await?;
     let results = request(&conn, |token| {
-        let mut options: HashMap<&str, Value<'static>> = HashMap::new();
-        options.insert("handle_token", Value::from(token));
-        options.insert("interactive", Value::from(false));
-        let conn = conn.clone();
-        async move {
-            conn.call_method(
-                Some(PORTAL),
-                PORTAL_PATH,
-                Some("org.freedesktop.portal.Screenshot"),
-                "Screenshot",
-                &("", options),
-            )
-            .await
-        }
+        let shot = options(token, vec![("interactive", Value::from(false))]);
+        ask(
+            conn.clone(),
+            "org.freedesktop.portal.Screenshot",
+            "Screenshot",
+            ("", shot),
+        )
     })
     .await
     .map_err(|e| match e.kind {
