@@ -260,22 +260,19 @@ pub async fn locate(
     description: &str,
     role: Option<&str>,
 ) -> Result<Vec<Hit>, AaiError> {
-    let space = {
-        let desktop = desktop.clone();
-        let max_edge = config.max_edge();
-        crate::screen::blocking(move || Ok(Space::new(desktop.x11()?.desktop(), max_edge))).await?
-    };
-    let protected = {
+    // The agent's space and the protected windows, from one look at the desktop.
+    let (space, protected) = {
         let desktop = desktop.clone();
         let config = config.clone();
         crate::screen::blocking(move || {
-            Ok(desktop
-                .x11()?
+            let x = desktop.x11()?;
+            let protected: Vec<Rect> = x
                 .windows()
                 .into_iter()
                 .filter(|w| config.protects(w).is_some())
                 .map(|w| w.bounds)
-                .collect::<Vec<Rect>>())
+                .collect();
+            Ok((Space::new(x.desktop(), config.max_edge()), protected))
         })
         .await?
     };

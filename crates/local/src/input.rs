@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use crate::desktop::backend::Desktop;
 use crate::desktop::keys;
 use crate::desktop::x11::{Held, X11};
-use crate::desktop::{DesktopConfig, Space};
+use crate::desktop::{DesktopConfig, Space, Window};
 use crate::screen::blocking;
 use crate::{Call, Setup, Toolset};
 
@@ -81,10 +81,16 @@ impl Toolset for Input {
             }
             blocking(move || {
                 let x = desktop.x11()?;
+                let protected = x
+                    .windows()
+                    .into_iter()
+                    .filter(|w| !w.minimized)
+                    .filter_map(|w| config.protects(&w).map(|pattern| (w, pattern)))
+                    .collect();
                 let work = Work {
                     x: &x,
                     space: Space::new(x.desktop(), config.max_edge()),
-                    config: &config,
+                    protected,
                     stop: &stop,
                 };
                 work.run(&tool, &args)
@@ -151,7 +157,8 @@ fn cancelled() -> AaiError {
 struct Work<'a> {
     x: &'a X11,
     space: Space,
-    config: &'a DesktopConfig,
+    /// The protected apps' visible windows, with the pattern each matches.
+    protected: Vec<(Window, String)>,
     stop: &'a AtomicBool,
 }
 
@@ -174,16 +181,12 @@ impl Work<'_> {
         result
     }
 
-    /// Refuses input while a protected app is focused, or aimed at one of its windows.
+    /// Refuses input while a protected app is focused, or aimed at one of its windows (the
+    /// windows are looked at once per call, in `run`).
     fn refuse_protected(&self, at: Option<(i32, i32)>) -> Result<(), AaiError> {
-        for window in self.x.windows() {
-            if window.minimized {
-                continue;
-            }
+        for (window, pattern) in &self.protected {
             let aimed = at.is_some_and(|(px, py)| window.bounds.contains(px, py));
-            if (window.focused || aimed)
-                && let Some(pattern) = self.config.protects(&window)
-            {
+            if window.focused || aimed {
                 return Err(AaiError::new(
                     ErrorKind::PermissionDenied,
                     format!(
