@@ -22,6 +22,9 @@ command -v tesseract >/dev/null 2>&1 || missing+=(tesseract-ocr tesseract-ocr-en
 [ -x /usr/libexec/at-spi-bus-launcher ] || missing+=(at-spi2-core)
 /usr/bin/python3 -c 'import gi; gi.require_version("Gtk", "3.0"); gi.require_version("Atspi", "2.0"); from gi.repository import Gtk, Atspi' >/dev/null 2>&1 \
   || missing+=(python3-gi gir1.2-gtk-3.0 gir1.2-atspi-2.0 libatk-adaptor)
+# The browser toolset: Debian's Chromium, and certutil to make it trust the test CA.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v certutil >/dev/null 2>&1 || missing+=(libnss3-tools)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}" >&2

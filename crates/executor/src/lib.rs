@@ -61,6 +61,10 @@ pub struct Invocation<'a> {
     pub progress: Option<&'a (dyn Fn(&str) + Send + Sync)>,
     /// The OS the call is planned for when it is not this one (`call --dry-run --platform`).
     pub target: Option<Platform>,
+    /// The client's reported name.
+    pub caller: &'a str,
+    /// The user approved this very call when asked.
+    pub approved: bool,
 }
 
 impl std::fmt::Debug for Invocation<'_> {
@@ -91,7 +95,17 @@ impl<'a> Invocation<'a> {
             roots: &[],
             progress: None,
             target: None,
+            caller: "",
+            approved: false,
         }
+    }
+
+    /// This invocation for the client `caller`, approved by the user just now or not.
+    #[must_use]
+    pub fn with_caller(mut self, caller: &'a str, approved: bool) -> Self {
+        self.caller = caller;
+        self.approved = approved;
+        self
     }
 
     /// This invocation planned for `target` (built-in tools pick that OS's backend).

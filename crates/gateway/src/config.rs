@@ -54,6 +54,8 @@ pub struct Config {
     pub local: aai_local::LocalConfig,
     /// The desktop toolsets: screenshot size, protected apps, OCR language.
     pub desktop: aai_local::desktop::DesktopConfig,
+    /// The browser toolset: which Chromium, headless or not, and its domain policy.
+    pub browser: aai_local::browser::BrowserConfig,
     /// What the audit log keeps of each call.
     pub audit: AuditConfig,
     /// Set when `config.json` could not be used: `<file>:<line>:<column> <problem>`. The
@@ -180,6 +182,7 @@ impl Default for Config {
             web: WebConfig::default(),
             local: aai_local::LocalConfig::default(),
             desktop: aai_local::desktop::DesktopConfig::default(),
+            browser: aai_local::browser::BrowserConfig::default(),
             audit: AuditConfig::default(),
             invalid: None,
         }

@@ -333,6 +333,8 @@ pub struct Question {
     /// A question about a binding rather than a tool (a sign-in domain, a credential sent to
     /// a host): only *Deny*, *Allow once* and this label for [`Answer::AlwaysTool`].
     pub always_label: Option<String>,
+    /// Why this call is asked every time (a password typed into a page).
+    pub why: Option<String>,
 }
 
 impl Question {
@@ -356,11 +358,12 @@ impl Question {
             once_only: false,
             session: true,
             always_label: None,
+            why: None,
         }
     }
 
     pub fn message(&self) -> String {
-        format!(
+        let mut text = format!(
             "Allow {} to run \"{}\" in {} ({})?\nClient: {} (the name it reported).\nRisk: {}. Arguments: {}",
             self.caller,
             self.tool,
@@ -369,7 +372,13 @@ impl Question {
             self.caller,
             risk_name(self.risk),
             self.args
-        )
+        );
+        if let Some(why) = &self.why {
+            text.push_str("\nAsked because ");
+            text.push_str(why);
+            text.push('.');
+        }
+        text
     }
 
     /// The choices offered, in order, each with its label as every asker shows it.

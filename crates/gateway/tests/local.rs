@@ -547,7 +547,8 @@ fn builtin_apps_follow_the_config() {
             "local.system",
             "local.screen",
             "local.input",
-            "local.apps"
+            "local.apps",
+            "local.browser"
         ]
     );
     let risks: Vec<(String, Option<aai_descriptor::Risk>)> = aai_local::all_descriptors()
@@ -977,9 +978,14 @@ async fn built_in_tools_reject_unknown_arguments_and_name_units() {
                 .into_iter()
                 .flat_map(|p| p.keys())
             {
-                let timing = ["timeout", "wait", "delay", "interval", "duration"]
-                    .iter()
-                    .any(|w| name.contains(w));
+                // The spec's own names for browser_navigate stay (§3.8.1: `timeout` in ms,
+                // `wait_until` a lifecycle event, not a duration).
+                let seed = tool.name == "browser_navigate"
+                    && matches!(name.as_str(), "timeout" | "wait_until");
+                let timing = !seed
+                    && ["timeout", "wait", "delay", "interval", "duration"]
+                        .iter()
+                        .any(|w| name.contains(w));
                 assert!(
                     !timing || name.ends_with("_ms") || name.ends_with("_seconds"),
                     "{}.{name}",

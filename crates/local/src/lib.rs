@@ -9,6 +9,7 @@
 pub mod a11y;
 pub mod apps;
 pub mod beneath;
+pub mod browser;
 pub mod classify;
 pub mod desktop;
 pub mod files;
@@ -45,6 +46,8 @@ pub struct LocalConfig {
     pub input: bool,
     /// Launching, switching and closing apps, managing windows (`local.apps`).
     pub apps: bool,
+    /// A Chromium of the client's own behind the domain policy (`local.browser`).
+    pub browser: bool,
     pub sandbox: sandbox::SandboxConfig,
 }
 
@@ -58,6 +61,7 @@ impl Default for LocalConfig {
             screen: true,
             input: true,
             apps: true,
+            browser: true,
             sandbox: sandbox::SandboxConfig::default(),
         }
     }
@@ -72,14 +76,27 @@ pub struct Setup {
     pub protected: Vec<PathBuf>,
     pub desktop: desktop::DesktopConfig,
     pub display: Arc<desktop::backend::Desktop>,
+    /// The browser's settings (`browser` in config.json).
+    pub browser: browser::BrowserConfig,
+    /// The gateway's home folder (`AAI_HOME`): browser profiles live under it.
+    pub home: PathBuf,
+    /// Certificate authorities the user trusts beyond the system's (`web.extra_ca_certs`).
+    pub extra_ca_certs: Vec<PathBuf>,
 }
 
 impl Setup {
     /// A setup with default desktop settings.
     pub fn new(config: LocalConfig, protected: Vec<PathBuf>) -> Self {
+        let home = protected
+            .first()
+            .cloned()
+            .unwrap_or_else(|| std::env::temp_dir().join("aai-gateway"));
         Self {
             config,
             protected,
+            browser: browser::BrowserConfig::default(),
+            home,
+            extra_ca_certs: Vec::new(),
             desktop: desktop::DesktopConfig::default(),
             display: Arc::default(),
         }
@@ -101,6 +118,10 @@ pub struct Call<'a> {
     pub roots: &'a [String],
     /// Where a long call reports its latest output.
     pub progress: Option<&'a (dyn Fn(&str) + Send + Sync)>,
+    /// The client's reported name (each client gets its own browser).
+    pub caller: &'a str,
+    /// The user approved this very call when asked (a call [`Toolset::must_ask`] named).
+    pub approved: bool,
 }
 
 /// A built-in app: its descriptor, and how it runs a call.
@@ -114,6 +135,12 @@ pub trait Toolset: Send + Sync {
     /// The risk of this call when above the tool's own (e.g. a critical shell command).
     fn call_risk(&self, _tool: &str, _args: &Map<String, Value>) -> Option<Risk> {
         None
+    }
+
+    /// Why this call must be put to the user every time, whatever the policy and the
+    /// remembered grants say (a password typed into a page), looking at the app's state now.
+    fn must_ask<'a>(&'a self, _call: &'a Call<'a>) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async { None })
     }
 
     /// How long this call waits on purpose, in milliseconds (a command's `timeout_ms`, a
@@ -238,6 +265,11 @@ const TABLE: &[Entry] = &[
         enabled: |c| c.apps,
         build: |setup| Box::new(apps::Apps::new(setup)),
     },
+    Entry {
+        descriptor: &browser::DESCRIPTOR,
+        enabled: |c| c.browser,
+        build: |setup| Box::new(browser::Browser::new(setup)),
+    },
 ];
 
 /// The descriptors of the toolsets `config` turns on: the same `Arc`s every time, so a
@@ -296,6 +328,11 @@ impl Toolsets {
             .is_some_and(|set| set.prefix_covers(tool, args, prefixes))
     }
 
+    /// See [`Toolset::must_ask`]: why this call is asked every time, if it is.
+    pub async fn must_ask(&self, app: &str, call: &Call<'_>) -> Option<String> {
+        self.get(app)?.must_ask(call).await
+    }
+
     /// Every toolset's checks, by app id (`aai-gateway doctor`).
     pub async fn doctor(&self) -> Vec<(String, Vec<Check>)> {
         let mut out = Vec::new();
@@ -338,6 +375,8 @@ impl Executor for Toolsets {
                 args: invocation.args,
                 roots: invocation.roots,
                 progress: invocation.progress,
+                caller: invocation.caller,
+                approved: invocation.approved,
             };
             match tokio::time::timeout(limit, set.run(call)).await {
                 Ok(result) => result,

@@ -137,6 +137,8 @@ pub struct TestServer {
     pub addr: SocketAddr,
     tls: bool,
     pub requests: Arc<Mutex<Vec<Request>>>,
+    /// TCP connections accepted so far (a refused host must see none).
+    pub connections: Arc<std::sync::atomic::AtomicUsize>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -163,6 +165,8 @@ impl TestServer {
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("addr");
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = connections.clone();
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let seen = requests.clone();
         let is_tls = tls.is_some();
@@ -179,6 +183,7 @@ impl TestServer {
                         let Ok((tcp, _)) = listener.accept().await else {
                             continue;
                         };
+                        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         let handler = handler.clone();
                         let seen = seen.clone();
                         let tls = tls.clone();
@@ -216,6 +221,7 @@ impl TestServer {
             addr,
             tls: is_tls,
             requests,
+            connections,
             stop: Some(stop),
             thread: Some(thread),
         }

@@ -102,6 +102,9 @@ impl Gateway {
             vec![home.to_path_buf(), config.web.cache_dir()],
         );
         setup.desktop = config.desktop.clone();
+        setup.browser = config.browser.clone();
+        setup.home = home.to_path_buf();
+        setup.extra_ca_certs = config.web.extra_ca_certs.clone();
         let mut rest = web.rest_settings();
         rest.files = Some(aai_local::upload_reader(&setup));
         let executors = executors.with_web(rest, web.auth.clone());
@@ -309,7 +312,13 @@ impl Gateway {
             call: &call,
             started,
         };
-        let (action, profile_name) = self.policy(who, app, spec, call.risk, raised);
+        let (mut action, profile_name) = self.policy(who, app, spec, call.risk, raised);
+        // A call its toolset says must be asked every time (a password typed into a page)
+        // is put to the user whatever the profile and the grants say; only a block stays.
+        let must_ask = self.must_ask(who, app, spec, &args).await;
+        if must_ask.is_some() && action != Action::AlwaysBlock {
+            action = Action::RequireApproval;
+        }
         let decision = self
             .consent(
                 &step,
@@ -320,6 +329,7 @@ impl Gateway {
                 action,
                 &profile_name,
                 raised,
+                must_ask.as_deref(),
                 asker,
             )
             .await?;
@@ -331,7 +341,16 @@ impl Gateway {
         // The intent row is durable before anything runs: no call happens unrecorded.
         self.gate.record(&call, &decision, "started", 0, None)?;
         let result = self
-            .execute(&step, &decision, who, app, spec, &args, asker)
+            .execute(
+                &step,
+                &decision,
+                who,
+                app,
+                spec,
+                &args,
+                must_ask.is_some(),
+                asker,
+            )
             .await;
         if let Some((var, origin)) = once_binding {
             // Allowed for this call only.
@@ -389,6 +408,29 @@ impl Gateway {
             .flatten()
     }
 
+    /// Why a built-in call must be asked every time, judged by its toolset from the app's
+    /// state now (the element a browser call would type into).
+    async fn must_ask(
+        &self,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+    ) -> Option<String> {
+        if app.platform != Platform::Local {
+            return None;
+        }
+        let call = aai_local::Call {
+            tool: &spec.name,
+            args,
+            roots: &who.roots,
+            progress: None,
+            caller: &who.name,
+            approved: false,
+        };
+        self.toolsets.must_ask(app.id(), &call).await
+    }
+
     /// The policy step: what the client's profile says for this tool at this risk, and the
     /// profile's name. An override that lets a tool run does not let a raised call through:
     /// the profile's rule for the raised risk applies at least.
@@ -429,6 +471,7 @@ impl Gateway {
         action: Action,
         profile_name: &str,
         raised: Option<Risk>,
+        must_ask: Option<&str>,
         asker: Option<&dyn Asker>,
     ) -> Result<String, AaiError> {
         let caller = who.name.as_str();
@@ -453,8 +496,9 @@ impl Gateway {
             }
             Action::AutoApprove | Action::NotifyOnly => Ok(decision),
             Action::RequireApproval => {
-                let critical = raised.is_some();
-                // No grant covers a call whose risk was raised: it is asked each time.
+                let critical = raised.is_some() || must_ask.is_some();
+                // No grant covers a call whose risk was raised, or that must be asked each
+                // time: it is asked each time.
                 let held = if critical {
                     aai_audit::Held::default()
                 } else {
@@ -482,6 +526,7 @@ impl Gateway {
                     guide::shorten(&step.call.args.to_string(), 200),
                 );
                 question.once_only = critical;
+                question.why = must_ask.map(str::to_owned);
                 question.session = who.session.is_some();
                 question.prefix = self.toolsets.offered_prefix(app.id(), &spec.name, args);
                 let answer = match asker {
@@ -562,11 +607,13 @@ impl Gateway {
         app: &App,
         spec: &ToolCommon,
         args: &Map<String, Value>,
+        asked: bool,
         asker: Option<&dyn Asker>,
     ) -> Result<Value, AaiError> {
         let timeout = self.config.tool_timeout(app.platform, spec.timeout);
         let invocation = Invocation::new(&app.descriptor, &spec.name, args, timeout)
             .with_roots(&who.roots)
+            .with_caller(&who.name, asked)
             .with_progress(who.progress.as_deref());
         // A call dropped before it finishes (the client cancelled it) still gets its outcome row.
         let mut unfinished = Unfinished {

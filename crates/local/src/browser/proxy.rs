@@ -1,0 +1,338 @@
+//! The policy proxy: the only way out of the browser. Chromium is started with this proxy
+//! for every scheme and for loopback too, so each connection it opens — a navigation, a
+//! redirect, a subresource, a WebSocket, a preconnect — arrives here as `CONNECT host:port`
+//! or an absolute-form `GET http://host/…`, and a host the policy refuses is answered `403`
+//! without any connection, DNS look-up included, being made on its behalf.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+use super::policy::{DomainPolicy, normalize_host};
+
+/// Largest request head the proxy reads.
+const MAX_HEAD: usize = 64 * 1024;
+/// How long a client may take to send its request head, and an upstream to accept.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A connection the policy refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Counts refusals since the proxy started (see [`Proxy::mark`]).
+    pub seq: u64,
+    pub host: String,
+    pub port: u16,
+    pub rule: String,
+}
+
+#[derive(Default)]
+struct Log {
+    next: u64,
+    refusals: Vec<Refusal>,
+}
+
+/// A running policy proxy on 127.0.0.1; it stops when dropped.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    log: Arc<Mutex<Log>>,
+    stop: CancellationToken,
+}
+
+/// Where the proxy connects for a host and port: the `resolve` override (`"host:port"` →
+/// `"ip:port"`, as curl's `--connect-to`), else the name itself.
+type Resolve = BTreeMap<String, String>;
+
+impl Proxy {
+    /// Starts the proxy for `policy`.
+    ///
+    /// # Errors
+    /// When no port on 127.0.0.1 can be bound.
+    pub async fn start(policy: Arc<DomainPolicy>, resolve: Resolve) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let log = Arc::new(Mutex::new(Log::default()));
+        let stop = CancellationToken::new();
+        let resolve = Arc::new(resolve);
+        let (task_log, task_stop) = (log.clone(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    () = task_stop.cancelled() => return,
+                    accepted = listener.accept() => accepted,
+                };
+                let Ok((client, _)) = accepted else { continue };
+                let (policy, resolve, log, stop) = (
+                    policy.clone(),
+                    resolve.clone(),
+                    task_log.clone(),
+                    task_stop.clone(),
+                );
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = stop.cancelled() => {}
+                        () = serve(client, &policy, &resolve, &log) => {}
+                    }
+                });
+            }
+        });
+        Ok(Self { addr, log, stop })
+    }
+
+    /// The count of refusals so far: [`Proxy::refused_since`] with it gives the later ones.
+    pub fn mark(&self) -> u64 {
+        self.log.lock().map_or(0, |log| log.next)
+    }
+
+    /// The refusals from `mark` on.
+    pub fn refused_since(&self, mark: u64) -> Vec<Refusal> {
+        self.log.lock().map_or_else(
+            |_| Vec::new(),
+            |log| {
+                log.refusals
+                    .iter()
+                    .filter(|r| r.seq >= mark)
+                    .cloned()
+                    .collect()
+            },
+        )
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// The request line and head of one proxy request.
+struct Head {
+    method: String,
+    target: String,
+    version: String,
+    /// Header lines as sent, without the request line.
+    headers: Vec<String>,
+    /// Bytes read past the head (the start of a body or of TLS).
+    rest: Vec<u8>,
+}
+
+async fn read_head(client: &mut TcpStream) -> Option<Head> {
+    let mut buf = Vec::with_capacity(2048);
+    let end = loop {
+        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at;
+        }
+        if buf.len() > MAX_HEAD {
+            return None;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = tokio::time::timeout(HEAD_TIMEOUT, client.read(&mut chunk))
+            .await
+            .ok()?
+            .ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let text = std::str::from_utf8(&buf[..end]).ok()?;
+    let mut lines = text.split("\r\n");
+    let mut first = lines.next()?.split(' ');
+    let (method, target, version) = (first.next()?, first.next()?, first.next()?);
+    Some(Head {
+        method: method.to_owned(),
+        target: target.to_owned(),
+        version: version.to_owned(),
+        headers: lines.map(str::to_owned).collect(),
+        rest: buf[end + 4..].to_vec(),
+    })
+}
+
+async fn serve(mut client: TcpStream, policy: &DomainPolicy, resolve: &Resolve, log: &Mutex<Log>) {
+    let Some(head) = read_head(&mut client).await else {
+        return;
+    };
+    // CONNECT host:port, or an absolute-form request for plain HTTP.
+    let (host, port, origin_form) = if head.method.eq_ignore_ascii_case("CONNECT") {
+        let Some((host, port)) = split_authority(&head.target, 443) else {
+            return answer(&mut client, 400, "bad CONNECT target").await;
+        };
+        (host, port, None)
+    } else {
+        let Ok(url) = url::Url::parse(&head.target) else {
+            return answer(&mut client, 400, "this is a proxy: absolute URLs only").await;
+        };
+        if !matches!(url.scheme(), "http" | "ws") {
+            return answer(&mut client, 400, "only http through the proxy").await;
+        }
+        let Some(host) = url.host_str() else {
+            return answer(&mut client, 400, "no host").await;
+        };
+        let mut path = url.path().to_owned();
+        if let Some(query) = url.query() {
+            path.push('?');
+            path.push_str(query);
+        }
+        (
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+            url.port_or_known_default().unwrap_or(80),
+            Some(path),
+        )
+    };
+    if let Err(blocked) = policy.check_host(&host) {
+        if let Ok(mut log) = log.lock() {
+            let seq = log.next;
+            log.next += 1;
+            log.refusals.push(Refusal {
+                seq,
+                host: blocked.target.clone(),
+                port,
+                rule: blocked.rule.clone(),
+            });
+        }
+        tracing::info!(host = %blocked.target, port, rule = %blocked.rule, "browser connection refused");
+        return answer(&mut client, 403, &blocked.message()).await;
+    }
+    let Some(mut upstream) = connect(&host, port, resolve).await else {
+        return answer(&mut client, 502, "the host could not be reached").await;
+    };
+    let sent = match origin_form {
+        None => client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await
+            .is_ok(),
+        Some(path) => {
+            let upgrade = head
+                .headers
+                .iter()
+                .any(|h| h.to_ascii_lowercase().starts_with("upgrade:"));
+            let mut out = format!("{} {path} {}\r\n", head.method, head.version);
+            for line in &head.headers {
+                let lower = line.to_ascii_lowercase();
+                if lower.starts_with("proxy-") || (!upgrade && lower.starts_with("connection:")) {
+                    continue;
+                }
+                out.push_str(line);
+                out.push_str("\r\n");
+            }
+            // One request per upstream connection: a second request on a kept-alive client
+            // connection could name another host.
+            if !upgrade {
+                out.push_str("Connection: close\r\n");
+            }
+            out.push_str("\r\n");
+            upstream.write_all(out.as_bytes()).await.is_ok()
+        }
+    };
+    if !sent || upstream.write_all(&head.rest).await.is_err() {
+        return;
+    }
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+}
+
+/// `host:port` (IPv6 in brackets), `default` when no port is given.
+fn split_authority(authority: &str, default: u16) -> Option<(String, u16)> {
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !port.contains(']') => (host, port.parse().ok()?),
+        _ => (authority, default),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (!host.is_empty()).then(|| (host.to_owned(), port))
+}
+
+async fn connect(host: &str, port: u16, resolve: &Resolve) -> Option<TcpStream> {
+    let normal = normalize_host(host)?;
+    let target = resolve
+        .get(&format!("{normal}:{port}"))
+        .cloned()
+        .unwrap_or_else(|| {
+            if normal.contains(':') {
+                format!("[{normal}]:{port}")
+            } else {
+                format!("{normal}:{port}")
+            }
+        });
+    tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(target))
+        .await
+        .ok()?
+        .ok()
+}
+
+async fn answer(client: &mut TcpStream, status: u16, message: &str) {
+    let reason = match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        _ => "Bad Gateway",
+    };
+    let body = format!("{message}\n");
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = client.write_all(head.as_bytes()).await;
+    let _ = client.write_all(body.as_bytes()).await;
+    let _ = client.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authorities() {
+        assert_eq!(
+            split_authority("a.test:443", 1),
+            Some(("a.test".into(), 443))
+        );
+        assert_eq!(split_authority("[::1]:8443", 1), Some(("::1".into(), 8443)));
+        assert_eq!(split_authority("[::1]", 7), Some(("::1".into(), 7)));
+        assert_eq!(split_authority("a.test", 7), Some(("a.test".into(), 7)));
+        assert_eq!(split_authority("a.test:x", 7), None);
+    }
+
+    /// A refused host gets a 403 naming the rule and no connection; an allowed one is
+    /// tunnelled to the address `resolve` gives.
+    #[tokio::test]
+    async fn refuses_before_connecting() {
+        let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let up = upstream.local_addr().expect("addr");
+        let policy = Arc::new(DomainPolicy::new(&[], &["denied.test".into()], false));
+        let resolve = BTreeMap::from([
+            ("allowed.test:443".to_owned(), up.to_string()),
+            ("denied.test:443".to_owned(), up.to_string()),
+        ]);
+        let proxy = Proxy::start(policy, resolve).await.expect("proxy");
+        let addr = proxy.addr;
+        let ask = |target: &'static str| async move {
+            let mut c = TcpStream::connect(addr).await.expect("connect");
+            c.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+                .await
+                .expect("write");
+            let mut got = vec![0u8; 512];
+            let n = c.read(&mut got).await.expect("read");
+            String::from_utf8_lossy(&got[..n]).into_owned()
+        };
+        let mark = proxy.mark();
+        let refused = ask("DENIED.test.:443").await;
+        assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+        assert!(refused.contains("browser.deny"), "{refused}");
+        let accepted = tokio::time::timeout(Duration::from_millis(200), upstream.accept()).await;
+        assert!(accepted.is_err(), "a refused host must see no connection");
+        let seen = proxy.refused_since(mark);
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].host, "denied.test");
+        let ok = ask("allowed.test:443").await;
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        upstream
+            .accept()
+            .await
+            .expect("the allowed host is reached");
+    }
+}

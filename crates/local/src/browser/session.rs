@@ -1,0 +1,629 @@
+//! One client's browser: Debian's (or the user's) Chromium launched on a profile of the
+//! client's own behind the policy proxy, or a browser context of its own in a Chrome the user
+//! runs, with the tabs the client works in.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+
+use super::BrowserConfig;
+use super::cdp::Cdp;
+use super::policy::DomainPolicy;
+use super::proxy::Proxy;
+
+/// How long Chromium may take to start.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One tab: its target and the flat session the gateway drives it through.
+#[derive(Debug, Clone)]
+pub struct Tab {
+    pub target: String,
+    pub session: String,
+}
+
+/// A browser for one client.
+pub struct Session {
+    pub cdp: Cdp,
+    pub proxy: Proxy,
+    /// Our own Chromium, when we launched it.
+    child: Option<tokio::process::Child>,
+    /// The browser context we made in an attached browser.
+    context: Option<String>,
+    pub tabs: Vec<Tab>,
+    pub current: usize,
+    pub profile: Option<PathBuf>,
+    _lock: Option<std::fs::File>,
+}
+
+/// A failure to start, worded for the agent.
+pub type StartError = (aai_descriptor::ErrorKind, String);
+
+impl Session {
+    /// Starts a browser for `client` as `config` says: attached to the configured endpoint,
+    /// else launched on the client's profile under `home/browser/`.
+    pub async fn start(
+        config: &BrowserConfig,
+        policy: Arc<DomainPolicy>,
+        home: &Path,
+        client: &str,
+        extra_ca_certs: &[PathBuf],
+    ) -> Result<Self, StartError> {
+        let failed = |m: String| (aai_descriptor::ErrorKind::AutomationFailed, m);
+        let proxy = Proxy::start(policy, config.resolve.clone())
+            .await
+            .map_err(|e| failed(format!("cannot start the browser's policy proxy: {e}")))?;
+        let proxy_url = format!("http://{}", proxy.addr);
+        if let Some(endpoint) = &config.attach {
+            let ws = websocket_url(endpoint).await.map_err(failed)?;
+            let cdp = Cdp::connect(&ws).await.map_err(failed)?;
+            let context = cdp
+                .send(
+                    None,
+                    "Target.createBrowserContext",
+                    json!({"disposeOnDetach": true, "proxyServer": proxy_url, "proxyBypassList": "<-loopback>"}),
+                )
+                .await
+                .map_err(failed)?;
+            let context = context["browserContextId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let mut session = Self {
+                cdp,
+                proxy,
+                child: None,
+                context: Some(context),
+                tabs: Vec::new(),
+                current: 0,
+                profile: None,
+                _lock: None,
+            };
+            session.open_tab().await.map_err(failed)?;
+            return Ok(session);
+        }
+        let executable = find_executable(config).ok_or_else(|| {
+            (
+                aai_descriptor::ErrorKind::AutomationNotSupported,
+                "no Chromium or Chrome was found: install it (Debian/Ubuntu: `apt-get install chromium`), set `browser.executable` in the gateway's config.json, or `browser.attach` to a running Chrome's debugging endpoint".to_owned(),
+            )
+        })?;
+        let (profile, lock) = claim_profile(home, client).map_err(failed)?;
+        prepare_profile(&profile).map_err(failed)?;
+        let nss_home = if extra_ca_certs.is_empty() {
+            None
+        } else {
+            Some(trust_cas(&profile, extra_ca_certs).await.map_err(failed)?)
+        };
+        let mut command = tokio::process::Command::new(&executable);
+        command
+            .args(launch_args(config, &profile, &proxy_url))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        #[cfg(unix)]
+        command.process_group(0);
+        if let Some(nss_home) = &nss_home {
+            command.env("HOME", nss_home);
+        }
+        let mut child = command.spawn().map_err(|e| {
+            failed(format!(
+                "cannot start {}: {e}",
+                executable.to_string_lossy()
+            ))
+        })?;
+        let ws = devtools_url(&mut child).await.map_err(failed)?;
+        let cdp = Cdp::connect(&ws).await.map_err(failed)?;
+        let mut session = Self {
+            cdp,
+            proxy,
+            child: Some(child),
+            context: None,
+            tabs: Vec::new(),
+            current: 0,
+            profile: Some(profile),
+            _lock: Some(lock),
+        };
+        session.sync_tabs().await.map_err(failed)?;
+        if session.tabs.is_empty() {
+            session.open_tab().await.map_err(failed)?;
+        }
+        Ok(session)
+    }
+
+    /// Whether the browser is still there.
+    pub fn alive(&mut self) -> bool {
+        let exited = self
+            .child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_some());
+        !exited && !self.cdp.is_closed()
+    }
+
+    /// The current tab.
+    pub fn tab(&self) -> Option<&Tab> {
+        self.tabs.get(self.current)
+    }
+
+    /// Opens a blank tab, makes it current and returns its index.
+    pub async fn open_tab(&mut self) -> Result<usize, String> {
+        let mut params = json!({"url": "about:blank"});
+        if let Some(context) = &self.context {
+            params["browserContextId"] = json!(context);
+        }
+        let created = self.cdp.send(None, "Target.createTarget", params).await?;
+        let target = created["targetId"].as_str().unwrap_or_default().to_owned();
+        let tab = self.attach(&target).await?;
+        self.tabs.push(tab);
+        self.current = self.tabs.len() - 1;
+        Ok(self.current)
+    }
+
+    /// Brings the tab list up to date with the browser's pages: popups and tabs a page
+    /// opened are added at the end (and become current when `follow`), closed ones dropped.
+    pub async fn sync_tabs(&mut self) -> Result<Vec<usize>, String> {
+        let targets = self.cdp.send(None, "Target.getTargets", json!({})).await?;
+        let pages: Vec<&Value> = targets["targetInfos"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter(|t| t["type"] == "page")
+                    .filter(|t| {
+                        self.context
+                            .as_ref()
+                            .is_none_or(|c| t["browserContextId"].as_str() == Some(c))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let current = self.tab().map(|t| t.target.clone());
+        self.tabs.retain(|tab| {
+            pages
+                .iter()
+                .any(|p| p["targetId"].as_str() == Some(&tab.target))
+        });
+        let mut added = Vec::new();
+        for page in pages {
+            let Some(id) = page["targetId"].as_str() else {
+                continue;
+            };
+            if self.tabs.iter().any(|t| t.target == id) {
+                continue;
+            }
+            let tab = self.attach(id).await?;
+            self.tabs.push(tab);
+            added.push(self.tabs.len() - 1);
+        }
+        self.current = current
+            .and_then(|c| self.tabs.iter().position(|t| t.target == c))
+            .unwrap_or(0);
+        Ok(added)
+    }
+
+    async fn attach(&self, target: &str) -> Result<Tab, String> {
+        let attached = self
+            .cdp
+            .send(
+                None,
+                "Target.attachToTarget",
+                json!({"targetId": target, "flatten": true}),
+            )
+            .await?;
+        let session = attached["sessionId"]
+            .as_str()
+            .ok_or("the browser gave no session for the tab")?
+            .to_owned();
+        let s = Some(session.as_str());
+        self.cdp.send(s, "Page.enable", json!({})).await?;
+        self.cdp
+            .send(
+                s,
+                "Page.setLifecycleEventsEnabled",
+                json!({"enabled": true}),
+            )
+            .await?;
+        // Chromium's own pages (error pages) never load a script of ours: nothing to add.
+        Ok(Tab {
+            target: target.to_owned(),
+            session,
+        })
+    }
+
+    /// Closes the tab at `index`.
+    pub async fn close_tab(&mut self, index: usize) -> Result<(), String> {
+        let tab = self.tabs.get(index).ok_or("no such tab")?.clone();
+        self.cdp
+            .send(None, "Target.closeTarget", json!({"targetId": tab.target}))
+            .await?;
+        self.tabs.remove(index);
+        if self.current >= index && self.current > 0 {
+            self.current -= 1;
+        }
+        Ok(())
+    }
+
+    /// Closes the browser (or our context in an attached one) and waits for it to go.
+    pub async fn close(mut self) {
+        if let Some(context) = self.context.take() {
+            let _ = self
+                .cdp
+                .send(
+                    None,
+                    "Target.disposeBrowserContext",
+                    json!({"browserContextId": context}),
+                )
+                .await;
+        } else {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(2),
+                self.cdp.send(None, "Browser.close", json!({})),
+            )
+            .await;
+        }
+        self.cdp.close();
+        if let Some(mut child) = self.child.take()
+            && tokio::time::timeout(Duration::from_secs(3), child.wait())
+                .await
+                .is_err()
+        {
+            kill_group(&child);
+            let _ = child.kill().await;
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            kill_group(child);
+        }
+    }
+}
+
+/// Kills the browser's whole process group (renderers and helpers with it).
+fn kill_group(child: &tokio::process::Child) {
+    #[cfg(unix)]
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    #[cfg(not(unix))]
+    let _ = child;
+}
+
+/// The program to launch: `browser.executable`, else the first Chromium-family browser found.
+pub fn find_executable(config: &BrowserConfig) -> Option<PathBuf> {
+    if let Some(path) = &config.executable {
+        return Some(crate::expand_home(path));
+    }
+    let names = [
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+        "google-chrome-stable",
+        "microsoft-edge",
+    ];
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        for name in names {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    let fixed: &[&str] = if cfg!(target_os = "macos") {
+        &[
+            "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+            "/Applications/Chromium.app/Contents/MacOS/Chromium",
+        ]
+    } else if cfg!(windows) {
+        &[
+            r"C:\Program Files\Google\Chrome\Application\chrome.exe",
+            r"C:\Program Files (x86)\Microsoft\Edge\Application\msedge.exe",
+        ]
+    } else {
+        &[]
+    };
+    fixed.iter().map(PathBuf::from).find(|p| p.is_file())
+}
+
+/// Chromium's command line: our profile, the policy proxy for everything (loopback too), no
+/// name resolution of its own, no prediction, no background traffic, no UDP around the proxy.
+pub fn launch_args(config: &BrowserConfig, profile: &Path, proxy_url: &str) -> Vec<String> {
+    let mut args = vec![
+        format!("--user-data-dir={}", profile.display()),
+        "--remote-debugging-port=0".into(),
+        format!("--proxy-server={proxy_url}"),
+        "--proxy-bypass-list=<-loopback>".into(),
+        // Every name goes to the proxy; Chromium itself resolves none (no DNS warm-up).
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1".into(),
+        "--dns-prefetch-disable".into(),
+        "--disable-quic".into(),
+        "--force-webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
+        "--disable-background-networking".into(),
+        "--disable-component-update".into(),
+        "--disable-domain-reliability".into(),
+        "--disable-client-side-phishing-detection".into(),
+        "--disable-sync".into(),
+        "--disable-extensions".into(),
+        "--disable-default-apps".into(),
+        "--disable-features=Translate,OptimizationHints,MediaRouter,AutofillServerCommunication,Prerender2,NetworkPrediction,PreloadingHeuristics,SpeculationRulesPrefetchFuture".into(),
+        "--no-first-run".into(),
+        "--no-default-browser-check".into(),
+        "--no-pings".into(),
+        "--password-store=basic".into(),
+        "--use-mock-keychain".into(),
+        "--mute-audio".into(),
+        format!("--window-size={},{}", config.width, config.height),
+    ];
+    if config.headless {
+        args.push("--headless=new".into());
+    }
+    // Chromium refuses to run as root with its sandbox (containers, CI).
+    #[cfg(unix)]
+    if rustix::process::geteuid().is_root() {
+        args.push("--no-sandbox".into());
+    }
+    args.push("about:blank".into());
+    args
+}
+
+/// Takes the client's profile folder (0700), or the next free one when another gateway of the
+/// same client holds it, so two processes never share one profile.
+fn claim_profile(home: &Path, client: &str) -> Result<(PathBuf, std::fs::File), String> {
+    let root = home.join("browser");
+    make_private(&root)?;
+    let slug = profile_slug(client);
+    for n in 1..=16 {
+        let name = if n == 1 {
+            slug.clone()
+        } else {
+            format!("{slug}.{n}")
+        };
+        let dir = root.join(name);
+        make_private(&dir)?;
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(".aai-lock"))
+            .map_err(|e| format!("cannot open the profile lock in {}: {e}", dir.display()))?;
+        #[cfg(unix)]
+        let taken =
+            rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err();
+        #[cfg(not(unix))]
+        let taken = false;
+        if !taken {
+            return Ok((dir, lock));
+        }
+    }
+    Err(format!(
+        "every browser profile of {client:?} under {} is in use",
+        root.display()
+    ))
+}
+
+/// A folder name for a client name: letters, digits, `-` and `_`, never empty.
+pub fn profile_slug(client: &str) -> String {
+    let slug: String = client
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if slug.trim_matches('_').is_empty() {
+        "client".into()
+    } else {
+        slug
+    }
+}
+
+fn make_private(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot make {} private: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// Turns network prediction off in the profile's preferences (kept across launches), and
+/// drops the previous run's endpoint file.
+fn prepare_profile(profile: &Path) -> Result<(), String> {
+    let default = profile.join("Default");
+    std::fs::create_dir_all(&default).map_err(|e| e.to_string())?;
+    let path = default.join("Preferences");
+    let mut prefs: Value = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    prefs["net"] = json!({"network_prediction_options": 2});
+    std::fs::write(&path, prefs.to_string())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let _ = std::fs::remove_file(profile.join("DevToolsActivePort"));
+    Ok(())
+}
+
+/// Makes Chromium trust `cas` (the gateway's `web.extra_ca_certs`): an NSS database in a home
+/// folder of the profile's own, which Chromium on Linux reads for locally trusted roots.
+async fn trust_cas(profile: &Path, cas: &[PathBuf]) -> Result<PathBuf, String> {
+    let home = profile.join("home");
+    let db = home.join(".pki").join("nssdb");
+    std::fs::create_dir_all(&db).map_err(|e| e.to_string())?;
+    let db_arg = format!("sql:{}", db.display());
+    let run = |args: Vec<String>| async move {
+        let out = tokio::process::Command::new("certutil")
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|e| {
+                format!("cannot run certutil to trust web.extra_ca_certs in the browser ({e}); install it (Debian/Ubuntu: `apt-get install libnss3-tools`)")
+            })?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "certutil failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    };
+    if !db.join("cert9.db").exists() {
+        run(vec![
+            "-d".into(),
+            db_arg.clone(),
+            "-N".into(),
+            "--empty-password".into(),
+        ])
+        .await?;
+    }
+    for (n, ca) in cas.iter().enumerate() {
+        run(vec![
+            "-d".into(),
+            db_arg.clone(),
+            "-A".into(),
+            "-t".into(),
+            "C,,".into(),
+            "-n".into(),
+            format!("aai-extra-ca-{n}"),
+            "-i".into(),
+            ca.display().to_string(),
+        ])
+        .await?;
+    }
+    Ok(home)
+}
+
+/// Reads Chromium's stderr until it says where DevTools listens; the rest goes to the log.
+async fn devtools_url(child: &mut tokio::process::Child) -> Result<String, String> {
+    let stderr = child.stderr.take().ok_or("no stderr from the browser")?;
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let mut seen = Vec::new();
+    let found = tokio::time::timeout(START_TIMEOUT, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(at) = line.find("ws://") {
+                return Some(line[at..].trim().to_owned());
+            }
+            seen.push(line);
+        }
+        None
+    })
+    .await;
+    let url = match found {
+        Ok(Some(url)) => url,
+        Ok(None) => {
+            let tail: Vec<_> = seen.iter().rev().take(5).rev().cloned().collect();
+            return Err(format!(
+                "the browser exited while starting: {}",
+                tail.join(" | ")
+            ));
+        }
+        Err(_) => return Err("the browser did not start within 30 s".into()),
+    };
+    // Keep draining stderr so the browser never blocks on a full pipe.
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::trace!(target: "aai_local::browser::chromium", "{line}");
+        }
+    });
+    Ok(url)
+}
+
+/// The browser's WebSocket endpoint from `attach`: a `ws://` URL as is, else
+/// `http://host:port`, whose `/json/version` names it.
+async fn websocket_url(endpoint: &str) -> Result<String, String> {
+    if endpoint.starts_with("ws://") || endpoint.starts_with("wss://") {
+        return Ok(endpoint.to_owned());
+    }
+    let url = url::Url::parse(endpoint)
+        .map_err(|e| format!("browser.attach {endpoint:?} is not a URL: {e}"))?;
+    let host = url.host_str().ok_or("browser.attach has no host")?;
+    let port = url.port_or_known_default().unwrap_or(9222);
+    let unreachable = |e: std::io::Error| {
+        format!(
+            "cannot reach the browser at {endpoint} ({e}); start Chrome with --remote-debugging-port"
+        )
+    };
+    let mut tcp = tokio::net::TcpStream::connect((host, port))
+        .await
+        .map_err(unreachable)?;
+    tcp.write_all(format!("GET /json/version HTTP/1.0\r\nHost: {host}:{port}\r\n\r\n").as_bytes())
+        .await
+        .map_err(unreachable)?;
+    let mut body = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut body))
+        .await
+        .map_err(|_| format!("{endpoint} did not answer"))?
+        .map_err(unreachable)?;
+    let text = String::from_utf8_lossy(&body);
+    let json = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let version: Value = serde_json::from_str(json)
+        .map_err(|_| format!("{endpoint}/json/version is not a DevTools endpoint"))?;
+    version["webSocketDebuggerUrl"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{endpoint}/json/version names no webSocketDebuggerUrl"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs() {
+        assert_eq!(profile_slug("Claude Code"), "claude_code");
+        assert_eq!(profile_slug("../../etc"), "______etc");
+        assert_eq!(profile_slug(""), "client");
+        assert_eq!(profile_slug("///"), "client");
+    }
+
+    #[test]
+    fn profiles_are_private_and_never_shared() {
+        let home = tempfile::tempdir().expect("home");
+        let (first, lock) = claim_profile(home.path(), "cursor").expect("first");
+        let (second, _lock2) = claim_profile(home.path(), "cursor").expect("second");
+        assert_ne!(first, second);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            for dir in [home.path().join("browser"), first.clone(), second] {
+                let mode = std::fs::metadata(&dir).expect("meta").permissions().mode();
+                assert_eq!(mode & 0o777, 0o700, "{}", dir.display());
+            }
+        }
+        drop(lock);
+        let (again, _lock3) = claim_profile(home.path(), "cursor").expect("again");
+        assert_eq!(again, first);
+    }
+
+    #[test]
+    fn launch_line_keeps_the_browser_behind_the_proxy() {
+        let config = BrowserConfig::default();
+        let args = launch_args(&config, Path::new("/p"), "http://127.0.0.1:9");
+        for needed in [
+            "--proxy-server=http://127.0.0.1:9",
+            "--proxy-bypass-list=<-loopback>",
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+            "--disable-quic",
+            "--headless=new",
+        ] {
+            assert!(args.iter().any(|a| a == needed), "{needed} in {args:?}");
+        }
+    }
+}
