@@ -33,21 +33,21 @@ fn wait(what: &str, done: impl Fn() -> bool) {
     }
 }
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("repo")
         .to_path_buf()
 }
 
-fn percentile(samples: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(samples: &[Duration], p: f64) -> Duration {
     let mut sorted = samples.to_vec();
     sorted.sort();
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[index]
 }
 
-fn row(what: &str, samples: &[Duration]) {
+pub(crate) fn row(what: &str, samples: &[Duration]) {
     println!(
         "| {what} (n={}) | p50 {} · p95 {} |",
         samples.len(),

@@ -4,6 +4,7 @@
 //! overhead), and peak RSS at 1,000 apps. Prints a Markdown table on stdout.
 #![allow(clippy::print_stdout)]
 
+mod browser;
 mod desktop;
 
 use std::io::{BufRead, BufReader, Write};
@@ -36,16 +37,22 @@ impl Gateway {
         command
             .envs(env.iter().copied())
             .env("AAI_HOME", home)
-            .env("AAI_LOG", "error")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .env("AAI_LOG", "error");
         if let Some(bus) = bus {
             command.env("DBUS_SESSION_BUS_ADDRESS", bus.address());
         }
+        Self::from_command(command)
+    }
+
+    /// Any stdio MCP server started by `command` (the gateway, or a peer to compare with).
+    fn from_command(mut command: Command) -> Self {
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
         let mut child = command
             .spawn()
-            .expect("start aai-gateway (build with --release first)");
+            .expect("start the MCP server (build with --release first)");
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         Self {
@@ -139,6 +146,10 @@ fn ms(d: Duration) -> String {
 fn main() {
     if std::env::args().any(|a| a == "desktop") {
         desktop::run();
+        return;
+    }
+    if std::env::args().any(|a| a == "browser") {
+        browser::run();
         return;
     }
     let mut bus = TestBus::start();

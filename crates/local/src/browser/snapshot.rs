@@ -167,7 +167,7 @@ fn walk(by_id: &HashMap<&str, Node<'_>>, id: &str, depth: usize, lines: &mut Vec
     let name = text_of(&raw["name"]).trim();
     let ignored = raw["ignored"].as_bool().unwrap_or(false);
     if ignored || role == "RootWebArea" {
-        return descend(by_id, &node.children, depth, lines);
+        return descend(by_id, &node.children, depth, lines, name);
     }
     let indent = " ".repeat(depth);
     if role == "StaticText" {
@@ -188,7 +188,21 @@ fn walk(by_id: &HashMap<&str, Node<'_>>, id: &str, depth: usize, lines: &mut Vec
                 return;
             }
         }
-        return descend(by_id, &node.children, depth, lines);
+        return descend(by_id, &node.children, depth, lines, name);
+    }
+    // A drop-down's options are one line: `select` takes an option by its label.
+    if role == "MenuListPopup" {
+        let options: Vec<String> = node
+            .children
+            .iter()
+            .filter_map(|c| by_id.get(c))
+            .map(|c| quote_inner(text_of(&c.raw["name"]).trim()))
+            .filter(|n| !n.is_empty())
+            .collect();
+        if !options.is_empty() {
+            lines.push(format!("{indent}options: {}", options.join(" | ")));
+        }
+        return;
     }
     if role == "row" {
         let mut cells = Vec::new();
@@ -281,7 +295,7 @@ fn walk(by_id: &HashMap<&str, Node<'_>>, id: &str, depth: usize, lines: &mut Vec
         }
     }
     lines.push(line);
-    descend(by_id, &node.children, depth + 1, lines);
+    descend(by_id, &node.children, depth + 1, lines, name);
 }
 
 /// Walks children in order, joining neighbouring text runs into one line.
@@ -290,7 +304,32 @@ fn descend(
     children: &[&str],
     depth: usize,
     lines: &mut Vec<String>,
+    parent: &str,
 ) {
+    // A label or legend that only repeats the name of a control beside it (or inside it)
+    // is left out.
+    let mut named: Vec<&str> = children
+        .iter()
+        .filter_map(|c| by_id.get(c))
+        .filter(|c| {
+            !matches!(
+                text_of(&c.raw["role"]),
+                "LabelText" | "Legend" | "StaticText"
+            )
+        })
+        .flat_map(|c| {
+            let mut names = vec![text_of(&c.raw["name"]).trim()];
+            names.extend(
+                c.children
+                    .iter()
+                    .filter_map(|g| by_id.get(g))
+                    .map(|g| text_of(&g.raw["name"]).trim()),
+            );
+            names
+        })
+        .filter(|n| !n.is_empty())
+        .collect();
+    named.push(parent);
     let mut run = String::new();
     let flush = |run: &mut String, lines: &mut Vec<String>| {
         if !run.is_empty() {
@@ -311,6 +350,15 @@ fn descend(
                 run.push_str(t);
             }
             continue;
+        }
+        if matches!(text_of(&node.raw["role"]), "LabelText" | "Legend")
+            && !has_actionable(by_id, child, 0)
+        {
+            let mut label = String::new();
+            flat_text(by_id, child, &mut label, 0);
+            if label.trim().is_empty() || named.contains(&label.trim()) {
+                continue;
+            }
         }
         flush(&mut run, lines);
         walk(by_id, child, depth, lines);
