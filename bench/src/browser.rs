@@ -164,6 +164,8 @@ fn playwright() -> Command {
         assert!(status.success(), "npm install @playwright/mcp");
     }
     let mut command = Command::new("node");
+    // Playwright MCP writes its logs and snapshots under its working directory.
+    command.current_dir(&dir);
     command.arg(cli).args([
         "--headless",
         "--isolated",

@@ -113,6 +113,15 @@ impl Browser {
         }
     }
 
+    /// Whether `client`'s browser is running now.
+    pub async fn running(&self, client: &str) -> bool {
+        let slot = self.slots.lock().await.get(client_name(client)).cloned();
+        match slot {
+            Some(slot) => slot.lock().await.session.is_some(),
+            None => false,
+        }
+    }
+
     async fn slot(&self, client: &str) -> Arc<Mutex<Slot>> {
         let mut slots = self.slots.lock().await;
         slots

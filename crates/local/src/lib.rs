@@ -125,7 +125,7 @@ pub struct Call<'a> {
 }
 
 /// A built-in app: its descriptor, and how it runs a call.
-pub trait Toolset: Send + Sync {
+pub trait Toolset: Send + Sync + std::any::Any {
     /// The descriptor, parsed once from the toolset's `aai.json`.
     fn descriptor(&self) -> &Arc<Descriptor>;
 
@@ -326,6 +326,14 @@ impl Toolsets {
     ) -> bool {
         self.get(app)
             .is_some_and(|set| set.prefix_covers(tool, args, prefixes))
+    }
+
+    /// The browser toolset, for tests and the daemon.
+    pub fn browser(&self) -> Option<&browser::Browser> {
+        self.sets
+            .iter()
+            .find(|set| set.descriptor().app_id == "local.browser")
+            .and_then(|set| (set.as_ref() as &dyn std::any::Any).downcast_ref::<browser::Browser>())
     }
 
     /// See [`Toolset::must_ask`]: why this call is asked every time, if it is.

@@ -563,11 +563,15 @@ async fn websocket_url(endpoint: &str) -> Result<String, String> {
     let mut tcp = tokio::net::TcpStream::connect((host, port))
         .await
         .map_err(unreachable)?;
-    tcp.write_all(format!("GET /json/version HTTP/1.0\r\nHost: {host}:{port}\r\n\r\n").as_bytes())
-        .await
-        .map_err(unreachable)?;
-    let mut body = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut body))
+    // Chromium's DevTools server answers HTTP/1.1 and keeps the connection open whatever the
+    // request says, so the body is read by its Content-Length.
+    tcp.write_all(
+        format!("GET /json/version HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .map_err(unreachable)?;
+    let body = tokio::time::timeout(Duration::from_secs(10), read_response(&mut tcp))
         .await
         .map_err(|_| format!("{endpoint} did not answer"))?
         .map_err(unreachable)?;
@@ -579,6 +583,37 @@ async fn websocket_url(endpoint: &str) -> Result<String, String> {
         .as_str()
         .map(str::to_owned)
         .ok_or_else(|| format!("{endpoint}/json/version names no webSocketDebuggerUrl"))
+}
+
+/// One HTTP response: its head, and as much body as its Content-Length says (or all until the
+/// peer closes, when it names none).
+async fn read_response(tcp: &mut tokio::net::TcpStream) -> std::io::Result<Vec<u8>> {
+    const MAX: usize = 1 << 20;
+    let mut data = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = tcp.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(data);
+        }
+        data.extend_from_slice(&chunk[..n]);
+        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
+            let length = head.lines().find_map(|line| {
+                line.strip_prefix("content-length:")
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+            });
+            if let Some(length) = length
+                && data.len() >= end + 4 + length.min(MAX)
+            {
+                data.truncate(end + 4 + length.min(MAX));
+                return Ok(data);
+            }
+        }
+        if data.len() > MAX {
+            return Ok(data);
+        }
+    }
 }
 
 #[cfg(test)]
