@@ -155,6 +155,7 @@ impl Browser {
                 &self.setup.home,
                 client,
                 &self.setup.extra_ca_certs,
+                self.setup.display.display(),
             )
             .await
             .map_err(|(kind, message)| AaiError::new(kind, message))?;

@@ -577,3 +577,46 @@ fn windows_are_launched_listed_moved_resized_minimized_and_closed() {
         .expect_err("unknown");
     assert_eq!(error.kind, ErrorKind::InvalidParams);
 }
+
+/// `browser.headless: false`: Chromium opens a real window on the gateway's display, the
+/// page's title on it, and the browser still answers over the DevTools Protocol.
+#[test]
+fn a_headed_browser_opens_a_window_on_the_display() {
+    use aai_test_support::http::{Response, TestServer};
+    let desk = desk();
+    // A new window takes the focus other tests rely on.
+    let _serial = lock();
+    let server = TestServer::http(|_| {
+        Response::new(
+            200,
+            "<html><head><title>Headed AAI page</title></head><body><h1>Headed</h1></body></html>",
+        )
+        .header("content-type", "text/html")
+    });
+    let home = tempfile::tempdir().expect("home");
+    let mut setup = Setup::new(LocalConfig::default(), vec![home.path().to_path_buf()]);
+    setup.display = Arc::new(Desktop::on(&desk.display, None));
+    setup.browser.headless = false;
+    let sets = Toolsets::new(&setup);
+    let rt = runtime();
+    rt.block_on(call(
+        &sets,
+        "local.browser",
+        "browser_navigate",
+        json!({"url": format!("{}/", server.url())}),
+    ))
+    .expect("navigate");
+    let x = X11::connect(Some(&desk.display)).expect("connect");
+    wait("the browser's window", 20, || {
+        x.windows()
+            .iter()
+            .any(|w| w.title.contains("Headed AAI page"))
+    });
+    rt.block_on(call(&sets, "local.browser", "browser_close", json!({})))
+        .expect("close");
+    wait("the window to go", 20, || {
+        !x.windows()
+            .iter()
+            .any(|w| w.title.contains("Headed AAI page"))
+    });
+}

@@ -44,13 +44,15 @@ pub type StartError = (aai_descriptor::ErrorKind, String);
 
 impl Session {
     /// Starts a browser for `client` as `config` says: attached to the configured endpoint,
-    /// else launched on the client's profile under `home/browser/`.
+    /// else launched on the client's profile under `home/browser/` (a headed one on `display`
+    /// when given, else on the gateway's own).
     pub async fn start(
         config: &BrowserConfig,
         policy: Arc<DomainPolicy>,
         home: &Path,
         client: &str,
         extra_ca_certs: &[PathBuf],
+        display: Option<&str>,
     ) -> Result<Self, StartError> {
         let failed = |m: String| (aai_descriptor::ErrorKind::AutomationFailed, m);
         let proxy = Proxy::start(policy, config.resolve.clone())
@@ -109,6 +111,11 @@ impl Session {
         command.process_group(0);
         if let Some(nss_home) = &nss_home {
             command.env("HOME", nss_home);
+        }
+        if !config.headless
+            && let Some(display) = display
+        {
+            command.env("DISPLAY", display);
         }
         let mut child = command.spawn().map_err(|e| {
             failed(format!(
