@@ -191,9 +191,9 @@ pub fn run() {
     let mut theirs = Gateway::from_command(playwright());
     theirs.initialize();
     println!(
-        "| page | aai-gateway navigate+snapshot | Playwright MCP navigate (returns a snapshot) | Playwright MCP navigate+snapshot | snapshot tokens (o200k): aai-gateway / Playwright MCP |"
+        "| page | aai-gateway navigate | aai-gateway navigate+snapshot | Playwright MCP navigate (returns a snapshot) | Playwright MCP navigate+snapshot | snapshot tokens (o200k): aai-gateway / Playwright MCP |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     for page in ["article", "table", "form"] {
         let url = format!("{}/{page}", server.url());
         let exec =
@@ -205,7 +205,8 @@ pub fn run() {
             exec("browser_navigate", json!({"url": url})),
         );
         call(&mut theirs, "browser_navigate", json!({"url": url}));
-        let (mut a, mut p_nav, mut p_both) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut a_nav, mut a, mut p_nav, mut p_both) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut our_snap, mut their_snap) = (String::new(), String::new());
         // Rotated order: neither server always runs first.
         for round in 0..ROUNDS {
@@ -217,6 +218,7 @@ pub fn run() {
                         "aai_exec",
                         exec("browser_navigate", json!({"url": url})),
                     );
+                    a_nav.push(started.elapsed());
                     let snap = call(&mut ours, "aai_exec", exec("browser_snapshot", json!({})));
                     a.push(started.elapsed());
                     our_snap = text_of(&snap);
@@ -238,7 +240,8 @@ pub fn run() {
             )
         };
         println!(
-            "| {page} | {} | {} | {} | {} / {} |",
+            "| {page} | {} | {} | {} | {} | {} / {} |",
+            stat(&a_nav),
             stat(&a),
             stat(&p_nav),
             stat(&p_both),
