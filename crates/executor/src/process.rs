@@ -104,6 +104,22 @@ fn kill_group(pid: u32) {
         .status();
 }
 
+/// The environment variable every process the gateway starts for a call carries, with this
+/// gateway's [`process_tag`]: descendants inherit it even when they leave the process group
+/// or session (`setsid`, a double fork), so the emergency stop finds them all.
+pub const TAG_VAR: &str = "AAI_GATEWAY_TAG";
+
+/// This gateway process's tag (its pid and a random part, so a reused pid never matches).
+pub fn process_tag() -> &'static str {
+    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| {
+        let mut bytes = [0u8; 8];
+        let _ = getrandom::fill(&mut bytes);
+        let random: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}-{random}", std::process::id())
+    })
+}
+
 /// Runs `command` for at most `timeout`. `what` names the call in messages
 /// (e.g. `com.apple.mail:send_email`).
 ///
@@ -116,6 +132,7 @@ pub async fn run(command: &Command, timeout: Duration, what: &str) -> Result<Out
     child
         .args(&command.argv)
         .envs(&command.env)
+        .env(TAG_VAR, process_tag())
         .stdin(if command.stdin.is_some() {
             Stdio::piped()
         } else {

@@ -5,6 +5,7 @@
 //! install a log subscriber or print.
 
 pub mod config;
+pub mod daemon;
 pub mod dialog;
 pub mod discovery;
 pub mod gate;
@@ -15,6 +16,7 @@ pub mod policy_config;
 pub mod private;
 pub mod registry;
 pub mod server;
+pub mod stop;
 pub mod transport;
 pub mod web;
 

@@ -293,6 +293,7 @@ pub fn all_descriptors() -> Vec<Arc<Descriptor>> {
 /// The toolsets of one gateway; runs their calls.
 pub struct Toolsets {
     sets: Vec<Box<dyn Toolset>>,
+    display: Arc<desktop::backend::Desktop>,
 }
 
 impl Toolsets {
@@ -301,7 +302,19 @@ impl Toolsets {
     pub fn new(setup: &Setup) -> Self {
         Self {
             sets: TABLE.iter().map(|entry| (entry.build)(setup)).collect(),
+            display: setup.display.clone(),
         }
+    }
+
+    /// Releases every key and button held down on the desktop the input tools drive (the
+    /// emergency stop); how many were released. Nothing is done when input was never used.
+    pub async fn release_input(&self) -> usize {
+        let Some(x) = self.display.connected() else {
+            return 0;
+        };
+        tokio::task::spawn_blocking(move || x.release_all().unwrap_or(0))
+            .await
+            .unwrap_or(0)
     }
 
     fn get(&self, app: &str) -> Option<&dyn Toolset> {

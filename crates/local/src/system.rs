@@ -137,7 +137,7 @@ async fn clipboard(text: Option<String>) -> Result<Value, AaiError> {
 
 /// A desktop notification: freedesktop Notifications over D-Bus on Linux, the platform's own
 /// elsewhere.
-async fn notify(title: &str, body: &str, urgency: &str) -> Result<Value, AaiError> {
+pub async fn notify(title: &str, body: &str, urgency: &str) -> Result<Value, AaiError> {
     #[cfg(target_os = "linux")]
     {
         let level: u8 = match urgency {

@@ -6,6 +6,7 @@ mod auth;
 mod call;
 mod config;
 mod consent;
+mod daemon;
 mod discover;
 mod docs;
 mod doctor;
@@ -114,6 +115,24 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run the gateway for every client of this user: MCP over Streamable HTTP on loopback
+    /// (bearer token in AAI_HOME/run/token, address in AAI_HOME/run/serve.json). Stdio
+    /// gateways that clients start then forward to it.
+    Serve {
+        /// Where to listen (loopback only); port 0 picks a free one.
+        #[arg(long, value_name = "127.0.0.1:PORT")]
+        listen: Option<String>,
+        /// Also scan development build folders (Xcode DerivedData).
+        #[arg(long)]
+        dev: bool,
+    },
+    /// Emergency stop: cancel every running call, kill its processes, release held keys and
+    /// refuse every call until `aai-gateway resume`.
+    Stop,
+    /// Lift the emergency stop.
+    Resume,
+    /// Whether a gateway daemon runs, where, and whether its emergency stop is on.
+    Status,
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions {
         /// The shell to complete for.
@@ -133,7 +152,8 @@ fn parse_platform(text: &str) -> Result<Platform, String> {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let serving = cli.command.is_none() && !cli.scan;
+    let serving =
+        (cli.command.is_none() && !cli.scan) || matches!(cli.command, Some(Command::Serve { .. }));
     let _log_guards = logging::init(
         &cli.log_level,
         serving.then(aai_gateway::config::aai_home).as_deref(),
@@ -164,6 +184,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Doctor { json }) => doctor::run(&home, json),
         Some(Command::Completions { shell }) => docs::completions(shell),
         Some(Command::Man) => docs::man(),
+        Some(Command::Serve { listen, dev }) => {
+            runtime()?.block_on(daemon::serve(&home, dev, listen.as_deref()))
+        }
+        Some(Command::Stop) => runtime()?.block_on(daemon::control(&home, daemon::Control::Stop)),
+        Some(Command::Resume) => {
+            runtime()?.block_on(daemon::control(&home, daemon::Control::Resume))
+        }
+        Some(Command::Status) => {
+            runtime()?.block_on(daemon::control(&home, daemon::Control::Status))
+        }
         Some(Command::Audit { action }) => audit::run(&home.join(DATA_DB), action),
         Some(Command::Call {
             app,

@@ -10,25 +10,36 @@ use tokio_util::sync::CancellationToken;
 
 use super::DATA_DB;
 
-pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
-    if let Err(error) = aai_gateway::private::create_dir(&home) {
+/// A gateway with live discovery under `home`, and the web registry refreshed in the
+/// background when one is configured; `cancel` ends discovery.
+pub(super) fn start_gateway(
+    home: &std::path::Path,
+    dev: bool,
+    cancel: &CancellationToken,
+) -> (
+    std::sync::Arc<Gateway>,
+    tokio::sync::watch::Receiver<std::sync::Arc<aai_gateway::registry::Registry>>,
+) {
+    if let Err(error) = aai_gateway::private::create_dir(home) {
         tracing::warn!(home = %home.display(), "cannot create the gateway's folder: {error}");
     }
-    let (config, problem) = Config::load(&home);
+    let (config, problem) = Config::load(home);
     if let Some(problem) = problem {
         tracing::warn!("{problem}");
     }
-    let cancel = CancellationToken::new();
-    let registry =
-        aai_gateway::live::spawn(home.clone(), dev, config.platforms.clone(), cancel.clone());
-    let max_request_bytes = config.max_request_bytes;
+    let registry = aai_gateway::live::spawn(
+        home.to_path_buf(),
+        dev,
+        config.platforms.clone(),
+        cancel.clone(),
+    );
     let executors = Executors::with_settings(config.executors.clone(), None);
     let gateway = Gateway::new(
         registry.clone(),
         config,
         executors,
         home.join(DATA_DB),
-        &home,
+        home,
     );
     if gateway.config.web.registry_url.is_some() {
         // Start-up never waits on the network: discovery picks the copies up when they land.
@@ -54,6 +65,23 @@ pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
             }
         });
     }
+    (gateway, registry)
+}
+
+pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
+    if let Some(running) = aai_gateway::daemon::running(&home) {
+        tracing::info!(url = %running.info.url, "a gateway daemon runs: forwarding this client to it");
+        let (config, _) = Config::load(&home);
+        let (input, output) = aai_gateway::transport::guarded(
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            config.max_request_bytes,
+        );
+        return aai_gateway::daemon::forward::forward(&running, input, output).await;
+    }
+    let cancel = CancellationToken::new();
+    let (gateway, registry) = start_gateway(&home, dev, &cancel);
+    let max_request_bytes = gateway.config.max_request_bytes;
     tracing::info!(home = %home.display(), version = env!("CARGO_PKG_VERSION"), "aai-gateway serving MCP on stdio");
     let server = AaiServer::new(gateway);
     let running = server

@@ -79,6 +79,8 @@ pub struct Gateway {
     pub web: Arc<Web>,
     /// The built-in toolsets (they judge their own calls' risk and prefix grants).
     pub toolsets: Arc<aai_local::Toolsets>,
+    /// The emergency stop: while it is on, every call is refused.
+    pub stop: Arc<crate::stop::EmergencyStop>,
 }
 
 impl Gateway {
@@ -122,6 +124,7 @@ impl Gateway {
             gate: Gate::new(data_db),
             web,
             toolsets,
+            stop: Arc::default(),
         })
     }
 
@@ -312,6 +315,9 @@ impl Gateway {
             call: &call,
             started,
         };
+        if let Some(error) = self.stop.refusal() {
+            return Err(self.refuse(&step, "emergency_stop", "denied", error));
+        }
         let (mut action, profile_name) = self.policy(who, app, spec, call.risk, raised);
         // A call its toolset says must be asked every time (a password typed into a page)
         // is put to the user whatever the profile and the grants say; only a block stays.
@@ -338,6 +344,10 @@ impl Gateway {
             Err(error) if waits_for_input(&error) => return Err(error),
             Err(error) => return Err(self.refuse(&step, &decision, "denied", error)),
         };
+        // The stop may have been pressed while the user was being asked.
+        if let Some(error) = self.stop.refusal() {
+            return Err(self.refuse(&step, &decision, "denied", error));
+        }
         // The intent row is durable before anything runs: no call happens unrecorded.
         self.gate.record(&call, &decision, "started", 0, None)?;
         let result = self
@@ -623,7 +633,22 @@ impl Gateway {
             started: step.started,
             armed: true,
         };
-        let mut result = self.run(app.platform, invocation, spec).await;
+        // The token is taken before the switch is read: a stop pressed in between cancels it.
+        let stop = self.stop.calls();
+        let stopped = || {
+            AaiError::new(
+                ErrorKind::PermissionDenied,
+                "cancelled by the emergency stop: its processes were killed; nothing runs until the user runs `aai-gateway resume`",
+            )
+        };
+        let mut result = if self.stop.is_stopped() {
+            Err(stopped())
+        } else {
+            tokio::select! {
+                result = self.run(app.platform, invocation, spec) => result,
+                () = stop.cancelled() => Err(stopped()),
+            }
+        };
         if let (Err(error), Some(asker)) = (&result, asker)
             && let Some(url) = authorization_url(error)
             && asker.open_url(&error.message, &url).await

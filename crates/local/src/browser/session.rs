@@ -106,6 +106,10 @@ impl Session {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
+            .env(
+                aai_executor::process::TAG_VAR,
+                aai_executor::process::process_tag(),
+            )
             .kill_on_drop(true);
         #[cfg(unix)]
         command.process_group(0);

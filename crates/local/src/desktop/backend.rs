@@ -101,6 +101,11 @@ impl Desktop {
         Ok(session)
     }
 
+    /// The X connection if one is open (nothing was ever sent when none is).
+    pub fn connected(&self) -> Option<Arc<X11>> {
+        self.x11.lock().ok().and_then(|guard| guard.clone())
+    }
+
     /// The X connection, connecting when needed.
     ///
     /// # Errors

@@ -419,6 +419,23 @@ impl X11 {
             .collect())
     }
 
+    /// Releases every key and mouse button held down now, whoever pressed it (the emergency
+    /// stop); returns how many were released.
+    pub fn release_all(&self) -> Result<usize, AaiError> {
+        let keys = self.keys_down()?;
+        let (_, _, mask) = self.pointer()?;
+        for keycode in &keys {
+            self.fake(3, *keycode, 0, 0)?;
+        }
+        // Button1Mask is bit 8, Button5Mask bit 12.
+        let buttons: Vec<u8> = (1..=5u8).filter(|b| mask & (1 << (7 + b)) != 0).collect();
+        for button in &buttons {
+            self.fake(5, *button, 0, 0)?;
+        }
+        self.sync()?;
+        Ok(keys.len() + buttons.len())
+    }
+
     fn fake(&self, kind: u8, detail: u8, x: i16, y: i16) -> Result<(), AaiError> {
         self.conn
             .xtest_fake_input(kind, detail, 0, self.root, x, y, 0)

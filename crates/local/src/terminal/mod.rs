@@ -201,6 +201,10 @@ impl Session {
         command.env("PS2", "");
         command.env("TERM", "dumb");
         command.env("HISTFILE", "/dev/null");
+        command.env(
+            aai_executor::process::TAG_VAR,
+            aai_executor::process::process_tag(),
+        );
         let dir = tempfile::tempdir()
             .map_err(|e| failed(format!("cannot make a session folder: {e}")))?;
         command.cwd(cwd.unwrap_or(dir.path()));

@@ -1,0 +1,119 @@
+//! `aai-gateway serve|stop|resume|status`: the long-lived gateway and its controls.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use aai_gateway::daemon::{self, DEFAULT_LISTEN, http};
+use anyhow::Context as _;
+use tokio_util::sync::CancellationToken;
+
+/// Serves MCP over Streamable HTTP on `listen` until Ctrl+C, SIGTERM or `/control/shutdown`.
+pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Result<ExitCode> {
+    if let Some(running) = daemon::running(home) {
+        anyhow::bail!(
+            "a gateway is already serving at {} (pid {}); one per user serves every client",
+            running.info.url,
+            running.info.pid
+        );
+    }
+    let cancel = CancellationToken::new();
+    let (gateway, _registry) = super::serve::start_gateway(home, dev, &cancel);
+    let listening = http::serve(
+        gateway,
+        home,
+        listen.unwrap_or(DEFAULT_LISTEN),
+        cancel.clone(),
+    )
+    .await?;
+    // For the person who started it: where it is (the token stays in the 0600 file).
+    eprintln!(
+        "aai-gateway: serving MCP at {} (token in {})",
+        listening.url,
+        home.join("run").join("token").display()
+    );
+    let signals = cancel.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        signals.cancel();
+    });
+    let result = listening.done.await.context("the server task failed")?;
+    cancel.cancel();
+    result?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() {
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Which control a command sends.
+pub enum Control {
+    Stop,
+    Resume,
+    Status,
+}
+
+/// Sends a control request to the running daemon and prints its answer.
+pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
+    let Some(running) = daemon::running(home) else {
+        anyhow::bail!(
+            "no gateway daemon is running for {} (start one with `aai-gateway serve`); gateways that MCP clients started on stdio without a daemon stop when their client closes them",
+            home.display()
+        );
+    };
+    let base = running.info.url.trim_end_matches("/mcp").to_owned();
+    let client = daemon::forward::loopback_client()?;
+    let request = match what {
+        Control::Stop => client
+            .post(format!("{base}/control/stop"))
+            .json(&serde_json::json!({"by": "aai-gateway stop"})),
+        Control::Resume => client.post(format!("{base}/control/resume")),
+        Control::Status => client.get(format!("{base}/control/status")),
+    };
+    let response = request
+        .bearer_auth(&running.token)
+        .timeout(http::CONTROL_TIMEOUT)
+        .send()
+        .await
+        .with_context(|| format!("the gateway at {base} did not answer"))?;
+    let status = response.status();
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    anyhow::ensure!(status.is_success(), "the gateway refused: {status} {body}");
+    let text = match what {
+        Control::Stop => format!(
+            "emergency stop on: {} process(es) killed, {} key(s)/button(s) released in {} ms; nothing runs until `aai-gateway resume`",
+            body["killed"], body["input_released"], body["took_ms"]
+        ),
+        Control::Resume if body["resumed"] == true => {
+            "emergency stop lifted: calls run again".to_owned()
+        }
+        Control::Resume => "the emergency stop was not on".to_owned(),
+        Control::Status => format!(
+            "serving at {} (pid {}, version {}){}",
+            running.info.url,
+            running.info.pid,
+            body["version"].as_str().unwrap_or("?"),
+            if body["stopped"] == true {
+                "; EMERGENCY STOP ON (`aai-gateway resume` lifts it)"
+            } else {
+                ""
+            }
+        ),
+    };
+    super::output::line(&text);
+    Ok(ExitCode::SUCCESS)
+}

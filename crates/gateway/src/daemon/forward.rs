@@ -1,0 +1,64 @@
+//! The stdio forwarder: when a daemon runs, the `aai-gateway` an MCP client starts on stdio
+//! passes every message to it and back, so every client shares one gate, one approval queue
+//! and one emergency stop. Messages are relayed as they are — the client's `initialize`
+//! included — so the daemon sees the client's own name and capabilities, and requests the
+//! daemon makes of the client (elicitation, roots) reach it.
+
+use rmcp::RoleClient;
+use rmcp::RoleServer;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{IntoTransport, StreamableHttpClientTransport, Transport};
+
+use super::Running;
+
+/// An HTTP client for the daemon on loopback: no proxy (a user's `HTTP_PROXY` must not see
+/// the token), no TLS needed.
+///
+/// # Errors
+/// The client cannot be built.
+pub fn loopback_client() -> anyhow::Result<reqwest::Client> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .no_proxy()
+        .user_agent(concat!("aai-gateway/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot make an HTTP client: {e}"))
+}
+
+/// Relays the MCP session on `input`/`output` (stdio, behind the transport guard) to the
+/// daemon until either side ends.
+///
+/// # Errors
+/// The HTTP client cannot be built.
+pub async fn forward<R, W>(running: &Running, input: R, output: W) -> anyhow::Result<()>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let config = StreamableHttpClientTransportConfig::with_uri(running.info.url.clone())
+        .auth_header(running.token.clone());
+    let mut daemon = StreamableHttpClientTransport::with_client(loopback_client()?, config);
+    let mut client = IntoTransport::<RoleServer, _, _>::into_transport((input, output));
+    loop {
+        tokio::select! {
+            from_client = Transport::<RoleServer>::receive(&mut client) => {
+                let Some(message) = from_client else { break };
+                if let Err(error) = Transport::<RoleClient>::send(&mut daemon, message).await {
+                    tracing::warn!(%error, "the daemon did not take a message");
+                }
+            }
+            from_daemon = Transport::<RoleClient>::receive(&mut daemon) => {
+                let Some(message) = from_daemon else {
+                    tracing::warn!("the daemon closed the session");
+                    break;
+                };
+                if let Err(error) = Transport::<RoleServer>::send(&mut client, message).await {
+                    tracing::info!(%error, "the client went away");
+                    break;
+                }
+            }
+        }
+    }
+    let _ = Transport::<RoleClient>::close(&mut daemon).await;
+    Ok(())
+}

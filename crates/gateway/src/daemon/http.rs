@@ -1,0 +1,333 @@
+//! The daemon's HTTP front: MCP Streamable HTTP at `/mcp` (rmcp's server transport, both
+//! protocol eras) and the control endpoints, on loopback only.
+//!
+//! Every request passes one guard before anything else reads it: the `Host` must name this
+//! listener (DNS rebinding), an `Origin`, when a browser sends one, must be this origin, the
+//! bearer token must match (compared in constant time), and a token bucket bounds the request
+//! rate. Bodies are bounded by `max_request_bytes`; session ids are rmcp's random UUIDs.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::{RuntimeFiles, ServeInfo, new_token};
+use crate::pipeline::Gateway;
+use crate::server::AaiServer;
+
+/// Requests per second a client may send on average, and the burst it may send at once.
+const RATE_PER_SECOND: f64 = 200.0;
+const RATE_BURST: f64 = 400.0;
+
+/// What the guard checks requests against.
+struct Guard {
+    token: String,
+    /// `Host` values that name this listener.
+    hosts: Vec<String>,
+    /// `Origin` values of this listener (the dashboard's own pages).
+    origins: Vec<String>,
+    /// The largest request body taken (`max_request_bytes`); rmcp also counts while reading.
+    max_body: usize,
+    bucket: Mutex<Bucket>,
+}
+
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn take(&mut self) -> bool {
+        let now = Instant::now();
+        let refill = now.duration_since(self.at).as_secs_f64() * RATE_PER_SECOND;
+        self.tokens = (self.tokens + refill).min(RATE_BURST);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A running daemon's listener: where it is, and how to stop it.
+pub struct Listening {
+    pub addr: SocketAddr,
+    pub url: String,
+    pub token: String,
+    pub done: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+/// Binds `listen` (loopback only), writes the runtime files under `home` and serves until
+/// `cancel` fires; the runtime files are removed when serving ends.
+///
+/// # Errors
+/// The address is not loopback, cannot be bound, or the runtime files cannot be written.
+pub async fn serve(
+    gateway: Arc<Gateway>,
+    home: &Path,
+    listen: &str,
+    cancel: CancellationToken,
+) -> anyhow::Result<Listening> {
+    let addr: SocketAddr = listen
+        .parse()
+        .with_context(|| format!("--listen {listen:?} is not an address like 127.0.0.1:7377"))?;
+    anyhow::ensure!(
+        addr.ip().is_loopback(),
+        "--listen {addr}: the gateway serves on loopback only (127.0.0.1 or [::1]); it runs your apps and must not be reachable from the network"
+    );
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+        format!("cannot listen on {addr} (is another gateway running? `aai-gateway status`; or pick a port with --listen 127.0.0.1:PORT, 0 for any)")
+    })?;
+    let addr = listener.local_addr()?;
+    let port = addr.port();
+    let token = new_token();
+    let host = if addr.is_ipv6() {
+        format!("[{}]", addr.ip())
+    } else {
+        addr.ip().to_string()
+    };
+    let url = format!("http://{host}:{port}/mcp");
+    let files = RuntimeFiles::write(
+        home,
+        &ServeInfo {
+            url: url.clone(),
+            pid: std::process::id(),
+        },
+        &token,
+    )
+    .with_context(|| {
+        format!(
+            "cannot write the runtime files under {}",
+            home.join("run").display()
+        )
+    })?;
+    let hosts = vec![
+        format!("{host}:{port}"),
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+    ];
+    let origins = vec![
+        format!("http://{host}:{port}"),
+        format!("http://localhost:{port}"),
+        format!("http://127.0.0.1:{port}"),
+    ];
+    let max_request_bytes = gateway.config.max_request_bytes;
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts.clone())
+        .with_allowed_origins(origins.clone())
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(max_request_bytes)
+        .with_cancellation_token(cancel.child_token());
+    let factory_gateway = gateway.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(AaiServer::new(factory_gateway.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let guard = Arc::new(Guard {
+        token: token.clone(),
+        hosts,
+        origins,
+        max_body: max_request_bytes,
+        bucket: Mutex::new(Bucket {
+            tokens: RATE_BURST,
+            at: Instant::now(),
+        }),
+    });
+    let control = Control {
+        gateway: gateway.clone(),
+        cancel: cancel.clone(),
+    };
+    let app = Router::new()
+        .route_service("/mcp", mcp)
+        .route("/control/stop", axum::routing::post(stop))
+        .route("/control/resume", axum::routing::post(resume))
+        .route("/control/status", axum::routing::get(status))
+        .route("/control/shutdown", axum::routing::post(shutdown))
+        .with_state(control)
+        .layer(axum::middleware::from_fn_with_state(guard, check));
+    tracing::info!(%url, "aai-gateway serving MCP over Streamable HTTP");
+    let serving = cancel.clone();
+    let done = tokio::spawn(async move {
+        let _files = files;
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { serving.cancelled().await })
+            .await
+            .context("the HTTP server failed")
+    });
+    Ok(Listening {
+        addr,
+        url,
+        token,
+        done,
+    })
+}
+
+/// Byte-wise comparison whose time does not depend on where the first difference is.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn refuse(status: StatusCode, message: &str) -> Response {
+    let mut response = (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        json!({"error": message}).to_string(),
+    )
+        .into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    response
+}
+
+fn json_response(value: &serde_json::Value) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let host = header_str(headers, header::HOST).unwrap_or_default();
+    if !guard.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "this gateway answers only requests addressed to its own loopback address (Host header)",
+        );
+    }
+    if let Some(origin) = header_str(headers, header::ORIGIN)
+        && !guard.origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
+    {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "requests from other web pages are refused (Origin header)",
+        );
+    }
+    let presented = header_str(headers, header::AUTHORIZATION)
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default()
+        .trim();
+    if !same_secret(presented.as_bytes(), guard.token.as_bytes()) {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "a bearer token is required: it is in AAI_HOME/run/token (run MCP clients through `aai-gateway`, which forwards to this daemon with it)",
+        );
+    }
+    let declared =
+        header_str(headers, header::CONTENT_LENGTH).and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > guard.max_body) {
+        return refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "the request is larger than max_request_bytes ({} bytes)",
+                guard.max_body
+            ),
+        );
+    }
+    let allowed = guard.bucket.lock().map(|mut b| b.take()).unwrap_or(true);
+    if !allowed {
+        let mut response = refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many requests: slow down and retry in a second",
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
+    }
+    next.run(request).await
+}
+
+#[derive(Clone)]
+struct Control {
+    gateway: Arc<Gateway>,
+    cancel: CancellationToken,
+}
+
+async fn stop(State(control): State<Control>, body: Body) -> Response {
+    let bytes = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let reason: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let by = reason["by"]
+        .as_str()
+        .unwrap_or("aai-gateway stop")
+        .to_owned();
+    let report = control.gateway.emergency_stop(&by).await;
+    json_response(&report)
+}
+
+async fn resume(State(control): State<Control>) -> Response {
+    let resumed = control.gateway.resume("aai-gateway resume");
+    json_response(&json!({"resumed": resumed}))
+}
+
+async fn status(State(control): State<Control>) -> Response {
+    json_response(&json!({
+        "stopped": control.gateway.stop.is_stopped(),
+        "pid": std::process::id(),
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+async fn shutdown(State(control): State<Control>) -> Response {
+    control.cancel.cancel();
+    (StatusCode::ACCEPTED, "shutting down").into_response()
+}
+
+/// How long `aai-gateway stop` waits for the daemon's answer.
+pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"abcd", b"abcd"));
+        assert!(!same_secret(b"abcd", b"abce"));
+        assert!(!same_secret(b"abcd", b"abc"));
+        assert!(!same_secret(b"", b"a"));
+    }
+
+    #[test]
+    fn the_bucket_allows_a_burst_then_the_rate() {
+        let mut bucket = Bucket {
+            tokens: RATE_BURST,
+            at: Instant::now(),
+        };
+        let burst = (0..10_000).take_while(|_| bucket.take()).count();
+        // The burst, plus what refilled while it was taken.
+        assert!((400..=420).contains(&burst), "{burst}");
+        assert!(!bucket.take());
+        bucket.at -= Duration::from_millis(100);
+        let refilled = (0..10_000).take_while(|_| bucket.take()).count();
+        assert!((19..=25).contains(&refilled), "{refilled}");
+    }
+}

@@ -1,0 +1,167 @@
+//! The long-lived gateway (`aai-gateway serve`): one per user, many clients.
+//!
+//! It serves MCP Streamable HTTP on loopback ([`http`]) and says where it listens the way
+//! Jupyter's runtime files do: `AAI_HOME/run/serve.json` (`{"url", "pid"}`) and
+//! `AAI_HOME/run/token` (the bearer token), both 0600 and removed on a clean exit, so the
+//! stdio forwarder, `aai-gateway stop` and scripts find it.
+
+pub mod forward;
+pub mod http;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Where the daemon listens unless `--listen` says otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7377";
+
+/// The contents of `run/serve.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ServeInfo {
+    /// The MCP endpoint, e.g. `http://127.0.0.1:7377/mcp`.
+    pub url: String,
+    pub pid: u32,
+}
+
+/// A running daemon as its runtime files describe it.
+#[derive(Debug, Clone)]
+pub struct Running {
+    pub info: ServeInfo,
+    pub token: String,
+}
+
+fn run_dir(home: &Path) -> PathBuf {
+    home.join("run")
+}
+
+/// A new 256-bit bearer token, hex.
+pub fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the system's random source");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The runtime files of this daemon; removed when dropped (a clean exit).
+pub struct RuntimeFiles {
+    dir: PathBuf,
+}
+
+impl RuntimeFiles {
+    /// Writes `serve.json` and `token` (0600) under `home/run/` (0700).
+    ///
+    /// # Errors
+    /// The folder or a file cannot be written.
+    pub fn write(home: &Path, info: &ServeInfo, token: &str) -> std::io::Result<Self> {
+        let dir = run_dir(home);
+        crate::private::create_dir(&dir)?;
+        write_private(&dir.join("token"), token.as_bytes())?;
+        let json = serde_json::to_vec(info).map_err(std::io::Error::other)?;
+        write_private(&dir.join("serve.json"), &json)?;
+        Ok(Self { dir })
+    }
+}
+
+impl Drop for RuntimeFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.dir.join("serve.json"));
+        let _ = std::fs::remove_file(self.dir.join("token"));
+    }
+}
+
+/// Writes `bytes` to `path` through a private temporary file renamed into place, so a reader
+/// never sees half a file and the file is never readable by others, not even for a moment.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        file.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    file.write_all(bytes)?;
+    file.as_file().sync_all()?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// The daemon the runtime files under `home` describe, when its process is alive. Files a
+/// crashed daemon left behind are ignored (and the next `serve` replaces them).
+pub fn running(home: &Path) -> Option<Running> {
+    let dir = run_dir(home);
+    let info: ServeInfo =
+        serde_json::from_slice(&std::fs::read(dir.join("serve.json")).ok()?).ok()?;
+    let token = std::fs::read_to_string(dir.join("token"))
+        .ok()?
+        .trim()
+        .to_owned();
+    if token.is_empty() || !alive(info.pid) {
+        return None;
+    }
+    Some(Running { info, token })
+}
+
+#[cfg(unix)]
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    // Signal 0 checks that the process exists (and is ours) without touching it.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+}
+
+#[cfg(not(unix))]
+fn alive(_pid: u32) -> bool {
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_files_are_private_and_go_on_drop() {
+        let home = tempfile::tempdir().expect("home");
+        let info = ServeInfo {
+            url: "http://127.0.0.1:1/mcp".into(),
+            pid: std::process::id(),
+        };
+        let token = new_token();
+        assert_eq!(token.len(), 64);
+        let files = RuntimeFiles::write(home.path(), &info, &token).expect("write");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            for (name, mode) in [
+                ("run", 0o700),
+                ("run/serve.json", 0o600),
+                ("run/token", 0o600),
+            ] {
+                let meta = std::fs::metadata(home.path().join(name)).expect("meta");
+                assert_eq!(meta.permissions().mode() & 0o777, mode, "{name}");
+            }
+        }
+        let found = running(home.path()).expect("running");
+        assert_eq!(found.info, info);
+        assert_eq!(found.token, token);
+        drop(files);
+        assert!(running(home.path()).is_none());
+        assert!(!home.path().join("run/token").exists());
+    }
+
+    #[test]
+    fn files_of_a_dead_daemon_are_ignored() {
+        let home = tempfile::tempdir().expect("home");
+        let mut child = std::process::Command::new("true").spawn().expect("true");
+        let pid = child.id();
+        child.wait().expect("wait");
+        let info = ServeInfo {
+            url: "http://127.0.0.1:1/mcp".into(),
+            pid,
+        };
+        let files = RuntimeFiles::write(home.path(), &info, &new_token()).expect("write");
+        assert!(running(home.path()).is_none());
+        drop(files);
+    }
+}

@@ -1,0 +1,268 @@
+//! The emergency stop (`spec/desktop-control.zh.md` §7.6): one switch that refuses new calls
+//! until the user resumes, cancels every running call, kills every process the gateway
+//! started for a call — including ones that left its process group or session — writes an
+//! audit row and tells the user.
+//!
+//! Processes are found two ways, so neither `setsid` nor a double fork escapes: every
+//! process started for a call carries [`aai_executor::process::TAG_VAR`] with this gateway's
+//! tag in its environment (inherited by everything it starts), and every descendant of the
+//! gateway by parent links. Each pass kills what it finds; passes repeat until one finds
+//! nothing, so a process that forks while being killed is caught by the next pass.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use aai_descriptor::{AaiError, ErrorKind};
+use aai_policy::Risk;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::gate::Call;
+use crate::pipeline::Gateway;
+
+/// How long the stop keeps looking for processes to kill.
+const KILL_BUDGET: Duration = Duration::from_millis(900);
+
+/// The switch: stopped or not, and the token every running call watches.
+#[derive(Debug, Default)]
+pub struct EmergencyStop {
+    stopped: AtomicBool,
+    calls: Mutex<CancellationToken>,
+    by: Mutex<Option<String>>,
+}
+
+impl EmergencyStop {
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// The refusal a call gets while the stop is on.
+    pub fn refusal(&self) -> Option<AaiError> {
+        self.is_stopped().then(|| {
+            let by = self
+                .by
+                .lock()
+                .ok()
+                .and_then(|b| b.clone())
+                .unwrap_or_else(|| "the user".into());
+            AaiError::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "the emergency stop is on (pressed by {by}): nothing runs until the user runs `aai-gateway resume`; do not retry until then"
+                ),
+            )
+        })
+    }
+
+    /// The token a call that starts now watches: cancelled when the stop is pressed.
+    pub fn calls(&self) -> CancellationToken {
+        self.calls
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_else(|_| CancellationToken::new())
+    }
+
+    /// Turns the stop on and cancels every running call; false when it was already on.
+    pub fn trip(&self, by: &str) -> bool {
+        if let Ok(mut who) = self.by.lock() {
+            *who = Some(by.to_owned());
+        }
+        let was = self.stopped.swap(true, Ordering::SeqCst);
+        if let Ok(mut token) = self.calls.lock() {
+            token.cancel();
+            *token = CancellationToken::new();
+        }
+        !was
+    }
+
+    /// Turns the stop off; false when it was not on.
+    pub fn clear(&self) -> bool {
+        self.stopped.swap(false, Ordering::SeqCst)
+    }
+}
+
+impl Gateway {
+    /// Presses the emergency stop: refuses new calls, cancels running ones, kills their
+    /// processes, writes the audit row and notifies the user. Returns what it did.
+    pub async fn emergency_stop(&self, by: &str) -> Value {
+        let started = Instant::now();
+        let newly = self.stop.trip(by);
+        let killed = tokio::task::spawn_blocking(kill_everything)
+            .await
+            .unwrap_or_default();
+        let released = self.toolsets.release_input().await;
+        let took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let args = json!({"by": by, "killed": killed, "took_ms": took_ms});
+        let call = Call {
+            id: self.gate.call_id(),
+            caller: by,
+            app: "aai-gateway",
+            tool: "emergency_stop",
+            args: &args,
+            risk: Risk::Critical,
+        };
+        if let Err(error) = self.gate.record(&call, "stop", "stopped", 0, None) {
+            tracing::error!(
+                "the emergency stop's audit row could not be written: {}",
+                error.message
+            );
+        }
+        tracing::warn!(%by, killed, took_ms, "EMERGENCY STOP: calls refused until `aai-gateway resume`");
+        tokio::spawn(async {
+            let _ = aai_local::system::notify(
+                "aai-gateway stopped",
+                "Emergency stop: every agent call was cancelled and none will run until you run `aai-gateway resume`.",
+                "critical",
+            )
+            .await;
+        });
+        json!({
+            "stopped": true,
+            "already": !newly,
+            "killed": killed,
+            "input_released": released,
+            "took_ms": took_ms,
+        })
+    }
+
+    /// Lifts the emergency stop; false when it was not on.
+    pub fn resume(&self, by: &str) -> bool {
+        let was = self.stop.clear();
+        if was {
+            let args = json!({"by": by});
+            let call = Call {
+                id: self.gate.call_id(),
+                caller: by,
+                app: "aai-gateway",
+                tool: "resume",
+                args: &args,
+                risk: Risk::Low,
+            };
+            if let Err(error) = self.gate.record(&call, "resume", "resumed", 0, None) {
+                tracing::error!(
+                    "the resume's audit row could not be written: {}",
+                    error.message
+                );
+            }
+            tracing::warn!(%by, "emergency stop lifted");
+        }
+        was
+    }
+}
+
+/// Kills every process started for a call and every descendant of the gateway, pass after
+/// pass until a pass finds none or the budget is spent; returns how many were killed.
+#[cfg(target_os = "linux")]
+pub fn kill_everything() -> usize {
+    let tag = format!(
+        "{}={}",
+        aai_executor::process::TAG_VAR,
+        aai_executor::process::process_tag()
+    );
+    let me = std::process::id();
+    let until = Instant::now() + KILL_BUDGET;
+    let mut killed = std::collections::HashSet::new();
+    loop {
+        let victims = victims(me, tag.as_bytes());
+        let fresh: Vec<u32> = victims
+            .into_iter()
+            .filter(|pid| !killed.contains(pid) || still_running(*pid))
+            .collect();
+        if fresh.is_empty() || Instant::now() >= until {
+            break;
+        }
+        for pid in fresh {
+            if let Ok(raw) = i32::try_from(pid) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(raw),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            killed.insert(pid);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    killed.len()
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn kill_everything() -> usize {
+    0
+}
+
+/// Processes that are alive (not zombies) and either carry the tag or descend from `me`.
+#[cfg(target_os = "linux")]
+fn victims(me: u32, tag: &[u8]) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut parents = std::collections::HashMap::new();
+    let mut tagged = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Some((state, ppid)) = stat(pid) else {
+            continue;
+        };
+        if state == 'Z' || state == 'X' {
+            continue;
+        }
+        parents.insert(pid, ppid);
+        if let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ"))
+            && environ.split(|b| *b == 0).any(|var| var == tag)
+        {
+            tagged.push(pid);
+        }
+    }
+    let mut found: Vec<u32> = parents
+        .keys()
+        .copied()
+        .filter(|pid| descends_from(*pid, me, &parents))
+        .collect();
+    found.extend(tagged);
+    found.sort_unstable();
+    found.dedup();
+    found
+}
+
+#[cfg(target_os = "linux")]
+fn descends_from(
+    mut pid: u32,
+    ancestor: u32,
+    parents: &std::collections::HashMap<u32, u32>,
+) -> bool {
+    for _ in 0..256 {
+        match parents.get(&pid) {
+            Some(&parent) if parent == ancestor => return true,
+            Some(&parent) if parent > 1 => pid = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// A process's state letter and parent from `/proc/<pid>/stat`.
+#[cfg(target_os = "linux")]
+fn stat(pid: u32) -> Option<(char, u32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces or parentheses itself.
+    let rest = &text[text.rfind(')')? + 2..];
+    let mut fields = rest.split(' ');
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+#[cfg(target_os = "linux")]
+fn still_running(pid: u32) -> bool {
+    stat(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
+}

@@ -1,0 +1,219 @@
+"""The long-lived gateway (`aai-gateway serve`) through the official MCP SDK's Streamable HTTP
+client: both protocol eras, the bearer token, Host and Origin checks, limits, the runtime files,
+stdio clients forwarded to it with their identity, and the emergency stop killing every process
+a call started (a `setsid` escapee and a double fork included)."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import anyio
+import httpx2
+import mcp.client.session as session_module
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import Implementation
+
+from conftest import GATEWAY, gateway_env
+
+pytestmark = pytest.mark.anyio
+TIMEOUT = 30
+
+
+def _wait(predicate, seconds, what):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{what} within {seconds} s")
+
+
+class Daemon:
+    def __init__(self, home: Path, env: dict):
+        self.home = home
+        self.env = env
+        self.proc = subprocess.Popen([str(GATEWAY), "serve", "--listen", "127.0.0.1:0"], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        info = home / "run" / "serve.json"
+        _wait(lambda: info.exists() or self.proc.poll() is not None, 20, "serve.json")
+        assert self.proc.poll() is None, self.proc.stderr.read()
+        served = json.loads(info.read_text())
+        self.url = served["url"]
+        self.pid = served["pid"]
+        self.token = (home / "run" / "token").read_text().strip()
+        self.base = self.url.removesuffix("/mcp")
+
+    def client(self, token=None, name="http-test-client", mode="legacy"):
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token or self.token}"}, timeout=30)
+        return Client(streamable_http_client(self.url, http_client=http), mode=mode, cache=None,
+                      client_info=Implementation(name=name, version="1.0"))
+
+    def cli(self, *args):
+        return subprocess.run([str(GATEWAY), *args], env=self.env, capture_output=True, text=True, timeout=30)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=15)
+        return self.proc.returncode
+
+
+@pytest.fixture
+def daemon(home, bus, monkeypatch):
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    (home / "config.json").write_text(json.dumps({
+        "max_request_bytes": 262144,
+        "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}},
+    }))
+    d = Daemon(home, gateway_env(home, bus))
+    yield d
+    d.close()
+
+
+def text(result):
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_streamable_http_serves_both_eras(daemon, mode):
+    with anyio.fail_after(TIMEOUT):
+        async with daemon.client(mode=mode) as c:
+            names = {t.name for t in (await c.list_tools()).tools}
+            assert {"aai_exec", "app_org_aai_test"} <= names, names
+            got = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "over http"}})
+            assert not got.is_error, text(got)
+            assert "over http" in text(got)
+    # The call was audited under the client's own name.
+    audit = daemon.cli("audit", "export")
+    assert audit.returncode == 0, audit.stderr
+    assert "http-test-client" in audit.stdout
+
+
+async def test_every_request_needs_the_token_the_host_and_the_origin(daemon):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    good = {"Authorization": f"Bearer {daemon.token}"}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for bad, status in [
+            ({}, 401),
+            ({"Authorization": "Bearer " + "0" * 64}, 401),
+            ({"Authorization": f"Bearer {daemon.token[:-1]}"}, 401),
+            ({"Authorization": f"bearer{daemon.token}"}, 401),
+            ({**good, "Host": "evil.example:80"}, 403),
+            ({**good, "Host": f"attacker.test:{daemon.base.rsplit(':', 1)[1]}"}, 403),
+            ({**good, "Origin": "http://evil.example"}, 403),
+            ({**good, "Origin": "null"}, 403),
+        ]:
+            r = await http.post(daemon.url, headers={**headers, **bad}, json=body)
+            assert r.status_code == status, (bad, r.status_code, r.text)
+            assert "error" in r.json()
+        # The dashboard's own origin may call; a body over the limit is refused without harm.
+        r = await http.post(daemon.url, headers={**headers, **good, "Origin": daemon.base}, json=body)
+        assert r.status_code == 200, r.text
+        assert r.headers.get("mcp-session-id"), r.headers
+        assert len(r.headers["mcp-session-id"]) >= 32
+        huge = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"pad": "x" * 300_000}}
+        r = await http.post(daemon.url, headers={**headers, **good}, json=huge)
+        assert r.status_code == 413, r.status_code
+        r = await http.get(f"{daemon.base}/control/status", headers=good)
+        assert r.json()["pid"] == daemon.pid
+
+
+def test_runtime_files_are_private_and_removed_on_exit(daemon):
+    run = daemon.home / "run"
+    for name in ("serve.json", "token"):
+        assert (run / name).stat().st_mode & 0o777 == 0o600, name
+    assert run.stat().st_mode & 0o777 == 0o700
+    assert len(daemon.token) == 64 and int(daemon.token, 16) >= 0
+    # A second daemon for the same user refuses to start and names the first.
+    second = daemon.cli("serve", "--listen", "127.0.0.1:0")
+    assert second.returncode == 2 and daemon.url in second.stderr, second.stderr
+    status = daemon.cli("status")
+    assert status.returncode == 0 and daemon.url in status.stdout
+    assert daemon.close() == 0
+    assert not (run / "serve.json").exists() and not (run / "token").exists()
+    after = daemon.cli("status")
+    assert after.returncode == 2 and "no gateway daemon is running" in after.stderr
+
+
+def test_serve_listens_on_loopback_only(home, bus):
+    env = gateway_env(home, bus)
+    for listen in ("0.0.0.0:0", "192.0.2.1:7377", "not-an-address"):
+        out = subprocess.run([str(GATEWAY), "serve", "--listen", listen], env=env, capture_output=True, text=True, timeout=30)
+        assert out.returncode == 2, (listen, out.stderr)
+        assert "--listen" in out.stderr
+    assert not (home / "run" / "serve.json").exists()
+
+
+async def test_stdio_clients_forward_to_the_daemon_with_their_identity(daemon):
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=daemon.env)
+    with anyio.fail_after(TIMEOUT):
+        async with Client(params, mode="legacy", cache=None,
+                          client_info=Implementation(name="stdio-forwarded-client", version="2.0")) as c:
+            got = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "via the daemon"}})
+            assert not got.is_error, text(got)
+            # The daemon's stop reaches this stdio client: it is served by the daemon.
+            stopped = daemon.cli("stop")
+            assert stopped.returncode == 0, stopped.stderr
+            refused = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "again"}})
+            assert refused.is_error and "emergency stop" in text(refused)
+            assert daemon.cli("resume").returncode == 0
+            again = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "resumed"}})
+            assert not again.is_error, text(again)
+    audit = daemon.cli("audit", "export")
+    rows = [json.loads(line) for line in audit.stdout.splitlines() if line.strip()]
+    callers = {row.get("caller") for row in rows}
+    assert "stdio-forwarded-client" in callers, callers
+
+
+def _alive(pid):
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+async def test_emergency_stop_kills_every_process_and_refuses_calls(daemon, tmp_path):
+    pids = tmp_path / "pids"
+    # A plain child, a setsid escapee and a double-forked grandchild, then a long wait.
+    command = (f"sleep 300 & echo $! >> {pids}; "
+               f"setsid sh -c 'echo $$ >> {pids}; exec sleep 300' & "
+               f"( sh -c 'echo $$ >> {pids}; exec sleep 300' & ) ; "
+               "sleep 300")
+    with anyio.fail_after(TIMEOUT):
+        async with daemon.client() as c:
+            async with anyio.create_task_group() as tg:
+                outcome = {}
+
+                async def run():
+                    outcome["result"] = await c.call_tool("aai_exec", {"app": "local.terminal", "tool": "bash_execute",
+                                                                       "args": {"command": command, "timeout_ms": 120000}})
+
+                tg.start_soon(run)
+                await anyio.to_thread.run_sync(lambda: _wait(lambda: pids.exists() and len(pids.read_text().split()) == 3, 15, "three children"))
+                started = [int(p) for p in pids.read_text().split()]
+                assert all(_alive(p) for p in started)
+                stopped = await anyio.to_thread.run_sync(daemon.cli, "stop")
+                assert stopped.returncode == 0, stopped.stderr
+                assert "emergency stop on" in stopped.stdout
+            result = outcome["result"]
+            assert result.is_error and "emergency stop" in text(result), text(result)
+            await anyio.to_thread.run_sync(lambda: _wait(lambda: not any(_alive(p) for p in started), 2, "every child dead"))
+            refused = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "no"}})
+            assert refused.is_error and refused.structured_content["type"] == "PERMISSION_DENIED"
+            assert "aai-gateway resume" in text(refused)
+            assert daemon.cli("resume").returncode == 0
+            ok = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "yes"}})
+            assert not ok.is_error, text(ok)
+    audit = daemon.cli("audit", "export")
+    assert "emergency_stop" in audit.stdout and "resume" in audit.stdout
+    verify = daemon.cli("audit", "verify")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
