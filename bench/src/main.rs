@@ -6,6 +6,7 @@
 
 mod browser;
 mod desktop;
+mod stop;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -146,6 +147,10 @@ fn ms(d: Duration) -> String {
 fn main() {
     if std::env::args().any(|a| a == "desktop") {
         desktop::run();
+        return;
+    }
+    if std::env::args().any(|a| a == "stop") {
+        stop::run();
         return;
     }
     if std::env::args().any(|a| a == "browser") {

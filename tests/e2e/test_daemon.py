@@ -213,6 +213,11 @@ async def test_emergency_stop_kills_every_process_and_refuses_calls(daemon, tmp_
             assert daemon.cli("resume").returncode == 0
             ok = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "yes"}})
             assert not ok.is_error, text(ok)
+            # The terminal starts afresh and says why the old session is gone.
+            fresh = await c.call_tool("aai_exec", {"app": "local.terminal", "tool": "bash_execute", "args": {"command": "echo fresh"}})
+            assert not fresh.is_error, text(fresh)
+            assert fresh.structured_content["stdout"] == "fresh"
+            assert "emergency stop" in fresh.structured_content["previous_session"]
     audit = daemon.cli("audit", "export")
     assert "emergency_stop" in audit.stdout and "resume" in audit.stdout
     verify = daemon.cli("audit", "verify")

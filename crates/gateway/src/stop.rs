@@ -88,6 +88,10 @@ impl Gateway {
     pub async fn emergency_stop(&self, by: &str) -> Value {
         let started = Instant::now();
         let newly = self.stop.trip(by);
+        // Toolsets end what they keep running (terminal sessions, browsers), then every
+        // process left — escapees included — is killed.
+        let _ =
+            tokio::time::timeout(Duration::from_millis(300), self.toolsets.emergency_stop()).await;
         let killed = tokio::task::spawn_blocking(kill_everything)
             .await
             .unwrap_or_default();

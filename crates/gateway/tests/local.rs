@@ -1136,3 +1136,87 @@ async fn file_watch_never_names_files_outside_the_sandbox() {
         "{text}"
     );
 }
+
+/// One gateway serving many clients (the daemon): each client's sessions are its own — the
+/// default session's folder and variables never cross, nor does a named one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_sessions_belong_to_their_client() {
+    let s = Setup::new();
+    let tmp = s.p("allowed");
+    let as_client = |client: &'static str, args: Value| {
+        let gateway = s.gateway.clone();
+        async move {
+            gateway
+                .exec(client, "local.terminal", "bash_execute", &args)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+        }
+    };
+    as_client(
+        "alice",
+        json!({"command": format!("mkdir -p {tmp}/alice && cd {tmp}/alice && export SECRET=alice-only")}),
+    )
+    .await;
+    let bob = as_client("bob", json!({"command": "echo \"[$SECRET]\"; pwd"})).await;
+    assert!(
+        bob["stdout"].as_str().unwrap_or_default().starts_with("[]"),
+        "{bob}"
+    );
+    assert!(
+        !bob["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("/alice"),
+        "{bob}"
+    );
+    let alice = as_client("alice", json!({"command": "echo \"[$SECRET]\""})).await;
+    assert_eq!(alice["stdout"], "[alice-only]");
+    // A named session of one client is unknown to the other, and not listed to it.
+    let made = s
+        .gateway
+        .exec(
+            "alice",
+            "local.terminal",
+            "bash_session",
+            &json!({"action": "create", "session_id": "work"}),
+        )
+        .await
+        .expect("create");
+    assert_eq!(made["session_id"], "work");
+    let error = s
+        .gateway
+        .exec(
+            "bob",
+            "local.terminal",
+            "bash_execute",
+            &json!({"command": "true", "session_id": "work"}),
+        )
+        .await
+        .expect_err("not bob's");
+    assert_eq!(error.kind, ErrorKind::InvalidParams);
+    let listed = s
+        .gateway
+        .exec(
+            "bob",
+            "local.terminal",
+            "bash_session",
+            &json!({"action": "list"}),
+        )
+        .await
+        .expect("list");
+    assert!(
+        !listed.to_string().contains("\"work\""),
+        "bob sees alice's session: {listed}"
+    );
+    let listed = s
+        .gateway
+        .exec(
+            "alice",
+            "local.terminal",
+            "bash_session",
+            &json!({"action": "list"}),
+        )
+        .await
+        .expect("list");
+    assert!(listed.to_string().contains("\"work\""), "{listed}");
+}

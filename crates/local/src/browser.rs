@@ -265,6 +265,18 @@ impl Toolset for Browser {
         Box::pin(async move { self.run_call(&call).await })
     }
 
+    fn emergency_stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let slots: Vec<_> = self.slots.lock().await.values().cloned().collect();
+            for slot in slots {
+                // Dropping the session closes the browser (or our context in an attached one).
+                if let Some(session) = slot.lock().await.session.take() {
+                    session.close().await;
+                }
+            }
+        })
+    }
+
     fn must_ask<'a>(&'a self, call: &'a Call<'a>) -> BoxFuture<'a, Option<String>> {
         Box::pin(self.must_ask_call(call))
     }

@@ -178,6 +178,12 @@ pub trait Toolset: Send + Sync + std::any::Any {
             .collect();
         Box::pin(async move { checks })
     }
+
+    /// The emergency stop was pressed: end what this toolset keeps running (terminal
+    /// sessions, browsers). Their processes are killed by the gateway as well.
+    fn emergency_stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// One line of `aai-gateway doctor`: a tool, and what serves it or why nothing can.
@@ -303,6 +309,13 @@ impl Toolsets {
         Self {
             sets: TABLE.iter().map(|entry| (entry.build)(setup)).collect(),
             display: setup.display.clone(),
+        }
+    }
+
+    /// Tells every toolset the emergency stop was pressed (see [`Toolset::emergency_stop`]).
+    pub async fn emergency_stop(&self) {
+        for set in &self.sets {
+            set.emergency_stop().await;
         }
     }
 

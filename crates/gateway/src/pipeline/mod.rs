@@ -645,8 +645,11 @@ impl Gateway {
             Err(stopped())
         } else {
             tokio::select! {
-                result = self.run(app.platform, invocation, spec) => result,
+                // The stop wins when both are ready: a call whose processes the stop killed
+                // reports the stop, not what the killing did to it.
+                biased;
                 () = stop.cancelled() => Err(stopped()),
+                result = self.run(app.platform, invocation, spec) => result,
             }
         };
         if let (Err(error), Some(asker)) = (&result, asker)

@@ -78,10 +78,10 @@ impl crate::Toolset for Terminal {
             match call.tool {
                 "bash_execute" => {
                     self.sessions
-                        .execute(call.args, &place, call.progress)
+                        .execute(call.caller, call.args, &place, call.progress)
                         .await
                 }
-                "bash_session" => self.sessions.manage(call.args, &place).await,
+                "bash_session" => self.sessions.manage(call.caller, call.args, &place).await,
                 other => Err(crate::unknown(&DESCRIPTOR.app_id, other)),
             }
         })
@@ -89,6 +89,13 @@ impl crate::Toolset for Terminal {
 
     fn call_risk(&self, tool: &str, args: &Map<String, Value>) -> Option<Risk> {
         grants::call_risk(tool, args)
+    }
+
+    fn emergency_stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.sessions
+                .end_all("the emergency stop ended it and killed its processes");
+        })
     }
 
     fn waits_ms(&self, tool: &str, args: &Map<String, Value>) -> u64 {
@@ -581,23 +588,43 @@ fn kill_session_tree(shell_pid: Option<u32>) {
     let _ = shell_pid;
 }
 
+/// A session's key: the client's name and the session id it uses.
+fn scoped(caller: &str, id: &str) -> String {
+    format!("{caller}\u{0}{id}")
+}
+
+/// The session id of `key` when it belongs to `caller`.
+fn unscoped<'k>(caller: &str, key: &'k str) -> Option<&'k str> {
+    key.strip_prefix(caller)?.strip_prefix('\u{0}')
+}
+
 impl Sessions {
+    /// Ends every session (the emergency stop): their processes are killed, and the next
+    /// call on each id is told why.
+    pub fn end_all(&self, note: &str) -> usize {
+        let keys: Vec<String> = self
+            .sessions
+            .lock()
+            .map(|s| s.keys().cloned().collect())
+            .unwrap_or_default();
+        let mut ended = 0;
+        for key in keys {
+            if self.remove(&key) {
+                ended += 1;
+                if let Ok(mut notes) = self.ended.lock() {
+                    notes.insert(key, note.to_owned());
+                }
+            }
+        }
+        ended
+    }
+
     fn get(&self, id: &str) -> Option<Arc<Entry>> {
         self.sessions.lock().ok()?.get(id).cloned()
     }
 
-    async fn create(
-        &self,
-        shell: &str,
-        id: Option<String>,
-        place: &Place,
-    ) -> Result<String, AaiError> {
-        let id = id.unwrap_or_else(|| {
-            format!(
-                "s{}",
-                self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
-            )
-        });
+    /// Starts a session under `id` (a [`scoped`] key).
+    async fn create(&self, shell: &str, id: String, place: &Place) -> Result<String, AaiError> {
         let mut session = Session::start(shell, place.start.as_deref())?;
         session.ready().await?;
         let entry = Arc::new(Entry {
@@ -653,6 +680,7 @@ impl Sessions {
     /// allowed folders), AUTOMATION_FAILED (also for a cancelled call).
     pub async fn execute(
         &self,
+        caller: &str,
         args: &Map<String, Value>,
         place: &Place,
         progress: Option<&(dyn Fn(&str) + Send + Sync)>,
@@ -662,6 +690,8 @@ impl Sessions {
                 .with_detail(json!({"field": "command"}))
         })?;
         let id = arg_str(args, "session_id").unwrap_or("default").to_owned();
+        // Sessions belong to the client that made them: one gateway may serve many.
+        let key = scoped(caller, &id);
         let working_dir = match arg_str(args, "working_dir") {
             Some(dir) => Some(checked_dir(dir, place)?),
             None => None,
@@ -673,10 +703,10 @@ impl Sessions {
                 .max(1),
         );
         let mut announced = None;
-        let entry = match self.get(&id) {
+        let entry = match self.get(&key) {
             Some(entry) => entry,
             None => {
-                let ended = self.ended.lock().ok().and_then(|e| e.get(&id).cloned());
+                let ended = self.ended.lock().ok().and_then(|e| e.get(&key).cloned());
                 if id != "default" {
                     return Err(AaiError::new(
                         ErrorKind::InvalidParams,
@@ -692,8 +722,8 @@ impl Sessions {
                     .with_detail(json!({"field": "session_id", "ended": ended.is_some()})));
                 }
                 announced = ended;
-                self.create("bash", Some(id.clone()), place).await?;
-                self.get(&id)
+                self.create("bash", key.clone(), place).await?;
+                self.get(&key)
                     .ok_or_else(|| failed("the default session could not start".into()))?
             }
         };
@@ -736,7 +766,7 @@ impl Sessions {
                         .as_str()
                         .unwrap_or("the shell ended")
                         .to_owned();
-                    self.forget_ended(&id, &entry, &note);
+                    self.forget_ended(&key, &entry, &note);
                     value["note"] = json!(format!(
                         "{note} The next command on session {id:?} {}.",
                         if id == "default" {
@@ -764,7 +794,7 @@ impl Sessions {
                 Err(error)
             }
             Err(error) => {
-                self.remove(&id);
+                self.remove(&key);
                 Err(error)
             }
         }
@@ -776,15 +806,23 @@ impl Sessions {
     /// INVALID_PARAMS for an unknown action or session.
     pub async fn manage(
         &self,
+        caller: &str,
         args: &Map<String, Value>,
         place: &Place,
     ) -> Result<Value, AaiError> {
         match arg_str(args, "action") {
             Some("create") => {
                 let shell = arg_str(args, "shell").unwrap_or("bash");
-                let id = self
-                    .create(shell, arg_str(args, "session_id").map(str::to_owned), place)
-                    .await?;
+                let id = arg_str(args, "session_id").map_or_else(
+                    || {
+                        format!(
+                            "s{}",
+                            self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+                        )
+                    },
+                    str::to_owned,
+                );
+                self.create(shell, scoped(caller, &id), place).await?;
                 Ok(json!({"session_id": id, "shell": shell,
                     "working_dir": place.start.as_ref().map(|p| p.display().to_string())}))
             }
@@ -792,7 +830,11 @@ impl Sessions {
                 let sessions: Vec<(String, Arc<Entry>)> = self
                     .sessions
                     .lock()
-                    .map(|s| s.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                    .map(|s| {
+                        s.iter()
+                            .filter_map(|(k, v)| Some((unscoped(caller, k)?.to_owned(), v.clone())))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 let mut list = Vec::new();
                 for (id, entry) in sessions {
@@ -814,9 +856,10 @@ impl Sessions {
                         "`session_id` is required to kill a session",
                     )
                 })?;
-                if self.remove(id) {
+                let key = scoped(caller, id);
+                if self.remove(&key) {
                     if let Ok(mut ended) = self.ended.lock() {
-                        ended.insert(id.to_owned(), "it was killed with bash_session kill".into());
+                        ended.insert(key, "it was killed with bash_session kill".into());
                     }
                     Ok(json!({"killed": id}))
                 } else {
