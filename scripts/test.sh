@@ -25,6 +25,8 @@ command -v tesseract >/dev/null 2>&1 || missing+=(tesseract-ocr tesseract-ocr-en
 # The browser toolset: Debian's Chromium, and certutil to make it trust the test CA.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v certutil >/dev/null 2>&1 || missing+=(libnss3-tools)
+# `aai-gateway service`: the systemd user unit is checked with systemd-analyze.
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}" >&2

@@ -14,6 +14,7 @@ mod logging;
 pub mod output;
 mod scan;
 mod serve;
+mod service;
 mod validate;
 
 use std::process::ExitCode;
@@ -126,6 +127,12 @@ pub enum Command {
         #[arg(long)]
         dev: bool,
     },
+    /// Keep the daemon running for this user: a systemd user unit, launchd LaunchAgent or
+    /// Task Scheduler task that starts `aai-gateway serve` and restarts it after a crash.
+    Service {
+        #[command(subcommand)]
+        action: service::Action,
+    },
     /// Emergency stop: cancel every running call, kill its processes, release held keys and
     /// refuse every call until `aai-gateway resume`.
     Stop,
@@ -187,6 +194,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Serve { listen, dev }) => {
             runtime()?.block_on(daemon::serve(&home, dev, listen.as_deref()))
         }
+        Some(Command::Service { action }) => service::run(&home, action),
         Some(Command::Stop) => runtime()?.block_on(daemon::control(&home, daemon::Control::Stop)),
         Some(Command::Resume) => {
             runtime()?.block_on(daemon::control(&home, daemon::Control::Resume))

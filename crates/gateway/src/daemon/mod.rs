@@ -7,6 +7,7 @@
 
 pub mod forward;
 pub mod http;
+pub mod service;
 
 use std::path::{Path, PathBuf};
 
