@@ -18,6 +18,8 @@ command -v xrandr >/dev/null 2>&1 || missing+=(x11-xserver-utils)
 # a GTK test app run by Debian's own python3 (GObject introspection).
 command -v openbox >/dev/null 2>&1 || missing+=(openbox)
 command -v xterm >/dev/null 2>&1 || missing+=(xterm)
+# The emergency stop's hotkey is pressed by a program of its own, as a person would.
+command -v xdotool >/dev/null 2>&1 || missing+=(xdotool)
 command -v tesseract >/dev/null 2>&1 || missing+=(tesseract-ocr tesseract-ocr-eng)
 [ -x /usr/libexec/at-spi-bus-launcher ] || missing+=(at-spi2-core)
 /usr/bin/python3 -c 'import gi; gi.require_version("Gtk", "3.0"); gi.require_version("Atspi", "2.0"); from gi.repository import Gtk, Atspi' >/dev/null 2>&1 \

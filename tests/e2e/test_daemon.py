@@ -5,6 +5,7 @@ a call started (a `setsid` escapee and a double fork included)."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -222,3 +223,27 @@ async def test_emergency_stop_kills_every_process_and_refuses_calls(daemon, tmp_
     assert "emergency_stop" in audit.stdout and "resume" in audit.stdout
     verify = daemon.cli("audit", "verify")
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_ctrl_shift_esc_presses_the_emergency_stop(home, bus):
+    for tool in ("Xvfb", "xdotool"):
+        assert shutil.which(tool), f"{tool} is missing: apt-get install -y xvfb xdotool"
+    number = next(n for n in range(200, 300) if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists())
+    xvfb = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", "800x600x24", "-nolisten", "tcp"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait(lambda: Path(f"/tmp/.X11-unix/X{number}").exists(), 10, "Xvfb starts")
+        env = {**gateway_env(home, bus), "DISPLAY": f":{number}"}
+        d = Daemon(home, env)
+        try:
+            assert "EMERGENCY STOP ON" not in d.cli("status").stdout
+            pressed = subprocess.run(["xdotool", "key", "ctrl+shift+Escape"], env=env, capture_output=True, text=True, timeout=10)
+            assert pressed.returncode == 0, pressed.stderr
+            _wait(lambda: "EMERGENCY STOP ON" in d.cli("status").stdout, 5, "the stop after Ctrl+Shift+Esc")
+            audit = d.cli("audit", "export")
+            assert "Ctrl+Shift+Esc" in audit.stdout
+        finally:
+            d.close()
+    finally:
+        xvfb.kill()
+        xvfb.wait(timeout=10)

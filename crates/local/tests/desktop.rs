@@ -620,3 +620,43 @@ fn a_headed_browser_opens_a_window_on_the_display() {
             .any(|w| w.title.contains("Headed AAI page"))
     });
 }
+
+/// The emergency stop's hotkey: Ctrl+Shift+Esc reaches the watcher whichever window has the
+/// focus; Esc alone or with one modifier does not.
+#[test]
+fn ctrl_shift_esc_reaches_the_stop_watcher() {
+    let desk = desk();
+    let _serial = lock();
+    let presses = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = presses.clone();
+    let _watcher = aai_local::desktop::hotkey::watch(Some(&desk.display), move || {
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    })
+    .expect("grab Ctrl+Shift+Esc");
+    let mut editor = xterm(desk, "hotkey focus", "40x5+10+10");
+    let x = X11::connect(Some(&desk.display)).expect("connect");
+    let code = |sym| x.keycode_of(sym).expect("keycode");
+    let (esc, ctrl, shift) = (code(0xff1b), code(0xffe3), code(0xffe1));
+    let chord = |mods: &[u8]| {
+        let mut held = x.hold();
+        for m in mods {
+            held.key(*m, true).expect("down");
+        }
+        held.key(esc, true).expect("esc down");
+        held.key(esc, false).expect("esc up");
+        drop(held);
+        x.sync().expect("sync");
+    };
+    chord(&[]);
+    chord(&[ctrl]);
+    chord(&[shift]);
+    chord(&[ctrl, shift]);
+    wait("the hotkey press", 5, || {
+        presses.load(std::sync::atomic::Ordering::SeqCst) >= 1
+    });
+    // The other three chords went to the focused window, not to the watcher.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(presses.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let _ = editor.kill();
+    let _ = editor.wait();
+}

@@ -18,6 +18,7 @@ pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Resu
     }
     let cancel = CancellationToken::new();
     let (gateway, _registry) = super::serve::start_gateway(home, dev, &cancel);
+    watch_stop_hotkey(&gateway);
     let listening = http::serve(
         gateway,
         home,
@@ -40,6 +41,28 @@ pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Resu
     cancel.cancel();
     result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Ctrl+Shift+Esc presses the emergency stop, where an X display lets the gateway grab it.
+fn watch_stop_hotkey(gateway: &std::sync::Arc<aai_gateway::pipeline::Gateway>) {
+    if !gateway.config.desktop.stop_hotkey || std::env::var_os("DISPLAY").is_none() {
+        return;
+    }
+    let handle = tokio::runtime::Handle::current();
+    let stopping = gateway.clone();
+    let watched = aai_local::desktop::hotkey::watch(None, move || {
+        let gateway = stopping.clone();
+        handle.spawn(async move {
+            gateway.emergency_stop("Ctrl+Shift+Esc").await;
+        });
+    });
+    match watched {
+        Ok(_) => tracing::info!("Ctrl+Shift+Esc is the emergency stop"),
+        Err(error) => tracing::warn!(
+            "{}; the emergency stop is `aai-gateway stop` and the dashboard",
+            error.message
+        ),
+    }
 }
 
 #[cfg(unix)]

@@ -8,6 +8,7 @@
 //! physical pixels.
 
 pub mod backend;
+pub mod hotkey;
 pub mod keys;
 pub mod portal;
 pub mod remote;
@@ -41,6 +42,9 @@ pub struct DesktopConfig {
     /// not tell the gateway which window is focused, so protected apps cannot be checked
     /// there: input is off until the user turns this on.
     pub wayland_input: bool,
+    /// Grab Ctrl+Shift+Esc on the X display while `aai-gateway serve` runs: pressing it is
+    /// the emergency stop.
+    pub stop_hotkey: bool,
 }
 
 impl Default for DesktopConfig {
@@ -51,6 +55,7 @@ impl Default for DesktopConfig {
             no_default_protected_apps: false,
             ocr_language: "eng".into(),
             wayland_input: false,
+            stop_hotkey: true,
         }
     }
 }
