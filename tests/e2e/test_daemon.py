@@ -247,3 +247,87 @@ def test_ctrl_shift_esc_presses_the_emergency_stop(home, bus):
     finally:
         xvfb.kill()
         xvfb.wait(timeout=10)
+
+
+def _queue_daemon(home, bus, wait):
+    (home / "config.json").write_text(json.dumps({
+        "approval_wait_seconds": wait,
+        "policy": {"default_profile": "ask", "profiles": {"ask": {"preset": "development", "risk_policies": {
+            "low": "require_approval", "medium": "require_approval", "high": "require_approval"}}}},
+    }))
+    return Daemon(home, gateway_env(home, bus))
+
+
+def _audit_rows(d):
+    out = d.cli("audit", "export")
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+async def test_a_call_nobody_can_ask_about_waits_in_the_queue_and_resumes_once(home, bus, monkeypatch):
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    d = _queue_daemon(home, bus, 1)
+    try:
+        with anyio.fail_after(TIMEOUT):
+            async with d.client(name="no-elicitation-client") as c:
+                pending = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "approved text"}})
+                assert pending.is_error, text(pending)
+                detail = pending.structured_content["detail"]
+                assert detail["reason"] == "pending_approval", pending.structured_content
+                approval = detail["approval_id"]
+                assert approval in text(pending) and "approval_id" in text(pending)
+                listed = d.cli("approvals")
+                assert listed.returncode == 0 and approval in listed.stdout and "allow_once" in listed.stdout
+                # Resuming before the user answered: still pending, nothing ran.
+                early = await c.call_tool("aai_exec", {"approval_id": approval})
+                assert early.is_error and early.structured_content["detail"]["reason"] == "pending_approval"
+                bogus = d.cli("approvals", "answer", approval, "always_everything")
+                assert bogus.returncode == 2 and "not an answer" in bogus.stderr
+                approved = d.cli("approvals", "approve", approval)
+                assert approved.returncode == 0, approved.stderr
+                assert d.cli("approvals", "deny", approval).returncode == 2  # answered already
+                ran = await c.call_tool("aai_exec", {"approval_id": approval})
+                assert not ran.is_error, text(ran)
+                assert "approved text" in text(ran)
+                again = await c.call_tool("aai_exec", {"approval_id": approval})
+                assert again.is_error and "already used" in text(again)
+            async with d.client(name="another-client") as other:
+                foreign = await other.call_tool("aai_exec", {"approval_id": approval})
+                assert foreign.is_error and "for this client" in text(foreign)
+        ran_ok = [r for r in _audit_rows(d) if r.get("tool") == "echo" and r.get("result") == "success"]
+        assert len(ran_ok) == 1, ran_ok
+        assert "allowed_once" in ran_ok[0]["decision"], ran_ok
+        assert any(r.get("tool") == "echo" and r.get("result") == "pending" for r in _audit_rows(d))
+        assert d.cli("approvals").stdout.strip() == "no approvals are waiting"
+    finally:
+        d.close()
+
+
+async def test_an_answer_within_the_wait_lets_the_call_finish(home, bus, monkeypatch):
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    d = _queue_daemon(home, bus, 20)
+    try:
+        with anyio.fail_after(TIMEOUT):
+            async with d.client(name="patient-client") as c:
+                for decision, expect_ok in (("approve", True), ("deny", False)):
+                    outcome = {}
+
+                    async def call():
+                        outcome["r"] = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": decision}})
+
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(call)
+
+                        def waiting_id():
+                            out = d.cli("approvals").stdout
+                            return out.split()[0] if out.startswith("ap-") else None
+
+                        await anyio.to_thread.run_sync(lambda: _wait(lambda: waiting_id() is not None, 10, "the approval in the queue"))
+                        answered = d.cli("approvals", decision, waiting_id())
+                        assert answered.returncode == 0, answered.stderr
+                    r = outcome["r"]
+                    assert r.is_error != expect_ok, text(r)
+                    if not expect_ok:
+                        assert "declined" in text(r)
+    finally:
+        d.close()

@@ -38,6 +38,9 @@ pub struct Config {
     pub scan_budget_ms: u64,
     /// How long a call waits for the user to answer a consent request.
     pub consent_timeout_seconds: u64,
+    /// In the daemon, how long a call whose client cannot ask waits in the approval queue
+    /// before it returns pending (clients time calls out at about 60 s).
+    pub approval_wait_seconds: u64,
     /// Approval policy profiles and which client gets which.
     pub policy: crate::policy_config::PolicyConfig,
     /// The descriptor sections served, in order of preference: an app runs the first one it
@@ -175,6 +178,7 @@ impl Default for Config {
             scan_budget_ms: 1_000,
             max_request_bytes: 4 * 1024 * 1024,
             consent_timeout_seconds: 120,
+            approval_wait_seconds: 45,
             policy: crate::policy_config::PolicyConfig::default(),
             platforms: vec![Platform::current(), Platform::Web],
             executors: aai_executor::Settings::default(),
@@ -197,6 +201,10 @@ impl Config {
             policy: crate::policy_config::PolicyConfig::fail_closed(),
             ..Self::default()
         }
+    }
+
+    pub fn approval_wait(&self) -> Duration {
+        Duration::from_secs(self.approval_wait_seconds)
     }
 
     pub fn consent_timeout(&self) -> Duration {

@@ -432,6 +432,9 @@ pub enum Unanswered {
     Refused(String),
     /// Ask through the client's next request (2026-07-28): the `InputRequiredResult` to return.
     Later(Value),
+    /// Waiting in the daemon's approval queue under this id: the call returns pending and is
+    /// resumed with `aai_exec {"approval_id"}` once the user answered.
+    Queued(String),
 }
 
 /// Asks the user.

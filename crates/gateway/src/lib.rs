@@ -4,6 +4,7 @@
 //! exists so benchmarks and tests can drive the same code. It does not parse arguments,
 //! install a log subscriber or print.
 
+pub mod approvals;
 pub mod config;
 pub mod daemon;
 pub mod dialog;

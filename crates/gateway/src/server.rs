@@ -123,9 +123,9 @@ impl AaiServer {
                 "properties": {
                     "app": {"type": "string", "description": "App id"},
                     "tool": {"type": "string", "description": "Tool name from the guide"},
-                    "args": {"type": "object", "description": "The tool's arguments"}
-                },
-                "required": ["app", "tool"]
+                    "args": {"type": "object", "description": "The tool's arguments"},
+                    "approval_id": {"type": "string", "description": "Only to resume a call that returned pending approval, once the user answered: its id (app, tool and args are taken from it)"}
+                }
             })),
         ));
         tools
@@ -329,7 +329,7 @@ impl ServerHandler for AaiServer {
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let name = request.name.to_string();
-        let args = Value::Object(request.arguments.unwrap_or_default());
+        let mut args = Value::Object(request.arguments.unwrap_or_default());
         // The caller identity for consent: `clientInfo.name` from initialize, or from the
         // request's own `_meta` in the 2026-07-28 lifecycle.
         let caller = context
@@ -345,7 +345,64 @@ impl ServerHandler for AaiServer {
         // Elicitation when the client can ask (a request up to 2025-11-25, an
         // InputRequiredResult from 2026-07-28); else the desktop's own dialog; else none, and a
         // call that needs approval is denied with the command that grants it.
-        let asker: Option<Box<dyn Asker + '_>> = if stateless && can_elicit {
+        // `aai_exec {"approval_id"}`: the call the user answered in the approval queue, run
+        // once as it was asked.
+        let exec = matches!(name.as_str(), "aai_exec" | "aai:exec");
+        let resume = if exec {
+            args.get("approval_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        } else {
+            None
+        };
+        if let Some(id) = &resume {
+            match self.gateway.approvals.call_of(id, &caller) {
+                Ok(call) => args = json!({"app": call.app, "tool": call.tool, "args": call.args}),
+                Err(message) => {
+                    let error = AaiError::new(ErrorKind::InvalidParams, message)
+                        .with_detail(json!({"field": "approval_id"}));
+                    return Ok(
+                        tool_result(Err(error), self.gateway.config.max_result_chars).into(),
+                    );
+                }
+            }
+        }
+        let (queued_app, queued_tool, queued_args) = if exec {
+            (
+                args.get("app")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                args.get("tool")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                args.get("args").cloned().unwrap_or(Value::Null),
+            )
+        } else {
+            let (app, tool) = name.rsplit_once(':').unwrap_or((name.as_str(), ""));
+            (app.to_owned(), tool.to_owned(), args.clone())
+        };
+        let queue = || {
+            Box::new(crate::approvals::QueueAsker {
+                approvals: &self.gateway.approvals,
+                call: crate::approvals::Pending {
+                    caller: &caller,
+                    app: &queued_app,
+                    tool: &queued_tool,
+                    args: &queued_args,
+                },
+                resume: resume.clone(),
+                wait: self.gateway.config.approval_wait(),
+            }) as Box<dyn Asker + '_>
+        };
+        let queued = self
+            .gateway
+            .queue_approvals
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let asker: Option<Box<dyn Asker + '_>> = if resume.is_some() {
+            Some(queue())
+        } else if stateless && can_elicit {
             Some(Box::new(StatelessAsker {
                 rounds: &self.rounds,
                 binding: binding(&caller, &name, &args),
@@ -355,6 +412,8 @@ impl ServerHandler for AaiServer {
             }))
         } else if let Some(peer) = PeerAsker::for_request(&context, timeout) {
             Some(Box::new(peer))
+        } else if queued {
+            Some(queue())
         } else {
             crate::dialog::available().map(|kind| {
                 Box::new(crate::dialog::DialogAsker { kind, timeout }) as Box<dyn Asker>

@@ -18,6 +18,10 @@ pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Resu
     }
     let cancel = CancellationToken::new();
     let (gateway, _registry) = super::serve::start_gateway(home, dev, &cancel);
+    // Clients that cannot ask the user wait in the approval queue, answered from anywhere.
+    gateway
+        .queue_approvals
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     watch_stop_hotkey(&gateway);
     let listening = http::serve(
         gateway,
@@ -88,6 +92,8 @@ pub enum Control {
     Stop,
     Resume,
     Status,
+    Approvals,
+    Answer { id: String, answer: String },
 }
 
 /// Sends a control request to the running daemon and prints its answer.
@@ -100,12 +106,16 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
     };
     let base = running.info.url.trim_end_matches("/mcp").to_owned();
     let client = daemon::forward::loopback_client()?;
-    let request = match what {
+    let request = match &what {
         Control::Stop => client
             .post(format!("{base}/control/stop"))
             .json(&serde_json::json!({"by": "aai-gateway stop"})),
         Control::Resume => client.post(format!("{base}/control/resume")),
         Control::Status => client.get(format!("{base}/control/status")),
+        Control::Approvals => client.get(format!("{base}/control/approvals")),
+        Control::Answer { id, answer } => client
+            .post(format!("{base}/control/approvals/answer"))
+            .json(&serde_json::json!({"id": id, "answer": answer})),
     };
     let response = request
         .bearer_auth(&running.token)
@@ -115,7 +125,13 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("the gateway at {base} did not answer"))?;
     let status = response.status();
     let body: serde_json::Value = response.json().await.unwrap_or_default();
-    anyhow::ensure!(status.is_success(), "the gateway refused: {status} {body}");
+    anyhow::ensure!(
+        status.is_success(),
+        "{}",
+        body["error"]
+            .as_str()
+            .map_or_else(|| format!("the gateway refused: {status}"), str::to_owned)
+    );
     let text = match what {
         Control::Stop => format!(
             "emergency stop on: {} process(es) killed, {} key(s)/button(s) released in {} ms; nothing runs until `aai-gateway resume`",
@@ -125,6 +141,38 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
             "emergency stop lifted: calls run again".to_owned()
         }
         Control::Resume => "the emergency stop was not on".to_owned(),
+        Control::Approvals => {
+            let pending = body["pending"].as_array().cloned().unwrap_or_default();
+            if pending.is_empty() {
+                "no approvals are waiting".to_owned()
+            } else {
+                pending
+                    .iter()
+                    .map(|p| {
+                        let choices: Vec<&str> = p["choices"]
+                            .as_array()
+                            .map(|c| c.iter().filter_map(|c| c["answer"].as_str()).collect())
+                            .unwrap_or_default();
+                        format!(
+                            "{}  {}\n    answer: aai-gateway approvals answer {} <{}>",
+                            p["id"].as_str().unwrap_or_default(),
+                            p["message"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .replace('\n', "\n    "),
+                            p["id"].as_str().unwrap_or_default(),
+                            choices.join("|")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+        }
+        Control::Answer { .. } => format!(
+            "answered {} with {}; the agent resumes the call with its id",
+            body["answered"].as_str().unwrap_or_default(),
+            body["answer"].as_str().unwrap_or_default()
+        ),
         Control::Status => format!(
             "serving at {} (pid {}, version {}){}",
             running.info.url,

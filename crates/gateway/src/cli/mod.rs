@@ -138,6 +138,11 @@ pub enum Command {
     Stop,
     /// Lift the emergency stop.
     Resume,
+    /// Calls waiting for your approval in the daemon (from clients that cannot ask you).
+    Approvals {
+        #[command(subcommand)]
+        action: Option<ApprovalAction>,
+    },
     /// Whether a gateway daemon runs, where, and whether its emergency stop is on.
     Status,
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
@@ -147,6 +152,18 @@ pub enum Command {
     },
     /// Print the manual page (roff) on stdout: `aai-gateway man > aai-gateway.1`.
     Man,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ApprovalAction {
+    /// The calls waiting (the default).
+    List,
+    /// Answer one: deny, allow_once, allow_session, always_tool, always_app (as it offers).
+    Answer { id: String, answer: String },
+    /// Allow it once.
+    Approve { id: String },
+    /// Deny it.
+    Deny { id: String },
 }
 
 /// A `--platform` value: a key of `platforms` in aai.json.
@@ -196,6 +213,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Service { action }) => service::run(&home, action),
         Some(Command::Stop) => runtime()?.block_on(daemon::control(&home, daemon::Control::Stop)),
+        Some(Command::Approvals { action }) => {
+            let what = match action {
+                None | Some(ApprovalAction::List) => daemon::Control::Approvals,
+                Some(ApprovalAction::Answer { id, answer }) => {
+                    daemon::Control::Answer { id, answer }
+                }
+                Some(ApprovalAction::Approve { id }) => daemon::Control::Answer {
+                    id,
+                    answer: "allow_once".into(),
+                },
+                Some(ApprovalAction::Deny { id }) => daemon::Control::Answer {
+                    id,
+                    answer: "deny".into(),
+                },
+            };
+            runtime()?.block_on(daemon::control(&home, what))
+        }
         Some(Command::Resume) => {
             runtime()?.block_on(daemon::control(&home, daemon::Control::Resume))
         }

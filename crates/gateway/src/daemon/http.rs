@@ -160,6 +160,8 @@ pub async fn serve(
         .route("/control/resume", axum::routing::post(resume))
         .route("/control/status", axum::routing::get(status))
         .route("/control/shutdown", axum::routing::post(shutdown))
+        .route("/control/approvals", axum::routing::get(approvals))
+        .route("/control/approvals/answer", axum::routing::post(answer))
         .with_state(control)
         .layer(axum::middleware::from_fn_with_state(guard, check));
     tracing::info!(%url, "aai-gateway serving MCP over Streamable HTTP");
@@ -294,6 +296,22 @@ async fn status(State(control): State<Control>) -> Response {
         "pid": std::process::id(),
         "version": env!("CARGO_PKG_VERSION"),
     }))
+}
+
+async fn approvals(State(control): State<Control>) -> Response {
+    json_response(&json!({"pending": control.gateway.approvals.list()}))
+}
+
+async fn answer(State(control): State<Control>, body: Body) -> Response {
+    let bytes = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let request: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let (Some(id), Some(key)) = (request["id"].as_str(), request["answer"].as_str()) else {
+        return refuse(StatusCode::BAD_REQUEST, "send {\"id\", \"answer\"}");
+    };
+    match control.gateway.approvals.answer(id, key) {
+        Ok(()) => json_response(&json!({"answered": id, "answer": key})),
+        Err(message) => refuse(StatusCode::CONFLICT, &message),
+    }
 }
 
 async fn shutdown(State(control): State<Control>) -> Response {

@@ -81,6 +81,11 @@ pub struct Gateway {
     pub toolsets: Arc<aai_local::Toolsets>,
     /// The emergency stop: while it is on, every call is refused.
     pub stop: Arc<crate::stop::EmergencyStop>,
+    /// Approvals waiting for the user (the daemon's queue).
+    pub approvals: Arc<crate::approvals::Approvals>,
+    /// Whether calls whose client cannot ask wait in the queue (the daemon) rather than in
+    /// a desktop dialog.
+    pub queue_approvals: std::sync::atomic::AtomicBool,
 }
 
 impl Gateway {
@@ -125,6 +130,8 @@ impl Gateway {
             web,
             toolsets,
             stop: Arc::default(),
+            approvals: Arc::default(),
+            queue_approvals: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -580,6 +587,19 @@ impl Gateway {
                         decision.push_str(answer.decision());
                         Ok(decision)
                     }
+                    // Not answered yet: the call returns pending, resumed by its id.
+                    Err(Unanswered::Queued(id)) => {
+                        let error = AaiError::new(
+                            ErrorKind::PermissionDenied,
+                            format!(
+                                "{}:{} is waiting for the user's approval (id {id}). The user answers on the dashboard or with `aai-gateway approvals`; once they have, call aai_exec with {{\"approval_id\": \"{id}\"}} to run it — it runs once. Do not repeat the call meanwhile.",
+                                app.id(),
+                                spec.name
+                            ),
+                        )
+                        .with_detail(json!({"reason": "pending_approval", "approval_id": id}));
+                        Err(self.refuse(step, &decision, "pending", error))
+                    }
                     // Not a decision yet: the client asks the user and calls again.
                     Err(Unanswered::Later(input_required)) => Err(AaiError::new(
                         ErrorKind::PermissionDenied,
@@ -931,7 +951,7 @@ fn not_approved(
             )
             .with_detail(json!({"reason": "approval_required", "command": this_tool, "command_all_tools": whole_app, "profile": profile, "risk": risk}))
         }
-        Unanswered::Later(_) => AaiError::new(
+        Unanswered::Later(_) | Unanswered::Queued(_) => AaiError::new(
             ErrorKind::PermissionDenied,
             "waiting for the user's approval",
         ),

@@ -83,7 +83,12 @@ impl Gateway {
         };
         match answer {
             Ok(Answer::Deny)
-            | Err(Unanswered::Declined(_) | Unanswered::CannotAsk(_) | Unanswered::Refused(_)) => {
+            | Err(
+                Unanswered::Declined(_)
+                | Unanswered::CannotAsk(_)
+                | Unanswered::Refused(_)
+                | Unanswered::Queued(_),
+            ) => {
                 let command = format!(
                     "aai-gateway consent grant {} authorize --client {}",
                     shell_quote(&subject),

@@ -1,0 +1,267 @@
+//! The approval queue of the daemon: where a call that needs the user's approval waits when
+//! its client cannot ask (no elicitation). The user answers with `aai-gateway approvals` (or
+//! the dashboard). A call still unanswered after `approval_wait_seconds` returns a pending
+//! result with the approval's id; the agent resumes it with `aai_exec {"approval_id": …}`
+//! once the user answered. An answer is used once: nothing runs twice.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::gate::{Answer, Asker, Question, Unanswered};
+
+/// How long pending approvals are kept.
+const KEEP: Duration = Duration::from_secs(24 * 3600);
+
+struct Entry {
+    caller: String,
+    app: String,
+    tool: String,
+    /// The call's arguments, as given (kept in memory only, to resume the call).
+    args: Value,
+    /// What the user sees.
+    shown: Value,
+    answer: watch::Sender<Option<Answer>>,
+    created: SystemTime,
+    /// The resumed call took the answer.
+    used: bool,
+}
+
+/// The pending approvals.
+#[derive(Default)]
+pub struct Approvals {
+    entries: Mutex<HashMap<String, Entry>>,
+}
+
+/// A call that waits for the user, as the queue keeps it.
+pub struct Pending<'a> {
+    pub caller: &'a str,
+    pub app: &'a str,
+    pub tool: &'a str,
+    pub args: &'a Value,
+}
+
+/// The call an approval was opened for, to resume it.
+pub struct Resumed {
+    pub caller: String,
+    pub app: String,
+    pub tool: String,
+    pub args: Value,
+}
+
+fn new_id() -> String {
+    let mut bytes = [0u8; 12];
+    let _ = getrandom::fill(&mut bytes);
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("ap-{hex}")
+}
+
+impl Approvals {
+    /// Opens an approval for `question` about `call`; returns its id and where the answer lands.
+    pub fn open(
+        &self,
+        question: &Question,
+        call: &Pending<'_>,
+    ) -> (String, watch::Receiver<Option<Answer>>) {
+        let id = new_id();
+        let (answer, receiver) = watch::channel(None);
+        let choices: Vec<Value> = question
+            .choices()
+            .into_iter()
+            .map(|(answer, label)| json!({"answer": answer.key(), "label": label}))
+            .collect();
+        let shown = json!({
+            "id": id,
+            "client": question.caller,
+            "app": call.app,
+            "tool": call.tool,
+            "message": question.message(),
+            "choices": choices,
+        });
+        if let Ok(mut entries) = self.entries.lock() {
+            entries.retain(|_, e| e.created.elapsed().map_or(true, |age| age < KEEP));
+            entries.insert(
+                id.clone(),
+                Entry {
+                    caller: call.caller.to_owned(),
+                    app: call.app.to_owned(),
+                    tool: call.tool.to_owned(),
+                    args: call.args.clone(),
+                    shown,
+                    answer,
+                    created: SystemTime::now(),
+                    used: false,
+                },
+            );
+        }
+        (id, receiver)
+    }
+
+    /// The approvals waiting for an answer, oldest first.
+    pub fn list(&self) -> Vec<Value> {
+        let Ok(entries) = self.entries.lock() else {
+            return Vec::new();
+        };
+        let mut list: Vec<(&SystemTime, Value)> = entries
+            .values()
+            .filter(|e| e.answer.borrow().is_none())
+            .map(|e| (&e.created, e.shown.clone()))
+            .collect();
+        list.sort_by_key(|(created, _)| **created);
+        list.into_iter().map(|(_, shown)| shown).collect()
+    }
+
+    /// Records the user's answer (`deny`, `allow_once`, … as the choices name them).
+    ///
+    /// # Errors
+    /// No such approval, already answered, or an answer it does not offer.
+    pub fn answer(&self, id: &str, key: &str) -> Result<(), String> {
+        let mut entries = self
+            .entries
+            .lock()
+            .map_err(|_| "the queue is unavailable")?;
+        let entry = entries.get_mut(id).ok_or_else(|| {
+            format!("no approval {id:?} is waiting (`aai-gateway approvals` lists them)")
+        })?;
+        if entry.answer.borrow().is_some() {
+            return Err(format!("approval {id} was already answered"));
+        }
+        let offered = entry.shown["choices"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["answer"] == key));
+        let answer = ALL
+            .iter()
+            .copied()
+            .find(|a| a.key() == key)
+            .filter(|_| offered)
+            .ok_or_else(|| {
+                let keys: Vec<String> = entry.shown["choices"]
+                    .as_array()
+                    .map(|c| {
+                        c.iter()
+                            .filter_map(|c| c["answer"].as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                format!(
+                    "{key:?} is not an answer to {id}; choose one of {}",
+                    keys.join(", ")
+                )
+            })?;
+        entry.answer.send_replace(Some(answer));
+        Ok(())
+    }
+
+    /// The call approval `id` was opened for, when `caller` opened it and its answer was not
+    /// used yet.
+    ///
+    /// # Errors
+    /// Unknown, foreign or used approvals.
+    pub fn call_of(&self, id: &str, caller: &str) -> Result<Resumed, String> {
+        let entries = self
+            .entries
+            .lock()
+            .map_err(|_| "the queue is unavailable")?;
+        let entry = entries
+            .get(id)
+            .filter(|e| e.caller == caller)
+            .ok_or_else(|| format!("no approval {id:?} for this client"))?;
+        if entry.used {
+            return Err(format!(
+                "approval {id} was already used; the call ran once and will not run again"
+            ));
+        }
+        Ok(Resumed {
+            caller: entry.caller.clone(),
+            app: entry.app.clone(),
+            tool: entry.tool.clone(),
+            args: entry.args.clone(),
+        })
+    }
+
+    fn receiver(&self, id: &str) -> Option<watch::Receiver<Option<Answer>>> {
+        self.entries
+            .lock()
+            .ok()?
+            .get(id)
+            .map(|e| e.answer.subscribe())
+    }
+
+    /// Takes the answer of `id` for the one call it allows.
+    fn take(&self, id: &str) -> Result<Answer, Unanswered> {
+        let mut entries = self
+            .entries
+            .lock()
+            .map_err(|_| Unanswered::CannotAsk("the approval queue is unavailable".into()))?;
+        let entry = entries
+            .get_mut(id)
+            .ok_or_else(|| Unanswered::Refused(format!("approval {id} is unknown")))?;
+        if entry.used {
+            return Err(Unanswered::Refused(format!(
+                "approval {id} was already used; the call ran once and will not run again"
+            )));
+        }
+        let answer = (*entry.answer.borrow()).ok_or_else(|| Unanswered::Queued(id.to_owned()))?;
+        entry.used = true;
+        Ok(answer)
+    }
+}
+
+const ALL: [Answer; 6] = [
+    Answer::Deny,
+    Answer::AllowOnce,
+    Answer::AllowSession,
+    Answer::AlwaysPrefix,
+    Answer::AlwaysTool,
+    Answer::AlwaysApp,
+];
+
+/// Asks through the queue: opens an approval (or resumes one) and waits for the answer up
+/// to `wait`; after that the call returns pending with the approval's id.
+pub struct QueueAsker<'a> {
+    pub approvals: &'a Approvals,
+    pub call: Pending<'a>,
+    /// The approval a resumed call carries.
+    pub resume: Option<String>,
+    pub wait: Duration,
+}
+
+impl Asker for QueueAsker<'_> {
+    fn ask<'b>(
+        &'b self,
+        question: &'b Question,
+    ) -> aai_executor::BoxFuture<'b, Result<Answer, Unanswered>> {
+        Box::pin(async move {
+            let (id, mut receiver) = match &self.resume {
+                Some(id) => {
+                    let receiver = self
+                        .approvals
+                        .receiver(id)
+                        .ok_or_else(|| Unanswered::Refused(format!("approval {id} is unknown")))?;
+                    (id.clone(), receiver)
+                }
+                None => {
+                    let (id, receiver) = self.approvals.open(question, &self.call);
+                    tracing::info!(approval = %id, app = %self.call.app, tool = %self.call.tool, client = %self.call.caller, "waiting for the user's approval");
+                    let note = format!(
+                        "{} asks to run {}:{}. Answer with `aai-gateway approvals` (id {id}).",
+                        self.call.caller, self.call.app, self.call.tool
+                    );
+                    tokio::spawn(async move {
+                        let _ = aai_local::system::notify("Approval needed", &note, "normal").await;
+                    });
+                    (id, receiver)
+                }
+            };
+            let _ = tokio::time::timeout(self.wait, receiver.wait_for(Option::is_some)).await;
+            self.approvals.take(&id)
+        })
+    }
+
+    fn via(&self) -> &'static str {
+        "approval queue"
+    }
+}
