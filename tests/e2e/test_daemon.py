@@ -331,3 +331,33 @@ async def test_an_answer_within_the_wait_lets_the_call_finish(home, bus, monkeyp
                         assert "declined" in text(r)
     finally:
         d.close()
+
+
+async def test_clients_of_the_daemon_hear_when_apps_change(daemon):
+    """Both a Streamable HTTP client and a stdio client forwarded to the daemon get
+    list_changed when a descriptor is installed, and then see the new app."""
+    from conftest import descriptor_doc, install
+
+    events = {"http": [], "stdio": []}
+
+    def recorder(kind):
+        async def on_message(message):
+            events[kind].append(type(getattr(message, "root", message)).__name__)
+        return on_message
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {daemon.token}"}, timeout=30)
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=daemon.env)
+    with anyio.fail_after(TIMEOUT):
+        async with Client(streamable_http_client(daemon.url, http_client=http), mode="legacy", cache=None,
+                          message_handler=recorder("http")) as over_http, \
+                Client(params, mode="legacy", cache=None, message_handler=recorder("stdio")) as over_stdio:
+            for c in (over_http, over_stdio):
+                assert "app_org_aai_added" not in {t.name for t in (await c.list_tools()).tools}
+            await anyio.sleep(0.5)
+            events["http"].clear()
+            events["stdio"].clear()
+            install(daemon.home, "org.aai.added", descriptor_doc("org.aai.added"))
+            while not all("ToolListChangedNotification" in e for e in events.values()):
+                await anyio.sleep(0.05)
+            for c in (over_http, over_stdio):
+                assert "app_org_aai_added" in {t.name for t in (await c.list_tools()).tools}

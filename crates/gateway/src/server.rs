@@ -48,6 +48,34 @@ pub struct AaiServer {
     roots: Arc<tokio::sync::Mutex<Option<Vec<String>>>>,
     /// This connection's id: "for this session" grants belong to it and end with it.
     session: Arc<str>,
+    /// Send `list_changed` from this handler once the client is initialized (the daemon's
+    /// sessions; the stdio server runs its own notifier).
+    notify: bool,
+}
+
+/// Sends `list_changed` for tools and resources to `peer` whenever the apps in `registry`
+/// change, until the peer goes away. Bursts (a big first scan, a folder copied in) are
+/// coalesced: the watch channel keeps only the newest snapshot, so one notification covers
+/// what changed meanwhile.
+pub async fn notify_changes(
+    peer: rmcp::Peer<RoleServer>,
+    mut changes: tokio::sync::watch::Receiver<Arc<crate::registry::Registry>>,
+) {
+    let mut last = changes.borrow_and_update().clone();
+    while changes.changed().await.is_ok() {
+        let current = changes.borrow_and_update().clone();
+        if current.same_apps(&last) || peer.peer_info().is_none() {
+            last = current;
+            continue;
+        }
+        last = current;
+        let tools = peer.notify_tool_list_changed().await;
+        let resources = peer.notify_resource_list_changed().await;
+        if tools.is_err() || resources.is_err() {
+            break;
+        }
+        tokio::time::sleep(crate::NOTIFY_EVERY).await;
+    }
 }
 
 fn schema(value: Value) -> Arc<JsonObject> {
@@ -64,7 +92,14 @@ impl AaiServer {
             rounds: Arc::new(ConsentRounds::new()),
             roots: Arc::default(),
             session: crate::gate::new_session_id().into(),
+            notify: false,
         }
+    }
+
+    /// A server that sends `list_changed` to its client itself (see [`notify_changes`]).
+    pub fn with_change_notifications(mut self) -> Self {
+        self.notify = true;
+        self
     }
 
     /// This connection's session id.
@@ -525,6 +560,17 @@ impl ServerHandler for AaiServer {
             meta: None,
         };
         Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        // Sessions that began with `initialize` get list_changed as plain notifications; the
+        // 2026-07-28 lifecycle gets them through `subscriptions/listen` instead.
+        if self.notify {
+            tokio::spawn(notify_changes(
+                context.peer.clone(),
+                self.gateway.registry.clone(),
+            ));
+        }
     }
 
     async fn on_roots_list_changed(

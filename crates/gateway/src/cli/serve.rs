@@ -95,27 +95,10 @@ pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
         .context("the MCP session did not start")?;
     // Sessions that began with `initialize` get list_changed as plain notifications; the
     // 2026-07-28 lifecycle gets them through `subscriptions/listen` instead.
-    let peer = running.peer().clone();
-    let mut changes = registry;
-    let mut last = changes.borrow_and_update().clone();
-    let notifier = tokio::spawn(async move {
-        while changes.changed().await.is_ok() {
-            let current = changes.borrow_and_update().clone();
-            if current.same_apps(&last) || peer.peer_info().is_none() {
-                last = current;
-                continue;
-            }
-            last = current;
-            let tools = peer.notify_tool_list_changed().await;
-            let resources = peer.notify_resource_list_changed().await;
-            if tools.is_err() || resources.is_err() {
-                break;
-            }
-            // Coalesce bursts (a big first scan, a folder copied in): the watch channel keeps
-            // only the newest snapshot, so one notification covers what changed meanwhile.
-            tokio::time::sleep(aai_gateway::NOTIFY_EVERY).await;
-        }
-    });
+    let notifier = tokio::spawn(aai_gateway::server::notify_changes(
+        running.peer().clone(),
+        registry,
+    ));
     let reason = running.waiting().await;
     tracing::info!(?reason, "client disconnected");
     server.end_session();

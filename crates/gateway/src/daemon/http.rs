@@ -136,7 +136,7 @@ pub async fn serve(
         .with_cancellation_token(cancel.child_token());
     let factory_gateway = gateway.clone();
     let mcp = StreamableHttpService::new(
-        move || Ok(AaiServer::new(factory_gateway.clone())),
+        move || Ok(AaiServer::new(factory_gateway.clone()).with_change_notifications()),
         Arc::new(LocalSessionManager::default()),
         config,
     );
