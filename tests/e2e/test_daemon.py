@@ -361,3 +361,26 @@ async def test_clients_of_the_daemon_hear_when_apps_change(daemon):
                 await anyio.sleep(0.05)
             for c in (over_http, over_stdio):
                 assert "app_org_aai_added" in {t.name for t in (await c.list_tools()).tools}
+
+
+async def test_a_daemon_that_does_not_answer_is_not_forwarded_to(home, bus, monkeypatch):
+    """Runtime files naming a live process whose port accepts but never answers (a hung
+    daemon): stdio clients are served in-process instead of waiting forever."""
+    import socket
+
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    try:
+        run = home / "run"
+        run.mkdir(mode=0o700)
+        (run / "serve.json").write_text(json.dumps({"url": f"http://127.0.0.1:{silent.getsockname()[1]}/mcp", "pid": os.getpid()}))
+        (run / "token").write_text("0" * 64)
+        params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
+        with anyio.fail_after(TIMEOUT):
+            async with Client(params, mode="legacy", cache=None) as c:
+                got = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "served here"}})
+                assert not got.is_error and "served here" in text(got)
+    finally:
+        silent.close()

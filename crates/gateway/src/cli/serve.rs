@@ -69,7 +69,13 @@ pub(super) fn start_gateway(
 }
 
 pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
-    if let Some(running) = aai_gateway::daemon::running(&home) {
+    if let Some(running) = aai_gateway::daemon::running(&home)
+        && (aai_gateway::daemon::forward::answers(&running).await
+            || {
+                tracing::warn!(url = %running.info.url, "a gateway daemon is recorded but does not answer; serving this client here");
+                false
+            })
+    {
         tracing::info!(url = %running.info.url, "a gateway daemon runs: forwarding this client to it");
         let (config, _) = Config::load(&home);
         let (input, output) = aai_gateway::transport::guarded(

@@ -25,6 +25,25 @@ pub fn loopback_client() -> anyhow::Result<reqwest::Client> {
         .map_err(|e| anyhow::anyhow!("cannot make an HTTP client: {e}"))
 }
 
+/// Whether the daemon answers its status endpoint within a second: a daemon that hangs or
+/// left stale runtime files is not forwarded to.
+pub async fn answers(running: &Running) -> bool {
+    let Ok(client) = loopback_client() else {
+        return false;
+    };
+    let status = format!(
+        "{}/control/status",
+        running.info.url.trim_end_matches("/mcp")
+    );
+    client
+        .get(status)
+        .bearer_auth(&running.token)
+        .timeout(std::time::Duration::from_secs(1))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
+}
+
 /// Relays the MCP session on `input`/`output` (stdio, behind the transport guard) to the
 /// daemon until either side ends.
 ///
@@ -43,8 +62,26 @@ where
         tokio::select! {
             from_client = Transport::<RoleServer>::receive(&mut client) => {
                 let Some(message) = from_client else { break };
+                let id = match &message {
+                    rmcp::model::JsonRpcMessage::Request(request) => Some(request.id.clone()),
+                    _ => None,
+                };
                 if let Err(error) = Transport::<RoleClient>::send(&mut daemon, message).await {
                     tracing::warn!(%error, "the daemon did not take a message");
+                    // A request the daemon did not take is answered here: the client never
+                    // waits for a reply that cannot come.
+                    if let Some(id) = id {
+                        let reply = rmcp::model::ServerJsonRpcMessage::error(
+                            rmcp::model::ErrorData::internal_error(
+                                format!("the gateway daemon at {} did not take the request ({error}); is it still running? `aai-gateway status`", running.info.url),
+                                None,
+                            ),
+                            Some(id),
+                        );
+                        if Transport::<RoleServer>::send(&mut client, reply).await.is_err() {
+                            break;
+                        }
+                    }
                 }
             }
             from_daemon = Transport::<RoleClient>::receive(&mut daemon) => {
