@@ -384,3 +384,29 @@ async def test_a_daemon_that_does_not_answer_is_not_forwarded_to(home, bus, monk
                 assert not got.is_error and "served here" in text(got)
     finally:
         silent.close()
+
+
+async def test_the_stop_ends_calls_waiting_for_approval(home, bus, monkeypatch):
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    d = _queue_daemon(home, bus, 25)
+    try:
+        with anyio.fail_after(TIMEOUT):
+            async with d.client(name="waiting-client") as c:
+                outcome = {}
+
+                async def call():
+                    outcome["r"] = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "never"}})
+                    outcome["at"] = time.monotonic()
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    await anyio.to_thread.run_sync(lambda: _wait(lambda: d.cli("approvals").stdout.startswith("ap-"), 10, "the approval in the queue"))
+                    pressed = time.monotonic()
+                    assert d.cli("stop").returncode == 0
+                r = outcome["r"]
+                assert r.is_error and "emergency stop" in text(r), text(r)
+                # It stopped waiting when the stop was pressed, not at the end of the 25 s wait.
+                assert outcome["at"] - pressed < 20
+        assert not any(row.get("tool") == "echo" and row.get("result") == "success" for row in _audit_rows(d))
+    finally:
+        d.close()

@@ -227,6 +227,8 @@ pub struct QueueAsker<'a> {
     /// The approval a resumed call carries.
     pub resume: Option<String>,
     pub wait: Duration,
+    /// The emergency stop's token: a call waiting here when the stop is pressed stops waiting.
+    pub stop: tokio_util::sync::CancellationToken,
 }
 
 impl Asker for QueueAsker<'_> {
@@ -256,7 +258,14 @@ impl Asker for QueueAsker<'_> {
                     (id, receiver)
                 }
             };
-            let _ = tokio::time::timeout(self.wait, receiver.wait_for(Option::is_some)).await;
+            tokio::select! {
+                _ = tokio::time::timeout(self.wait, receiver.wait_for(Option::is_some)) => {}
+                () = self.stop.cancelled() => {
+                    return Err(Unanswered::Refused(
+                        "the emergency stop was pressed while it waited for approval".into(),
+                    ));
+                }
+            }
             self.approvals.take(&id)
         })
     }

@@ -429,6 +429,7 @@ impl ServerHandler for AaiServer {
                 },
                 resume: resume.clone(),
                 wait: self.gateway.config.approval_wait(),
+                stop: self.gateway.stop.calls(),
             }) as Box<dyn Asker + '_>
         };
         let queued = self
