@@ -46,7 +46,6 @@ pub struct Pending<'a> {
 
 /// The call an approval was opened for, to resume it.
 pub struct Resumed {
-    pub caller: String,
     pub app: String,
     pub tool: String,
     pub args: Value,
@@ -175,7 +174,6 @@ impl Approvals {
             ));
         }
         Ok(Resumed {
-            caller: entry.caller.clone(),
             app: entry.app.clone(),
             tool: entry.tool.clone(),
             args: entry.args.clone(),

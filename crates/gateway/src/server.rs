@@ -402,42 +402,47 @@ impl ServerHandler for AaiServer {
                 }
             }
         }
-        let (queued_app, queued_tool, queued_args) = if exec {
-            (
-                args.get("app")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                args.get("tool")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                args.get("args").cloned().unwrap_or(Value::Null),
-            )
-        } else {
-            let (app, tool) = name.rsplit_once(':').unwrap_or((name.as_str(), ""));
-            (app.to_owned(), tool.to_owned(), args.clone())
-        };
-        let queue = || {
-            Box::new(crate::approvals::QueueAsker {
-                approvals: &self.gateway.approvals,
-                call: crate::approvals::Pending {
-                    caller: &caller,
-                    app: &queued_app,
-                    tool: &queued_tool,
-                    args: &queued_args,
-                },
-                resume: resume.clone(),
-                wait: self.gateway.config.approval_wait(),
-                stop: self.gateway.stop.calls(),
-            }) as Box<dyn Asker + '_>
-        };
         let queued = self
             .gateway
             .queue_approvals
             .load(std::sync::atomic::Ordering::Relaxed);
+        // The call as the queue keeps it, copied only when the queue may be asked.
+        let queued_call = (resume.is_some() || queued).then(|| {
+            if exec {
+                (
+                    args.get("app")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    args.get("tool")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    args.get("args").cloned().unwrap_or(Value::Null),
+                )
+            } else {
+                let (app, tool) = name.rsplit_once(':').unwrap_or((name.as_str(), ""));
+                (app.to_owned(), tool.to_owned(), args.clone())
+            }
+        });
+        let queue = || {
+            queued_call.as_ref().map(|(app, tool, args)| {
+                Box::new(crate::approvals::QueueAsker {
+                    approvals: &self.gateway.approvals,
+                    call: crate::approvals::Pending {
+                        caller: &caller,
+                        app,
+                        tool,
+                        args,
+                    },
+                    resume: resume.clone(),
+                    wait: self.gateway.config.approval_wait(),
+                    stop: self.gateway.stop.calls(),
+                }) as Box<dyn Asker + '_>
+            })
+        };
         let asker: Option<Box<dyn Asker + '_>> = if resume.is_some() {
-            Some(queue())
+            queue()
         } else if stateless && can_elicit {
             Some(Box::new(StatelessAsker {
                 rounds: &self.rounds,
@@ -449,7 +454,7 @@ impl ServerHandler for AaiServer {
         } else if let Some(peer) = PeerAsker::for_request(&context, timeout) {
             Some(Box::new(peer))
         } else if queued {
-            Some(queue())
+            queue()
         } else {
             crate::dialog::available().map(|kind| {
                 Box::new(crate::dialog::DialogAsker { kind, timeout }) as Box<dyn Asker>

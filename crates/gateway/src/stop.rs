@@ -168,15 +168,12 @@ pub fn kill_everything() -> usize {
     let until = Instant::now() + KILL_BUDGET;
     let mut killed = std::collections::HashSet::new();
     loop {
+        // Only live processes are listed: one killed last pass and still here is killed again.
         let victims = victims(me, tag.as_bytes());
-        let fresh: Vec<u32> = victims
-            .into_iter()
-            .filter(|pid| !killed.contains(pid) || still_running(*pid))
-            .collect();
-        if fresh.is_empty() || Instant::now() >= until {
+        if victims.is_empty() || Instant::now() >= until {
             break;
         }
-        for pid in fresh {
+        for pid in victims {
             if let Ok(raw) = i32::try_from(pid) {
                 let _ = nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(raw),
@@ -264,9 +261,4 @@ fn stat(pid: u32) -> Option<(char, u32)> {
     let state = fields.next()?.chars().next()?;
     let ppid = fields.next()?.parse().ok()?;
     Some((state, ppid))
-}
-
-#[cfg(target_os = "linux")]
-fn still_running(pid: u32) -> bool {
-    stat(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
 }

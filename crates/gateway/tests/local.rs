@@ -1143,80 +1143,54 @@ async fn file_watch_never_names_files_outside_the_sandbox() {
 async fn terminal_sessions_belong_to_their_client() {
     let s = Setup::new();
     let tmp = s.p("allowed");
-    let as_client = |client: &'static str, args: Value| {
+    let terminal = |client: &'static str, tool: &'static str, args: Value| {
         let gateway = s.gateway.clone();
-        async move {
-            gateway
-                .exec(client, "local.terminal", "bash_execute", &args)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"))
-        }
+        async move { gateway.exec(client, "local.terminal", tool, &args).await }
     };
-    as_client(
+    let bash = |client: &'static str, command: String| async move {
+        terminal(client, "bash_execute", json!({"command": command}))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    bash(
         "alice",
-        json!({"command": format!("mkdir -p {tmp}/alice && cd {tmp}/alice && export SECRET=alice-only")}),
+        format!("mkdir -p {tmp}/alice && cd {tmp}/alice && export SECRET=alice-only"),
     )
     .await;
-    let bob = as_client("bob", json!({"command": "echo \"[$SECRET]\"; pwd"})).await;
-    assert!(
-        bob["stdout"].as_str().unwrap_or_default().starts_with("[]"),
-        "{bob}"
-    );
-    assert!(
-        !bob["stdout"]
-            .as_str()
-            .unwrap_or_default()
-            .ends_with("/alice"),
-        "{bob}"
-    );
-    let alice = as_client("alice", json!({"command": "echo \"[$SECRET]\""})).await;
+    let bob = bash("bob", "echo \"[$SECRET]\"; pwd".into()).await;
+    let bob_out = bob["stdout"].as_str().unwrap_or_default();
+    assert!(bob_out.starts_with("[]"), "{bob}");
+    assert!(!bob_out.ends_with("/alice"), "{bob}");
+    let alice = bash("alice", "echo \"[$SECRET]\"".into()).await;
     assert_eq!(alice["stdout"], "[alice-only]");
     // A named session of one client is unknown to the other, and not listed to it.
-    let made = s
-        .gateway
-        .exec(
-            "alice",
-            "local.terminal",
-            "bash_session",
-            &json!({"action": "create", "session_id": "work"}),
-        )
-        .await
-        .expect("create");
+    let made = terminal(
+        "alice",
+        "bash_session",
+        json!({"action": "create", "session_id": "work"}),
+    )
+    .await
+    .expect("create");
     assert_eq!(made["session_id"], "work");
-    let error = s
-        .gateway
-        .exec(
-            "bob",
-            "local.terminal",
-            "bash_execute",
-            &json!({"command": "true", "session_id": "work"}),
-        )
-        .await
-        .expect_err("not bob's");
+    let error = terminal(
+        "bob",
+        "bash_execute",
+        json!({"command": "true", "session_id": "work"}),
+    )
+    .await
+    .expect_err("not bob's");
     assert_eq!(error.kind, ErrorKind::InvalidParams);
-    let listed = s
-        .gateway
-        .exec(
-            "bob",
-            "local.terminal",
-            "bash_session",
-            &json!({"action": "list"}),
-        )
-        .await
-        .expect("list");
+    let listed = |client: &'static str| async move {
+        terminal(client, "bash_session", json!({"action": "list"}))
+            .await
+            .expect("list")
+            .to_string()
+    };
+    let bobs = listed("bob").await;
     assert!(
-        !listed.to_string().contains("\"work\""),
-        "bob sees alice's session: {listed}"
+        !bobs.contains("\"work\""),
+        "bob sees alice's session: {bobs}"
     );
-    let listed = s
-        .gateway
-        .exec(
-            "alice",
-            "local.terminal",
-            "bash_session",
-            &json!({"action": "list"}),
-        )
-        .await
-        .expect("list");
-    assert!(listed.to_string().contains("\"work\""), "{listed}");
+    let alices = listed("alice").await;
+    assert!(alices.contains("\"work\""), "{alices}");
 }

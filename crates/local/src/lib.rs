@@ -354,7 +354,7 @@ impl Toolsets {
             .is_some_and(|set| set.prefix_covers(tool, args, prefixes))
     }
 
-    /// The browser toolset, for tests and the daemon.
+    /// The browser toolset (tests look at whether a client's browser runs).
     pub fn browser(&self) -> Option<&browser::Browser> {
         self.sets
             .iter()

@@ -68,14 +68,23 @@ pub(super) fn start_gateway(
     (gateway, registry)
 }
 
+/// The daemon this stdio client should be forwarded to: one whose runtime files name a live
+/// process that answers. One that does not answer is passed over (the client is served here).
+async fn daemon_to_forward_to(
+    home: &std::path::Path,
+) -> Option<(reqwest::Client, aai_gateway::daemon::Running)> {
+    let running = aai_gateway::daemon::running(home)?;
+    let client = aai_gateway::daemon::forward::loopback_client().ok()?;
+    if aai_gateway::daemon::forward::answers(&client, &running).await {
+        Some((client, running))
+    } else {
+        tracing::warn!(url = %running.info.url, "a gateway daemon is recorded but does not answer; serving this client here");
+        None
+    }
+}
+
 pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
-    if let Some(running) = aai_gateway::daemon::running(&home)
-        && (aai_gateway::daemon::forward::answers(&running).await
-            || {
-                tracing::warn!(url = %running.info.url, "a gateway daemon is recorded but does not answer; serving this client here");
-                false
-            })
-    {
+    if let Some((client, running)) = daemon_to_forward_to(&home).await {
         tracing::info!(url = %running.info.url, "a gateway daemon runs: forwarding this client to it");
         let (config, _) = Config::load(&home);
         let (input, output) = aai_gateway::transport::guarded(
@@ -83,7 +92,8 @@ pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
             tokio::io::stdout(),
             config.max_request_bytes,
         );
-        return aai_gateway::daemon::forward::forward(&running, input, output).await;
+        aai_gateway::daemon::forward::forward(client, &running, input, output).await;
+        return Ok(());
     }
     let cancel = CancellationToken::new();
     let (gateway, registry) = start_gateway(&home, dev, &cancel);

@@ -27,10 +27,7 @@ pub fn loopback_client() -> anyhow::Result<reqwest::Client> {
 
 /// Whether the daemon answers its status endpoint within a second: a daemon that hangs or
 /// left stale runtime files is not forwarded to.
-pub async fn answers(running: &Running) -> bool {
-    let Ok(client) = loopback_client() else {
-        return false;
-    };
+pub async fn answers(client: &reqwest::Client, running: &Running) -> bool {
     let status = format!(
         "{}/control/status",
         running.info.url.trim_end_matches("/mcp")
@@ -47,16 +44,14 @@ pub async fn answers(running: &Running) -> bool {
 /// Relays the MCP session on `input`/`output` (stdio, behind the transport guard) to the
 /// daemon until either side ends.
 ///
-/// # Errors
-/// The HTTP client cannot be built.
-pub async fn forward<R, W>(running: &Running, input: R, output: W) -> anyhow::Result<()>
+pub async fn forward<R, W>(client: reqwest::Client, running: &Running, input: R, output: W)
 where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     let config = StreamableHttpClientTransportConfig::with_uri(running.info.url.clone())
         .auth_header(running.token.clone());
-    let mut daemon = StreamableHttpClientTransport::with_client(loopback_client()?, config);
+    let mut daemon = StreamableHttpClientTransport::with_client(client, config);
     let mut client = IntoTransport::<RoleServer, _, _>::into_transport((input, output));
     loop {
         tokio::select! {
@@ -97,5 +92,4 @@ where
         }
     }
     let _ = Transport::<RoleClient>::close(&mut daemon).await;
-    Ok(())
 }

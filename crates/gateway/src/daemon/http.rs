@@ -66,9 +66,7 @@ impl Bucket {
 
 /// A running daemon's listener: where it is, and how to stop it.
 pub struct Listening {
-    pub addr: SocketAddr,
     pub url: String,
-    pub token: String,
     pub done: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
@@ -141,7 +139,7 @@ pub async fn serve(
         config,
     );
     let guard = Arc::new(Guard {
-        token: token.clone(),
+        token,
         hosts,
         origins,
         max_body: max_request_bytes,
@@ -173,12 +171,7 @@ pub async fn serve(
             .await
             .context("the HTTP server failed")
     });
-    Ok(Listening {
-        addr,
-        url,
-        token,
-        done,
-    })
+    Ok(Listening { url, done })
 }
 
 /// Byte-wise comparison whose time does not depend on where the first difference is.

@@ -624,7 +624,7 @@ impl Sessions {
     }
 
     /// Starts a session under `id` (a [`scoped`] key).
-    async fn create(&self, shell: &str, id: String, place: &Place) -> Result<String, AaiError> {
+    async fn create(&self, shell: &str, id: String, place: &Place) -> Result<(), AaiError> {
         let mut session = Session::start(shell, place.start.as_deref())?;
         session.ready().await?;
         let entry = Arc::new(Entry {
@@ -633,13 +633,13 @@ impl Sessions {
             killed: session.killed.clone(),
             session: Arc::new(Mutex::new(session)),
         });
-        if let Ok(mut sessions) = self.sessions.lock() {
-            sessions.insert(id.clone(), entry);
-        }
         if let Ok(mut ended) = self.ended.lock() {
             ended.remove(&id);
         }
-        Ok(id)
+        if let Ok(mut sessions) = self.sessions.lock() {
+            sessions.insert(id, entry);
+        }
+        Ok(())
     }
 
     /// Ends a session, even while a command runs in it: its processes are killed and the
