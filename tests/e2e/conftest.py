@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,27 @@ class Bus:
         for proc in self.services + [self.daemon]:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def wait_until(predicate, seconds, what):
+    """Polls `predicate` until it holds; fails naming `what` after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{what} within {seconds} s")
+
+
+def start_xvfb(first, size, *extra):
+    """Xvfb on the first free display number from `first`; returns (display, process)."""
+    assert shutil.which("Xvfb"), "Xvfb is missing: apt-get install -y xvfb"
+    number = next(n for n in range(first, first + 100)
+                  if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists())
+    proc = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", size, "-nolisten", "tcp", *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until(lambda: Path(f"/tmp/.X11-unix/X{number}").exists(), 10, "Xvfb starts")
+    return f":{number}", proc
 
 
 def _readline_within(stream, seconds):

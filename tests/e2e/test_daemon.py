@@ -20,19 +20,10 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
 
-from conftest import GATEWAY, gateway_env
+from conftest import GATEWAY, gateway_env, start_xvfb, wait_until
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 30
-
-
-def _wait(predicate, seconds, what):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{what} within {seconds} s")
 
 
 class Daemon:
@@ -42,7 +33,7 @@ class Daemon:
         self.proc = subprocess.Popen([str(GATEWAY), "serve", "--listen", "127.0.0.1:0"], env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         info = home / "run" / "serve.json"
-        _wait(lambda: info.exists() or self.proc.poll() is not None, 20, "serve.json")
+        wait_until(lambda: info.exists() or self.proc.poll() is not None, 20, "serve.json")
         assert self.proc.poll() is None, self.proc.stderr.read()
         served = json.loads(info.read_text())
         self.url = served["url"]
@@ -199,7 +190,7 @@ async def test_emergency_stop_kills_every_process_and_refuses_calls(daemon, tmp_
                                                                        "args": {"command": command, "timeout_ms": 120000}})
 
                 tg.start_soon(run)
-                await anyio.to_thread.run_sync(lambda: _wait(lambda: pids.exists() and len(pids.read_text().split()) == 3, 15, "three children"))
+                await anyio.to_thread.run_sync(lambda: wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 3, 15, "three children"))
                 started = [int(p) for p in pids.read_text().split()]
                 assert all(_alive(p) for p in started)
                 stopped = await anyio.to_thread.run_sync(daemon.cli, "stop")
@@ -207,7 +198,7 @@ async def test_emergency_stop_kills_every_process_and_refuses_calls(daemon, tmp_
                 assert "emergency stop on" in stopped.stdout
             result = outcome["result"]
             assert result.is_error and "emergency stop" in text(result), text(result)
-            await anyio.to_thread.run_sync(lambda: _wait(lambda: not any(_alive(p) for p in started), 2, "every child dead"))
+            await anyio.to_thread.run_sync(lambda: wait_until(lambda: not any(_alive(p) for p in started), 2, "every child dead"))
             refused = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "no"}})
             assert refused.is_error and refused.structured_content["type"] == "PERMISSION_DENIED"
             assert "aai-gateway resume" in text(refused)
@@ -226,20 +217,16 @@ async def test_emergency_stop_kills_every_process_and_refuses_calls(daemon, tmp_
 
 
 def test_ctrl_shift_esc_presses_the_emergency_stop(home, bus):
-    for tool in ("Xvfb", "xdotool"):
-        assert shutil.which(tool), f"{tool} is missing: apt-get install -y xvfb xdotool"
-    number = next(n for n in range(200, 300) if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists())
-    xvfb = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", "800x600x24", "-nolisten", "tcp"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert shutil.which("xdotool"), "xdotool is missing: apt-get install -y xdotool"
+    display, xvfb = start_xvfb(200, "800x600x24")
     try:
-        _wait(lambda: Path(f"/tmp/.X11-unix/X{number}").exists(), 10, "Xvfb starts")
-        env = {**gateway_env(home, bus), "DISPLAY": f":{number}"}
+        env = {**gateway_env(home, bus), "DISPLAY": display}
         d = Daemon(home, env)
         try:
             assert "EMERGENCY STOP ON" not in d.cli("status").stdout
             pressed = subprocess.run(["xdotool", "key", "ctrl+shift+Escape"], env=env, capture_output=True, text=True, timeout=10)
             assert pressed.returncode == 0, pressed.stderr
-            _wait(lambda: "EMERGENCY STOP ON" in d.cli("status").stdout, 5, "the stop after Ctrl+Shift+Esc")
+            wait_until(lambda: "EMERGENCY STOP ON" in d.cli("status").stdout, 5, "the stop after Ctrl+Shift+Esc")
             audit = d.cli("audit", "export")
             assert "Ctrl+Shift+Esc" in audit.stdout
         finally:
@@ -256,6 +243,28 @@ def _queue_daemon(home, bus, wait):
             "low": "require_approval", "medium": "require_approval", "high": "require_approval"}}}},
     }))
     return Daemon(home, gateway_env(home, bus))
+
+
+async def _while_queued(d, c, text_value, then):
+    """Calls echo, waits until the call is in the approval queue, runs `then(approval_id)`
+    and returns the call's result and when it came back."""
+    outcome = {}
+
+    async def call():
+        outcome["result"] = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": text_value}})
+        outcome["at"] = time.monotonic()
+
+    def queued():
+        out = d.cli("approvals").stdout
+        if out.startswith("ap-"):
+            outcome["id"] = out.split()[0]
+        return "id" in outcome
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        await anyio.to_thread.run_sync(lambda: wait_until(queued, 10, "the approval in the queue"))
+        then(outcome["id"])
+    return outcome["result"], outcome["at"]
 
 
 def _audit_rows(d):
@@ -310,22 +319,11 @@ async def test_an_answer_within_the_wait_lets_the_call_finish(home, bus, monkeyp
         with anyio.fail_after(TIMEOUT):
             async with d.client(name="patient-client") as c:
                 for decision, expect_ok in (("approve", True), ("deny", False)):
-                    outcome = {}
-
-                    async def call():
-                        outcome["r"] = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": decision}})
-
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(call)
-
-                        def waiting_id():
-                            out = d.cli("approvals").stdout
-                            return out.split()[0] if out.startswith("ap-") else None
-
-                        await anyio.to_thread.run_sync(lambda: _wait(lambda: waiting_id() is not None, 10, "the approval in the queue"))
-                        answered = d.cli("approvals", decision, waiting_id())
+                    def answer(approval):
+                        answered = d.cli("approvals", decision, approval)
                         assert answered.returncode == 0, answered.stderr
-                    r = outcome["r"]
+
+                    r, _ = await _while_queued(d, c, decision, answer)
                     assert r.is_error != expect_ok, text(r)
                     if not expect_ok:
                         assert "declined" in text(r)
@@ -392,21 +390,16 @@ async def test_the_stop_ends_calls_waiting_for_approval(home, bus, monkeypatch):
     try:
         with anyio.fail_after(TIMEOUT):
             async with d.client(name="waiting-client") as c:
-                outcome = {}
+                pressed = {}
 
-                async def call():
-                    outcome["r"] = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "never"}})
-                    outcome["at"] = time.monotonic()
-
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(call)
-                    await anyio.to_thread.run_sync(lambda: _wait(lambda: d.cli("approvals").stdout.startswith("ap-"), 10, "the approval in the queue"))
-                    pressed = time.monotonic()
+                def stop(_approval):
+                    pressed["at"] = time.monotonic()
                     assert d.cli("stop").returncode == 0
-                r = outcome["r"]
+
+                r, came_back = await _while_queued(d, c, "never", stop)
                 assert r.is_error and "emergency stop" in text(r), text(r)
                 # It stopped waiting when the stop was pressed, not at the end of the 25 s wait.
-                assert outcome["at"] - pressed < 20
+                assert came_back - pressed["at"] < 20
         assert not any(row.get("tool") == "echo" and row.get("result") == "success" for row in _audit_rows(d))
     finally:
         d.close()

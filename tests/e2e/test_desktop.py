@@ -19,7 +19,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import GATEWAY, Bus, gateway_env
+from conftest import GATEWAY, Bus, gateway_env, start_xvfb, wait_until
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 60
@@ -27,29 +27,17 @@ HERE = Path(__file__).resolve().parent.parent / "desktop"
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
-def _wait(predicate, seconds, what):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{what} within {seconds} s")
-
-
 @pytest.fixture(scope="module")
 def screen():
     """One desktop for the module: Xvfb, openbox, a session bus with the AT-SPI bus, the GTK app."""
     for tool in ("Xvfb", "openbox", "tesseract", SYSTEM_PYTHON, "/usr/libexec/at-spi-bus-launcher"):
         assert shutil.which(tool) or Path(tool).exists(), f"{tool} is missing: run scripts/test.sh"
-    number = next(n for n in range(200, 300) if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists())
-    display = f":{number}"
     procs = []
     directory = Path(tempfile.mkdtemp(prefix="aai-desk-"))
     bus = Bus(directory)
     try:
-        procs.append(subprocess.Popen(["Xvfb", display, "-screen", "0", "1280x800x24", "-nolisten", "tcp", "-noreset"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        _wait(lambda: Path(f"/tmp/.X11-unix/X{number}").exists(), 10, "Xvfb did not start")
+        display, xvfb = start_xvfb(200, "1280x800x24", "-noreset")
+        procs.append(xvfb)
         env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": bus.address}
         env.pop("NO_AT_BRIDGE", None)
         procs.append(subprocess.Popen(["openbox"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
@@ -62,7 +50,7 @@ def screen():
                                  env=env, capture_output=True, text=True, timeout=5)
             return "boolean true" in out.stdout
 
-        _wait(a11y_bus_up, 10, "the AT-SPI bus did not start")
+        wait_until(a11y_bus_up, 10, "the AT-SPI bus did not start")
         app = subprocess.Popen([SYSTEM_PYTHON, str(HERE / "gtk_app.py"), "AAI Test App"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         procs.append(app)

@@ -15,19 +15,10 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import GATEWAY, gateway_env
+from conftest import GATEWAY, gateway_env, start_xvfb, wait_until
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 30
-
-
-def _wait(predicate, seconds, what):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{what} within {seconds} s")
 
 
 @pytest.fixture
@@ -35,17 +26,14 @@ def desktop(bus, tmp_path):
     """Xvfb on a free display and dunst on the test bus; notifications are recorded to a file."""
     for tool in ("Xvfb", "dunst"):
         assert shutil.which(tool), f"{tool} is missing: apt-get install -y xvfb dunst x11-xserver-utils"
-    number = next(n for n in range(90, 200) if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists())
-    xvfb = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", "1280x1024x24", "-nolisten", "tcp"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _wait(lambda: Path(f"/tmp/.X11-unix/X{number}").exists(), 10, "Xvfb did not start")
+    display, xvfb = start_xvfb(90, "1280x1024x24")
     record = tmp_path / "notified.jsonl"
     script = tmp_path / "record.sh"
     script.write_text(f"#!/bin/sh\nprintf '%s\\t%s\\t%s\\t%s\\n' \"$1\" \"$2\" \"$3\" \"$5\" >> {record}\n")
     script.chmod(0o755)
     config = tmp_path / "dunstrc"
     config.write_text(f"[global]\nfont = Monospace 8\n\n[record]\nsummary = \"*\"\nscript = {script}\n")
-    env = {**os.environ, "DISPLAY": f":{number}", "DBUS_SESSION_BUS_ADDRESS": bus.address}
+    env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": bus.address}
     dunst = subprocess.Popen(["dunst", "-config", str(config)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def owned():
@@ -55,8 +43,8 @@ def desktop(bus, tmp_path):
         return "boolean true" in out.stdout
 
     try:
-        _wait(owned, 10, "dunst did not take org.freedesktop.Notifications")
-        yield {"display": f":{number}", "record": record}
+        wait_until(owned, 10, "dunst did not take org.freedesktop.Notifications")
+        yield {"display": display, "record": record}
     finally:
         for proc in (dunst, xvfb):
             proc.terminate()
@@ -89,7 +77,7 @@ async def test_system_tools_on_a_real_desktop(home, bus, desktop, monkeypatch):
                                                   "args": {"title": "Build done", "body": "All 42 tests \"passed\"", "urgency": "critical"}})
             assert not sent.is_error, text(sent)
             assert sent.structured_content["sent"] is True
-            _wait(lambda: desktop["record"].exists() and desktop["record"].read_text().strip(), 10, "dunst ran no script")
+            wait_until(lambda: desktop["record"].exists() and desktop["record"].read_text().strip(), 10, "dunst ran no script")
             app, summary, body, urgency = desktop["record"].read_text().strip().split("\t")
             assert (app, summary, body, urgency) == ("aai-gateway", "Build done", "All 42 tests \"passed\"", "CRITICAL")
 
