@@ -269,7 +269,7 @@ impl Toolset for Browser {
         Box::pin(async move {
             let slots: Vec<_> = self.slots.lock().await.values().cloned().collect();
             for slot in slots {
-                // Dropping the session closes the browser (or our context in an attached one).
+                // Closes the browser (or our context in an attached one).
                 if let Some(session) = slot.lock().await.session.take() {
                     session.close().await;
                 }

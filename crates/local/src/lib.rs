@@ -356,10 +356,8 @@ impl Toolsets {
 
     /// The browser toolset (tests look at whether a client's browser runs).
     pub fn browser(&self) -> Option<&browser::Browser> {
-        self.sets
-            .iter()
-            .find(|set| set.descriptor().app_id == "local.browser")
-            .and_then(|set| (set.as_ref() as &dyn std::any::Any).downcast_ref::<browser::Browser>())
+        let set: &dyn std::any::Any = self.get("local.browser")?;
+        set.downcast_ref::<browser::Browser>()
     }
 
     /// See [`Toolset::must_ask`]: why this call is asked every time, if it is.
