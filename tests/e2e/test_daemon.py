@@ -106,6 +106,15 @@ async def test_every_request_needs_the_token_the_host_and_the_origin(daemon):
             r = await http.post(daemon.url, headers={**headers, **bad}, json=body)
             assert r.status_code == status, (bad, r.status_code, r.text)
             assert "error" in r.json()
+            # Refused before its body was read: the client must not reuse the connection.
+            assert r.headers.get("connection") == "close", r.headers
+        # A refused request with a large unread body does not break the next one on this client.
+        padded = {**body, "params": {**body["params"], "pad": "y" * 200_000}}
+        for _ in range(3):
+            r = await http.post(daemon.url, headers=headers, json=padded)
+            assert r.status_code == 401
+            r = await http.get(f"{daemon.base}/control/status", headers=good)
+            assert r.status_code == 200, r.text
         # The dashboard's own origin may call; a body over the limit is refused without harm.
         r = await http.post(daemon.url, headers={**headers, **good, "Origin": daemon.base}, json=body)
         assert r.status_code == 200, r.text

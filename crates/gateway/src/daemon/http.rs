@@ -210,42 +210,56 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 }
 
 async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
-    let headers = request.headers();
+    match refusal(&guard, request.headers()) {
+        None => next.run(request).await,
+        Some(mut refusal) => {
+            // The body was never read: the connection cannot carry another request, so the
+            // client is told to open a new one instead of finding this one closed under it.
+            refusal
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            refusal
+        }
+    }
+}
+
+/// The guard's checks, in order: the refusal to send, if any.
+fn refusal(guard: &Guard, headers: &HeaderMap) -> Option<Response> {
     let host = header_str(headers, header::HOST).unwrap_or_default();
     if !guard.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
-        return refuse(
+        return Some(refuse(
             StatusCode::FORBIDDEN,
             "this gateway answers only requests addressed to its own loopback address (Host header)",
-        );
+        ));
     }
     if let Some(origin) = header_str(headers, header::ORIGIN)
         && !guard.origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
     {
-        return refuse(
+        return Some(refuse(
             StatusCode::FORBIDDEN,
             "requests from other web pages are refused (Origin header)",
-        );
+        ));
     }
     let presented = header_str(headers, header::AUTHORIZATION)
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or_default()
         .trim();
     if !same_secret(presented.as_bytes(), guard.token.as_bytes()) {
-        return refuse(
+        return Some(refuse(
             StatusCode::UNAUTHORIZED,
             "a bearer token is required: it is in AAI_HOME/run/token (run MCP clients through `aai-gateway`, which forwards to this daemon with it)",
-        );
+        ));
     }
     let declared =
         header_str(headers, header::CONTENT_LENGTH).and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > guard.max_body) {
-        return refuse(
+        return Some(refuse(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!(
                 "the request is larger than max_request_bytes ({} bytes)",
                 guard.max_body
             ),
-        );
+        ));
     }
     let allowed = guard.bucket.lock().map(|mut b| b.take()).unwrap_or(true);
     if !allowed {
@@ -256,9 +270,9 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
+        return Some(response);
     }
-    next.run(request).await
+    None
 }
 
 #[derive(Clone)]
