@@ -4,12 +4,17 @@ test service, and a fresh AAI_HOME per test. Every wait is bounded."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+import httpx2
 import pytest
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import Implementation
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "debug"
@@ -147,3 +152,78 @@ def gateway_env(home: Path, bus: Bus | None) -> dict:
     if bus is not None:
         env["DBUS_SESSION_BUS_ADDRESS"] = bus.address
     return env
+
+
+@pytest.fixture
+def desktop(bus, tmp_path):
+    """Xvfb on a free display and dunst on the test bus; notifications are recorded to a file."""
+    for tool in ("Xvfb", "dunst"):
+        assert shutil.which(tool), f"{tool} is missing: apt-get install -y xvfb dunst x11-xserver-utils"
+    display, xvfb = start_xvfb(90, "1280x1024x24")
+    record = tmp_path / "notified.jsonl"
+    script = tmp_path / "record.sh"
+    script.write_text(f"#!/bin/sh\nprintf '%s\\t%s\\t%s\\t%s\\n' \"$1\" \"$2\" \"$3\" \"$5\" >> {record}\n")
+    script.chmod(0o755)
+    config = tmp_path / "dunstrc"
+    config.write_text(f"[global]\nfont = Monospace 8\n\n[record]\nsummary = \"*\"\nscript = {script}\n")
+    env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": bus.address}
+    dunst = subprocess.Popen(["dunst", "-config", str(config)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def owned():
+        out = subprocess.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+                              "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.Notifications"],
+                             env=env, capture_output=True, text=True, timeout=5)
+        return "boolean true" in out.stdout
+
+    try:
+        wait_until(owned, 10, "dunst did not take org.freedesktop.Notifications")
+        yield {"display": display, "record": record}
+    finally:
+        for proc in (dunst, xvfb):
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+class Daemon:
+    def __init__(self, home: Path, env: dict):
+        self.home = home
+        self.env = env
+        self.proc = subprocess.Popen([str(GATEWAY), "serve", "--listen", "127.0.0.1:0"], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        info = home / "run" / "serve.json"
+        wait_until(lambda: info.exists() or self.proc.poll() is not None, 20, "serve.json")
+        assert self.proc.poll() is None, self.proc.stderr.read()
+        served = json.loads(info.read_text())
+        self.url = served["url"]
+        self.pid = served["pid"]
+        self.token = (home / "run" / "token").read_text().strip()
+        self.base = self.url.removesuffix("/mcp")
+
+    def client(self, token=None, name="http-test-client", mode="legacy"):
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token or self.token}"}, timeout=30)
+        return Client(streamable_http_client(self.url, http_client=http), mode=mode, cache=None,
+                      client_info=Implementation(name=name, version="1.0"))
+
+    def cli(self, *args):
+        return subprocess.run([str(GATEWAY), *args], env=self.env, capture_output=True, text=True, timeout=30)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=15)
+        return self.proc.returncode
+
+
+def queue_daemon(home, bus, wait, rules=()):
+    """A daemon whose clients must ask for every call (the approval queue waits `wait` s);
+    `rules` give named clients other profiles."""
+    (home / "config.json").write_text(json.dumps({
+        "approval_wait_seconds": wait,
+        "policy": {"default_profile": "ask", "profiles": {"ask": {"preset": "development", "risk_policies": {
+            "low": "require_approval", "medium": "require_approval", "high": "require_approval"}}},
+            "rules": list(rules)},
+    }))
+    return Daemon(home, gateway_env(home, bus))

@@ -6,7 +6,6 @@ a call started (a `setsid` escapee and a double fork included)."""
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -20,40 +19,10 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
 
-from conftest import GATEWAY, gateway_env, start_xvfb, wait_until
+from conftest import GATEWAY, Daemon, gateway_env, queue_daemon, start_xvfb, wait_until
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 30
-
-
-class Daemon:
-    def __init__(self, home: Path, env: dict):
-        self.home = home
-        self.env = env
-        self.proc = subprocess.Popen([str(GATEWAY), "serve", "--listen", "127.0.0.1:0"], env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        info = home / "run" / "serve.json"
-        wait_until(lambda: info.exists() or self.proc.poll() is not None, 20, "serve.json")
-        assert self.proc.poll() is None, self.proc.stderr.read()
-        served = json.loads(info.read_text())
-        self.url = served["url"]
-        self.pid = served["pid"]
-        self.token = (home / "run" / "token").read_text().strip()
-        self.base = self.url.removesuffix("/mcp")
-
-    def client(self, token=None, name="http-test-client", mode="legacy"):
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token or self.token}"}, timeout=30)
-        return Client(streamable_http_client(self.url, http_client=http), mode=mode, cache=None,
-                      client_info=Implementation(name=name, version="1.0"))
-
-    def cli(self, *args):
-        return subprocess.run([str(GATEWAY), *args], env=self.env, capture_output=True, text=True, timeout=30)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=15)
-        return self.proc.returncode
 
 
 @pytest.fixture
@@ -245,15 +214,6 @@ def test_ctrl_shift_esc_presses_the_emergency_stop(home, bus):
         xvfb.wait(timeout=10)
 
 
-def _queue_daemon(home, bus, wait):
-    (home / "config.json").write_text(json.dumps({
-        "approval_wait_seconds": wait,
-        "policy": {"default_profile": "ask", "profiles": {"ask": {"preset": "development", "risk_policies": {
-            "low": "require_approval", "medium": "require_approval", "high": "require_approval"}}}},
-    }))
-    return Daemon(home, gateway_env(home, bus))
-
-
 async def _while_queued(d, c, text_value, then):
     """Calls echo, waits until the call is in the approval queue, runs `then(approval_id)`
     and returns the call's result and when it came back."""
@@ -284,7 +244,7 @@ def _audit_rows(d):
 
 async def test_a_call_nobody_can_ask_about_waits_in_the_queue_and_resumes_once(home, bus, monkeypatch):
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
-    d = _queue_daemon(home, bus, 1)
+    d = queue_daemon(home, bus, 1)
     try:
         with anyio.fail_after(TIMEOUT):
             async with d.client(name="no-elicitation-client") as c:
@@ -323,7 +283,7 @@ async def test_a_call_nobody_can_ask_about_waits_in_the_queue_and_resumes_once(h
 
 async def test_an_answer_within_the_wait_lets_the_call_finish(home, bus, monkeypatch):
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
-    d = _queue_daemon(home, bus, 20)
+    d = queue_daemon(home, bus, 20)
     try:
         with anyio.fail_after(TIMEOUT):
             async with d.client(name="patient-client") as c:
@@ -395,7 +355,7 @@ async def test_a_daemon_that_does_not_answer_is_not_forwarded_to(home, bus, monk
 
 async def test_the_stop_ends_calls_waiting_for_approval(home, bus, monkeypatch):
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
-    d = _queue_daemon(home, bus, 25)
+    d = queue_daemon(home, bus, 25)
     try:
         with anyio.fail_after(TIMEOUT):
             async with d.client(name="waiting-client") as c:

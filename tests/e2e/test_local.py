@@ -5,9 +5,6 @@ and the file and terminal apps end to end."""
 import json
 import os
 import shutil
-import subprocess
-import time
-from pathlib import Path
 
 import anyio
 import mcp.client.session as session_module
@@ -15,43 +12,10 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import GATEWAY, gateway_env, start_xvfb, wait_until
+from conftest import GATEWAY, gateway_env, wait_until
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 30
-
-
-@pytest.fixture
-def desktop(bus, tmp_path):
-    """Xvfb on a free display and dunst on the test bus; notifications are recorded to a file."""
-    for tool in ("Xvfb", "dunst"):
-        assert shutil.which(tool), f"{tool} is missing: apt-get install -y xvfb dunst x11-xserver-utils"
-    display, xvfb = start_xvfb(90, "1280x1024x24")
-    record = tmp_path / "notified.jsonl"
-    script = tmp_path / "record.sh"
-    script.write_text(f"#!/bin/sh\nprintf '%s\\t%s\\t%s\\t%s\\n' \"$1\" \"$2\" \"$3\" \"$5\" >> {record}\n")
-    script.chmod(0o755)
-    config = tmp_path / "dunstrc"
-    config.write_text(f"[global]\nfont = Monospace 8\n\n[record]\nsummary = \"*\"\nscript = {script}\n")
-    env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": bus.address}
-    dunst = subprocess.Popen(["dunst", "-config", str(config)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def owned():
-        out = subprocess.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
-                              "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.Notifications"],
-                             env=env, capture_output=True, text=True, timeout=5)
-        return "boolean true" in out.stdout
-
-    try:
-        wait_until(owned, 10, "dunst did not take org.freedesktop.Notifications")
-        yield {"display": display, "record": record}
-    finally:
-        for proc in (dunst, xvfb):
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 def client(home, bus, display, monkeypatch):

@@ -240,6 +240,26 @@ impl Grants {
         .map_err(self.write_error())
     }
 
+    /// Forgets exactly `grant` (its client, app, tool, prefix and session); whether it was there.
+    ///
+    /// # Errors
+    /// [`AuditError::Write`].
+    pub fn revoke_one(&self, grant: &Grant) -> Result<bool, AuditError> {
+        self.lock()
+            .execute(
+                "DELETE FROM grants WHERE client = ?1 AND app = ?2 AND tool = ?3 AND prefix = ?4 AND session = ?5",
+                params![
+                    grant.client,
+                    grant.app,
+                    grant.tool.as_deref().unwrap_or(""),
+                    grant.prefix.as_deref().unwrap_or(""),
+                    grant.session.as_deref().unwrap_or("")
+                ],
+            )
+            .map(|n| n > 0)
+            .map_err(self.write_error())
+    }
+
     /// Forgets the grants of a session that ended.
     ///
     /// # Errors
@@ -338,6 +358,26 @@ mod tests {
         drop(grants);
         let grants = Grants::open(&dir.path().join("data.db")).expect("reopen");
         assert!(grants.allows("claude-code", mail, "send").expect("read"));
+    }
+
+    #[test]
+    fn one_grant_is_revoked_exactly() {
+        let dir = tempfile::tempdir().expect("dir");
+        let grants = Grants::open(&dir.path().join("data.db")).expect("open");
+        let whole = Grant::always("c", "local.terminal", Some("bash_execute"), "cli");
+        let prefix = Grant {
+            prefix: Some("git status".into()),
+            ..whole.clone()
+        };
+        let other_session = session("c", "local.terminal", "bash_execute", "1:0");
+        for grant in [&whole, &prefix, &other_session] {
+            grants.grant(grant).expect("grant");
+        }
+        assert!(grants.revoke_one(&prefix).expect("revoke"));
+        assert!(!grants.revoke_one(&prefix).expect("gone already"));
+        let left = grants.list().expect("list");
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert!(left.contains(&whole) && left.contains(&other_session));
     }
 
     #[test]

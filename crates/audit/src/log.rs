@@ -282,6 +282,47 @@ impl AuditLog {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Rows whose caller, app, tool, decision, result, error or arguments contain `text`
+    /// (any row when `None`), newest first, older than `before_id` when given; at most `limit`.
+    ///
+    /// # Errors
+    /// [`AuditError::Read`].
+    pub fn search(
+        &self,
+        text: Option<&str>,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<Row>, AuditError> {
+        let conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut statement = conn.prepare(
+            "SELECT id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash, output
+             FROM audit_log
+             WHERE (?1 IS NULL OR instr(lower(caller || ' ' || app || ' ' || tool || ' ' || decision || ' ' || result || ' ' || COALESCE(error, '') || ' ' || args), lower(?1)) > 0)
+               AND (?2 IS NULL OR id < ?2)
+             ORDER BY id DESC LIMIT ?3",
+        )?;
+        let rows = statement.query_map(params![text, before_id, limit], read_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every caller that has a row, by name.
+    ///
+    /// # Errors
+    /// [`AuditError::Read`].
+    pub fn callers(&self) -> Result<Vec<String>, AuditError> {
+        let conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut statement =
+            conn.prepare("SELECT DISTINCT caller FROM audit_log ORDER BY caller")?;
+        let rows = statement.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// The newest `count` rows, oldest first.
     ///
     /// # Errors
@@ -427,6 +468,40 @@ mod tests {
 
     fn raw(dir: &tempfile::TempDir) -> Connection {
         Connection::open(dir.path().join("data.db")).expect("raw")
+    }
+
+    #[test]
+    fn search_finds_text_anywhere_newest_first_and_pages() {
+        let (_dir, log) = log_with(10);
+        let mut odd = entry(11);
+        odd.caller = "Cursor".into();
+        odd.args = r#"{"to":"Bob@Example.org"}"#.into();
+        log.append(&odd).expect("append");
+        let ids = |rows: Vec<Row>| rows.iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(log.search(Some("bob@example"), None, 50).expect("search")),
+            [11]
+        );
+        assert_eq!(
+            ids(log.search(Some("CURSOR"), None, 50).expect("search")),
+            [11]
+        );
+        assert_eq!(
+            ids(log.search(Some("send"), None, 3).expect("search")),
+            [10, 8, 6]
+        );
+        assert_eq!(
+            ids(log.search(Some("send"), Some(6), 2).expect("page")),
+            [4, 2]
+        );
+        assert_eq!(ids(log.search(None, None, 2).expect("all")), [11, 10]);
+        // Text is data: SQL's own wildcards and quotes match only themselves.
+        assert!(
+            log.search(Some("%' OR 1=1 --"), None, 50)
+                .expect("search")
+                .is_empty()
+        );
+        assert_eq!(log.callers().expect("callers"), ["Cursor", "claude-code"]);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use crate::feed::{Event, Feed};
 use crate::gate::{Answer, Asker, Question, Unanswered};
 
 /// How long pending approvals are kept.
@@ -34,7 +35,15 @@ struct Entry {
 #[derive(Default)]
 pub struct Approvals {
     entries: Mutex<HashMap<String, Entry>>,
+    /// Told when an approval is opened or answered.
+    feed: Feed,
+    /// Makes a one-time link to the dashboard for the desktop notification (set by the
+    /// daemon while it serves one).
+    link: Mutex<Option<LinkMaker>>,
 }
+
+/// Makes a one-time dashboard login link.
+pub type LinkMaker = std::sync::Arc<dyn Fn() -> String + Send + Sync>;
 
 /// A call that waits for the user, as the queue keeps it.
 pub struct Pending<'a> {
@@ -59,6 +68,26 @@ fn new_id() -> String {
 }
 
 impl Approvals {
+    pub fn new(feed: Feed) -> Self {
+        Self {
+            feed,
+            ..Self::default()
+        }
+    }
+
+    /// Where the desktop notification of a new approval links to.
+    pub fn set_link(&self, maker: Option<LinkMaker>) {
+        *self
+            .link
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = maker;
+    }
+
+    fn link(&self) -> Option<String> {
+        let maker = self.link.lock().ok()?.clone()?;
+        Some(maker())
+    }
+
     /// Opens an approval for `question` about `call`; returns its id and where the answer lands.
     pub fn open(
         &self,
@@ -96,6 +125,7 @@ impl Approvals {
                 },
             );
         }
+        self.feed.send(Event::Approvals);
         (id, receiver)
     }
 
@@ -151,6 +181,8 @@ impl Approvals {
                 )
             })?;
         entry.answer.send_replace(Some(answer));
+        drop(entries);
+        self.feed.send(Event::Approvals);
         Ok(())
     }
 
@@ -246,10 +278,14 @@ impl Asker for QueueAsker<'_> {
                 None => {
                     let (id, receiver) = self.approvals.open(question, &self.call);
                     tracing::info!(approval = %id, app = %self.call.app, tool = %self.call.tool, client = %self.call.caller, "waiting for the user's approval");
-                    let note = format!(
-                        "{} asks to run {}:{}. Answer with `aai-gateway approvals` (id {id}).",
+                    let mut note = format!(
+                        "{} asks to run {}:{}. Answer with `aai-gateway approvals` (id {id})",
                         self.call.caller, self.call.app, self.call.tool
                     );
+                    match self.approvals.link() {
+                        Some(link) => note.push_str(&format!(" or in the dashboard: {link}")),
+                        None => note.push('.'),
+                    }
                     tokio::spawn(async move {
                         let _ = aai_local::system::notify("Approval needed", &note, "normal").await;
                     });

@@ -12,6 +12,8 @@ use aai_descriptor::{AaiError, ErrorKind, Risk};
 use aai_policy::Action;
 use serde_json::{Value, json};
 
+use crate::feed::Event;
+
 /// Opens the store lazily and hands out the audit log and the grants.
 pub struct Gate {
     path: PathBuf,
@@ -19,6 +21,8 @@ pub struct Gate {
     store: Mutex<Option<Arc<(AuditLog, Grants)>>>,
     calls: AtomicU64,
     started_ms: i64,
+    /// Rows and grant changes, as they happen.
+    pub feed: crate::feed::Feed,
 }
 
 /// A new session id: `<pid>:<start ms>:<n>`, so a later process can tell whether the
@@ -122,6 +126,7 @@ impl Gate {
             store: Mutex::new(None),
             calls: AtomicU64::new(0),
             started_ms: now_ms(),
+            feed: crate::feed::Feed::default(),
         }
     }
 
@@ -199,7 +204,39 @@ impl Gate {
     pub fn remember(&self, grant: &Grant) -> Result<(), AaiError> {
         let store = self.store()?;
         blocking(|| store.1.grant(grant))
+            .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))?;
+        self.feed.send(Event::Grants);
+        Ok(())
+    }
+
+    /// Every grant, by client, app and tool.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub fn grants(&self) -> Result<Vec<Grant>, AaiError> {
+        let store = self.store()?;
+        blocking(|| store.1.list())
             .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))
+    }
+
+    /// Forgets exactly `grant`; whether it was there.
+    ///
+    /// # Errors
+    /// The store cannot be written.
+    pub fn revoke(&self, grant: &Grant) -> Result<bool, AaiError> {
+        let store = self.store()?;
+        let removed = blocking(|| store.1.revoke_one(grant))
+            .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))?;
+        self.feed.send(Event::Grants);
+        Ok(removed)
+    }
+
+    /// The audit log, to search and verify (opened if it was not).
+    ///
+    /// # Errors
+    /// The store cannot be opened.
+    pub fn log(&self) -> Result<Arc<(AuditLog, Grants)>, AaiError> {
+        self.store()
     }
 
     /// Forgets the grants of a session that ended (its client disconnected).
@@ -212,8 +249,12 @@ impl Gate {
         else {
             return; // never opened: this session cannot have granted anything
         };
-        if let Err(error) = blocking(|| store.1.end_session(session)) {
-            tracing::warn!("cannot forget the grants of session {session}: {error}");
+        match blocking(|| store.1.end_session(session)) {
+            Ok(0) => {}
+            Ok(_) => self.feed.send(Event::Grants),
+            Err(error) => {
+                tracing::warn!("cannot forget the grants of session {session}: {error}");
+            }
         }
     }
 
@@ -263,11 +304,15 @@ impl Gate {
                 .map(|e| format!("{} ({}): {}", e.kind.type_name(), e.kind.code(), e.message)),
             output,
         };
-        blocking(|| log.append(&entry)).map(|_| ()).map_err(|e| {
+        let id = blocking(|| log.append(&entry)).map_err(|e| {
             tracing::error!("audit: {e}");
             AaiError::new(ErrorKind::AutomationFailed, e.to_string())
                 .with_detail(json!({"audit": "unwritable"}))
-        })
+        })?;
+        let mut row = serde_json::to_value(&entry).unwrap_or_default();
+        row["id"] = json!(id);
+        self.feed.send(Event::Row { row });
+        Ok(())
     }
 }
 

@@ -9,6 +9,7 @@ pub mod config;
 pub mod daemon;
 pub mod dialog;
 pub mod discovery;
+pub mod feed;
 pub mod gate;
 pub mod live;
 pub mod logfile;

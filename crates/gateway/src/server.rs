@@ -460,7 +460,7 @@ impl ServerHandler for AaiServer {
                 Box::new(crate::dialog::DialogAsker { kind, timeout }) as Box<dyn Asker>
             })
         };
-        let roots = if self.gateway.config.policy.uses_roots() {
+        let roots = if self.gateway.policy_config().uses_roots() {
             self.client_roots(&context).await
         } else {
             Vec::new()

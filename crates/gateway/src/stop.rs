@@ -88,6 +88,9 @@ impl Gateway {
     pub async fn emergency_stop(&self, by: &str) -> Value {
         let started = Instant::now();
         let newly = self.stop.trip(by);
+        self.gate
+            .feed
+            .send(crate::feed::Event::Stop { stopped: true });
         // Toolsets end what they keep running (terminal sessions, browsers), then every
         // process left — escapees included — is killed.
         let _ =
@@ -134,6 +137,9 @@ impl Gateway {
     pub fn resume(&self, by: &str) -> bool {
         let was = self.stop.clear();
         if was {
+            self.gate
+                .feed
+                .send(crate::feed::Event::Stop { stopped: false });
             let args = json!({"by": by});
             let call = Call {
                 id: self.gate.call_id(),

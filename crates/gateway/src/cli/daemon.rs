@@ -93,7 +93,14 @@ pub enum Control {
     Resume,
     Status,
     Approvals,
-    Answer { id: String, answer: String },
+    Answer {
+        id: String,
+        answer: String,
+    },
+    /// A one-time dashboard login link, opened in the browser unless `open` is false.
+    Dashboard {
+        open: bool,
+    },
 }
 
 /// Sends a control request to the running daemon and prints its answer.
@@ -113,6 +120,7 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
         Control::Resume => client.post(format!("{base}/control/resume")),
         Control::Status => client.get(format!("{base}/control/status")),
         Control::Approvals => client.get(format!("{base}/control/approvals")),
+        Control::Dashboard { .. } => client.post(format!("{base}/control/login")),
         Control::Answer { id, answer } => client
             .post(format!("{base}/control/approvals/answer"))
             .json(&serde_json::json!({"id": id, "answer": answer})),
@@ -173,6 +181,18 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
             body["answered"].as_str().unwrap_or_default(),
             body["answer"].as_str().unwrap_or_default()
         ),
+        Control::Dashboard { open } => {
+            let url = body["url"].as_str().unwrap_or_default();
+            let opened = open && open_in_browser(url);
+            format!(
+                "{}{url}\n(a one-time login link, valid for 10 minutes)",
+                if opened {
+                    "opened the dashboard in your browser: "
+                } else {
+                    "open the dashboard: "
+                }
+            )
+        }
         Control::Status => format!(
             "serving at {} (pid {}, version {}){}",
             running.info.url,
@@ -187,4 +207,24 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
     };
     super::output::line(&text);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Opens `url` with the desktop's browser; false when no opener could be started. The URL is
+/// one argument of the opener, never shell text.
+fn open_in_browser(url: &str) -> bool {
+    let (program, args): (&str, &[&str]) = if cfg!(target_os = "macos") {
+        ("open", &[])
+    } else if cfg!(windows) {
+        ("rundll32", &["url.dll,FileProtocolHandler"])
+    } else {
+        ("xdg-open", &[])
+    };
+    std::process::Command::new(program)
+        .args(args)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .is_ok()
 }

@@ -145,6 +145,13 @@ pub enum Command {
     },
     /// Whether a gateway daemon runs, where, and whether its emergency stop is on.
     Status,
+    /// Open the daemon's dashboard (live calls, audit history, approvals, grants, toolsets,
+    /// client profiles, emergency stop) with a one-time login link.
+    Dashboard {
+        /// Print the link instead of opening the browser.
+        #[arg(long)]
+        no_open: bool,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions {
         /// The shell to complete for.
@@ -233,6 +240,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Resume) => {
             runtime()?.block_on(daemon::control(&home, daemon::Control::Resume))
         }
+        Some(Command::Dashboard { no_open }) => runtime()?.block_on(daemon::control(
+            &home,
+            daemon::Control::Dashboard { open: !no_open },
+        )),
         Some(Command::Status) => {
             runtime()?.block_on(daemon::control(&home, daemon::Control::Status))
         }

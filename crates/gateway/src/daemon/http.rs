@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -24,6 +24,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::dashboard::{self, Logins};
 use super::{RuntimeFiles, ServeInfo, new_token};
 use crate::pipeline::Gateway;
 use crate::server::AaiServer;
@@ -42,6 +43,8 @@ struct Guard {
     /// The largest request body taken (`max_request_bytes`); rmcp also counts while reading.
     max_body: usize,
     bucket: Mutex<Bucket>,
+    /// The dashboard's sessions (its pages and API take a session cookie, not the token).
+    logins: Arc<Logins>,
 }
 
 struct Bucket {
@@ -138,20 +141,28 @@ pub async fn serve(
         Arc::new(LocalSessionManager::default()),
         config,
     );
+    let logins = Arc::new(Logins::default());
     let guard = Arc::new(Guard {
         token,
         hosts,
-        origins,
+        origins: origins.clone(),
         max_body: max_request_bytes,
         bucket: Mutex::new(Bucket {
             tokens: RATE_BURST,
             at: Instant::now(),
         }),
+        logins: logins.clone(),
     });
     let control = Control {
         gateway: gateway.clone(),
         cancel: cancel.clone(),
+        logins,
+        base: format!("http://{host}:{port}"),
     };
+    let linked = control.clone();
+    gateway
+        .approvals
+        .set_link(Some(Arc::new(move || dashboard::login_link(&linked))));
     let app = Router::new()
         .route_service("/mcp", mcp)
         .route("/control/stop", axum::routing::post(stop))
@@ -160,29 +171,33 @@ pub async fn serve(
         .route("/control/shutdown", axum::routing::post(shutdown))
         .route("/control/approvals", axum::routing::get(approvals))
         .route("/control/approvals/answer", axum::routing::post(answer))
+        .route("/control/login", axum::routing::post(login))
+        .merge(dashboard::routes())
         .with_state(control)
         .layer(axum::middleware::from_fn_with_state(guard, check));
     tracing::info!(%url, "aai-gateway serving MCP over Streamable HTTP");
     let serving = cancel.clone();
     let done = tokio::spawn(async move {
         let _files = files;
-        axum::serve(listener, app)
+        let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move { serving.cancelled().await })
             .await
-            .context("the HTTP server failed")
+            .context("the HTTP server failed");
+        gateway.approvals.set_link(None);
+        served
     });
     Ok(Listening { url, done })
 }
 
 /// Byte-wise comparison whose time does not depend on where the first difference is.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_secret(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn refuse(status: StatusCode, message: &str) -> Response {
+pub(crate) fn refuse(status: StatusCode, message: &str) -> Response {
     let mut response = (
         status,
         [(header::CONTENT_TYPE, "application/json")],
@@ -197,7 +212,7 @@ fn refuse(status: StatusCode, message: &str) -> Response {
     response
 }
 
-fn json_response(value: &serde_json::Value) -> Response {
+pub(crate) fn json_response(value: &serde_json::Value) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
         value.to_string(),
@@ -210,7 +225,12 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 }
 
 async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
-    match refusal(&guard, request.headers()) {
+    match refusal(
+        &guard,
+        request.method(),
+        request.uri().path(),
+        request.headers(),
+    ) {
         None => next.run(request).await,
         Some(mut refusal) => {
             // The body was never read: the connection cannot carry another request, so the
@@ -223,8 +243,9 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     }
 }
 
-/// The guard's checks, in order: the refusal to send, if any.
-fn refusal(guard: &Guard, headers: &HeaderMap) -> Option<Response> {
+/// The guard's checks, in order: the refusal to send, if any. MCP and the control endpoints
+/// take the bearer token; the dashboard its session cookie (and, for changes, its CSRF token).
+fn refusal(guard: &Guard, method: &Method, path: &str, headers: &HeaderMap) -> Option<Response> {
     let host = header_str(headers, header::HOST).unwrap_or_default();
     if !guard.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
         return Some(refuse(
@@ -239,6 +260,21 @@ fn refusal(guard: &Guard, headers: &HeaderMap) -> Option<Response> {
             StatusCode::FORBIDDEN,
             "requests from other web pages are refused (Origin header)",
         ));
+    }
+    let allowed = guard.bucket.lock().map(|mut b| b.take()).unwrap_or(true);
+    if !allowed {
+        let mut response = refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many requests: slow down and retry in a second",
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return Some(response);
+    }
+    let bearer = path == "/mcp" || path.starts_with("/mcp/") || path.starts_with("/control/");
+    if !bearer {
+        return guard.logins.refusal(method, path, headers, &guard.origins);
     }
     let presented = header_str(headers, header::AUTHORIZATION)
         .and_then(|v| v.strip_prefix("Bearer "))
@@ -261,24 +297,17 @@ fn refusal(guard: &Guard, headers: &HeaderMap) -> Option<Response> {
             ),
         ));
     }
-    let allowed = guard.bucket.lock().map(|mut b| b.take()).unwrap_or(true);
-    if !allowed {
-        let mut response = refuse(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too many requests: slow down and retry in a second",
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return Some(response);
-    }
     None
 }
 
+/// What the control endpoints and the dashboard work with.
 #[derive(Clone)]
-struct Control {
-    gateway: Arc<Gateway>,
-    cancel: CancellationToken,
+pub(crate) struct Control {
+    pub(crate) gateway: Arc<Gateway>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) logins: Arc<Logins>,
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) base: String,
 }
 
 async fn stop(State(control): State<Control>, body: Body) -> Response {
@@ -319,6 +348,11 @@ async fn answer(State(control): State<Control>, body: Body) -> Response {
         Ok(()) => json_response(&json!({"answered": id, "answer": key})),
         Err(message) => refuse(StatusCode::CONFLICT, &message),
     }
+}
+
+/// A one-time dashboard login link (`aai-gateway dashboard`).
+async fn login(State(control): State<Control>) -> Response {
+    json_response(&json!({"url": dashboard::login_link(&control)}))
 }
 
 async fn shutdown(State(control): State<Control>) -> Response {

@@ -5,6 +5,7 @@
 //! `AAI_HOME/run/token` (the bearer token), both 0600 and removed on a clean exit, so the
 //! stdio forwarder, `aai-gateway stop` and scripts find it.
 
+pub mod dashboard;
 pub mod forward;
 pub mod http;
 pub mod service;

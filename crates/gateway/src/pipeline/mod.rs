@@ -74,6 +74,11 @@ pub struct Gateway {
     pub registry: watch::Receiver<Arc<Registry>>,
     pub executors: Executors,
     pub config: Config,
+    /// The policy in force: `config.policy`, replaced when the dashboard changes a client's
+    /// profile.
+    pub policy: std::sync::RwLock<Arc<crate::policy_config::PolicyConfig>>,
+    /// `AAI_HOME`.
+    pub home: std::path::PathBuf,
     pub gate: Gate,
     /// Web apps: discovery, registry, credentials.
     pub web: Arc<Web>,
@@ -122,15 +127,19 @@ impl Gateway {
         } else {
             executors.with_local(toolsets.clone())
         };
+        let gate = Gate::new(data_db);
+        let approvals = Arc::new(crate::approvals::Approvals::new(gate.feed.clone()));
         Arc::new(Self {
             registry,
+            policy: std::sync::RwLock::new(Arc::new(config.policy.clone())),
+            home: home.to_path_buf(),
             executors,
             config,
-            gate: Gate::new(data_db),
+            gate,
             web,
             toolsets,
             stop: Arc::default(),
-            approvals: Arc::default(),
+            approvals,
             queue_approvals: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -167,6 +176,14 @@ impl Gateway {
                 }
             },
         }
+    }
+
+    /// The policy in force.
+    pub fn policy_config(&self) -> Arc<crate::policy_config::PolicyConfig> {
+        self.policy
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The current snapshot; while the first scan runs, waits for it at most the scan budget.
@@ -459,7 +476,7 @@ impl Gateway {
         risk: Risk,
         raised: Option<Risk>,
     ) -> (Action, String) {
-        let (profile_name, profile) = self.config.policy.profile_for(&who.name, &who.roots);
+        let (profile_name, profile) = self.policy_config().profile_for(&who.name, &who.roots);
         let policy_name = format!("{}:{}", app.id(), spec.name);
         let mut action = profile.decide(
             &ToolFacts {

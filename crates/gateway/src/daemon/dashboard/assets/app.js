@@ -1,0 +1,198 @@
+// The dashboard's page. Everything it shows is built as text nodes: arguments and names
+// come from agents and are shown, never interpreted.
+'use strict';
+
+const LIVE_ROWS = 200;
+let csrf = '';
+let oldest = null;
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, props, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props || {})) {
+    if (key === 'onclick' || key === 'onchange') node.addEventListener(key.slice(2), value);
+    else if (key === 'class') node.className = value;
+    else if (key === 'dataset') Object.assign(node.dataset, value);
+    else if (value === true) node.setAttribute(key, '');
+    else if (value !== false && value != null) node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    node.append(child instanceof Node ? child : document.createTextNode(String(child ?? '')));
+  }
+  return node;
+}
+
+function showError(message) {
+  const box = $('error');
+  box.textContent = message || '';
+  box.hidden = !message;
+}
+
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: 'POST',
+    credentials: 'same-origin',
+    headers: { 'Content-Type': 'application/json', 'X-AAI-CSRF': csrf },
+    body: JSON.stringify(body || {}),
+  });
+  const answer = await response.json().catch(() => ({}));
+  showError(response.ok ? '' : (answer.error || `${path}: ${response.status}`));
+  return response.ok ? answer : null;
+}
+
+function time(ms) {
+  return new Date(ms).toLocaleTimeString();
+}
+
+function rowCells(row) {
+  return [
+    el('td', {}, time(row.ts_ms)),
+    el('td', {}, row.caller),
+    el('td', {}, `${row.app}:${row.tool}`),
+    el('td', { class: `result ${row.result}` }, row.result),
+    el('td', {}, row.decision),
+    el('td', { class: 'args', title: row.error || '' }, row.args),
+  ];
+}
+
+function liveRow(row) {
+  const line = el('tr', { dataset: { id: row.id, call: row.call_id, tool: row.tool } }, ...rowCells(row));
+  const live = $('live');
+  live.prepend(line);
+  while (live.rows.length > LIVE_ROWS) live.deleteRow(-1);
+}
+
+function showHistory(rows, append) {
+  const body = $('history');
+  if (!append) body.replaceChildren();
+  for (const row of rows) {
+    body.append(el('tr', { dataset: { id: row.id } }, el('td', {}, row.id), ...rowCells(row)));
+  }
+  if (rows.length) oldest = rows[rows.length - 1].id;
+  $('older').hidden = rows.length < 100;
+}
+
+async function search(append) {
+  const params = new URLSearchParams({ q: $('query').value, limit: '100' });
+  if (append && oldest != null) params.set('before', String(oldest));
+  const response = await fetch(`/api/audit?${params}`, { credentials: 'same-origin' });
+  const answer = await response.json().catch(() => ({}));
+  if (!response.ok) return showError(answer.error || 'the audit log could not be searched');
+  showHistory(answer.rows, append);
+}
+
+async function verify() {
+  $('verified').textContent = 'checking…';
+  const response = await fetch('/api/audit/verify', { credentials: 'same-origin' });
+  const answer = await response.json().catch(() => ({}));
+  const out = $('verified');
+  out.className = answer.ok ? 'ok' : 'bad';
+  out.textContent = answer.ok
+    ? `intact: ${answer.rows} rows`
+    : `BROKEN at row ${answer.id}: ${answer.reason || answer.error}`;
+}
+
+function showStopped(stopped) {
+  document.body.classList.toggle('stopped', stopped);
+  $('status').textContent = stopped ? 'STOPPED: no call runs until you resume' : 'running';
+  $('resume').hidden = !stopped;
+  $('stop').disabled = stopped;
+}
+
+function showApprovals(pending) {
+  $('no-approvals').hidden = pending.length > 0;
+  $('approvals').replaceChildren(...pending.map((item) => el('li', { dataset: { id: item.id } },
+    el('p', { class: 'question' }, item.message),
+    el('p', { class: 'meta' }, `${item.client} · ${item.app}:${item.tool} · ${item.id}`),
+    el('div', { class: 'choices' }, ...item.choices.map((choice) => el('button', {
+      class: choice.answer === 'deny' ? 'deny' : '',
+      dataset: { answer: choice.answer },
+      onclick: () => post('/api/approvals/answer', { id: item.id, answer: choice.answer }),
+    }, choice.label))))));
+}
+
+function showGrants(grants) {
+  $('no-grants').hidden = grants.length > 0;
+  $('grants-table').hidden = grants.length === 0;
+  $('grants').replaceChildren(...grants.map((grant) => el('tr', {},
+    el('td', {}, grant.client),
+    el('td', {}, grant.app),
+    el('td', {}, grant.tool || 'every tool'),
+    el('td', {}, grant.prefix || ''),
+    el('td', {}, grant.scope === 'session' ? 'this session' : 'until revoked'),
+    el('td', {}, grant.via),
+    el('td', {}, el('button', {
+      class: 'revoke',
+      dataset: { client: grant.client, app: grant.app, tool: grant.tool || '' },
+      onclick: () => post('/api/grants/revoke', grant),
+    }, 'Revoke')))));
+}
+
+function showClients(clients, profiles, fallback) {
+  $('default-profile').textContent = fallback;
+  $('clients').replaceChildren(...clients.map((client) => {
+    const choose = el('select', {
+      dataset: { client: client.name },
+      'aria-label': `Profile of ${client.name}`,
+      onchange: (event) => post('/api/profile', { client: client.name, profile: event.target.value }),
+    }, ...profiles.map((name) => el('option', { value: name, selected: name === client.profile }, name)));
+    return el('tr', {}, el('td', {}, client.name), el('td', {}, choose));
+  }));
+}
+
+function showToolsets(toolsets) {
+  $('toolsets').replaceChildren(...toolsets.map((set) => el('li', {},
+    el('label', {},
+      el('input', {
+        type: 'checkbox',
+        checked: set.on,
+        dataset: { app: set.app },
+        onchange: (event) => post('/api/toolsets', { app: set.app, on: event.target.checked }),
+      }),
+      ` ${set.name} (${set.app})`))));
+}
+
+async function load() {
+  const response = await fetch('/api/state', { credentials: 'same-origin' });
+  if (response.status === 401) {
+    $('status').textContent = 'not logged in: run `aai-gateway dashboard`';
+    return false;
+  }
+  const state = await response.json();
+  csrf = state.csrf;
+  showStopped(state.stopped);
+  showApprovals(state.pending);
+  showGrants(state.grants);
+  showClients(state.clients, state.profiles, state.default_profile);
+  showToolsets(state.toolsets);
+  if (!$('live').rows.length) state.recent.slice().reverse().forEach(liveRow);
+  return true;
+}
+
+function listen() {
+  const events = new EventSource('/api/events');
+  events.onopen = () => { document.body.dataset.live = 'yes'; };
+  events.onerror = () => { document.body.dataset.live = 'no'; };
+  events.onmessage = (message) => {
+    const event = JSON.parse(message.data);
+    switch (event.kind) {
+      case 'row': liveRow(event.row); break;
+      case 'stop': showStopped(event.stopped); break;
+      default: load(); // approvals, grants, settings, or a missed stretch
+    }
+  };
+}
+
+document.addEventListener('DOMContentLoaded', async () => {
+  $('stop').addEventListener('click', () => post('/api/stop'));
+  $('resume').addEventListener('click', () => post('/api/resume'));
+  $('search').addEventListener('click', () => search(false));
+  $('query').addEventListener('keydown', (event) => { if (event.key === 'Enter') search(false); });
+  $('older').addEventListener('click', () => search(true));
+  $('verify').addEventListener('click', verify);
+  if (await load()) {
+    listen();
+    search(false);
+  }
+});

@@ -1,0 +1,220 @@
+//! The settings the dashboard changes, kept where the user keeps them: `config.json`. An edit
+//! reads the file as JSON (so keys it does not touch stay as they were), changes one value,
+//! checks that the result is still a valid config, and replaces the file atomically. The
+//! policy takes effect at once; toolsets when discovery sees the file change (it re-scans on
+//! every change of `config.json` and sends `list_changed`).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::config::{CONFIG_FILE, Config};
+use crate::pipeline::Gateway;
+
+/// The built-in toolsets, each with whether `config.json` turns it on.
+pub fn toolsets(home: &Path) -> Vec<Value> {
+    let (config, _) = Config::load(home);
+    let on = aai_local::descriptors(&config.local);
+    aai_local::all_descriptors()
+        .iter()
+        .map(|d| {
+            json!({
+                "app": d.app_id,
+                "name": d.name,
+                "on": on.iter().any(|o| o.app_id == d.app_id),
+            })
+        })
+        .collect()
+}
+
+/// The profiles a client may be given: the presets and the config's own.
+pub fn profiles(gateway: &Gateway) -> Vec<String> {
+    let mut names: Vec<String> = ["full_auto", "development", "strict", "observe"]
+        .iter()
+        .map(|p| (*p).to_owned())
+        .collect();
+    names.extend(gateway.policy_config().profiles.keys().cloned());
+    names
+}
+
+/// Turns built-in toolset `app` (`local.files`, …) on or off.
+///
+/// # Errors
+/// An unknown toolset, or a config that cannot be read, is invalid, or cannot be written.
+pub fn set_toolset(gateway: &Gateway, app: &str, on: bool) -> Result<(), String> {
+    let key = aai_local::all_descriptors()
+        .iter()
+        .find(|d| d.app_id == app)
+        .and_then(|d| d.app_id.strip_prefix("local.").map(str::to_owned))
+        .ok_or_else(|| format!("{app:?} is not a built-in toolset"))?;
+    edit(&gateway.home, |config| {
+        object(config, "local").insert(key, json!(on));
+    })?;
+    Ok(())
+}
+
+/// Gives `client` the policy profile `profile`: the first rule of `policy.rules` names the
+/// client alone (rules naming only this client are replaced).
+///
+/// # Errors
+/// An unknown profile, or a config that cannot be read, is invalid, or cannot be written.
+pub fn set_profile(gateway: &Gateway, client: &str, profile: &str) -> Result<(), String> {
+    if client.trim().is_empty() {
+        return Err("name the client".into());
+    }
+    if !profiles(gateway).iter().any(|p| p == profile) {
+        return Err(format!(
+            "{profile:?} is not a profile; choose one of {}",
+            profiles(gateway).join(", ")
+        ));
+    }
+    let config = edit(&gateway.home, |config| {
+        give_profile(config, client, profile)
+    })?;
+    *gateway
+        .policy
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(config.policy);
+    Ok(())
+}
+
+/// Puts a rule giving `client` `profile` first in `policy.rules`, replacing the rules that
+/// name only this client (rules with a root stay: they are about where the client works).
+fn give_profile(config: &mut Map<String, Value>, client: &str, profile: &str) {
+    let policy = object(config, "policy");
+    let rules = policy.entry("rules").or_insert_with(|| json!([]));
+    if !rules.is_array() {
+        *rules = json!([]);
+    }
+    if let Some(rules) = rules.as_array_mut() {
+        rules.retain(|rule| {
+            let only_this_client = rule.get("root").is_none()
+                && rule["client"]
+                    .as_str()
+                    .is_some_and(|c| c.eq_ignore_ascii_case(client));
+            !only_this_client
+        });
+        rules.insert(0, json!({"client": client, "profile": profile}));
+    }
+}
+
+/// The object at `key` of `config`, made one if it is missing or not an object.
+fn object<'a>(config: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let slot = config
+        .entry(key)
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    slot.as_object_mut().expect("made an object above")
+}
+
+/// Applies `change` to `config.json` under `home` and returns the config it now holds.
+fn edit(home: &Path, change: impl FnOnce(&mut Map<String, Value>)) -> Result<Config, String> {
+    let path = home.join(CONFIG_FILE);
+    let mut config: Map<String, Value> = match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            format!(
+                "{} is not valid JSON ({e}); fix it first (`aai-gateway config check`)",
+                path.display()
+            )
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Map::new(),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    if let Err(problem) = Config::parse(&path, &serde_json::to_vec(&config).unwrap_or_default()) {
+        return Err(format!(
+            "config.json is invalid ({problem}); fix it first (`aai-gateway config check`)"
+        ));
+    }
+    change(&mut config);
+    let text = serde_json::to_string_pretty(&config).unwrap_or_default() + "\n";
+    let parsed = Config::parse(&path, text.as_bytes())?;
+    let dir = path.parent().unwrap_or(home);
+    crate::private::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut file = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
+    std::io::Write::write_all(&mut file, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    file.persist(&path)
+        .map_err(|e| format!("cannot replace {}: {}", path.display(), e.error))?;
+    Ok(parsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edited(before: &str, change: impl FnOnce(&mut Map<String, Value>)) -> (Value, Config) {
+        let home = tempfile::tempdir().expect("home");
+        if !before.is_empty() {
+            std::fs::write(home.path().join(CONFIG_FILE), before).expect("write");
+        }
+        let config = edit(home.path(), change).expect("edit");
+        let text = std::fs::read_to_string(home.path().join(CONFIG_FILE)).expect("read");
+        (serde_json::from_str(&text).expect("json"), config)
+    }
+
+    #[test]
+    fn edits_keep_what_they_do_not_touch() {
+        let (file, config) = edited(
+            r#"{"timeout_seconds": 7, "local": {"terminal": false}}"#,
+            |c| {
+                object(c, "local").insert("files".into(), json!(false));
+            },
+        );
+        assert_eq!(file["timeout_seconds"], 7);
+        assert_eq!(file["local"], json!({"terminal": false, "files": false}));
+        assert!(!config.local.files && !config.local.terminal && config.local.screen);
+        let (file, _) = edited("", |c| {
+            object(c, "local").insert("browser".into(), json!(false));
+        });
+        assert_eq!(file, json!({"local": {"browser": false}}));
+    }
+
+    #[test]
+    fn a_client_gets_one_rule_first_and_roots_stay() {
+        let before = r#"{"policy": {"default_profile": "strict", "rules": [
+            {"client": "other", "profile": "observe"},
+            {"client": "Cursor", "profile": "observe"},
+            {"client": "cursor", "root": "/work", "profile": "full_auto"}]}}"#;
+        let (file, config) = edited(before, |c| give_profile(c, "cursor", "full_auto"));
+        assert_eq!(
+            file["policy"]["rules"],
+            json!([
+                {"client": "cursor", "profile": "full_auto"},
+                {"client": "other", "profile": "observe"},
+                {"client": "cursor", "root": "/work", "profile": "full_auto"}
+            ])
+        );
+        assert_eq!(file["policy"]["default_profile"], "strict");
+        assert_eq!(config.policy.profile_for("CURSOR", &[]).0, "full_auto");
+        assert_eq!(config.policy.profile_for("other", &[]).0, "observe");
+        let (file, _) = edited("", |c| give_profile(c, "cli", "strict"));
+        assert_eq!(
+            file,
+            json!({"policy": {"rules": [{"client": "cli", "profile": "strict"}]}})
+        );
+    }
+
+    #[test]
+    fn an_invalid_config_is_not_edited() {
+        let home = tempfile::tempdir().expect("home");
+        let path = home.path().join(CONFIG_FILE);
+        for broken in [r#"{"timeout_seconds": "#, r#"{"no_such_key": 1}"#] {
+            std::fs::write(&path, broken).expect("write");
+            let error = edit(home.path(), |_| {}).expect_err("invalid");
+            assert!(error.contains("fix it first"), "{error}");
+            assert_eq!(std::fs::read_to_string(&path).expect("read"), broken);
+        }
+        // An edit that would make it invalid is refused and leaves the file alone.
+        std::fs::write(&path, "{}").expect("write");
+        let error = edit(home.path(), |c| {
+            c.insert("local".into(), json!({"files": "yes"}));
+        })
+        .expect_err("bad value");
+        assert!(error.contains("config.json"), "{error}");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "{}");
+    }
+}

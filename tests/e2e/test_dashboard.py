@@ -1,0 +1,339 @@
+"""The daemon's dashboard in Debian's Chromium (headless, over the DevTools protocol): the
+one-time login, calls appearing live, the approval queue answered, a grant revoked, the
+emergency stop pressed and lifted, audit history searched and verified, toolsets and client
+profiles changed — and every way a page on another origin could use it, refused."""
+
+import http.server as web_server
+import json
+import re
+import sqlite3
+import threading
+import time
+
+import anyio
+import httpx2
+import mcp.client.session as session_module
+import pytest
+
+from cdp import Chromium
+from conftest import queue_daemon, wait_until
+
+pytestmark = pytest.mark.anyio
+TIMEOUT = 60
+TRUSTED = {"client": "trusted", "profile": "full_auto"}
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    browser = Chromium()
+    yield browser
+    browser.close()
+
+
+@pytest.fixture
+def dashboard(home, bus, monkeypatch):
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    d = queue_daemon(home, bus, 20, rules=[TRUSTED])
+    yield d
+    d.close()
+
+
+def login_link(d):
+    out = d.cli("dashboard", "--no-open")
+    assert out.returncode == 0, out.stderr
+    return re.search(r"http://\S+/login\?code=[0-9a-f]+", out.stdout).group(0)
+
+
+def open_dashboard(d, browser, link=None):
+    page = browser.new_page()
+    page.goto(link or login_link(d))
+    page.wait("document.body.dataset.live === 'yes'")
+    return page
+
+
+def text(result):
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+def echo(c, value):
+    return c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": value}})
+
+
+def click(page, selector):
+    assert page.eval(f"(() => {{ const b = document.querySelector({json.dumps(selector)}); if (b) b.click(); return !!b; }})()"), selector
+
+
+async def wait_in_page(page, expression, seconds=10):
+    return await anyio.to_thread.run_sync(lambda: page.wait(expression, seconds))
+
+
+async def test_log_in_once_and_watch_a_call_appear_live(dashboard, chromium):
+    link = login_link(dashboard)
+    page = open_dashboard(dashboard, chromium, link)
+    try:
+        assert page.eval("location.pathname") == "/"
+        assert page.eval("document.getElementById('status').textContent") == "running"
+        async with httpx2.AsyncClient(timeout=10) as http:
+            used = await http.get(link)
+            assert used.status_code == 401 and "aai-gateway dashboard" in used.text
+            assert (await http.get(dashboard.base + "/api/state")).status_code == 401
+        page.eval("""window.seen = {};
+            new MutationObserver(() => {
+              for (const row of document.querySelectorAll('#live tr')) {
+                if (!(row.textContent in window.seen)) window.seen[row.textContent] = Date.now();
+              }
+            }).observe(document.getElementById('live'), {childList: true}); true""")
+        hostile = "<img src=x onerror=\"document.title='owned'\"><script>document.title='owned'</script> marker-7"
+        with anyio.fail_after(TIMEOUT):
+            async with dashboard.client(name="trusted") as c:
+                started = time.time() * 1000
+                r = await echo(c, hostile)
+                returned = time.time() * 1000
+                assert not r.is_error, text(r)
+        shown = await wait_in_page(page, """Object.entries(window.seen)
+            .filter(([t]) => t.includes('marker-7') && t.includes('success')).map(([, at]) => at)[0]""")
+        print(f"\ndashboard live row: {shown - started:.0f} ms after the call began, {shown - returned:.0f} ms after its result")
+        live = page.eval("document.getElementById('live').textContent")
+        assert "trusted" in live and "org.aai.test:echo" in live and "<img src=x" in live
+        assert page.eval("document.querySelectorAll('img, #live script').length") == 0
+        assert page.eval("document.title") == "aai-gateway"
+    finally:
+        page.close()
+
+
+async def test_answer_the_queue_and_revoke_a_grant_in_the_dashboard(dashboard, chromium):
+    page = open_dashboard(dashboard, chromium)
+    try:
+        with anyio.fail_after(TIMEOUT):
+            async with dashboard.client(name="asking-client") as c:
+                async def answered(value, answer):
+                    outcome = {}
+
+                    async def call():
+                        outcome["result"] = await echo(c, value)
+
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(call)
+                        button = f"#approvals li button[data-answer={answer}]"
+                        await wait_in_page(page, f"document.querySelector('{button}')")
+                        assert "asking-client" in page.eval("document.getElementById('approvals').textContent")
+                        click(page, button)
+                    await wait_in_page(page, "document.querySelectorAll('#approvals li').length === 0")
+                    return outcome["result"]
+
+                once = await answered("allowed once", "allow_once")
+                assert not once.is_error and "allowed once" in text(once)
+                denied = await answered("denied", "deny")
+                assert denied.is_error and "declined" in text(denied)
+                always = await answered("always", "always_tool")
+                assert not always.is_error, text(always)
+                revoke = "#grants button.revoke[data-client='asking-client'][data-tool='echo']"
+                await wait_in_page(page, f"document.querySelector(\"{revoke}\")")
+                granted = await echo(c, "no question asked")
+                assert not granted.is_error, text(granted)
+                click(page, revoke)
+                await wait_in_page(page, "document.querySelectorAll('#grants tr').length === 0")
+                assert dashboard.cli("consent", "list").stdout.startswith("no grants")
+                asked_again = await answered("asked again", "allow_once")
+                assert not asked_again.is_error
+        rows = [json.loads(line) for line in dashboard.cli("audit", "export").stdout.splitlines() if line.strip()]
+        ran = [r for r in rows if r["tool"] == "echo" and r["result"] == "success"]
+        assert len(ran) == 4, ran  # once, always, granted, asked again: each ran exactly once
+    finally:
+        page.close()
+
+
+async def test_the_stop_button_stops_everything_until_resumed(dashboard, chromium):
+    page = open_dashboard(dashboard, chromium)
+    try:
+        click(page, "#stop")
+        await anyio.to_thread.run_sync(lambda: wait_until(lambda: "EMERGENCY STOP" in dashboard.cli("status").stdout, 5, "the stop"))
+        await wait_in_page(page, "document.body.classList.contains('stopped')")
+        await wait_in_page(page, "document.getElementById('live').textContent.includes('emergency_stop')")
+        with anyio.fail_after(TIMEOUT):
+            async with dashboard.client(name="trusted") as c:
+                refused = await echo(c, "while stopped")
+                assert refused.is_error and "emergency stop" in text(refused)
+                click(page, "#resume")
+                await wait_in_page(page, "!document.body.classList.contains('stopped')")
+                assert "EMERGENCY STOP" not in dashboard.cli("status").stdout
+                assert not (await echo(c, "after resume")).is_error
+    finally:
+        page.close()
+
+
+async def test_search_the_audit_history_and_verify_it(dashboard, chromium, home):
+    with anyio.fail_after(TIMEOUT):
+        async with dashboard.client(name="trusted") as c:
+            for value in ("alpha", "beta", "needle-42"):
+                assert not (await echo(c, value)).is_error
+    page = open_dashboard(dashboard, chromium)
+    try:
+        page.eval("document.getElementById('query').value = 'needle-42'; true")
+        click(page, "#search")
+        await wait_in_page(page, "document.querySelectorAll('#history tr').length === 2")  # started + success
+        history = page.eval("document.getElementById('history').textContent")
+        assert "needle-42" in history and "alpha" not in history
+        click(page, "#verify")
+        verified = await wait_in_page(page, "document.getElementById('verified').textContent.startsWith('intact') && document.getElementById('verified').textContent")
+        assert re.fullmatch(r"intact: \d+ rows", verified), verified
+        db = sqlite3.connect(home / "data.db")
+        db.execute("UPDATE audit_log SET args = '{\"text\":\"rewritten\"}' WHERE id = 2")
+        db.commit()
+        db.close()
+        click(page, "#verify")
+        broken = await wait_in_page(page, "document.getElementById('verified').textContent.startsWith('BROKEN') && document.getElementById('verified').textContent")
+        assert "row 2" in broken, broken
+    finally:
+        page.close()
+
+
+async def test_toolsets_and_client_profiles_change_from_the_dashboard(dashboard, chromium, home):
+    with anyio.fail_after(TIMEOUT):
+        async with dashboard.client(name="asking-client") as c:
+            page = open_dashboard(dashboard, chromium)
+            try:
+                assert "app_local_terminal" in {t.name for t in (await c.list_tools()).tools}
+                click(page, "#toolsets input[data-app='local.terminal']")
+                await anyio.to_thread.run_sync(lambda: wait_until(
+                    lambda: json.loads((home / "config.json").read_text()).get("local", {}).get("terminal") is False, 5, "config.json"))
+                while "app_local_terminal" in {t.name for t in (await c.list_tools()).tools}:
+                    await anyio.sleep(0.05)
+                assert json.loads((home / "config.json").read_text())["approval_wait_seconds"] == 20, "other settings kept"
+            finally:
+                page.close()
+    # A client the dashboard knows from the audit log gets a profile.
+    with anyio.fail_after(TIMEOUT):
+        async with dashboard.client(name="trusted") as c:
+            assert not (await echo(c, "known")).is_error
+    page = open_dashboard(dashboard, chromium)
+    try:
+        select = "#clients select[data-client='trusted']"
+        assert page.wait(f"document.querySelector(\"{select}\").value") == "full_auto"
+        page.eval(f"""(() => {{ const s = document.querySelector("{select}"); s.value = 'observe';
+            s.dispatchEvent(new Event('change')); return true; }})()""")
+        await anyio.to_thread.run_sync(lambda: wait_until(
+            lambda: json.loads((home / "config.json").read_text())["policy"]["rules"][0] == {"client": "trusted", "profile": "observe"},
+            5, "the profile in config.json"))
+        with anyio.fail_after(TIMEOUT):
+            async with dashboard.client(name="trusted") as c:
+                async with anyio.create_task_group() as tg:
+                    outcome = {}
+
+                    async def call():
+                        outcome["result"] = await echo(c, "now asks")
+
+                    tg.start_soon(call)
+                    await wait_in_page(page, "document.querySelector('#approvals li button[data-answer=deny]')")
+                    click(page, "#approvals li button[data-answer=deny]")
+                assert outcome["result"].is_error
+    finally:
+        page.close()
+
+
+class _EvilPage(web_server.BaseHTTPRequestHandler):
+    dashboard = ""
+
+    def do_GET(self):
+        body = f"""<!doctype html><title>evil</title><body><script>
+        const target = {json.dumps(self.dashboard)};
+        window.results = {{}};
+        fetch(target + '/api/state', {{credentials: 'include'}})
+          .then(r => r.text()).then(t => {{ window.results.read = t; }}, e => {{ window.results.read = 'refused'; }});
+        fetch(target + '/api/stop', {{method: 'POST', mode: 'no-cors', credentials: 'include',
+          headers: {{'Content-Type': 'text/plain'}}, body: '{{}}'}})
+          .then(() => {{ window.results.stop = 'sent'; }}, () => {{ window.results.stop = 'failed'; }});
+        const form = document.createElement('form');
+        form.method = 'POST'; form.action = target + '/api/resume'; form.target = 'sink';
+        const sink = document.createElement('iframe'); sink.name = 'sink';
+        document.body.append(sink, form); form.submit();
+        const framed = document.createElement('iframe'); framed.id = 'framed'; framed.src = target + '/';
+        document.body.append(framed);
+        </script></body>""".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+async def test_a_page_on_another_origin_cannot_use_the_dashboard(dashboard, chromium):
+    page = open_dashboard(dashboard, chromium)
+    _EvilPage.dashboard = dashboard.base
+    evil = web_server.ThreadingHTTPServer(("127.0.0.1", 0), _EvilPage)
+    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    try:
+        # The same browser (same cookie jar, logged in) visits another site on this machine.
+        for host in ("127.0.0.1", "localhost"):
+            page.goto(f"http://{host}:{evil.server_address[1]}/")
+            results = page.wait("window.results.read && window.results.stop && window.results")
+            assert results["read"] == "refused", results
+            assert "EMERGENCY STOP" not in dashboard.cli("status").stdout
+            framed = page.eval("(() => { try { return document.getElementById('framed').contentDocument?.body?.innerText ?? 'opaque'; } catch (e) { return 'opaque'; } })()")
+            assert "aai-gateway" not in framed
+        # The same requests with the session cookie but without the page's Origin and token.
+        page.goto(dashboard.base + "/")
+        cookie = next(c for c in page.call("Network.getCookies", urls=[dashboard.base + "/"])["cookies"] if c["name"] == "aai_dashboard")
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        jar = {"Cookie": f"aai_dashboard={cookie['value']}"}
+        async with httpx2.AsyncClient(timeout=10) as http:
+            state = await http.get(dashboard.base + "/api/state", headers=jar)
+            assert state.status_code == 200
+            csrf = state.json()["csrf"]
+            for headers, status in [
+                ({**jar}, 403),
+                ({**jar, "Origin": dashboard.base}, 403),
+                ({**jar, "Origin": "http://localhost:1", "X-AAI-CSRF": csrf}, 403),
+                ({**jar, "Origin": dashboard.base, "X-AAI-CSRF": "0" * 64}, 403),
+                ({"Origin": dashboard.base, "X-AAI-CSRF": csrf}, 401),
+            ]:
+                r = await http.post(dashboard.base + "/api/stop", headers=headers, json={})
+                assert r.status_code == status, (headers, r.status_code, r.text)
+            assert "EMERGENCY STOP" not in dashboard.cli("status").stdout
+            r = await http.get(dashboard.base + "/api/state", headers={**jar, "Origin": "http://evil.example"})
+            assert r.status_code == 403
+            r = await http.get(dashboard.base + "/api/state", headers={**jar, "Host": "evil.example"})
+            assert r.status_code == 403
+            index = await http.get(dashboard.base + "/", headers=jar)
+            csp = index.headers["content-security-policy"]
+            assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+            assert "unsafe" not in csp
+            assert index.headers["x-frame-options"] == "DENY"
+            assert "<script>" not in index.text and "http" not in index.text.replace("http-equiv", "")
+            ok = await http.post(dashboard.base + "/api/stop", headers={**jar, "Origin": dashboard.base, "X-AAI-CSRF": csrf}, json={})
+            assert ok.status_code == 200 and ok.json()["stopped"] is True
+    finally:
+        evil.shutdown()
+        page.close()
+
+
+async def test_a_queued_approval_notifies_with_a_link_to_the_dashboard(home, bus, desktop, chromium, monkeypatch):
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    d = queue_daemon(home, bus, 20)
+    try:
+        with anyio.fail_after(TIMEOUT):
+            async with d.client(name="notified-client") as c:
+                async with anyio.create_task_group() as tg:
+                    outcome = {}
+
+                    async def call():
+                        outcome["result"] = await echo(c, "from the notification")
+
+                    tg.start_soon(call)
+                    record = desktop["record"]
+                    await anyio.to_thread.run_sync(lambda: wait_until(
+                        lambda: record.exists() and "/login?code=" in record.read_text(), 10, "the notification"))
+                    link = re.search(r"http://\S+/login\?code=[0-9a-f]+", record.read_text()).group(0)
+                    assert "notified-client" in record.read_text()
+                    page = open_dashboard(d, chromium, link)
+                    try:
+                        await wait_in_page(page, "document.querySelector('#approvals li button[data-answer=allow_once]')")
+                        click(page, "#approvals li button[data-answer=allow_once]")
+                    finally:
+                        page.close()
+                assert not outcome["result"].is_error, text(outcome["result"])
+    finally:
+        d.close()
