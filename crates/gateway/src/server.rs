@@ -9,11 +9,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use aai_descriptor::{AaiError, ErrorKind};
+#[allow(deprecated)]
+use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::model::{ElicitRequestParams, ProtocolVersion};
 use rmcp::service::{Peer, RequestContext, RoleServer, ServiceError, SubscriptionContext};
@@ -48,18 +51,47 @@ pub struct AaiServer {
     roots: Arc<tokio::sync::Mutex<Option<Vec<String>>>>,
     /// This connection's id: "for this session" grants belong to it and end with it.
     session: Arc<str>,
+    /// Resources the client subscribed to (`resources/subscribe`): it hears when they change.
+    subscriptions: Subscriptions,
+
     /// Send `list_changed` from this handler once the client is initialized (the daemon's
     /// sessions; the stdio server runs its own notifier).
     notify: bool,
 }
 
+/// The resource URIs one client subscribed to.
+pub type Subscriptions = Arc<Mutex<std::collections::BTreeSet<String>>>;
+
+/// Of the subscribed `uris`, the app resources (`app:<appId>`) whose guide differs between
+/// two snapshots: changed, added or removed.
+fn updated<'u>(
+    last: &Registry,
+    current: &Registry,
+    uris: impl IntoIterator<Item = &'u String>,
+) -> Vec<String> {
+    uris.into_iter()
+        .filter(|uri| {
+            let Some(id) = uri.strip_prefix("app:") else {
+                return false;
+            };
+            match (last.find(id), current.find(id)) {
+                (Some(a), Some(b)) => !Arc::ptr_eq(&a.descriptor, &b.descriptor),
+                (None, None) => false,
+                _ => true,
+            }
+        })
+        .cloned()
+        .collect()
+}
+
 /// Sends `list_changed` for tools and resources to `peer` whenever the apps in `registry`
-/// change, until the peer goes away. Bursts (a big first scan, a folder copied in) are
-/// coalesced: the watch channel keeps only the newest snapshot, so one notification covers
-/// what changed meanwhile.
+/// change, and `resources/updated` for each subscribed app resource that changed, until the
+/// peer goes away. Bursts (a big first scan, a folder copied in) are coalesced: the watch
+/// channel keeps only the newest snapshot, so one notification covers what changed meanwhile.
 pub async fn notify_changes(
     peer: rmcp::Peer<RoleServer>,
     mut changes: tokio::sync::watch::Receiver<Arc<crate::registry::Registry>>,
+    subscriptions: Subscriptions,
 ) {
     let mut last = changes.borrow_and_update().clone();
     while changes.changed().await.is_ok() {
@@ -68,11 +100,20 @@ pub async fn notify_changes(
             last = current;
             continue;
         }
+        let subscribed = subscriptions
+            .lock()
+            .map(|s| updated(&last, &current, s.iter()))
+            .unwrap_or_default();
         last = current;
         let tools = peer.notify_tool_list_changed().await;
         let resources = peer.notify_resource_list_changed().await;
         if tools.is_err() || resources.is_err() {
             break;
+        }
+        for uri in subscribed {
+            let _ = peer
+                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                .await;
         }
         tokio::time::sleep(crate::NOTIFY_EVERY).await;
     }
@@ -93,6 +134,7 @@ impl AaiServer {
             roots: Arc::default(),
             session: crate::gate::new_session_id().into(),
             notify: false,
+            subscriptions: Subscriptions::default(),
         }
     }
 
@@ -100,6 +142,11 @@ impl AaiServer {
     pub fn with_change_notifications(mut self) -> Self {
         self.notify = true;
         self
+    }
+
+    /// The resources this connection's client subscribed to.
+    pub fn subscriptions(&self) -> Subscriptions {
+        self.subscriptions.clone()
     }
 
     /// This connection's session id.
@@ -332,6 +379,7 @@ fn tool_result(result: Result<Value, AaiError>, max_chars: usize) -> CallToolRes
 }
 
 impl ServerHandler for AaiServer {
+    #[allow(deprecated)] // enable_logging: see set_level
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
@@ -339,6 +387,8 @@ impl ServerHandler for AaiServer {
                 .enable_tool_list_changed()
                 .enable_resources()
                 .enable_resources_list_changed()
+                .enable_resources_subscribe()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -575,8 +625,43 @@ impl ServerHandler for AaiServer {
             tokio::spawn(notify_changes(
                 context.peer.clone(),
                 self.gateway.registry.clone(),
+                self.subscriptions.clone(),
             ));
         }
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // Any URI may be watched: an app that is not installed yet is announced when it is.
+        if let Ok(mut subscribed) = self.subscriptions.lock() {
+            subscribed.insert(request.uri);
+        }
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if let Ok(mut subscribed) = self.subscriptions.lock() {
+            subscribed.remove(&request.uri);
+        }
+        Ok(())
+    }
+
+    // Logging is deprecated (SEP-2577) but 2025-era clients set a level: the gateway logs to
+    // stderr and its log file and sends no log notifications, so any level holds as asked.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Ok(())
     }
 
     async fn on_roots_list_changed(
@@ -604,7 +689,8 @@ impl ServerHandler for AaiServer {
                         return Ok(());
                     }
                     let current = changes.borrow_and_update().clone();
-                    if std::mem::replace(&mut last, current.clone()).same_apps(&current) {
+                    let previous = std::mem::replace(&mut last, current.clone());
+                    if previous.same_apps(&current) {
                         continue;
                     }
                     let accepted = context.accepted();
@@ -613,6 +699,11 @@ impl ServerHandler for AaiServer {
                     }
                     if accepted.resources_list_changed == Some(true) {
                         let _ = context.sink().notify_resource_list_changed().await;
+                    }
+                    if let Some(uris) = &accepted.resource_subscriptions {
+                        for uri in updated(&previous, &current, uris) {
+                            let _ = context.sink().notify_resource_updated(uri).await;
+                        }
                     }
                     tokio::time::sleep(crate::NOTIFY_EVERY).await;
                 }

@@ -114,6 +114,7 @@ pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
     let notifier = tokio::spawn(aai_gateway::server::notify_changes(
         running.peer().clone(),
         registry,
+        server.subscriptions(),
     ));
     let reason = running.waiting().await;
     tracing::info!(?reason, "client disconnected");
