@@ -17,6 +17,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp import types
 from mcp.types import Implementation
 
 from conftest import GATEWAY, Daemon, gateway_env, queue_daemon, start_xvfb, wait_until
@@ -370,5 +371,41 @@ async def test_the_stop_ends_calls_waiting_for_approval(home, bus, monkeypatch):
                 # It stopped waiting when the stop was pressed, not at the end of the 25 s wait.
                 assert came_back - pressed["at"] < 20
         assert not any(row.get("tool") == "echo" and row.get("result") == "success" for row in _audit_rows(d))
+    finally:
+        d.close()
+
+
+async def test_session_grants_end_when_the_http_or_forwarded_session_ends(home, bus, monkeypatch):
+    """"Allow for this session" lasts as long as the client's session: over HTTP until the
+    client closes it, through the stdio forwarder until the client leaves."""
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    d = queue_daemon(home, bus, 20)
+    asked = []
+
+    async def allow_for_this_session(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "allow_session"})
+
+    def grants():
+        out = d.cli("consent", "list")
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {d.token}"}, timeout=30)
+    over_http = Client(streamable_http_client(d.url, http_client=http), mode="legacy", cache=None,
+                       elicitation_callback=allow_for_this_session, client_info=Implementation(name="http-session", version="1"))
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=d.env)
+    over_stdio = Client(params, mode="legacy", cache=None, elicitation_callback=allow_for_this_session,
+                        client_info=Implementation(name="stdio-session", version="1"))
+    try:
+        for name, c in (("http-session", over_http), ("stdio-session", over_stdio)):
+            with anyio.fail_after(TIMEOUT):
+                async with c:
+                    for _ in range(2):
+                        r = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": name}})
+                        assert not r.is_error, text(r)
+                    assert f"client={name} org.aai.test:echo  session" in grants()
+            await anyio.to_thread.run_sync(lambda: wait_until(lambda: name not in grants(), 10, f"{name}'s session grant ends"))
+        assert len(asked) == 2, asked  # once per session
     finally:
         d.close()

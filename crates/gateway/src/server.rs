@@ -42,6 +42,19 @@ Each app_* tool returns that app's guide (its tools and parameters); then call a
 With many apps, aai_apps searches them and aai_guide returns a guide. For a web service that is not listed, \
 web_discover {url} fetches its guide.";
 
+/// One client connection. When the last handle on it goes — the stdio client left, or the
+/// daemon's HTTP session was closed or timed out — its "for this session" grants end.
+struct Session {
+    id: String,
+    gateway: Arc<Gateway>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.gateway.gate.end_session(&self.id);
+    }
+}
+
 /// The MCP server: a handle on the shared [`Gateway`].
 #[derive(Clone)]
 pub struct AaiServer {
@@ -49,11 +62,10 @@ pub struct AaiServer {
     rounds: Arc<ConsentRounds>,
     /// The client's roots, asked once and forgotten on `roots/list_changed`.
     roots: Arc<tokio::sync::Mutex<Option<Vec<String>>>>,
-    /// This connection's id: "for this session" grants belong to it and end with it.
-    session: Arc<str>,
+    /// This connection: "for this session" grants belong to it and end with it.
+    session: Arc<Session>,
     /// Resources the client subscribed to (`resources/subscribe`): it hears when they change.
     subscriptions: Subscriptions,
-
     /// Send `list_changed` from this handler once the client is initialized (the daemon's
     /// sessions; the stdio server runs its own notifier).
     notify: bool,
@@ -129,10 +141,13 @@ fn schema(value: Value) -> Arc<JsonObject> {
 impl AaiServer {
     pub fn new(gateway: Arc<Gateway>) -> Self {
         Self {
+            session: Arc::new(Session {
+                id: crate::gate::new_session_id(),
+                gateway: gateway.clone(),
+            }),
             gateway,
             rounds: Arc::new(ConsentRounds::new()),
             roots: Arc::default(),
-            session: crate::gate::new_session_id().into(),
             notify: false,
             subscriptions: Subscriptions::default(),
         }
@@ -151,12 +166,12 @@ impl AaiServer {
 
     /// This connection's session id.
     pub fn session(&self) -> &str {
-        &self.session
+        &self.session.id
     }
 
     /// The client disconnected: its session grants end.
     pub fn end_session(&self) {
-        self.gateway.gate.end_session(&self.session);
+        self.gateway.gate.end_session(&self.session.id);
     }
 
     /// The tool list for the configured exposure mode.
@@ -251,7 +266,7 @@ impl AaiServer {
     /// execution.
     pub async fn dispatch(&self, caller: &str, name: &str, args: Value) -> Result<Value, AaiError> {
         let caller = Caller {
-            session: Some(self.session.to_string()),
+            session: Some(self.session.id.clone()),
             ..Caller::named(caller)
         };
         self.dispatch_asking(&caller, name, args, None).await
@@ -518,7 +533,7 @@ impl ServerHandler for AaiServer {
         let who = Caller {
             name: caller.clone(),
             roots,
-            session: Some(self.session.to_string()),
+            session: Some(self.session.id.clone()),
             progress: progress_reporter(&context),
         };
         // Whatever panics outside an executor (a guide, a parser) fails this call alone, and
