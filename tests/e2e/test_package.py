@@ -58,3 +58,22 @@ def test_installs_runs_and_removes_cleanly(deb, tmp_path):
     assert removed.returncode == 0, removed.stderr
     assert not Path("/usr/bin/aai-gateway").exists()
     assert not Path("/usr/share/man/man1/aai-gateway.1.gz").exists()
+
+
+def test_cargo_install_from_the_source_tree_works_as_the_readme_says(tmp_path):
+    """`cargo install --path crates/gateway`, as the README documents it; `--debug` and the
+    suite's own target directory only so that it reuses what the suite already compiled."""
+    readme = (ROOT / "README.md").read_text()
+    assert "cargo install --path crates/gateway" in readme
+    target = GATEWAY.parent.parent
+    env = {**os.environ, "CARGO_TARGET_DIR": str(target)}
+    root = tmp_path / "installed"
+    built = subprocess.run(["cargo", "install", "--path", "crates/gateway", "--locked", "--debug", "--root", str(root)],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, built.stderr[-3000:]
+    binary = root / "bin" / "aai-gateway"
+    ran = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+    assert ran.returncode == 0 and ran.stdout.startswith("aai-gateway "), ran
+    listed = subprocess.run([str(binary), "--scan"], env={**os.environ, "AAI_HOME": str(tmp_path / "home")},
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and "local.files" in listed.stdout, listed
