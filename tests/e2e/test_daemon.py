@@ -152,13 +152,26 @@ def _alive(pid):
     return state not in ("Z", "X")
 
 
+def _cgroups(daemon):
+    """Whether this machine gives each call a cgroup (`aai-gateway doctor` says)."""
+    report = json.loads(daemon.cli("doctor", "--json").stdout)
+    check = next(t for a in report if a["app"] == "aai-gateway" for t in a["tools"] if t["tool"] == "process_isolation")
+    return check["backend"] is not None
+
+
 async def test_emergency_stop_kills_every_process_and_refuses_calls(daemon, tmp_path):
     pids = tmp_path / "pids"
-    # A plain child, a setsid escapee and a double-forked grandchild, then a long wait.
+    # A plain child, a setsid escapee and a double-forked grandchild, then a long wait; with
+    # cgroups also one that left the session, cleared its environment and double-forked,
+    # which only its cgroup still holds.
     command = (f"sleep 300 & echo $! >> {pids}; "
                f"setsid sh -c 'echo $$ >> {pids}; exec sleep 300' & "
-               f"( sh -c 'echo $$ >> {pids}; exec sleep 300' & ) ; "
-               "sleep 300")
+               f"( sh -c 'echo $$ >> {pids}; exec sleep 300' & ) ; ")
+    expected = 3
+    if _cgroups(daemon):
+        command += f"setsid env -i /bin/sh -c '( /bin/sh -c \"echo \\$\\$ >> {pids}; exec sleep 300\" & )' ; "
+        expected = 4
+    command += "sleep 300"
     with anyio.fail_after(TIMEOUT):
         async with daemon.client() as c:
             async with anyio.create_task_group() as tg:
@@ -169,7 +182,7 @@ async def test_emergency_stop_kills_every_process_and_refuses_calls(daemon, tmp_
                                                                        "args": {"command": command, "timeout_ms": 120000}})
 
                 tg.start_soon(run)
-                await anyio.to_thread.run_sync(lambda: wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 3, 15, "three children"))
+                await anyio.to_thread.run_sync(lambda: wait_until(lambda: pids.exists() and len(pids.read_text().split()) == expected, 15, "the children"))
                 started = [int(p) for p in pids.read_text().split()]
                 assert all(_alive(p) for p in started)
                 stopped = await anyio.to_thread.run_sync(daemon.cli, "stop")

@@ -18,6 +18,8 @@
 //! ```
 
 mod adb;
+#[cfg(target_os = "linux")]
+pub mod cgroup;
 mod com;
 mod dbus;
 mod osascript;

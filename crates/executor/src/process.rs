@@ -128,9 +128,21 @@ pub fn process_tag() -> &'static str {
 /// arguments cannot be passed (too large, NUL), `TIMEOUT`, or `AUTOMATION_FAILED` when the
 /// program cannot be started.
 pub async fn run(command: &Command, timeout: Duration, what: &str) -> Result<Output, AaiError> {
-    let mut child = tokio::process::Command::new(&command.program);
+    // Where the system allows, the call gets a cgroup of its own: what it leaves running —
+    // even after `setsid`, a double fork and a cleared environment — ends with the call
+    // (the group is killed when it is dropped, with this function's other guards).
+    #[cfg(target_os = "linux")]
+    let group = crate::cgroup::CallGroup::new();
+    #[cfg(target_os = "linux")]
+    let (program, argv) = match (&group, locate(command)) {
+        (Some(group), Some(found)) => group.wrap(&found, &command.argv),
+        _ => (command.program.clone(), command.argv.clone()),
+    };
+    #[cfg(not(target_os = "linux"))]
+    let (program, argv) = (&command.program, &command.argv);
+    let mut child = tokio::process::Command::new(program);
     child
-        .args(&command.argv)
+        .args(argv)
         .envs(&command.env)
         .env(TAG_VAR, process_tag())
         .stdin(if command.stdin.is_some() {
@@ -207,6 +219,28 @@ async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>) -> String {
     let mut rest = limited.into_inner();
     let _ = tokio::io::copy(&mut rest, &mut tokio::io::sink()).await;
     String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The file `command.program` names, found on its `PATH` as the OS would find it; `None` when
+/// there is none (the spawn then reports it as usual).
+#[cfg(target_os = "linux")]
+pub fn locate(command: &Command) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let runnable = |path: &std::path::Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if command.program.contains('/') {
+        return runnable(std::path::Path::new(&command.program)).then(|| command.program.clone());
+    }
+    let path = command
+        .env
+        .get("PATH")
+        .map(std::ffi::OsString::from)
+        .or_else(|| std::env::var_os("PATH"))?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(&command.program))
+        .find(|candidate| runnable(candidate))
+        .map(|found| found.to_string_lossy().into_owned())
 }
 
 fn spawn_error(error: &std::io::Error, command: &Command, what: &str) -> AaiError {
@@ -340,5 +374,29 @@ mod tests {
             .expect("ran");
         assert_eq!(output.stdout, "done\n");
         assert_gone(&pidfile).await;
+    }
+
+    /// With cgroups, even a helper that left the process group and session and cleared its
+    /// environment (so neither the group kill nor the emergency stop's tag finds it) ends
+    /// with the call, whether the call finished or timed out.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn with_cgroups_an_escaped_helper_ends_with_its_call() {
+        if !crate::cgroup::available() {
+            eprintln!("cgroups cannot be made here (not root, no delegation): nothing to test");
+            return;
+        }
+        for (wait, ends) in [(10_000, "finished"), (800, "timed out")] {
+            let dir = tempfile::tempdir().expect("dir");
+            let pidfile = dir.path().join("pid");
+            let script = format!(
+                "setsid env -i /bin/sh -c 'sleep 300 >/dev/null 2>&1 & echo $! > {}' </dev/null >/dev/null 2>&1 & sleep {}",
+                pidfile.display(),
+                if wait > 1000 { "0.5" } else { "300" }
+            );
+            let result = run(&sh(&script), Duration::from_millis(wait), "t").await;
+            assert_eq!(result.is_ok(), ends == "finished", "{ends}: {result:?}");
+            assert_gone(&pidfile).await;
+        }
     }
 }

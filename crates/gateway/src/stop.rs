@@ -3,7 +3,9 @@
 //! started for a call — including ones that left its process group or session — writes an
 //! audit row and tells the user.
 //!
-//! Processes are found two ways, so neither `setsid` nor a double fork escapes: every
+//! Where the system allows, every call runs in a cgroup of its own
+//! ([`aai_executor::cgroup`]), and the stop kills those first: nothing escapes a cgroup.
+//! Processes are also found two ways, so neither `setsid` nor a double fork escapes: every
 //! process started for a call carries [`aai_executor::process::TAG_VAR`] with this gateway's
 //! tag in its environment (inherited by everything it starts), and every descendant of the
 //! gateway by parent links. Each pass kills what it finds; passes repeat until one finds
@@ -172,6 +174,8 @@ pub fn kill_everything() -> usize {
     );
     let me = std::process::id();
     let until = Instant::now() + KILL_BUDGET;
+    // The calls' cgroups first: nothing in them can hide (cleared environment, reparented).
+    let in_groups = aai_executor::cgroup::kill_all();
     let mut killed = std::collections::HashSet::new();
     loop {
         // Only live processes are listed: one killed last pass and still here is killed again.
@@ -190,7 +194,7 @@ pub fn kill_everything() -> usize {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    killed.len()
+    killed.len().max(in_groups)
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -19,7 +19,8 @@ pub fn run(home: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
     );
     setup.desktop = config.desktop.clone();
     let toolsets = aai_local::Toolsets::new(&setup);
-    let report = runtime()?.block_on(toolsets.doctor());
+    let mut report = runtime()?.block_on(toolsets.doctor());
+    report.push(("aai-gateway".to_owned(), vec![process_isolation()]));
     let enabled: Vec<String> = aai_local::descriptors(&config.local)
         .iter()
         .map(|d| d.app_id.clone())
@@ -28,14 +29,15 @@ pub fn run(home: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
         let value: Vec<serde_json::Value> = report
             .iter()
             .map(|(app, checks)| {
-                serde_json::json!({"app": app, "enabled": enabled.contains(app), "tools": checks})
+                let on = enabled.contains(app) || app == "aai-gateway";
+                serde_json::json!({"app": app, "enabled": on, "tools": checks})
             })
             .collect();
         output::line(&serde_json::to_string_pretty(&value)?);
         return Ok(ExitCode::SUCCESS);
     }
     for (app, checks) in &report {
-        let state = if enabled.contains(app) {
+        let state = if enabled.contains(app) || app == "aai-gateway" {
             ""
         } else {
             " (turned off in config.json: local)"
@@ -51,4 +53,16 @@ pub fn run(home: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How the processes a call starts are kept track of, for timeouts and the emergency stop.
+fn process_isolation() -> aai_local::Check {
+    #[cfg(target_os = "linux")]
+    if aai_executor::cgroup::available() {
+        return aai_local::Check::ok("process_isolation", "a cgroup per call (cgroup v2)");
+    }
+    aai_local::Check::failed(
+        "process_isolation",
+        "no cgroup per call here (cgroup v2 with a delegated subtree is needed: run the daemon with `aai-gateway service install`, whose unit sets Delegate=yes); calls' processes are tracked by an inherited tag and the process tree instead, which a process that clears its environment and double-forks escapes",
+    )
 }

@@ -78,8 +78,10 @@ fn systemd(exe: &Path, aai_home: &Path) -> String {
          RestartSec=5s\n\
          RestartSteps=2\n\
          RestartMaxDelaySec=60s\n\
-         # The emergency stop kills every process of a call; the unit's cgroup holds them all.\n\
+         # The emergency stop kills every process of a call; the unit's cgroup holds them all,\n\
+         # and with delegation each call gets a cgroup of its own below it.\n\
          KillMode=control-group\n\
+         Delegate=yes\n\
          \n\
          [Install]\n\
          WantedBy=default.target\n"

@@ -149,6 +149,20 @@ struct Session {
     created: Instant,
     /// Set by `bash_session kill`, so the run it ends can say so.
     killed: Arc<std::sync::atomic::AtomicBool>,
+    /// The session's cgroup, where the system allows one: the emergency stop kills all of it.
+    #[cfg(target_os = "linux")]
+    group: Option<aai_executor::cgroup::CallGroup>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Jobs the user left running in the background outlive the session, as they would
+        // in any terminal; the emergency stop still finds them in the group.
+        #[cfg(target_os = "linux")]
+        if let Some(group) = self.group.take() {
+            group.release();
+        }
+    }
 }
 
 /// A session in the table: the session (locked while a command runs) and what can end it
@@ -198,12 +212,27 @@ impl Session {
                 pixel_height: 0,
             })
             .map_err(|e| failed(format!("cannot open a terminal: {e}")))?;
-        let mut command = CommandBuilder::new(shell);
-        if shell.ends_with("bash") {
-            command.args(["--noprofile", "--norc", "--noediting", "-i"]);
+        let args: Vec<String> = if shell.ends_with("bash") {
+            ["--noprofile", "--norc", "--noediting", "-i"]
+                .map(str::to_owned)
+                .to_vec()
         } else {
-            command.arg("-i");
-        }
+            vec!["-i".to_owned()]
+        };
+        #[cfg(target_os = "linux")]
+        let group = aai_executor::cgroup::CallGroup::new();
+        #[cfg(target_os = "linux")]
+        let (program, args) = match (
+            &group,
+            aai_executor::process::locate(&aai_executor::process::Command::new(shell)),
+        ) {
+            (Some(group), Some(found)) => group.wrap(&found, &args),
+            _ => (shell.to_owned(), args),
+        };
+        #[cfg(not(target_os = "linux"))]
+        let program = shell;
+        let mut command = CommandBuilder::new(program);
+        command.args(args);
         command.env("PS1", "");
         command.env("PS2", "");
         command.env("TERM", "dumb");
@@ -257,6 +286,8 @@ impl Session {
             shell: shell.to_owned(),
             created: Instant::now(),
             killed: Arc::default(),
+            #[cfg(target_os = "linux")]
+            group,
         };
         session.send("stty -echo 2>/dev/null; PROMPT_COMMAND=''; set +o history 2>/dev/null\n")?;
         Ok(session)
