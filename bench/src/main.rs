@@ -5,6 +5,7 @@
 #![allow(clippy::print_stdout)]
 
 mod browser;
+mod dashboard;
 mod desktop;
 mod stop;
 
@@ -147,6 +148,10 @@ fn ms(d: Duration) -> String {
 fn main() {
     if std::env::args().any(|a| a == "desktop") {
         desktop::run();
+        return;
+    }
+    if std::env::args().any(|a| a == "dashboard") {
+        dashboard::run();
         return;
     }
     if std::env::args().any(|a| a == "stop") {

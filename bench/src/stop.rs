@@ -23,22 +23,7 @@ fn alive(pid: u32) -> bool {
         .is_some_and(|state| state != "Z" && state != "X")
 }
 
-/// One control request to the daemon over plain HTTP/1.1.
-fn control(addr: &str, token: &str, path: &str) {
-    let mut tcp = std::net::TcpStream::connect(addr).expect("connect");
-    let body = r#"{"by":"aai-bench"}"#;
-    write!(
-        tcp,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .expect("write");
-    let mut reply = String::new();
-    let _ = tcp.read_to_string(&mut reply);
-    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
-}
-
-fn wait_for(what: &str, done: impl Fn() -> bool) {
+pub fn wait_for(what: &str, done: impl Fn() -> bool) {
     let until = Instant::now() + Duration::from_secs(30);
     while !done() {
         assert!(Instant::now() < until, "{what}");
@@ -46,7 +31,7 @@ fn wait_for(what: &str, done: impl Fn() -> bool) {
     }
 }
 
-struct Killed(std::process::Child);
+pub struct Killed(std::process::Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -55,45 +40,99 @@ impl Drop for Killed {
     }
 }
 
-pub fn run() {
-    let home = tempfile::tempdir().expect("home");
-    std::fs::write(
-        home.path().join("config.json"),
-        json!({"policy": {"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}}}).to_string(),
-    )
-    .expect("config");
-    let daemon = Command::new(release_dir().join("aai-gateway"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("AAI_HOME", home.path())
-        .env(
-            "AAI_LOG",
-            if std::env::var_os("AAI_BENCH_LOG").is_some() {
-                "debug"
-            } else {
-                "error"
-            },
+/// A daemon (`aai-gateway serve`) on a free port in a home of its own, killed when dropped.
+pub struct Daemon {
+    pub home: tempfile::TempDir,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    pub token: String,
+    _process: Killed,
+}
+
+impl Daemon {
+    /// Starts one whose policy lets high-risk calls run without asking.
+    pub fn start() -> Self {
+        let home = tempfile::tempdir().expect("home");
+        std::fs::write(
+            home.path().join("config.json"),
+            json!({"policy": {"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}}}).to_string(),
         )
-        .stdout(Stdio::null())
-        .stderr(if std::env::var_os("AAI_BENCH_LOG").is_some() {
-            Stdio::inherit()
-        } else {
-            Stdio::null()
-        })
-        .spawn()
-        .expect("serve");
-    // Killed however the bench ends.
-    let daemon = Killed(daemon);
-    let info = home.path().join("run/serve.json");
-    wait_for("serve.json", || info.exists());
-    let served: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&info).expect("read")).expect("json");
-    let addr = served["url"]
-        .as_str()
-        .expect("url")
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_owned();
-    let token = std::fs::read_to_string(home.path().join("run/token")).expect("token");
+        .expect("config");
+        let logging = std::env::var_os("AAI_BENCH_LOG").is_some();
+        let process = Command::new(release_dir().join("aai-gateway"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("AAI_HOME", home.path())
+            .env("AAI_LOG", if logging { "debug" } else { "error" })
+            .stdout(Stdio::null())
+            .stderr(if logging {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .spawn()
+            .expect("serve");
+        // Killed however the bench ends.
+        let process = Killed(process);
+        let info = home.path().join("run/serve.json");
+        wait_for("serve.json", || info.exists());
+        let served: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&info).expect("read")).expect("json");
+        let addr = served["url"]
+            .as_str()
+            .expect("url")
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_owned();
+        let token = std::fs::read_to_string(home.path().join("run/token")).expect("token");
+        Self {
+            home,
+            addr,
+            token,
+            _process: process,
+        }
+    }
+
+    /// `POST path` with the bearer token; the reply's body.
+    pub fn control(&self, path: &str) -> String {
+        let reply = request(
+            &self.addr,
+            &format!(
+                "POST {path} HTTP/1.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json",
+                self.token
+            ),
+            r#"{"by":"aai-bench"}"#,
+        );
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        reply
+            .split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// One HTTP/1.1 request (`head` is the request line and headers, without Host) and its reply.
+pub fn request(addr: &str, head: &str, body: &str) -> String {
+    let mut tcp = std::net::TcpStream::connect(addr).expect("connect");
+    let (line, rest) = head.split_once("\r\n").unwrap_or((head, ""));
+    let rest = if rest.is_empty() {
+        String::new()
+    } else {
+        format!("{rest}\r\n")
+    };
+    write!(
+        tcp,
+        "{line}\r\nHost: {addr}\r\n{rest}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut reply = String::new();
+    let _ = tcp.read_to_string(&mut reply);
+    reply
+}
+
+pub fn run() {
+    let daemon = Daemon::start();
+    let home = &daemon.home;
     let mut samples = Vec::new();
     for round in 0..ROUNDS {
         let pids = home.path().join(format!("pids-{round}"));
@@ -131,12 +170,12 @@ pub fn run() {
             .collect();
         wait_for("every child running", || children.iter().all(|p| alive(*p)));
         let started = Instant::now();
-        control(&addr, &token, "/control/stop");
+        daemon.control("/control/stop");
         wait_for("every child dead", || !children.iter().any(|p| alive(*p)));
         samples.push(started.elapsed());
         let reply = call.join().expect("call");
         assert_eq!(reply["result"]["isError"], json!(true), "{reply}");
-        control(&addr, &token, "/control/resume");
+        daemon.control("/control/resume");
     }
     drop(daemon);
     samples.sort();

@@ -179,6 +179,13 @@ pub async fn serve(
     let serving = cancel.clone();
     let done = tokio::spawn(async move {
         let _files = files;
+        // Small frames (an SSE event, a JSON-RPC answer) go out at once: without TCP_NODELAY,
+        // Nagle's algorithm and the peer's delayed ACK hold each one back ~40 ms.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "cannot set TCP_NODELAY");
+            }
+        });
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move { serving.cancelled().await })
             .await
