@@ -67,6 +67,20 @@ async def wait_in_page(page, expression, seconds=10):
     return await anyio.to_thread.run_sync(lambda: page.wait(expression, seconds))
 
 
+async def echo_while(c, value, then):
+    """Calls echo with `value`, runs `then()` while the call waits for approval, and returns
+    the call's result."""
+    outcome = {}
+
+    async def call():
+        outcome["result"] = await echo(c, value)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        await then()
+    return outcome["result"]
+
+
 async def test_log_in_once_and_watch_a_call_appear_live(dashboard, chromium):
     link = login_link(dashboard)
     page = open_dashboard(dashboard, chromium, link)
@@ -107,19 +121,15 @@ async def test_answer_the_queue_and_revoke_a_grant_in_the_dashboard(dashboard, c
         with anyio.fail_after(TIMEOUT):
             async with dashboard.client(name="asking-client") as c:
                 async def answered(value, answer):
-                    outcome = {}
-
-                    async def call():
-                        outcome["result"] = await echo(c, value)
-
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(call)
+                    async def answer_in_page():
                         button = f"#approvals li button[data-answer={answer}]"
                         await wait_in_page(page, f"document.querySelector('{button}')")
                         assert "asking-client" in page.eval("document.getElementById('approvals').textContent")
                         click(page, button)
+
+                    result = await echo_while(c, value, answer_in_page)
                     await wait_in_page(page, "document.querySelectorAll('#approvals li').length === 0")
-                    return outcome["result"]
+                    return result
 
                 once = await answered("allowed once", "allow_once")
                 assert not once.is_error and "allowed once" in text(once)
@@ -217,16 +227,11 @@ async def test_toolsets_and_client_profiles_change_from_the_dashboard(dashboard,
             5, "the profile in config.json"))
         with anyio.fail_after(TIMEOUT):
             async with dashboard.client(name="trusted") as c:
-                async with anyio.create_task_group() as tg:
-                    outcome = {}
-
-                    async def call():
-                        outcome["result"] = await echo(c, "now asks")
-
-                    tg.start_soon(call)
+                async def deny():
                     await wait_in_page(page, "document.querySelector('#approvals li button[data-answer=deny]')")
                     click(page, "#approvals li button[data-answer=deny]")
-                assert outcome["result"].is_error
+
+                assert (await echo_while(c, "now asks", deny)).is_error
     finally:
         page.close()
 
@@ -316,13 +321,7 @@ async def test_a_queued_approval_notifies_with_a_link_to_the_dashboard(home, bus
     try:
         with anyio.fail_after(TIMEOUT):
             async with d.client(name="notified-client") as c:
-                async with anyio.create_task_group() as tg:
-                    outcome = {}
-
-                    async def call():
-                        outcome["result"] = await echo(c, "from the notification")
-
-                    tg.start_soon(call)
+                async def follow_the_link():
                     record = desktop["record"]
                     await anyio.to_thread.run_sync(lambda: wait_until(
                         lambda: record.exists() and "/login?code=" in record.read_text(), 10, "the notification"))
@@ -334,6 +333,8 @@ async def test_a_queued_approval_notifies_with_a_link_to_the_dashboard(home, bus
                         click(page, "#approvals li button[data-answer=allow_once]")
                     finally:
                         page.close()
-                assert not outcome["result"].is_error, text(outcome["result"])
+
+                result = await echo_while(c, "from the notification", follow_the_link)
+                assert not result.is_error, text(result)
     finally:
         d.close()

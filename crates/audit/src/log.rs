@@ -96,6 +96,10 @@ pub struct AuditLog {
     path: String,
 }
 
+/// A row's columns, in the order [`read_row`] reads them.
+const SELECT_ROWS: &str = "SELECT id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash, output
+             FROM audit_log";
+
 /// The current time in milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -208,16 +212,20 @@ impl AuditLog {
     ///
     /// # Errors
     /// [`AuditError::Write`] (disk full, database locked, …): the caller must not proceed as
+    /// The connection; a panic elsewhere while it was held does not make it unusable.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// if the row existed.
     pub fn append(&self, entry: &Entry) -> Result<i64, AuditError> {
         let fail = |source| AuditError::Write {
             path: self.path.clone(),
             source,
         };
-        let mut conn = self
-            .conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut conn = self.lock();
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(fail)?;
@@ -256,17 +264,13 @@ impl AuditLog {
     /// # Errors
     /// [`AuditError::Read`].
     pub fn query(&self, filter: &Filter) -> Result<Vec<Row>, AuditError> {
-        let conn = self
-            .conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut statement = conn.prepare(
-            "SELECT id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash, output
-             FROM audit_log
+        let conn = self.lock();
+        let mut statement = conn.prepare(&format!(
+            "{SELECT_ROWS}
              WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR tool = ?2) AND (?3 IS NULL OR ts_ms >= ?3) AND (?4 IS NULL OR id > ?4)
                AND (?6 IS NULL OR instr(decision, ?6) > 0) AND (?7 IS NULL OR result = ?7)
-             ORDER BY id LIMIT ?5",
-        )?;
+             ORDER BY id LIMIT ?5"
+        ))?;
         let rows = statement.query_map(
             params![
                 filter.app,
@@ -293,17 +297,13 @@ impl AuditLog {
         before_id: Option<i64>,
         limit: i64,
     ) -> Result<Vec<Row>, AuditError> {
-        let conn = self
-            .conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut statement = conn.prepare(
-            "SELECT id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash, output
-             FROM audit_log
+        let conn = self.lock();
+        let mut statement = conn.prepare(&format!(
+            "{SELECT_ROWS}
              WHERE (?1 IS NULL OR instr(lower(caller || ' ' || app || ' ' || tool || ' ' || decision || ' ' || result || ' ' || COALESCE(error, '') || ' ' || args), lower(?1)) > 0)
                AND (?2 IS NULL OR id < ?2)
-             ORDER BY id DESC LIMIT ?3",
-        )?;
+             ORDER BY id DESC LIMIT ?3"
+        ))?;
         let rows = statement.query_map(params![text, before_id, limit], read_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -313,10 +313,7 @@ impl AuditLog {
     /// # Errors
     /// [`AuditError::Read`].
     pub fn callers(&self) -> Result<Vec<String>, AuditError> {
-        let conn = self
-            .conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let conn = self.lock();
         let mut statement =
             conn.prepare("SELECT DISTINCT caller FROM audit_log ORDER BY caller")?;
         let rows = statement.query_map([], |r| r.get(0))?;
@@ -329,10 +326,7 @@ impl AuditLog {
     /// [`AuditError::Read`].
     pub fn tail(&self, count: i64) -> Result<Vec<Row>, AuditError> {
         let last = {
-            let conn = self
-                .conn
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let conn = self.lock();
             conn.query_row("SELECT COALESCE(MAX(id), 0) FROM audit_log", [], |r| {
                 r.get::<_, i64>(0)
             })?
@@ -376,10 +370,7 @@ impl AuditLog {
             prev_hash.clone_from(&row.hash);
             expected_id += 1;
         }
-        let conn = self
-            .conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let conn = self.lock();
         let head: Option<(i64, String)> = conn
             .query_row(
                 "SELECT last_id, last_hash FROM audit_head WHERE one = 1",
