@@ -13,26 +13,28 @@ use aai_descriptor::{AaiError, ErrorKind};
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    InputRequiredResult, JsonObject, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    Tool, UnsubscribeRequestParams,
 };
-use rmcp::model::{ElicitRequestParams, ProtocolVersion};
-use rmcp::service::{Peer, RequestContext, RoleServer, ServiceError, SubscriptionContext};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::config::Exposure;
-use std::collections::HashMap;
-use std::sync::Mutex;
-
-use crate::gate::{Answer, Asker, Question, Unanswered, consent_form, read_elicit_result};
+use crate::gate::Asker;
 use crate::pipeline::INPUT_REQUIRED;
 use crate::pipeline::{Caller, Gateway, find_app, render};
 use crate::registry::Registry;
-use rmcp::model::{InputRequiredResult, RequestStateCodec, SealOptions};
-use sha2::{Digest, Sha256};
+
+mod askers;
+mod changes;
+
+pub use askers::ConsentRounds;
+use askers::{PeerAsker, StatelessAsker, binding};
+use changes::updated;
+pub use changes::{Subscriptions, notify_changes};
 
 /// The MIME type of an app resource in `resources/list`.
 const AAI_MIME: &str = "application/aai+json";
@@ -69,66 +71,6 @@ pub struct AaiServer {
     /// Send `list_changed` from this handler once the client is initialized (the daemon's
     /// sessions; the stdio server runs its own notifier).
     notify: bool,
-}
-
-/// The resource URIs one client subscribed to.
-pub type Subscriptions = Arc<Mutex<std::collections::BTreeSet<String>>>;
-
-/// Of the subscribed `uris`, the app resources (`app:<appId>`) whose guide differs between
-/// two snapshots: changed, added or removed.
-fn updated<'u>(
-    last: &Registry,
-    current: &Registry,
-    uris: impl IntoIterator<Item = &'u String>,
-) -> Vec<String> {
-    uris.into_iter()
-        .filter(|uri| {
-            let Some(id) = uri.strip_prefix("app:") else {
-                return false;
-            };
-            match (last.find(id), current.find(id)) {
-                (Some(a), Some(b)) => !Arc::ptr_eq(&a.descriptor, &b.descriptor),
-                (None, None) => false,
-                _ => true,
-            }
-        })
-        .cloned()
-        .collect()
-}
-
-/// Sends `list_changed` for tools and resources to `peer` whenever the apps in `registry`
-/// change, and `resources/updated` for each subscribed app resource that changed, until the
-/// peer goes away. Bursts (a big first scan, a folder copied in) are coalesced: the watch
-/// channel keeps only the newest snapshot, so one notification covers what changed meanwhile.
-pub async fn notify_changes(
-    peer: rmcp::Peer<RoleServer>,
-    mut changes: tokio::sync::watch::Receiver<Arc<crate::registry::Registry>>,
-    subscriptions: Subscriptions,
-) {
-    let mut last = changes.borrow_and_update().clone();
-    while changes.changed().await.is_ok() {
-        let current = changes.borrow_and_update().clone();
-        if current.same_apps(&last) || peer.peer_info().is_none() {
-            last = current;
-            continue;
-        }
-        let subscribed = subscriptions
-            .lock()
-            .map(|s| updated(&last, &current, s.iter()))
-            .unwrap_or_default();
-        last = current;
-        let tools = peer.notify_tool_list_changed().await;
-        let resources = peer.notify_resource_list_changed().await;
-        if tools.is_err() || resources.is_err() {
-            break;
-        }
-        for uri in subscribed {
-            let _ = peer
-                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
-                .await;
-        }
-        tokio::time::sleep(crate::NOTIFY_EVERY).await;
-    }
 }
 
 fn schema(value: Value) -> Arc<JsonObject> {
@@ -746,260 +688,4 @@ fn progress_reporter(context: &RequestContext<RoleServer>) -> Option<crate::pipe
             let _ = peer.notify_progress(note).await;
         });
     }))
-}
-
-/// Asks the user through MCP elicitation (a server-to-client request, protocol ≤ 2025-11-25).
-struct PeerAsker {
-    peer: Peer<RoleServer>,
-    timeout: std::time::Duration,
-    /// The request's progress token: while the user decides, progress notifications keep
-    /// the client from timing out the call (clients commonly give up after 60 s).
-    progress: Option<rmcp::model::ProgressToken>,
-    /// Whether the client takes URL-mode elicitation (2025-11-25).
-    url: bool,
-}
-
-/// How often a waiting call reports progress.
-const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
-
-impl PeerAsker {
-    /// An asker when the client declared form elicitation and the session can send requests.
-    fn for_request(
-        context: &RequestContext<RoleServer>,
-        timeout: std::time::Duration,
-    ) -> Option<Self> {
-        let legacy = context
-            .protocol_version()
-            .is_none_or(|v| v < ProtocolVersion::V_2026_07_28);
-        let form = context
-            .peer
-            .supported_elicitation_modes()
-            .contains(&rmcp::service::ElicitationMode::Form);
-        let url = context
-            .peer
-            .supported_elicitation_modes()
-            .contains(&rmcp::service::ElicitationMode::Url);
-        (legacy && form).then(|| Self {
-            peer: context.peer.clone(),
-            timeout,
-            progress: context.meta.get_progress_token(),
-            url,
-        })
-    }
-}
-
-impl Asker for PeerAsker {
-    fn ask<'a>(
-        &'a self,
-        question: &'a Question,
-    ) -> aai_executor::BoxFuture<'a, Result<Answer, Unanswered>> {
-        Box::pin(async move {
-            let params: ElicitRequestParams = serde_json::from_value(consent_form(question))
-                .map_err(|e| {
-                    Unanswered::CannotAsk(format!("cannot build the consent request: {e}"))
-                })?;
-            let secs = self.timeout.as_secs();
-            let ask = self
-                .peer
-                .create_elicitation_with_timeout(params, Some(self.timeout));
-            let ticker = async {
-                let Some(token) = self.progress.clone() else {
-                    return std::future::pending().await;
-                };
-                let mut waited = 0u64;
-                loop {
-                    tokio::time::sleep(PROGRESS_EVERY).await;
-                    waited += PROGRESS_EVERY.as_secs();
-                    let mut note =
-                        rmcp::model::ProgressNotificationParam::new(token.clone(), waited as f64);
-                    note.message = Some(format!(
-                        "waiting for the user to approve ({waited} s of {secs} s)"
-                    ));
-                    let _ = self.peer.notify_progress(note).await;
-                }
-            };
-            let answer = tokio::select! {
-                answer = ask => answer,
-                never = ticker => never,
-            };
-            match answer {
-                Ok(result) => {
-                    read_elicit_result(question, &serde_json::to_value(&result).unwrap_or_default())
-                }
-                Err(ServiceError::Timeout { .. }) => {
-                    Err(Unanswered::Declined(format!("no answer within {secs} s")))
-                }
-                Err(error) => Err(Unanswered::CannotAsk(format!(
-                    "the client could not ask the user: {error}"
-                ))),
-            }
-        })
-    }
-
-    fn open_url<'a>(&'a self, message: &'a str, url: &'a str) -> aai_executor::BoxFuture<'a, bool> {
-        Box::pin(async move {
-            if !self.url {
-                return false;
-            }
-            let params = ElicitRequestParams::UrlElicitationParams {
-                meta: None,
-                message: message.to_owned(),
-                url: url.to_owned(),
-                elicitation_id: format!("aai-{:x}", Sha256::digest(url.as_bytes())),
-            };
-            let answer = self
-                .peer
-                .create_elicitation_with_timeout(params, Some(self.timeout))
-                .await;
-            match answer {
-                Ok(result) => serde_json::to_value(&result)
-                    .ok()
-                    .and_then(|v| {
-                        v.get("action")
-                            .and_then(Value::as_str)
-                            .map(|a| a == "accept")
-                    })
-                    .unwrap_or(false),
-                Err(error) => {
-                    tracing::info!(%error, "the client did not open the sign-in page");
-                    false
-                }
-            }
-        })
-    }
-}
-
-/// What a sealed 2026-07-28 consent round carries: which call it belongs to, and a one-time
-/// nonce so the same state cannot be answered twice.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct SealedConsent {
-    binding: String,
-    nonce: String,
-}
-
-/// Keys and spent nonces for 2026-07-28 consent rounds.
-pub struct ConsentRounds {
-    codec: RequestStateCodec,
-    /// Spent nonces and when they expire.
-    spent: Mutex<HashMap<String, Instant>>,
-}
-
-impl ConsentRounds {
-    /// Rounds sealed with a fresh random key: states do not survive a restart, on purpose.
-    pub fn new() -> Self {
-        let mut key = [0u8; 32];
-        if getrandom::fill(&mut key).is_err() {
-            // No OS randomness: fall back to a key nobody outside this process can know.
-            let fallback = format!(
-                "{:?}{:?}{}",
-                Instant::now(),
-                std::time::SystemTime::now(),
-                std::process::id()
-            );
-            key.copy_from_slice(&Sha256::digest(fallback.as_bytes()));
-        }
-        Self {
-            codec: RequestStateCodec::new_unchecked(key.to_vec()),
-            spent: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Marks a nonce spent; false when it already was (a replay).
-    fn spend(&self, nonce: &str, ttl: std::time::Duration) -> bool {
-        let mut spent = self
-            .spent
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = Instant::now();
-        spent.retain(|_, expiry| *expiry > now);
-        spent.insert(nonce.to_owned(), now + ttl * 2).is_none()
-    }
-}
-
-impl Default for ConsentRounds {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// Asks a 2026-07-28 client: the first request gets an `InputRequiredResult` with the consent
-/// elicitation and a sealed `request_state`; the retry brings the answer and that state back.
-struct StatelessAsker<'a> {
-    rounds: &'a ConsentRounds,
-    /// Binds the state to the caller, the tool and its exact arguments.
-    binding: String,
-    state: Option<String>,
-    responses: Option<rmcp::model::InputResponses>,
-    timeout: std::time::Duration,
-}
-
-impl StatelessAsker<'_> {
-    fn answer(&self, question: &Question, state: &str) -> Result<Answer, Unanswered> {
-        let sealed: SealedConsent = self.rounds.codec.open_json(state).map_err(|e| {
-            Unanswered::Refused(format!(
-                "the approval state was altered or has expired ({e}); call again to be asked anew"
-            ))
-        })?;
-        if sealed.binding != self.binding {
-            return Err(Unanswered::Refused(
-                "the approval state belongs to another call".to_owned(),
-            ));
-        }
-        if !self.rounds.spend(&sealed.nonce, self.timeout) {
-            return Err(Unanswered::Refused(
-                "the approval state was already used; call again to be asked anew".to_owned(),
-            ));
-        }
-        let response = self
-            .responses
-            .as_ref()
-            .and_then(|r| r.get(CONSENT_KEY))
-            .ok_or_else(|| {
-                Unanswered::Refused("the retry carries no answer to the consent request".to_owned())
-            })?;
-        read_elicit_result(question, response)
-    }
-}
-
-/// The key of the consent request in `inputRequests` / `inputResponses`.
-const CONSENT_KEY: &str = "consent";
-
-impl Asker for StatelessAsker<'_> {
-    fn ask<'a>(
-        &'a self,
-        question: &'a Question,
-    ) -> aai_executor::BoxFuture<'a, Result<Answer, Unanswered>> {
-        Box::pin(async move {
-            if let Some(state) = &self.state {
-                return self.answer(question, state);
-            }
-            let mut nonce = [0u8; 16];
-            let _ = getrandom::fill(&mut nonce);
-            let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
-            let sealed = SealedConsent {
-                binding: self.binding.clone(),
-                nonce,
-            };
-            let state = self
-                .rounds
-                .codec
-                .seal_json_with(&sealed, &SealOptions::new().ttl(self.timeout))
-                .map_err(|e| {
-                    Unanswered::CannotAsk(format!("cannot seal the approval state: {e}"))
-                })?;
-            let request = json!({"method": "elicitation/create", "params": consent_form(question)});
-            let input_required = json!({
-                "resultType": "input_required",
-                "inputRequests": {CONSENT_KEY: request},
-                "requestState": state,
-            });
-            Err(Unanswered::Later(input_required))
-        })
-    }
-}
-
-/// What binds a consent round to one call: caller, tool name and exact arguments.
-fn binding(caller: &str, name: &str, args: &Value) -> String {
-    let digest = Sha256::digest(format!("{caller}\n{name}\n{args}").as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
