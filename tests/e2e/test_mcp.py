@@ -210,7 +210,7 @@ async def test_compact_mode(home, bus, version, monkeypatch):
     with anyio.fail_after(TIMEOUT):
         async with client_for(home, bus, version, monkeypatch) as client:
             names = [t.name for t in (await client.list_tools()).tools]
-            assert names == ["aai_apps", "aai_guide", "web_discover", "aai_exec"]
+            assert names == ["aai_apps", "aai_guide", "web_discover", "aai_batch", "aai_exec"]
             found = text(await client.call_tool("aai_apps", {"query": "tester"}))
             assert found.startswith("org.aai.test — Test Service")
             assert "org.aai.absent" not in found

@@ -380,6 +380,10 @@ pub struct Question {
     pub always_label: Option<String>,
     /// Why this call is asked every time (a password typed into a page).
     pub why: Option<String>,
+    /// A question about this many steps of a batch (`args` lists them): *Deny all*,
+    /// *Approve all* ([`Answer::AllowOnce`] for each) or *Ask me step by step*
+    /// ([`Answer::AlwaysTool`], which grants nothing here).
+    pub batch: Option<usize>,
 }
 
 impl Question {
@@ -404,10 +408,17 @@ impl Question {
             session: true,
             always_label: None,
             why: None,
+            batch: None,
         }
     }
 
     pub fn message(&self) -> String {
+        if let Some(count) = self.batch {
+            return format!(
+                "Allow {} to run {count} step(s) of {} that need your approval?\nClient: {} (the name it reported).\n{}",
+                self.caller, self.app_name, self.caller, self.args
+            );
+        }
         let mut text = format!(
             "Allow {} to run \"{}\" in {} ({})?\nClient: {} (the name it reported).\nRisk: {}. Arguments: {}",
             self.caller,
@@ -428,6 +439,13 @@ impl Question {
 
     /// The choices offered, in order, each with its label as every asker shows it.
     pub fn choices(&self) -> Vec<(Answer, String)> {
+        if let Some(count) = self.batch {
+            return vec![
+                (Answer::Deny, "Deny all".to_owned()),
+                (Answer::AllowOnce, format!("Approve all {count}")),
+                (Answer::AlwaysTool, "Ask me step by step".to_owned()),
+            ];
+        }
         let mut choices = vec![
             (Answer::Deny, "Deny".to_owned()),
             (Answer::AllowOnce, "Allow once".to_owned()),

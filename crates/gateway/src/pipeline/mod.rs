@@ -24,6 +24,7 @@ pub const INPUT_REQUIRED: &str = "input_required";
 use crate::registry::{App, Registry};
 
 mod args;
+pub mod batch;
 mod render;
 mod web;
 
@@ -91,6 +92,8 @@ pub struct Gateway {
     /// Whether calls whose client cannot ask wait in the queue (the daemon) rather than in
     /// a desktop dialog.
     pub queue_approvals: std::sync::atomic::AtomicBool,
+    /// Held by a batch step that drives the screen, mouse or keyboard: one at a time.
+    pub desktop: tokio::sync::Mutex<()>,
 }
 
 impl Gateway {
@@ -141,6 +144,7 @@ impl Gateway {
             stop: Arc::default(),
             approvals,
             queue_approvals: std::sync::atomic::AtomicBool::new(false),
+            desktop: tokio::sync::Mutex::new(()),
         })
     }
 

@@ -155,6 +155,26 @@ impl AaiServer {
             })),
         ));
         tools.push(Tool::new(
+            "aai_batch",
+            "Run several app tools in one request. All steps are checked first; steps needing approval are asked about together. A step may use an earlier step's result: {\"$from\": \"/0/result/id\"} (a JSON Pointer into the results).",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "steps": {"type": "array", "minItems": 1, "maxItems": crate::pipeline::batch::MAX_STEPS, "items": {
+                        "type": "object",
+                        "properties": {
+                            "app": {"type": "string"},
+                            "tool": {"type": "string"},
+                            "args": {"type": "object"}
+                        },
+                        "required": ["app", "tool"]
+                    }},
+                    "parallel": {"type": "boolean", "description": "Run independent steps at once (steps that use the screen, mouse or keyboard still run one at a time)"}
+                },
+                "required": ["steps"]
+            })),
+        ));
+        tools.push(Tool::new(
             "aai_exec",
             "Run an app's tool. Read the app's guide first.",
             schema(json!({
@@ -232,6 +252,7 @@ impl AaiServer {
                     .exec_asking(caller, app, tool, &tool_args, asker)
                     .await
             }
+            "aai_batch" | "aai:batch" => gateway.batch(caller, &args, asker).await,
             "web_discover" | "web:discover" => {
                 let refresh = args
                     .get("refresh")

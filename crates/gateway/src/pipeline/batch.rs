@@ -1,0 +1,513 @@
+//! `aai_batch`: several calls in one request. Every step is checked before any runs (the app,
+//! the tool, its arguments, the policy); the steps that need the user's approval are put to
+//! the user in one question; then each step runs through the same gate as a direct call (its
+//! own policy decision and audit rows), so a batch reaches nothing a direct call could not.
+//!
+//! Steps run in order, or, with `parallel`, at once up to [`PARALLEL`] at a time — except that
+//! a step waits for the steps its arguments come from, and steps that drive the screen, the
+//! mouse or the keyboard take one desktop lock. A step uses an earlier step's result through a
+//! JSON Pointer into the results (`{"$from": "/0/result/id"}`): a value, never text spliced
+//! into a template.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use aai_descriptor::{AaiError, ErrorKind, Parameters, Risk, guide};
+use aai_policy::{Action, derive_risk};
+use futures::future::join_all;
+use serde_json::{Map, Value, json};
+use tokio::sync::{Mutex, Semaphore};
+
+use super::args::{check_args, find_tool};
+use super::{Caller, Gateway};
+use crate::gate::{Answer, Asker, Question, Unanswered, risk_name};
+
+/// The most steps one batch may hold.
+pub const MAX_STEPS: usize = 100;
+/// How many steps of a parallel batch run at once.
+pub const PARALLEL: usize = 8;
+/// The built-in apps that drive the user's screen, mouse and keyboard.
+const DESKTOP_APPS: [&str; 3] = ["local.screen", "local.input", "local.apps"];
+
+/// One step as given.
+#[derive(Debug, Clone)]
+struct Step {
+    app: String,
+    tool: String,
+    args: Value,
+    /// The earlier steps whose results its arguments use.
+    needs: BTreeSet<usize>,
+}
+
+/// What the gate will do with a step, found without running it or asking anyone.
+enum Gatecheck {
+    Runs,
+    /// Needs the user's approval: the question's arguments, as the step's own ask would show
+    /// them (so the batch answer covers that exact call and nothing else).
+    Asks(String),
+    /// Its arguments come from earlier steps: it is checked, and asked about, when it runs.
+    Later,
+}
+
+/// The `$from` pointers in `value`, checked: each must point into an earlier step's result.
+fn references(value: &Value, index: usize, needs: &mut BTreeSet<usize>) -> Result<(), String> {
+    match value {
+        Value::Object(map) if map.len() == 1 && map.contains_key("$from") => {
+            let pointer = map["$from"]
+                .as_str()
+                .ok_or("\"$from\" must be a JSON Pointer string like \"/0/result/id\"")?;
+            let first = pointer
+                .strip_prefix('/')
+                .and_then(|rest| rest.split('/').next())
+                .and_then(|step| step.parse::<usize>().ok())
+                .ok_or_else(|| {
+                    format!("\"$from\": {pointer:?} must start with an earlier step's number, like \"/0/result\"")
+                })?;
+            if first >= index {
+                return Err(format!(
+                    "\"$from\": {pointer:?} points at step {first}, which does not run before step {index}"
+                ));
+            }
+            needs.insert(first);
+            Ok(())
+        }
+        Value::Object(map) => map.values().try_for_each(|v| references(v, index, needs)),
+        Value::Array(items) => items.iter().try_for_each(|v| references(v, index, needs)),
+        _ => Ok(()),
+    }
+}
+
+/// `value` with every `{"$from": pointer}` replaced by what the pointer finds in `results`.
+fn resolve(value: &Value, results: &Value) -> Result<Value, String> {
+    match value {
+        Value::Object(map) if map.len() == 1 && map.contains_key("$from") => {
+            let pointer = map["$from"].as_str().unwrap_or_default();
+            results.pointer(pointer).cloned().ok_or_else(|| {
+                format!("\"$from\": {pointer:?} finds nothing in the earlier results")
+            })
+        }
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| resolve(v, results).map(|v| (k.clone(), v)))
+            .collect::<Result<Map<_, _>, _>>()
+            .map(Value::Object),
+        Value::Array(items) => items
+            .iter()
+            .map(|v| resolve(v, results))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array),
+        other => Ok(other.clone()),
+    }
+}
+
+/// Reads the batch's steps.
+fn parse(args: &Value) -> Result<(Vec<Step>, bool), AaiError> {
+    let invalid = |message: String| {
+        AaiError::new(ErrorKind::InvalidParams, message).with_detail(json!({"field": "steps"}))
+    };
+    let steps = args.get("steps").and_then(Value::as_array).ok_or_else(|| {
+        invalid("aai_batch needs \"steps\": [{\"app\", \"tool\", \"args\"}, …]".into())
+    })?;
+    if steps.is_empty() || steps.len() > MAX_STEPS {
+        return Err(invalid(format!(
+            "a batch holds 1 to {MAX_STEPS} steps; this one has {}",
+            steps.len()
+        )));
+    }
+    let parallel = args
+        .get("parallel")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let steps = steps
+        .iter()
+        .enumerate()
+        .map(|(index, step)| {
+            let text = |key: &str| {
+                step.get(key)
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .ok_or_else(|| invalid(format!("step {index} needs \"{key}\"")))
+            };
+            let args = step.get("args").cloned().unwrap_or(Value::Null);
+            let mut needs = BTreeSet::new();
+            references(&args, index, &mut needs)
+                .map_err(|problem| invalid(format!("step {index}: {problem}")))?;
+            Ok(Step {
+                app: text("app")?,
+                tool: text("tool")?,
+                args,
+                needs,
+            })
+        })
+        .collect::<Result<Vec<_>, AaiError>>()?;
+    Ok((steps, parallel))
+}
+
+/// Answers *Allow once* to the question of the one call the user approved in the batch
+/// question, and hands any other question (arguments that differ from what was shown) to the
+/// client's own asker.
+struct Approved<'a> {
+    app: String,
+    tool: String,
+    args: String,
+    fallback: Option<&'a dyn Asker>,
+}
+
+impl Asker for Approved<'_> {
+    fn ask<'b>(
+        &'b self,
+        question: &'b Question,
+    ) -> aai_executor::BoxFuture<'b, Result<Answer, Unanswered>> {
+        Box::pin(async move {
+            if question.app_id == self.app
+                && question.tool == self.tool
+                && question.args == self.args
+            {
+                return Ok(Answer::AllowOnce);
+            }
+            match self.fallback {
+                Some(asker) => asker.ask(question).await,
+                None => Err(Unanswered::CannotAsk(String::new())),
+            }
+        })
+    }
+
+    fn via(&self) -> &'static str {
+        "batch approval"
+    }
+}
+
+impl Gateway {
+    /// Runs a batch for `who` (see the module's documentation); the answer lists every
+    /// step's outcome by its number.
+    ///
+    /// # Errors
+    /// `INVALID_PARAMS` or `PERMISSION_DENIED` naming the step, before any step ran; or the
+    /// user denied the batch.
+    pub async fn batch(
+        &self,
+        who: &Caller,
+        args: &Value,
+        asker: Option<&dyn Asker>,
+    ) -> Result<Value, AaiError> {
+        let (steps, parallel) = parse(args)?;
+        let mut checks = Vec::with_capacity(steps.len());
+        for (index, step) in steps.iter().enumerate() {
+            let check = self.gatecheck(who, step).await.map_err(|mut error| {
+                error.message = format!(
+                    "step {index} ({}:{}): {}; no step ran",
+                    step.app, step.tool, error.message
+                );
+                error.detail = Some(json!({"step": index, "cause": error.detail}));
+                error
+            })?;
+            checks.push(check);
+        }
+        let asked: Vec<(usize, &String)> = checks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| match c {
+                Gatecheck::Asks(shown) => Some((i, shown)),
+                _ => None,
+            })
+            .collect();
+        let approved = if asked.is_empty() || asker.is_none() {
+            false
+        } else {
+            self.ask_batch(who, &steps, &asked, asker).await?
+        };
+        let results = Arc::new(Mutex::new(vec![Value::Null; steps.len()]));
+        let limit = Semaphore::new(if parallel { PARALLEL } else { 1 });
+        let done: Vec<tokio::sync::watch::Sender<bool>> = (0..steps.len())
+            .map(|_| tokio::sync::watch::channel(false).0)
+            .collect();
+        let runs = steps.iter().enumerate().map(|(index, step)| {
+            let results = results.clone();
+            let limit = &limit;
+            let done = &done;
+            let checks = &checks;
+            async move {
+                // Sequential: each step waits for the one before; parallel: for its sources.
+                let waits: Vec<usize> = if parallel {
+                    step.needs.iter().copied().collect()
+                } else {
+                    index.checked_sub(1).into_iter().collect()
+                };
+                for before in waits {
+                    let _ = done[before].subscribe().wait_for(|d| *d).await;
+                }
+                let outcome = self
+                    .run_step(
+                        who,
+                        index,
+                        step,
+                        &checks[index],
+                        approved,
+                        asker,
+                        &results,
+                        limit,
+                    )
+                    .await;
+                results.lock().await[index] = outcome;
+                done[index].send_replace(true);
+            }
+        });
+        join_all(runs).await;
+        let results = results.lock().await.clone();
+        let count = |status: &str| results.iter().filter(|r| r["status"] == status).count();
+        Ok(json!({
+            "steps": results,
+            "ok": count("ok"),
+            "failed": count("failed"),
+            "skipped": count("skipped"),
+        }))
+    }
+
+    /// One step: skipped when a step before it (sequential) or a step it uses failed, else
+    /// run through the gate with its `$from` values filled in.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_step(
+        &self,
+        who: &Caller,
+        index: usize,
+        step: &Step,
+        check: &Gatecheck,
+        approved: bool,
+        asker: Option<&dyn Asker>,
+        results: &Mutex<Vec<Value>>,
+        limit: &Semaphore,
+    ) -> Value {
+        let head = json!({"step": index, "app": step.app, "tool": step.tool});
+        let so_far = Value::Array(results.lock().await.clone());
+        let blocked_by = |i: &usize| so_far[*i]["status"] != "ok";
+        let before = index.checked_sub(1);
+        let sequential_failure = limit.available_permits() == 1
+            && before.is_some_and(|b| so_far[b]["status"] != "ok" && !so_far[b].is_null());
+        if let Some(source) = step.needs.iter().find(|i| blocked_by(i)) {
+            return merge(
+                head,
+                json!({"status": "skipped", "reason": format!("step {source} did not succeed")}),
+            );
+        }
+        if sequential_failure {
+            return merge(
+                head,
+                json!({"status": "skipped", "reason": "an earlier step did not succeed"}),
+            );
+        }
+        let args = match resolve(&step.args, &so_far) {
+            Ok(args) => args,
+            Err(problem) => {
+                return merge(
+                    head,
+                    json!({"status": "failed", "error": {"type": "INVALID_PARAMS", "message": problem}}),
+                );
+            }
+        };
+        let _permit = limit.acquire().await;
+        let _desktop = if DESKTOP_APPS.contains(&step.app.as_str()) {
+            Some(self.desktop.lock().await)
+        } else {
+            None
+        };
+        let approval = match check {
+            Gatecheck::Asks(shown) if approved => Some(Approved {
+                app: self
+                    .app_id(&step.app)
+                    .await
+                    .unwrap_or_else(|| step.app.clone()),
+                tool: step.tool.clone(),
+                args: shown.clone(),
+                fallback: asker,
+            }),
+            _ => None,
+        };
+        let asking: Option<&dyn Asker> = match &approval {
+            Some(approved) => Some(approved),
+            None => asker,
+        };
+        match self
+            .exec_asking(who, &step.app, &step.tool, &args, asking)
+            .await
+        {
+            Ok(result) => merge(head, json!({"status": "ok", "result": result})),
+            Err(error) => merge(
+                head,
+                json!({"status": "failed", "error": {"type": error.kind.type_name(), "code": error.kind.code(), "message": error.message}}),
+            ),
+        }
+    }
+
+    /// The app id `name` resolves to (names and aliases are accepted like in `aai_exec`).
+    async fn app_id(&self, name: &str) -> Option<String> {
+        let registry = self.registry().await;
+        self.find(&registry, name)
+            .ok()
+            .map(|app| app.id().to_owned())
+    }
+
+    /// What the gate will do with `step`, without running or asking.
+    async fn gatecheck(&self, who: &Caller, step: &Step) -> Result<Gatecheck, AaiError> {
+        let registry = self.registry().await;
+        let app = self.find(&registry, &step.app)?;
+        let spec = find_tool(&app, &step.tool)?;
+        if !step.needs.is_empty() {
+            if !step.args.is_object() {
+                return Err(AaiError::new(
+                    ErrorKind::InvalidParams,
+                    "\"args\" must be an object",
+                ));
+            }
+            return Ok(Gatecheck::Later);
+        }
+        let schema = spec.parameters.as_ref().map(Parameters::schema);
+        let args = check_args(&app, spec, schema.as_ref(), &step.args)?;
+        let mut risk = derive_risk(spec.risk, spec.read_only, spec.destructive);
+        let raised = self.raised_risk(&app, spec, &args);
+        risk = risk.max(raised.unwrap_or(Risk::Low));
+        let (mut action, profile) = self.policy(who, &app, spec, risk, raised);
+        let must_ask = self.must_ask(who, &app, spec, &args).await;
+        if must_ask.is_some() && action != Action::AlwaysBlock {
+            action = Action::RequireApproval;
+        }
+        match action {
+            Action::AlwaysBlock => Err(AaiError::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "blocked by the {profile} policy profile for {} risk",
+                    risk_name(risk)
+                ),
+            )),
+            Action::AutoApprove | Action::NotifyOnly => Ok(Gatecheck::Runs),
+            Action::RequireApproval => {
+                let critical = raised.is_some() || must_ask.is_some();
+                if !critical {
+                    let held =
+                        self.gate
+                            .held(&who.name, app.id(), &spec.name, who.session.as_deref())?;
+                    let prefixed = !held.prefixes.is_empty()
+                        && self
+                            .toolsets
+                            .prefix_covers(app.id(), &spec.name, &args, &held.prefixes);
+                    if held.whole || prefixed {
+                        return Ok(Gatecheck::Runs);
+                    }
+                }
+                // Exactly the text the step's own question will carry.
+                let redacted = aai_audit::shrink(
+                    &aai_audit::redact(&step.args, schema.as_ref()),
+                    self.config.audit.max_arg_chars,
+                );
+                Ok(Gatecheck::Asks(guide::shorten(&redacted.to_string(), 200)))
+            }
+        }
+    }
+
+    /// Puts every step that needs approval to the user in one question: approve them all,
+    /// deny them all (nothing runs), or answer step by step as each runs.
+    async fn ask_batch(
+        &self,
+        who: &Caller,
+        steps: &[Step],
+        asked: &[(usize, &String)],
+        asker: Option<&dyn Asker>,
+    ) -> Result<bool, AaiError> {
+        let Some(asker) = asker else {
+            return Ok(false);
+        };
+        let list: Vec<String> = asked
+            .iter()
+            .map(|(i, shown)| format!("{i}. {}:{} {shown}", steps[*i].app, steps[*i].tool))
+            .collect();
+        let mut question = Question::new(
+            &who.name,
+            "aai-gateway",
+            &format!("a batch of {} steps", steps.len()),
+            "aai_batch",
+            Risk::High,
+            list.join("\n"),
+        );
+        question.batch = Some(asked.len());
+        question.session = false;
+        match asker.ask(&question).await {
+            Ok(Answer::AllowOnce) => Ok(true),
+            Ok(Answer::AlwaysTool) => Ok(false), // "step by step"
+            Ok(_) | Err(Unanswered::Declined(_)) => Err(AaiError::new(
+                ErrorKind::PermissionDenied,
+                "the user denied the batch; no step ran. Do not retry it unchanged.",
+            )
+            .with_detail(json!({"reason": "declined", "steps": asked.iter().map(|(i, _)| i).collect::<Vec<_>>()}))),
+            Err(Unanswered::Later(input_required)) => Err(AaiError::new(
+                ErrorKind::PermissionDenied,
+                "the user is being asked about the batch",
+            )
+            .with_detail(json!({super::INPUT_REQUIRED: input_required}))),
+            Err(other) => {
+                tracing::info!(?other, "the batch question could not be put; each step asks for itself");
+                Ok(false)
+            }
+        }
+    }
+}
+
+fn merge(mut head: Value, rest: Value) -> Value {
+    if let (Some(head), Value::Object(rest)) = (head.as_object_mut(), rest) {
+        head.extend(rest);
+    }
+    head
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_points_only_backwards_and_resolves_to_values() {
+        let mut needs = BTreeSet::new();
+        let args = json!({"id": {"$from": "/0/result/id"}, "list": [{"$from": "/1/result"}], "text": "/0/result"});
+        references(&args, 2, &mut needs).expect("backwards");
+        assert_eq!(needs, BTreeSet::from([0, 1]));
+        for (pointer, problem) in [
+            ("/2/result", "does not run before"),
+            ("/x", "earlier step's number"),
+            ("0/result", "earlier step's number"),
+        ] {
+            let error =
+                references(&json!({"$from": pointer}), 2, &mut BTreeSet::new()).expect_err(pointer);
+            assert!(error.contains(problem), "{pointer}: {error}");
+        }
+        let results = json!([{"result": {"id": "a\"; rm -rf ~"}}, {"result": [1, 2]}]);
+        let resolved = resolve(&args, &results).expect("resolves");
+        // The value arrives as data, whatever it holds; text that looks like a pointer stays text.
+        assert_eq!(
+            resolved,
+            json!({"id": "a\"; rm -rf ~", "list": [[1, 2]], "text": "/0/result"})
+        );
+        assert!(resolve(&json!({"$from": "/0/result/missing"}), &results).is_err());
+    }
+
+    #[test]
+    fn batches_are_read_with_clear_errors() {
+        for (args, problem) in [
+            (json!({}), "needs \"steps\""),
+            (json!({"steps": []}), "1 to 100"),
+            (json!({"steps": [{"tool": "t"}]}), "step 0 needs \"app\""),
+            (
+                json!({"steps": [{"app": "a", "tool": "t", "args": {"x": {"$from": "/0"}}}]}),
+                "step 0",
+            ),
+        ] {
+            let error = parse(&args).expect_err(problem);
+            assert!(
+                error.message.contains(problem),
+                "{problem}: {}",
+                error.message
+            );
+        }
+        let (steps, parallel) = parse(&json!({"parallel": true, "steps": [
+            {"app": "a", "tool": "t"}, {"app": "a", "tool": "u", "args": {"v": {"$from": "/0/result"}}}]}))
+        .expect("valid");
+        assert!(parallel);
+        assert_eq!(steps[1].needs, BTreeSet::from([0]));
+    }
+}
