@@ -1085,7 +1085,7 @@ impl Tools<'_> {
 }
 
 /// Waits, after an action or a load, for a navigation the page started on its own (a link,
-/// a meta refresh, a script setting `location`) to finish: one more round trip lets its
+/// a meta refresh, a script setting `location`) to finish: two more round trips let its
 /// first event arrive; each navigation seen is waited for, up to three in a row.
 async fn settle(
     page: &Page<'_>,
@@ -1093,8 +1093,13 @@ async fn settle(
 ) -> bool {
     let session = page.tab.session.clone();
     let mut navigated = false;
-    for _ in 0..3 {
+    for round in 0..3 {
         let _ = page.main_frame().await;
+        if round == 0 {
+            // A navigation the page scheduled while loading (a meta refresh, a script) can
+            // reach us just after the first reply on a busy machine: one more round trip.
+            let _ = page.main_frame().await;
+        }
         let mut started = false;
         while let Ok(event) = events.try_recv() {
             if event.session.as_deref() == Some(session.as_str()) {
