@@ -5,6 +5,7 @@
 #![allow(clippy::print_stdout)]
 
 mod browser;
+mod batch;
 mod dashboard;
 mod desktop;
 mod stop;
@@ -148,6 +149,10 @@ fn ms(d: Duration) -> String {
 fn main() {
     if std::env::args().any(|a| a == "desktop") {
         desktop::run();
+        return;
+    }
+    if std::env::args().any(|a| a == "batch") {
+        batch::run();
         return;
     }
     if std::env::args().any(|a| a == "dashboard") {
