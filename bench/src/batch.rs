@@ -39,7 +39,8 @@ fn api() -> String {
                         if header == "\r\n" {
                             break;
                         }
-                        if let Some(v) = header.to_ascii_lowercase().strip_prefix("content-length:") {
+                        if let Some(v) = header.to_ascii_lowercase().strip_prefix("content-length:")
+                        {
                             length = v.trim().parse().unwrap_or(0);
                         }
                     }
@@ -105,7 +106,11 @@ pub fn run() {
             json!({"name": "aai_batch", "arguments": {"parallel": true, "steps": (0..STEPS).map(step).collect::<Vec<_>>()}}),
         );
         batched.push(started.elapsed());
-        assert_eq!(reply["result"]["structuredContent"]["ok"], json!(STEPS), "{reply}");
+        assert_eq!(
+            reply["result"]["structuredContent"]["ok"],
+            json!(STEPS),
+            "{reply}"
+        );
         let started = Instant::now();
         for i in 0..STEPS {
             let reply = client.request(

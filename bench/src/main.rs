@@ -4,8 +4,8 @@
 //! overhead), and peak RSS at 1,000 apps. Prints a Markdown table on stdout.
 #![allow(clippy::print_stdout)]
 
-mod browser;
 mod batch;
+mod browser;
 mod dashboard;
 mod desktop;
 mod stop;

@@ -21,6 +21,7 @@ pub mod server;
 pub mod stop;
 pub mod transport;
 pub mod web;
+pub mod workflow;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -593,3 +593,39 @@ fn desktop_tools_dry_run_for_each_platform() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("X11"), "{}", text(&out.stdout));
 }
+
+/// `schemas/workflow.schema.json` is the schema generated from the workflow types, and it
+/// accepts a workflow that uses every part and refuses one with a field it does not know.
+#[test]
+fn the_published_workflow_schema_is_current() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let published: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("schemas/workflow.schema.json")).expect("schema file"),
+    )
+    .expect("json");
+    assert_eq!(
+        published,
+        aai_gateway::workflow::Workflow::schema(),
+        "regenerate with `aai-gateway workflow schema > schemas/workflow.schema.json`"
+    );
+    let validator = jsonschema::validator_for(&published).expect("a valid schema");
+    let full = serde_json::json!({
+        "description": "Mail the report",
+        "inputs": {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]},
+        "steps": [
+            {"app": "local.files", "tool": "file_read", "args": {"path": "/tmp/r.txt"}, "retry": 2, "timeout_ms": 5000},
+            {"app": "com.apple.mail", "tool": "send", "args": {"to": {"$input": "/to"}, "body": {"$from": "/0/result/content"}},
+             "if": {"$from": "/0/status", "equals": "ok"}, "on_error": "continue"}
+        ]
+    });
+    assert!(
+        validator.is_valid(&full),
+        "{:?}",
+        validator
+            .iter_errors(&full)
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+    );
+    let unknown = serde_json::json!({"description": "d", "steps": [{"app": "a", "tool": "t", "shell": "rm -rf ~"}]});
+    assert!(!validator.is_valid(&unknown));
+}

@@ -16,6 +16,7 @@ mod scan;
 mod serve;
 mod service;
 mod validate;
+mod workflow;
 
 use std::process::ExitCode;
 
@@ -145,6 +146,11 @@ pub enum Command {
     },
     /// Whether a gateway daemon runs, where, and whether its emergency stop is on.
     Status,
+    /// Workflow files (AAI_HOME/workflows/<name>.json): list, check, run.
+    Workflow {
+        #[command(subcommand)]
+        action: workflow::Action,
+    },
     /// Open the daemon's dashboard (live calls, audit history, approvals, grants, toolsets,
     /// client profiles, emergency stop) with a one-time login link.
     Dashboard {
@@ -240,6 +246,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Resume) => {
             runtime()?.block_on(daemon::control(&home, daemon::Control::Resume))
         }
+        Some(Command::Workflow { action }) => runtime()?.block_on(workflow::run(&home, action)),
         Some(Command::Dashboard { no_open }) => runtime()?.block_on(daemon::control(
             &home,
             daemon::Control::Dashboard { open: !no_open },

@@ -50,7 +50,7 @@ enum Gatecheck {
 }
 
 /// The `$from` pointers in `value`, checked: each must point into an earlier step's result.
-fn references(value: &Value, index: usize, needs: &mut BTreeSet<usize>) -> Result<(), String> {
+pub fn references(value: &Value, index: usize, needs: &mut BTreeSet<usize>) -> Result<(), String> {
     match value {
         Value::Object(map) if map.len() == 1 && map.contains_key("$from") => {
             let pointer = map["$from"]
@@ -78,7 +78,7 @@ fn references(value: &Value, index: usize, needs: &mut BTreeSet<usize>) -> Resul
 }
 
 /// `value` with every `{"$from": pointer}` replaced by what the pointer finds in `results`.
-fn resolve(value: &Value, results: &Value) -> Result<Value, String> {
+pub fn resolve(value: &Value, results: &Value) -> Result<Value, String> {
     match value {
         Value::Object(map) if map.len() == 1 && map.contains_key("$from") => {
             let pointer = map["$from"].as_str().unwrap_or_default();

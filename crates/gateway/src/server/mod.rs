@@ -154,6 +154,17 @@ impl AaiServer {
                 "required": ["url"]
             })),
         ));
+        // The user's workflows, each a tool with its inputs as the schema.
+        for (name, _, loaded) in crate::workflow::list(&self.gateway.home) {
+            match loaded {
+                Ok(workflow) => tools.push(Tool::new(
+                    format!("workflow_{name}"),
+                    format!("Workflow: {}", workflow.description),
+                    schema(workflow.inputs),
+                )),
+                Err(problem) => tracing::warn!("workflow {name} is not offered: {problem}"),
+            }
+        }
         tools.push(Tool::new(
             "aai_batch",
             "Run several app tools in one request. All steps are checked first; steps needing approval are asked about together. A step may use an earlier step's result: {\"$from\": \"/0/result/id\"} (a JSON Pointer into the results).",
@@ -253,6 +264,10 @@ impl AaiServer {
                     .await
             }
             "aai_batch" | "aai:batch" => gateway.batch(caller, &args, asker).await,
+            _ if name.starts_with("workflow_") => {
+                let workflow = name.trim_start_matches("workflow_");
+                gateway.run_workflow(caller, workflow, &args, asker).await
+            }
             "web_discover" | "web:discover" => {
                 let refresh = args
                     .get("refresh")

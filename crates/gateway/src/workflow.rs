@@ -1,0 +1,416 @@
+//! Workflow files: `AAI_HOME/workflows/<name>.json`, a named list of steps with typed inputs
+//! (`schemas/workflow.schema.json`). Each is offered to agents as the tool `workflow_<name>`
+//! and runs from the CLI (`aai-gateway workflow run|validate|list`). Every step goes through
+//! the gate like a direct call. Values come in as data only: `{"$input": "/pointer"}` into
+//! the inputs and `{"$from": "/<step>/result/…"}` into earlier steps' results.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use aai_descriptor::{AaiError, ErrorKind};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::gate::Asker;
+use crate::pipeline::{Caller, Gateway};
+
+/// The folder under `AAI_HOME`.
+pub const DIR: &str = "workflows";
+
+/// A workflow file.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Workflow {
+    /// What it does, for the agent choosing it.
+    pub description: String,
+    /// The JSON Schema of its inputs (an object schema); they are checked before any step.
+    #[serde(default = "empty_inputs")]
+    pub inputs: Value,
+    /// Run in order.
+    pub steps: Vec<WorkflowStep>,
+}
+
+fn empty_inputs() -> Value {
+    json!({"type": "object"})
+}
+
+/// One step: a tool call, with what to do when it fails.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowStep {
+    pub app: String,
+    pub tool: String,
+    /// The tool's arguments; `{"$input": "/x"}` and `{"$from": "/0/result/id"}` stand for
+    /// values.
+    #[serde(default)]
+    pub args: Value,
+    /// Further attempts after a failure (0–5).
+    #[serde(default)]
+    pub retry: u8,
+    /// Gives up on the step after this many milliseconds.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Runs only when this holds; skipped otherwise.
+    #[serde(default, rename = "if")]
+    pub condition: Option<Condition>,
+    /// On failure: stop the workflow (the default) or go on with the next step.
+    #[serde(default)]
+    pub on_error: OnError,
+}
+
+/// A test of an earlier result: `{"$from": "/0/result/state", "equals": "open"}`, or
+/// `{"$from": …, "exists": true}`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Condition {
+    #[serde(rename = "$from")]
+    pub from: String,
+    #[serde(default)]
+    pub equals: Option<Value>,
+    #[serde(default)]
+    pub exists: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnError {
+    #[default]
+    Stop,
+    Continue,
+}
+
+impl Workflow {
+    /// The JSON Schema of a workflow file (published as `schemas/workflow.schema.json`).
+    pub fn schema() -> Value {
+        let mut schema = serde_json::to_value(schemars::schema_for!(Workflow)).unwrap_or_default();
+        if let Some(object) = schema.as_object_mut() {
+            object.insert(
+                "$id".into(),
+                json!("https://aai-gateway.dev/schemas/workflow.schema.json"),
+            );
+        }
+        schema
+    }
+
+    /// Reads and checks the workflow at `path`: its shape, its inputs schema, and every
+    /// `$input`/`$from` (from only points back, at a step that exists).
+    ///
+    /// # Errors
+    /// `<file>: <problem>`, naming the step.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let shown = path.display();
+        let bytes = std::fs::read(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+        let workflow: Self = serde_json::from_slice(&bytes).map_err(|e| format!("{shown}: {e}"))?;
+        jsonschema::validator_for(&workflow.inputs)
+            .map_err(|e| format!("{shown}: \"inputs\" is not a valid JSON Schema: {e}"))?;
+        if workflow.steps.is_empty() {
+            return Err(format!("{shown}: a workflow needs at least one step"));
+        }
+        for (index, step) in workflow.steps.iter().enumerate() {
+            if step.retry > 5 {
+                return Err(format!("{shown}: step {index}: \"retry\" is at most 5"));
+            }
+            let mut needs = std::collections::BTreeSet::new();
+            crate::pipeline::batch::references(&step.args, index, &mut needs)
+                .map_err(|problem| format!("{shown}: step {index}: {problem}"))?;
+            if let Some(condition) = &step.condition {
+                crate::pipeline::batch::references(
+                    &json!({"$from": condition.from}),
+                    index,
+                    &mut needs,
+                )
+                .map_err(|problem| format!("{shown}: step {index}: \"if\": {problem}"))?;
+            }
+        }
+        Ok(workflow)
+    }
+}
+
+/// A workflow's name from its file name; only letters, digits, `-` and `_`.
+pub fn name_of(path: &Path) -> Option<String> {
+    let stem = path.file_stem()?.to_str()?;
+    (path.extension().is_some_and(|e| e == "json")
+        && !stem.is_empty()
+        && stem
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+    .then(|| stem.to_owned())
+}
+
+/// The workflows under `home`, by name, each loaded or with its problem.
+pub fn list(home: &Path) -> Vec<(String, PathBuf, Result<Workflow, String>)> {
+    let mut found: Vec<_> = std::fs::read_dir(home.join(DIR))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|entry| {
+                    let path = entry.path();
+                    name_of(&path).map(|name| {
+                        let loaded = Workflow::load(&path);
+                        (name, path, loaded)
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
+}
+
+/// The workflow `name` under `home`.
+///
+/// # Errors
+/// `TOOL_NOT_FOUND` when there is none, `INVALID_PARAMS` when it does not load.
+pub fn find(home: &Path, name: &str) -> Result<Workflow, AaiError> {
+    let path = home.join(DIR).join(format!("{name}.json"));
+    if name_of(&path).as_deref() != Some(name) || !path.exists() {
+        return Err(AaiError::new(
+            ErrorKind::ToolNotFound,
+            format!(
+                "no workflow {name:?} (files are {}/<name>.json)",
+                home.join(DIR).display()
+            ),
+        ));
+    }
+    Workflow::load(&path).map_err(|problem| AaiError::new(ErrorKind::InvalidParams, problem))
+}
+
+/// `value` with every `{"$input": pointer}` replaced by what it finds in `inputs`.
+fn with_inputs(value: &Value, inputs: &Value) -> Result<Value, String> {
+    match value {
+        Value::Object(map) if map.len() == 1 && map.contains_key("$input") => {
+            let pointer = map["$input"].as_str().unwrap_or_default();
+            inputs
+                .pointer(pointer)
+                .cloned()
+                .ok_or_else(|| format!("\"$input\": {pointer:?} finds nothing in the inputs"))
+        }
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| with_inputs(v, inputs).map(|v| (k.clone(), v)))
+            .collect::<Result<Map<_, _>, _>>()
+            .map(Value::Object),
+        Value::Array(items) => items
+            .iter()
+            .map(|v| with_inputs(v, inputs))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array),
+        other => Ok(other.clone()),
+    }
+}
+
+impl Gateway {
+    /// Runs workflow `name` with `inputs` for `who`: the inputs are checked against the
+    /// workflow's schema, then each step runs through the gate in order.
+    ///
+    /// # Errors
+    /// An unknown or invalid workflow, or inputs its schema refuses; a failed step is reported
+    /// in the result, not as an error.
+    pub async fn run_workflow(
+        &self,
+        who: &Caller,
+        name: &str,
+        inputs: &Value,
+        asker: Option<&dyn Asker>,
+    ) -> Result<Value, AaiError> {
+        let workflow = find(&self.home, name)?;
+        let inputs = if inputs.is_null() {
+            json!({})
+        } else {
+            inputs.clone()
+        };
+        if let Ok(validator) = jsonschema::validator_for(&workflow.inputs) {
+            let problems: Vec<String> = validator
+                .iter_errors(&inputs)
+                .map(|e| format!("{} {e}", e.instance_path()))
+                .collect();
+            if !problems.is_empty() {
+                return Err(AaiError::new(
+                    ErrorKind::InvalidParams,
+                    format!(
+                        "workflow {name}: the inputs do not fit its schema: {}",
+                        problems.join("; ")
+                    ),
+                )
+                .with_detail(json!({"problems": problems})));
+            }
+        }
+        let mut results: Vec<Value> = Vec::with_capacity(workflow.steps.len());
+        let mut stopped = false;
+        for (index, step) in workflow.steps.iter().enumerate() {
+            let head = json!({"step": index, "app": step.app, "tool": step.tool});
+            if stopped {
+                results.push(merge(
+                    head,
+                    json!({"status": "skipped", "reason": "an earlier step failed"}),
+                ));
+                continue;
+            }
+            let so_far = Value::Array(results.clone());
+            if let Some(condition) = &step.condition {
+                let found = so_far.pointer(&condition.from);
+                let holds = match (&condition.equals, condition.exists) {
+                    (Some(expected), _) => found == Some(expected),
+                    (None, Some(exists)) => found.is_some() == exists,
+                    (None, None) => found.is_some_and(|v| !v.is_null() && v != &json!(false)),
+                };
+                if !holds {
+                    results.push(merge(
+                        head,
+                        json!({"status": "skipped", "reason": "its \"if\" did not hold"}),
+                    ));
+                    continue;
+                }
+            }
+            let args = with_inputs(&step.args, &inputs)
+                .and_then(|args| crate::pipeline::batch::resolve(&args, &so_far));
+            let outcome = match args {
+                Err(problem) => Err(AaiError::new(ErrorKind::InvalidParams, problem)),
+                Ok(args) => self.attempt(who, step, &args, asker).await,
+            };
+            match outcome {
+                Ok(result) => results.push(merge(head, json!({"status": "ok", "result": result}))),
+                Err(error) => {
+                    stopped = step.on_error == OnError::Stop;
+                    results.push(merge(
+                        head,
+                        json!({"status": "failed", "error": {"type": error.kind.type_name(), "code": error.kind.code(), "message": error.message}}),
+                    ));
+                }
+            }
+        }
+        let failed = results.iter().filter(|r| r["status"] == "failed").count();
+        Ok(json!({"workflow": name, "steps": results, "failed": failed}))
+    }
+
+    /// One step with its retries and timeout. A refusal (policy, the user) is not retried.
+    async fn attempt(
+        &self,
+        who: &Caller,
+        step: &WorkflowStep,
+        args: &Value,
+        asker: Option<&dyn Asker>,
+    ) -> Result<Value, AaiError> {
+        let mut tries = 0;
+        loop {
+            let call = self.exec_asking(who, &step.app, &step.tool, args, asker);
+            let outcome = match step.timeout_ms {
+                Some(ms) => tokio::time::timeout(Duration::from_millis(ms), call)
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(AaiError::new(
+                            ErrorKind::Timeout,
+                            format!("the step did not finish within {ms} ms (its \"timeout_ms\")"),
+                        ))
+                    }),
+                None => call.await,
+            };
+            match outcome {
+                Err(error)
+                    if tries < step.retry
+                        && !matches!(
+                            error.kind,
+                            ErrorKind::PermissionDenied | ErrorKind::InvalidParams
+                        ) =>
+                {
+                    tries += 1;
+                    tracing::info!(tool = %step.tool, tries, "retrying a workflow step: {}", error.message);
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+fn merge(mut head: Value, rest: Value) -> Value {
+    if let (Some(head), Value::Object(rest)) = (head.as_object_mut(), rest) {
+        head.extend(rest);
+    }
+    head
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(format!("{name}.json"));
+        std::fs::write(&path, text).expect("write");
+        path
+    }
+
+    #[test]
+    fn workflows_are_checked_when_loaded() {
+        let dir = tempfile::tempdir().expect("dir");
+        let good = write(
+            dir.path(),
+            "good",
+            r#"{"description": "d", "inputs": {"type": "object", "properties": {"to": {"type": "string"}}},
+            "steps": [{"app": "a", "tool": "t", "args": {"to": {"$input": "/to"}}},
+                      {"app": "a", "tool": "u", "args": {"id": {"$from": "/0/result/id"}}, "if": {"$from": "/0/status", "equals": "ok"}, "on_error": "continue", "retry": 2}]}"#,
+        );
+        let workflow = Workflow::load(&good).expect("loads");
+        assert_eq!(workflow.steps[1].on_error, OnError::Continue);
+        for (text, problem) in [
+            (r#"{"description": "d", "steps": []}"#, "at least one step"),
+            (
+                r#"{"description": "d", "steps": [{"app": "a", "tool": "t", "args": {"x": {"$from": "/0/result"}}}]}"#,
+                "step 0",
+            ),
+            (
+                r#"{"description": "d", "steps": [{"app": "a", "tool": "t", "if": {"$from": "/1/status", "equals": 1}}]}"#,
+                "\"if\"",
+            ),
+            (
+                r#"{"description": "d", "steps": [{"app": "a", "tool": "t", "retry": 9}]}"#,
+                "at most 5",
+            ),
+            (
+                r#"{"description": "d", "inputs": {"type": 7}, "steps": [{"app": "a", "tool": "t"}]}"#,
+                "not a valid JSON Schema",
+            ),
+            (
+                r#"{"description": "d", "steps": [{"app": "a", "tool": "t", "shell": "rm"}]}"#,
+                "unknown field",
+            ),
+        ] {
+            let path = write(dir.path(), "bad", text);
+            let error = Workflow::load(&path).expect_err(problem);
+            assert!(error.contains(problem), "{problem}: {error}");
+        }
+        assert_eq!(
+            name_of(Path::new("/x/send-report_2.json")).as_deref(),
+            Some("send-report_2")
+        );
+        for bad in ["/x/a b.json", "/x/a.txt", "/x/.json", "/x/a.b.json"] {
+            assert_eq!(name_of(Path::new(bad)), None, "{bad}");
+        }
+        // A name never leaves the workflows folder.
+        std::fs::create_dir_all(dir.path().join(DIR)).expect("dir");
+        write(
+            dir.path(),
+            "outside",
+            r#"{"description": "d", "steps": [{"app": "a", "tool": "t"}]}"#,
+        );
+        for name in ["../outside", "..", "a/b", ""] {
+            assert_eq!(
+                find(dir.path(), name).expect_err(name).kind,
+                ErrorKind::ToolNotFound,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn inputs_fill_in_as_values() {
+        let inputs = json!({"to": "bob; rm -rf ~", "n": 3});
+        let args =
+            json!({"to": {"$input": "/to"}, "list": [{"$input": "/n"}], "literal": "$input"});
+        assert_eq!(
+            with_inputs(&args, &inputs).expect("fills"),
+            json!({"to": "bob; rm -rf ~", "list": [3], "literal": "$input"})
+        );
+        assert!(with_inputs(&json!({"$input": "/missing"}), &inputs).is_err());
+    }
+}
