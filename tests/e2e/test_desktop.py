@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import anyio
@@ -271,3 +270,23 @@ async def test_a_protected_app_is_never_read_seen_or_driven(home, screen, monkey
             assert not any(e["source"] == "a11y" for e in found["elements"]), found
             refused = await client.call_tool("aai_exec", {"app": "local.input", "tool": "left_click", "args": {"x": 100, "y": 100}})
             assert refused.is_error and refused.structured_content["detail"]["reason"] == "protected_app", text_of(refused)
+
+
+async def test_batch_desktop_steps_take_turns_while_other_steps_run(home, screen, monkeypatch):
+    """In a parallel batch, two smooth mouse moves take the desktop lock in turn, while a
+    terminal step runs beside them: the audit log's order shows both."""
+    def move(x):
+        return {"app": "local.input", "tool": "mouse_move", "args": {"x": x, "y": 120, "smooth": True, "duration_ms": 400}}
+
+    with anyio.fail_after(TIMEOUT):
+        async with desktop_client(home, screen, monkeypatch) as client:
+            result = await client.call_tool("aai_batch", {"parallel": True, "steps": [
+                move(100), move(400), {"app": "local.terminal", "tool": "bash_execute", "args": {"command": "echo beside"}}]})
+            assert [s["status"] for s in result.structured_content["steps"]] == ["ok", "ok", "ok"], result.structured_content
+    exported = subprocess.run([str(GATEWAY), "audit", "export"], env=gateway_env(home, None), capture_output=True, text=True, timeout=30)
+    rows = sorted((json.loads(line) for line in exported.stdout.splitlines()), key=lambda r: r["id"])
+    moves = [r["result"] for r in rows if r["tool"] == "mouse_move"]
+    assert moves == ["started", "success", "started", "success"], moves
+    first_move_done = next(r["id"] for r in rows if r["tool"] == "mouse_move" and r["result"] == "success")
+    terminal_started = next(r["id"] for r in rows if r["tool"] == "bash_execute" and r["result"] == "started")
+    assert terminal_started < first_move_done, "the terminal step ran while the mouse moved"
