@@ -10,9 +10,10 @@ use std::time::Duration;
 use aai_descriptor::{AaiError, ErrorKind};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::gate::Asker;
+use crate::pipeline::batch::{failure, fill, merge};
 use crate::pipeline::{Caller, Gateway};
 
 /// The folder under `AAI_HOME`.
@@ -178,26 +179,7 @@ pub fn find(home: &Path, name: &str) -> Result<Workflow, AaiError> {
 
 /// `value` with every `{"$input": pointer}` replaced by what it finds in `inputs`.
 fn with_inputs(value: &Value, inputs: &Value) -> Result<Value, String> {
-    match value {
-        Value::Object(map) if map.len() == 1 && map.contains_key("$input") => {
-            let pointer = map["$input"].as_str().unwrap_or_default();
-            inputs
-                .pointer(pointer)
-                .cloned()
-                .ok_or_else(|| format!("\"$input\": {pointer:?} finds nothing in the inputs"))
-        }
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| with_inputs(v, inputs).map(|v| (k.clone(), v)))
-            .collect::<Result<Map<_, _>, _>>()
-            .map(Value::Object),
-        Value::Array(items) => items
-            .iter()
-            .map(|v| with_inputs(v, inputs))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Value::Array),
-        other => Ok(other.clone()),
-    }
+    fill(value, "$input", inputs, "the inputs")
 }
 
 impl Gateway {
@@ -273,10 +255,7 @@ impl Gateway {
                 Ok(result) => results.push(merge(head, json!({"status": "ok", "result": result}))),
                 Err(error) => {
                     stopped = step.on_error == OnError::Stop;
-                    results.push(merge(
-                        head,
-                        json!({"status": "failed", "error": {"type": error.kind.type_name(), "code": error.kind.code(), "message": error.message}}),
-                    ));
+                    results.push(merge(head, failure(&error)));
                 }
             }
         }
@@ -321,13 +300,6 @@ impl Gateway {
             }
         }
     }
-}
-
-fn merge(mut head: Value, rest: Value) -> Value {
-    if let (Some(head), Value::Object(rest)) = (head.as_object_mut(), rest) {
-        head.extend(rest);
-    }
-    head
 }
 
 #[cfg(test)]

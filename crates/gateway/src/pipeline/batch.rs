@@ -79,25 +79,45 @@ pub fn references(value: &Value, index: usize, needs: &mut BTreeSet<usize>) -> R
 
 /// `value` with every `{"$from": pointer}` replaced by what the pointer finds in `results`.
 pub fn resolve(value: &Value, results: &Value) -> Result<Value, String> {
+    fill(value, "$from", results, "the earlier results")
+}
+
+/// `value` with every one-key object `{marker: pointer}` replaced by what the JSON Pointer
+/// finds in `source` (named `what` in the error): whole values, never text.
+pub fn fill(value: &Value, marker: &str, source: &Value, what: &str) -> Result<Value, String> {
     match value {
-        Value::Object(map) if map.len() == 1 && map.contains_key("$from") => {
-            let pointer = map["$from"].as_str().unwrap_or_default();
-            results.pointer(pointer).cloned().ok_or_else(|| {
-                format!("\"$from\": {pointer:?} finds nothing in the earlier results")
-            })
+        Value::Object(map) if map.len() == 1 && map.contains_key(marker) => {
+            let pointer = map[marker].as_str().unwrap_or_default();
+            source
+                .pointer(pointer)
+                .cloned()
+                .ok_or_else(|| format!("\"{marker}\": {pointer:?} finds nothing in {what}"))
         }
         Value::Object(map) => map
             .iter()
-            .map(|(k, v)| resolve(v, results).map(|v| (k.clone(), v)))
+            .map(|(k, v)| fill(v, marker, source, what).map(|v| (k.clone(), v)))
             .collect::<Result<Map<_, _>, _>>()
             .map(Value::Object),
         Value::Array(items) => items
             .iter()
-            .map(|v| resolve(v, results))
+            .map(|v| fill(v, marker, source, what))
             .collect::<Result<Vec<_>, _>>()
             .map(Value::Array),
         other => Ok(other.clone()),
     }
+}
+
+/// A step's report: `head` (its number, app and tool) with `rest`'s fields.
+pub fn merge(mut head: Value, rest: Value) -> Value {
+    if let (Some(head), Value::Object(rest)) = (head.as_object_mut(), rest) {
+        head.extend(rest);
+    }
+    head
+}
+
+/// The report of a step that failed with `error`.
+pub fn failure(error: &AaiError) -> Value {
+    json!({"status": "failed", "error": {"type": error.kind.type_name(), "code": error.kind.code(), "message": error.message}})
 }
 
 /// Reads the batch's steps.
@@ -331,10 +351,7 @@ impl Gateway {
             .await
         {
             Ok(result) => merge(head, json!({"status": "ok", "result": result})),
-            Err(error) => merge(
-                head,
-                json!({"status": "failed", "error": {"type": error.kind.type_name(), "code": error.kind.code(), "message": error.message}}),
-            ),
+            Err(error) => merge(head, failure(&error)),
         }
     }
 
@@ -448,13 +465,6 @@ impl Gateway {
             }
         }
     }
-}
-
-fn merge(mut head: Value, rest: Value) -> Value {
-    if let (Some(head), Value::Object(rest)) = (head.as_object_mut(), rest) {
-        head.extend(rest);
-    }
-    head
 }
 
 #[cfg(test)]
