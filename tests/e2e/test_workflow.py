@@ -76,3 +76,34 @@ def test_the_cli_lists_validates_and_runs_workflows(home, bus):
     assert report["steps"][2]["result"] == "from the cli"
     missing = cli(home, bus, "workflow", "run", "nope")
     assert missing.returncode == 1 and "TOOL_NOT_FOUND" in missing.stderr
+
+
+async def test_clients_hear_when_a_workflow_is_added_or_changed(home, bus, monkeypatch):
+    import mcp.client.session as session_module
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    changes = []
+
+    async def on_message(message):
+        if type(getattr(message, "root", message)).__name__ == "ToolListChangedNotification":
+            changes.append(1)
+
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
+    with anyio.fail_after(TIMEOUT):
+        async with Client(params, mode="legacy", cache=None, message_handler=on_message) as c:
+            assert not any(t.name.startswith("workflow_") for t in (await c.list_tools()).tools)
+            await anyio.sleep(0.5)
+            changes.clear()
+            install_workflow(home, "report", REPORT)
+            while not changes:
+                await anyio.sleep(0.05)
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert tools["workflow_report"].description == "Workflow: " + REPORT["description"]
+            changes.clear()
+            install_workflow(home, "report", {**REPORT, "description": "Changed"})
+            while not changes:
+                await anyio.sleep(0.05)
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert tools["workflow_report"].description == "Workflow: Changed"

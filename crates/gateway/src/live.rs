@@ -107,6 +107,8 @@ fn run(
 /// What a file-system event must touch to be worth a re-scan.
 struct Relevant {
     config: PathBuf,
+    /// Workflow files are offered as tools.
+    workflows: PathBuf,
     /// Configured paths (a configured file may have any name).
     paths: Vec<PathBuf>,
     /// Every descriptor file the last scan looked at.
@@ -117,6 +119,7 @@ impl Relevant {
     fn new(home: &Path, options: &ScanOptions, seen: HashSet<PathBuf>) -> Self {
         Self {
             config: home.join(crate::config::CONFIG_FILE),
+            workflows: home.join(crate::workflow::DIR),
             paths: options.paths.clone(),
             seen,
         }
@@ -140,6 +143,7 @@ impl Relevant {
         event.paths.iter().any(|path| {
             path.file_name().is_some_and(|name| name == "aai.json")
                 || *path == self.config
+                || path.parent() == Some(self.workflows.as_path())
                 || self.paths.iter().any(|p| p == path)
                 || (structural
                     && (path.is_dir() || self.seen.iter().any(|seen| seen.starts_with(path))))
@@ -192,7 +196,8 @@ fn rescan(
         if !streaming && !done {
             return;
         }
-        let registry = Registry::build(&found, platforms, done);
+        let mut registry = Registry::build(&found, platforms, done);
+        registry.workflows = crate::workflow::fingerprint(&options.home);
         let (changed, known) = {
             let current = tx.borrow();
             let changed = !current.same_apps(&registry)
@@ -263,6 +268,7 @@ mod tests {
                 &home.join("new/aai.json"),
             ),
             event(data, &home.join("config.json")),
+            event(data, &home.join("workflows/report.json")),
             event(data, &extra),
             event(EventKind::Create(CreateKind::Folder), &app),
             // A folder that held a known descriptor was moved away (it no longer exists).

@@ -127,6 +127,9 @@ pub struct Registry {
     pub rejected: Vec<Rejected>,
     /// False while discovery is still loading files.
     pub complete: bool,
+    /// The workflow files when this snapshot was taken (name, size, modified): when they
+    /// change, clients are told the tool list changed (each is a `workflow_<name>` tool).
+    pub workflows: Vec<(String, u64, Option<std::time::SystemTime>)>,
 }
 
 impl Registry {
@@ -203,6 +206,7 @@ impl Registry {
             by_slug,
             rejected,
             complete,
+            workflows: Vec::new(),
         }
     }
 
@@ -227,7 +231,8 @@ impl Registry {
 
     /// Whether two snapshots offer the same apps from the same descriptors.
     pub fn same_apps(&self, other: &Self) -> bool {
-        self.apps.len() == other.apps.len()
+        self.workflows == other.workflows
+            && self.apps.len() == other.apps.len()
             && self.apps.iter().zip(&other.apps).all(|(a, b)| {
                 a.slug == b.slug
                     && a.source == b.source

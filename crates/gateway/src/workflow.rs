@@ -159,6 +159,24 @@ pub fn list(home: &Path) -> Vec<(String, PathBuf, Result<Workflow, String>)> {
     found
 }
 
+/// What the workflow files under `home` are now (name, size, modified), to notice changes.
+pub fn fingerprint(home: &Path) -> Vec<(String, u64, Option<std::time::SystemTime>)> {
+    let mut found: Vec<_> = std::fs::read_dir(home.join(DIR))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|entry| {
+                    let name = name_of(&entry.path())?;
+                    let meta = entry.metadata().ok()?;
+                    Some((name, meta.len(), meta.modified().ok()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
 /// The workflow `name` under `home`.
 ///
 /// # Errors
