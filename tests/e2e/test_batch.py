@@ -143,3 +143,30 @@ async def test_the_batch_question_reaches_a_2026_client_through_input_required(h
             assert [s["status"] for s in r.structured_content["steps"]] == ["ok", "ok"]
     assert len(asked) == 1 and "2 step(s)" in asked[0]
 
+
+
+async def test_a_batch_nobody_can_ask_about_waits_in_the_daemon_queue_and_resumes_once(home, bus, monkeypatch):
+    import mcp.client.session as session_module
+
+    from conftest import queue_daemon
+
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    d = queue_daemon(home, bus, 1)
+    try:
+        with anyio.fail_after(TIMEOUT):
+            async with d.client(name="batch-client") as c:
+                pending = await c.call_tool("aai_batch", {"steps": [echo("queued one"), echo("queued two")]})
+                assert pending.is_error, pending.content
+                detail = pending.structured_content["detail"]
+                assert detail["reason"] == "pending_approval", pending.structured_content
+                listed = d.cli("approvals").stdout
+                assert detail["approval_id"] in listed and "2 step(s)" in listed, listed
+                assert d.cli("approvals", "approve", detail["approval_id"]).returncode == 0
+                ran = await c.call_tool("aai_batch", {"approval_id": detail["approval_id"]})
+                assert [s["status"] for s in ran.structured_content["steps"]] == ["ok", "ok"], ran.structured_content
+                again = await c.call_tool("aai_batch", {"approval_id": detail["approval_id"]})
+                assert again.is_error and "already used" in again.structured_content["message"]
+        successes = [json.loads(r)["args"] for r in d.cli("audit", "export").stdout.splitlines() if json.loads(r)["result"] == "success"]
+        assert len(successes) == 2, successes  # each step ran exactly once
+    finally:
+        d.close()

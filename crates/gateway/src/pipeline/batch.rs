@@ -454,6 +454,14 @@ impl Gateway {
                 "the user denied the batch; no step ran. Do not retry it unchanged.",
             )
             .with_detail(json!({"reason": "declined", "steps": asked.iter().map(|(i, _)| i).collect::<Vec<_>>()}))),
+            // Waiting in the daemon's queue: the batch returns pending and is resumed by id.
+            Err(Unanswered::Queued(id)) => Err(AaiError::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "the batch is waiting for the user's approval (id {id}); no step ran. The user answers on the dashboard or with `aai-gateway approvals`; once they have, call aai_batch with {{\"approval_id\": \"{id}\"}} to run it — it runs once."
+                ),
+            )
+            .with_detail(json!({"reason": "pending_approval", "approval_id": id}))),
             Err(Unanswered::Later(input_required)) => Err(AaiError::new(
                 ErrorKind::PermissionDenied,
                 "the user is being asked about the batch",

@@ -180,9 +180,9 @@ impl AaiServer {
                         },
                         "required": ["app", "tool"]
                     }},
-                    "parallel": {"type": "boolean", "description": "Run independent steps at once (steps that use the screen, mouse or keyboard still run one at a time)"}
+                    "parallel": {"type": "boolean", "description": "Run independent steps at once (steps that use the screen, mouse or keyboard still run one at a time)"},
+                    "approval_id": {"type": "string", "description": "Only to resume a batch that returned pending approval, once the user answered"}
                 },
-                "required": ["steps"]
             })),
         ));
         tools.push(Tool::new(
@@ -406,7 +406,7 @@ impl ServerHandler for AaiServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
-        let name = request.name.to_string();
+        let mut name = request.name.to_string();
         let mut args = Value::Object(request.arguments.unwrap_or_default());
         // The caller identity for consent: `clientInfo.name` from initialize, or from the
         // request's own `_meta` in the 2026-07-28 lifecycle.
@@ -426,7 +426,8 @@ impl ServerHandler for AaiServer {
         // `aai_exec {"approval_id"}`: the call the user answered in the approval queue, run
         // once as it was asked.
         let exec = matches!(name.as_str(), "aai_exec" | "aai:exec");
-        let resume = if exec {
+        let resumable = exec || matches!(name.as_str(), "aai_batch" | "aai:batch");
+        let resume = if resumable {
             args.get("approval_id")
                 .and_then(Value::as_str)
                 .map(str::to_owned)
@@ -435,6 +436,11 @@ impl ServerHandler for AaiServer {
         };
         if let Some(id) = &resume {
             match self.gateway.approvals.call_of(id, &caller) {
+                // A batch waited as a whole: it runs again with the user's answer.
+                Ok(call) if call.app == "aai_batch" => {
+                    name = "aai_batch".to_owned();
+                    args = call.args;
+                }
                 Ok(call) => args = json!({"app": call.app, "tool": call.tool, "args": call.args}),
                 Err(message) => {
                     let error = AaiError::new(ErrorKind::InvalidParams, message)
