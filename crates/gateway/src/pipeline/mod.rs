@@ -13,10 +13,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::gate::{
-    Answer, Asker, Call, Gate, Question, Unanswered, action_name, risk_name, shell_quote,
-};
-use aai_audit::{Grant, Scope};
+use crate::gate::{Asker, Call, Gate};
 
 /// The key under which a pending 2026-07-28 consent round travels in an error's detail, for
 /// the MCP layer to turn into an `InputRequiredResult`.
@@ -25,6 +22,7 @@ use crate::registry::{App, Registry};
 
 mod args;
 pub mod batch;
+mod consent;
 mod render;
 mod web;
 
@@ -496,156 +494,6 @@ impl Gateway {
         (action, profile_name.to_owned())
     }
 
-    /// The consent step: a blocked call is refused; one that needs approval runs on a
-    /// remembered grant or the user's answer. Returns the decision the audit rows carry.
-    #[allow(clippy::too_many_arguments)]
-    async fn consent(
-        &self,
-        step: &Step<'_>,
-        who: &Caller,
-        app: &App,
-        spec: &ToolCommon,
-        args: &Map<String, Value>,
-        action: Action,
-        profile_name: &str,
-        raised: Option<Risk>,
-        must_ask: Option<&str>,
-        asker: Option<&dyn Asker>,
-    ) -> Result<String, AaiError> {
-        let caller = who.name.as_str();
-        let risk = step.call.risk;
-        let mut decision = action_name(action).to_owned();
-        match action {
-            Action::AlwaysBlock => {
-                let error = match &self.config.invalid {
-                    Some(problem) => config_invalid(app.id(), &spec.name, problem),
-                    None => AaiError::new(
-                        ErrorKind::PermissionDenied,
-                        format!(
-                            "{}:{} is blocked by the policy profile {profile_name:?} (risk {}); no approval can allow it. The user can change `policy` in the gateway's config.json.",
-                            app.id(),
-                            spec.name,
-                            risk_name(risk)
-                        ),
-                    )
-                    .with_detail(json!({"reason": "blocked", "profile": profile_name, "risk": risk_name(risk)})),
-                };
-                Err(self.refuse(step, &decision, "blocked", error))
-            }
-            Action::AutoApprove | Action::NotifyOnly => Ok(decision),
-            Action::RequireApproval => {
-                let critical = raised.is_some() || must_ask.is_some();
-                // No grant covers a call whose risk was raised, or that must be asked each
-                // time: it is asked each time.
-                let held = if critical {
-                    aai_audit::Held::default()
-                } else {
-                    self.gate
-                        .held(caller, app.id(), &spec.name, who.session.as_deref())?
-                };
-                let prefixed = !held.prefixes.is_empty()
-                    && self
-                        .toolsets
-                        .prefix_covers(app.id(), &spec.name, args, &held.prefixes);
-                if held.whole || prefixed {
-                    decision.push_str(if prefixed {
-                        ":granted_prefix"
-                    } else {
-                        ":granted"
-                    });
-                    return Ok(decision);
-                }
-                let mut question = Question::new(
-                    caller,
-                    app.id(),
-                    &app.descriptor.name,
-                    &spec.name,
-                    risk,
-                    guide::shorten(&step.call.args.to_string(), 200),
-                );
-                question.once_only = critical;
-                question.why = must_ask.map(str::to_owned);
-                question.session = who.session.is_some();
-                question.prefix = self.toolsets.offered_prefix(app.id(), &spec.name, args);
-                let answer = match asker {
-                    Some(asker) => asker.ask(&question).await,
-                    None => Err(Unanswered::CannotAsk(String::new())),
-                };
-                let answer = match answer {
-                    Ok(Answer::Deny) => Err(Unanswered::Declined("the user chose Deny".to_owned())),
-                    other => other,
-                };
-                match answer {
-                    Ok(answer) => {
-                        let via = asker.map_or("cli", |a| a.via());
-                        let scoped =
-                            |scope: Scope, tool: Option<&str>, prefix: Option<&str>| Grant {
-                                scope,
-                                session: (scope == Scope::Session)
-                                    .then(|| who.session.clone())
-                                    .flatten(),
-                                prefix: prefix.map(str::to_owned),
-                                ..Grant::always(caller, app.id(), tool, via)
-                            };
-                        let grant = match answer {
-                            Answer::AllowSession => {
-                                Some(scoped(Scope::Session, Some(&spec.name), None))
-                            }
-                            Answer::AlwaysTool => {
-                                Some(scoped(Scope::Always, Some(&spec.name), None))
-                            }
-                            Answer::AlwaysApp => Some(scoped(Scope::Always, None, None)),
-                            Answer::AlwaysPrefix => question
-                                .prefix
-                                .as_deref()
-                                .map(|p| scoped(Scope::Always, Some(&spec.name), Some(p))),
-                            Answer::AllowOnce | Answer::Deny => None,
-                        };
-                        if let Some(grant) = grant {
-                            self.gate.remember(&grant)?;
-                        }
-                        decision.push(':');
-                        decision.push_str(answer.decision());
-                        Ok(decision)
-                    }
-                    // Not answered yet: the call returns pending, resumed by its id.
-                    Err(Unanswered::Queued(id)) => {
-                        let error = AaiError::new(
-                            ErrorKind::PermissionDenied,
-                            format!(
-                                "{}:{} is waiting for the user's approval (id {id}). The user answers on the dashboard or with `aai-gateway approvals`; once they have, call aai_exec with {{\"approval_id\": \"{id}\"}} to run it — it runs once. Do not repeat the call meanwhile.",
-                                app.id(),
-                                spec.name
-                            ),
-                        )
-                        .with_detail(json!({"reason": "pending_approval", "approval_id": id}));
-                        Err(self.refuse(step, &decision, "pending", error))
-                    }
-                    // Not a decision yet: the client asks the user and calls again.
-                    Err(Unanswered::Later(input_required)) => Err(AaiError::new(
-                        ErrorKind::PermissionDenied,
-                        "waiting for the user's approval",
-                    )
-                    .with_detail(json!({ INPUT_REQUIRED: input_required }))),
-                    Err(unanswered) => {
-                        let error = match &self.config.invalid {
-                            Some(problem) => config_invalid(app.id(), &spec.name, problem),
-                            None => not_approved(
-                                caller,
-                                app.id(),
-                                &spec.name,
-                                risk,
-                                profile_name,
-                                &unanswered,
-                            ),
-                        };
-                        Err(self.refuse(step, &decision, "denied", error))
-                    }
-                }
-            }
-        }
-    }
-
     /// The execute step: runs the tool (again after a sign-in through the client), with a
     /// `cancelled` row written if the call is dropped before it ends; a TLS failure is
     /// explained from the certificate the server presents.
@@ -913,70 +761,6 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic".to_owned())
-}
-
-/// PERMISSION_DENIED for a call refused while `config.json` is invalid: the fix is the file,
-/// not a grant.
-fn config_invalid(app: &str, tool: &str, problem: &str) -> AaiError {
-    AaiError::new(
-        ErrorKind::PermissionDenied,
-        format!(
-            "{app}:{tool} was not run: the config is invalid: {problem}. Until the file is fixed the gateway runs with every call needing the user's approval; fix it (check with `aai-gateway config check`), then call again."
-        ),
-    )
-    .with_detail(json!({"reason": "config_invalid", "problem": problem}))
-}
-
-/// PERMISSION_DENIED for a call the user did not approve. When the user was asked and said
-/// no, the agent is told so and not to ask again; only when nobody could be asked does it get
-/// the commands that grant the tool.
-fn not_approved(
-    caller: &str,
-    app: &str,
-    tool: &str,
-    risk: Risk,
-    profile: &str,
-    unanswered: &Unanswered,
-) -> AaiError {
-    let risk = risk_name(risk);
-    match unanswered {
-        Unanswered::Declined(reason) => AaiError::new(
-            ErrorKind::PermissionDenied,
-            format!(
-                "The user declined {app}:{tool} ({reason}); it was not run. Do not ask again for this call or retry it: go on without it, or ask the user what to do instead."
-            ),
-        )
-        .with_detail(json!({"reason": "user_declined", "profile": profile, "risk": risk})),
-        Unanswered::Refused(reason) => AaiError::new(
-            ErrorKind::PermissionDenied,
-            format!("{app}:{tool} was not run: {reason}."),
-        )
-        .with_detail(json!({"reason": "approval_refused", "profile": profile, "risk": risk})),
-        Unanswered::CannotAsk(reason) => {
-            let client = shell_quote(caller);
-            let this_tool = format!(
-                "aai-gateway consent grant {} {} --client {client}",
-                shell_quote(app),
-                shell_quote(tool)
-            );
-            let whole_app = format!(
-                "aai-gateway consent grant {} --client {client}",
-                shell_quote(app)
-            );
-            AaiError::new(
-                ErrorKind::PermissionDenied,
-                format!(
-                    "{app}:{tool} needs the user's approval (risk {risk}, policy profile {profile:?}) and the user could not be asked{}. Ask the user to run `{this_tool}` (or `{whole_app}` for every tool of the app), then call again.",
-                    if reason.is_empty() { String::new() } else { format!(" ({reason})") }
-                ),
-            )
-            .with_detail(json!({"reason": "approval_required", "command": this_tool, "command_all_tools": whole_app, "profile": profile, "risk": risk}))
-        }
-        Unanswered::Later(_) | Unanswered::Queued(_) => AaiError::new(
-            ErrorKind::PermissionDenied,
-            "waiting for the user's approval",
-        ),
-    }
 }
 
 /// A URL, or a domain rather than an appId (`github.com`, `api.example.com/v1`): something
