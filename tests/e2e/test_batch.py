@@ -100,12 +100,14 @@ async def test_a_result_flows_into_a_later_step_as_a_value(home, bus, monkeypatc
                 {"app": "org.aai.test", "tool": "echo", "args": {"text": {"$from": "/2/result"}}},
                 {"app": "org.aai.test", "tool": "fail"},
                 {"app": "org.aai.test", "tool": "echo", "args": {"text": {"$from": "/4/result"}}},
+                echo("independent of the failure"),
             ]})
     steps = r.structured_content["steps"]
     assert steps[0]["result"] == 42 and steps[1]["status"] == "ok", steps[:2]
     assert steps[3]["result"] == hostile, steps[3]
     assert steps[4]["status"] == "failed" and steps[5]["status"] == "skipped", steps[4:]
     assert "step 4" in steps[5]["reason"]
+    assert steps[6]["status"] == "ok", "in parallel only a step's sources can hold it back"
     assert not witness.exists()
 
 

@@ -42,9 +42,12 @@ struct Step {
 /// What the gate will do with a step, found without running it or asking anyone.
 enum Gatecheck {
     Runs,
-    /// Needs the user's approval: the question's arguments, as the step's own ask would show
-    /// them (so the batch answer covers that exact call and nothing else).
-    Asks(String),
+    /// Needs the user's approval: the app's id and the question's arguments, as the step's
+    /// own ask would show them (so the batch answer covers that exact call and nothing else).
+    Asks {
+        app: String,
+        shown: String,
+    },
     /// Its arguments come from earlier steps: it is checked, and asked about, when it runs.
     Later,
 }
@@ -227,7 +230,7 @@ impl Gateway {
             .iter()
             .enumerate()
             .filter_map(|(i, c)| match c {
-                Gatecheck::Asks(shown) => Some((i, shown)),
+                Gatecheck::Asks { shown, .. } => Some((i, shown)),
                 _ => None,
             })
             .collect();
@@ -253,9 +256,10 @@ impl Gateway {
                 } else {
                     index.checked_sub(1).into_iter().collect()
                 };
-                for before in waits {
-                    let _ = done[before].subscribe().wait_for(|d| *d).await;
+                for before in &waits {
+                    let _ = done[*before].subscribe().wait_for(|d| *d).await;
                 }
+                let _permit = limit.acquire().await;
                 let outcome = self
                     .run_step(
                         who,
@@ -265,7 +269,7 @@ impl Gateway {
                         approved,
                         asker,
                         &results,
-                        limit,
+                        &waits,
                     )
                     .await;
                 results.lock().await[index] = outcome;
@@ -283,8 +287,9 @@ impl Gateway {
         }))
     }
 
-    /// One step: skipped when a step before it (sequential) or a step it uses failed, else
-    /// run through the gate with its `$from` values filled in.
+    /// One step: skipped when a step it waited for (the one before, in order; the ones it
+    /// takes values from) or a step it uses did not succeed, else run through the gate with
+    /// its `$from` values filled in.
     #[allow(clippy::too_many_arguments)]
     async fn run_step(
         &self,
@@ -295,24 +300,18 @@ impl Gateway {
         approved: bool,
         asker: Option<&dyn Asker>,
         results: &Mutex<Vec<Value>>,
-        limit: &Semaphore,
+        waited: &[usize],
     ) -> Value {
         let head = json!({"step": index, "app": step.app, "tool": step.tool});
         let so_far = Value::Array(results.lock().await.clone());
-        let blocked_by = |i: &usize| so_far[*i]["status"] != "ok";
-        let before = index.checked_sub(1);
-        let sequential_failure = limit.available_permits() == 1
-            && before.is_some_and(|b| so_far[b]["status"] != "ok" && !so_far[b].is_null());
-        if let Some(source) = step.needs.iter().find(|i| blocked_by(i)) {
+        if let Some(source) = waited
+            .iter()
+            .chain(&step.needs)
+            .find(|i| so_far[**i]["status"] != "ok")
+        {
             return merge(
                 head,
                 json!({"status": "skipped", "reason": format!("step {source} did not succeed")}),
-            );
-        }
-        if sequential_failure {
-            return merge(
-                head,
-                json!({"status": "skipped", "reason": "an earlier step did not succeed"}),
             );
         }
         let args = match resolve(&step.args, &so_far) {
@@ -324,18 +323,14 @@ impl Gateway {
                 );
             }
         };
-        let _permit = limit.acquire().await;
         let _desktop = if DESKTOP_APPS.contains(&step.app.as_str()) {
             Some(self.desktop.lock().await)
         } else {
             None
         };
         let approval = match check {
-            Gatecheck::Asks(shown) if approved => Some(Approved {
-                app: self
-                    .app_id(&step.app)
-                    .await
-                    .unwrap_or_else(|| step.app.clone()),
+            Gatecheck::Asks { app, shown } if approved => Some(Approved {
+                app: app.clone(),
                 tool: step.tool.clone(),
                 args: shown.clone(),
                 fallback: asker,
@@ -353,14 +348,6 @@ impl Gateway {
             Ok(result) => merge(head, json!({"status": "ok", "result": result})),
             Err(error) => merge(head, failure(&error)),
         }
-    }
-
-    /// The app id `name` resolves to (names and aliases are accepted like in `aai_exec`).
-    async fn app_id(&self, name: &str) -> Option<String> {
-        let registry = self.registry().await;
-        self.find(&registry, name)
-            .ok()
-            .map(|app| app.id().to_owned())
     }
 
     /// What the gate will do with `step`, without running or asking.
@@ -415,7 +402,10 @@ impl Gateway {
                     &aai_audit::redact(&step.args, schema.as_ref()),
                     self.config.audit.max_arg_chars,
                 );
-                Ok(Gatecheck::Asks(guide::shorten(&redacted.to_string(), 200)))
+                Ok(Gatecheck::Asks {
+                    app: app.id().to_owned(),
+                    shown: guide::shorten(&redacted.to_string(), 200),
+                })
             }
         }
     }
