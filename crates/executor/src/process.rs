@@ -134,9 +134,9 @@ pub async fn run(command: &Command, timeout: Duration, what: &str) -> Result<Out
     #[cfg(target_os = "linux")]
     let group = crate::cgroup::CallGroup::new();
     #[cfg(target_os = "linux")]
-    let (program, argv) = match (&group, locate(command)) {
-        (Some(group), Some(found)) => group.wrap(&found, &command.argv),
-        _ => (command.program.clone(), command.argv.clone()),
+    let (program, argv) = match group.as_ref().and_then(|g| Some((g, locate(command)?))) {
+        Some((group, found)) => group.wrap(&found, &command.argv),
+        None => (command.program.clone(), command.argv.clone()),
     };
     #[cfg(not(target_os = "linux"))]
     let (program, argv) = (&command.program, &command.argv);

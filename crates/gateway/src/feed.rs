@@ -44,6 +44,11 @@ impl Feed {
         let _ = self.sender.send(event);
     }
 
+    /// Whether anyone watches (so an event costly to build can be skipped).
+    pub fn watched(&self) -> bool {
+        self.sender.receiver_count() > 0
+    }
+
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.sender.subscribe()
     }

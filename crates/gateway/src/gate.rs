@@ -309,9 +309,12 @@ impl Gate {
             AaiError::new(ErrorKind::AutomationFailed, e.to_string())
                 .with_detail(json!({"audit": "unwritable"}))
         })?;
-        let mut row = serde_json::to_value(&entry).unwrap_or_default();
-        row["id"] = json!(id);
-        self.feed.send(Event::Row { row });
+        // Every call writes rows: the live copy is made only while someone watches.
+        if self.feed.watched() {
+            let mut row = serde_json::to_value(&entry).unwrap_or_default();
+            row["id"] = json!(id);
+            self.feed.send(Event::Row { row });
+        }
         Ok(())
     }
 }

@@ -191,13 +191,15 @@ fn rescan(
 ) -> HashSet<PathBuf> {
     let started = Instant::now();
     let mut found: Vec<Found> = Vec::new();
+    // Read once per scan; every snapshot this scan publishes carries them.
+    let workflows = crate::workflow::scan(&options.home);
     scan(options, cache, BATCH_EVERY, |batch, done| {
         found.extend(batch);
         if !streaming && !done {
             return;
         }
         let mut registry = Registry::build(&found, platforms, done);
-        registry.workflows = crate::workflow::fingerprint(&options.home);
+        registry.workflows.clone_from(&workflows);
         let (changed, known) = {
             let current = tx.borrow();
             let changed = !current.same_apps(&registry)
@@ -215,6 +217,11 @@ fn rescan(
                     ms = started.elapsed().as_millis() as u64,
                     "discovery finished"
                 );
+                for workflow in &registry.workflows {
+                    if let Err(problem) = &workflow.loaded {
+                        tracing::warn!("workflow {} is not offered: {problem}", workflow.name);
+                    }
+                }
                 // Each newly rejected file once, saying which file and why.
                 for rejected in &registry.rejected {
                     let text = rejected.to_string();

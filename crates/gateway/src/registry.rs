@@ -127,9 +127,9 @@ pub struct Registry {
     pub rejected: Vec<Rejected>,
     /// False while discovery is still loading files.
     pub complete: bool,
-    /// The workflow files when this snapshot was taken (name, size, modified): when they
-    /// change, clients are told the tool list changed (each is a `workflow_<name>` tool).
-    pub workflows: Vec<(String, u64, Option<std::time::SystemTime>)>,
+    /// The workflow files when this snapshot was taken, each offered as a `workflow_<name>`
+    /// tool: when one changes, clients are told the tool list changed.
+    pub workflows: Vec<crate::workflow::Found>,
 }
 
 impl Registry {

@@ -5,6 +5,7 @@
 //! the inputs and `{"$from": "/<step>/result/…"}` into earlier steps' results.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use aai_descriptor::{AaiError, ErrorKind};
@@ -139,41 +140,43 @@ pub fn name_of(path: &Path) -> Option<String> {
     .then(|| stem.to_owned())
 }
 
+/// A workflow file as found: its name, its file, and the workflow or its problem.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub name: String,
+    pub path: PathBuf,
+    pub loaded: Result<Arc<Workflow>, String>,
+    /// Size and modification time: a snapshot differs when a file changed.
+    stamp: (u64, Option<std::time::SystemTime>),
+}
+
+impl PartialEq for Found {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.stamp == other.stamp
+    }
+}
+
 /// The workflows under `home`, by name, each loaded or with its problem.
-pub fn list(home: &Path) -> Vec<(String, PathBuf, Result<Workflow, String>)> {
-    let mut found: Vec<_> = std::fs::read_dir(home.join(DIR))
+pub fn scan(home: &Path) -> Vec<Found> {
+    let mut found: Vec<Found> = std::fs::read_dir(home.join(DIR))
         .map(|entries| {
             entries
                 .filter_map(Result::ok)
                 .filter_map(|entry| {
                     let path = entry.path();
-                    name_of(&path).map(|name| {
-                        let loaded = Workflow::load(&path);
-                        (name, path, loaded)
+                    let name = name_of(&path)?;
+                    let meta = entry.metadata().ok()?;
+                    Some(Found {
+                        loaded: Workflow::load(&path).map(Arc::new),
+                        stamp: (meta.len(), meta.modified().ok()),
+                        name,
+                        path,
                     })
                 })
                 .collect()
         })
         .unwrap_or_default();
-    found.sort_by(|a, b| a.0.cmp(&b.0));
-    found
-}
-
-/// What the workflow files under `home` are now (name, size, modified), to notice changes.
-pub fn fingerprint(home: &Path) -> Vec<(String, u64, Option<std::time::SystemTime>)> {
-    let mut found: Vec<_> = std::fs::read_dir(home.join(DIR))
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter_map(|entry| {
-                    let name = name_of(&entry.path())?;
-                    let meta = entry.metadata().ok()?;
-                    Some((name, meta.len(), meta.modified().ok()))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    found.sort();
+    found.sort_by(|a, b| a.name.cmp(&b.name));
     found
 }
 

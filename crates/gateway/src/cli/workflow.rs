@@ -36,14 +36,17 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             Ok(ExitCode::SUCCESS)
         }
         Action::List => {
-            let found = workflow::list(home);
+            let found = workflow::scan(home);
             if found.is_empty() {
                 output::line(&format!(
                     "no workflows (put them in {}/<name>.json)",
                     home.join(workflow::DIR).display()
                 ));
             }
-            for (name, path, loaded) in found {
+            for workflow::Found {
+                name, path, loaded, ..
+            } in found
+            {
                 output::line(&match loaded {
                     Ok(w) => format!("{name}  {} step(s)  {}", w.steps.len(), w.description),
                     Err(problem) => format!("{name}  INVALID  {problem} ({})", path.display()),

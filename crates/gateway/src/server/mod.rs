@@ -155,14 +155,14 @@ impl AaiServer {
             })),
         ));
         // The user's workflows, each a tool with its inputs as the schema.
-        for (name, _, loaded) in crate::workflow::list(&self.gateway.home) {
-            match loaded {
-                Ok(workflow) => tools.push(Tool::new(
-                    format!("workflow_{name}"),
+        // (Invalid ones are not offered; discovery logged why.)
+        for found in &registry.workflows {
+            if let Ok(workflow) = &found.loaded {
+                tools.push(Tool::new(
+                    format!("workflow_{}", found.name),
                     format!("Workflow: {}", workflow.description),
-                    schema(workflow.inputs),
-                )),
-                Err(problem) => tracing::warn!("workflow {name} is not offered: {problem}"),
+                    schema(workflow.inputs.clone()),
+                ));
             }
         }
         tools.push(Tool::new(

@@ -222,12 +222,13 @@ impl Session {
         #[cfg(target_os = "linux")]
         let group = aai_executor::cgroup::CallGroup::new();
         #[cfg(target_os = "linux")]
-        let (program, args) = match (
-            &group,
-            aai_executor::process::locate(&aai_executor::process::Command::new(shell)),
-        ) {
-            (Some(group), Some(found)) => group.wrap(&found, &args),
-            _ => (shell.to_owned(), args),
+        let found = group.as_ref().and_then(|g| {
+            let shell = aai_executor::process::Command::new(shell);
+            Some((g, aai_executor::process::locate(&shell)?))
+        });
+        let (program, args) = match found {
+            Some((group, found)) => group.wrap(&found, &args),
+            None => (shell.to_owned(), args),
         };
         #[cfg(not(target_os = "linux"))]
         let program = shell;
