@@ -61,11 +61,61 @@ pub struct Config {
     pub browser: aai_local::browser::BrowserConfig,
     /// What the audit log keeps of each call.
     pub audit: AuditConfig,
+    /// Scheduled tasks: the agent commands they can hand work to, and the scheduler's limits.
+    pub scheduler: SchedulerConfig,
     /// Set when `config.json` could not be used: `<file>:<line>:<column> <problem>`. The
     /// config is then the fail-closed default, and every refused call says why.
     #[serde(skip)]
     #[schemars(skip)]
     pub invalid: Option<String>,
+}
+
+/// `scheduler` in config.json.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct SchedulerConfig {
+    /// Agent commands a task can hand its instruction to, by name. In `command`, the whole
+    /// words `{instruction}`, `{mcp_config}` (a file with this gateway's MCP endpoint and the
+    /// run's token), `{mcp_url}` and `{task}` are replaced, e.g.
+    /// `["claude", "-p", "{instruction}", "--mcp-config", "{mcp_config}"]`.
+    pub agents: std::collections::BTreeMap<String, AgentCommand>,
+    /// An occurrence found this many seconds late counts as missed (the task's `catch_up`
+    /// decides); a later one runs as usual.
+    pub grace_seconds: u64,
+    /// Runs at once, across every task.
+    pub max_concurrent_runs: usize,
+    /// A failed run of a task with `retries` is tried again after this many seconds, then
+    /// twice as many, and so on.
+    pub retry_seconds: u64,
+    /// Offer the `local.schedule` tools to agents (each asks, risk high).
+    pub tools: bool,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            agents: std::collections::BTreeMap::new(),
+            grace_seconds: 60,
+            max_concurrent_runs: 8,
+            retry_seconds: 10,
+            tools: true,
+        }
+    }
+}
+
+/// An agent command (`scheduler.agents.<name>`).
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCommand {
+    /// The program and its arguments, run without a shell.
+    pub command: Vec<String>,
+    /// Killed after this many seconds.
+    #[serde(default = "agent_timeout")]
+    pub timeout_seconds: u64,
+}
+
+fn agent_timeout() -> u64 {
+    1800
 }
 
 /// `audit` in config.json.
@@ -188,6 +238,7 @@ impl Default for Config {
             desktop: aai_local::desktop::DesktopConfig::default(),
             browser: aai_local::browser::BrowserConfig::default(),
             audit: AuditConfig::default(),
+            scheduler: SchedulerConfig::default(),
             invalid: None,
         }
     }

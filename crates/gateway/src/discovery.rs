@@ -34,14 +34,18 @@ impl ScanOptions {
             home: home.to_path_buf(),
             paths: config.paths.clone(),
             dev,
-            builtins: builtins(&config.local),
+            builtins: builtins(config),
         }
     }
 }
 
 /// The built-in toolsets `config` turns on, as discovery results ahead of every file.
-fn builtins(config: &aai_local::LocalConfig) -> Vec<Found> {
-    aai_local::descriptors(config)
+fn builtins(config: &crate::config::Config) -> Vec<Found> {
+    let mut descriptors = aai_local::descriptors(&config.local);
+    if config.scheduler.tools {
+        descriptors.push(crate::schedule::tools::DESCRIPTOR.clone());
+    }
+    descriptors
         .into_iter()
         .map(|descriptor| Found {
             rank: 0,

@@ -17,6 +17,7 @@ pub mod pipeline;
 pub mod policy_config;
 pub mod private;
 pub mod registry;
+pub mod schedule;
 pub mod server;
 pub mod stop;
 pub mod transport;

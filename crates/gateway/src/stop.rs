@@ -131,6 +131,11 @@ impl Gateway {
             "already": !newly,
             "killed": killed,
             "input_released": released,
+            "scheduler": if self.schedule.active.load(std::sync::atomic::Ordering::SeqCst) {
+                "paused until resume"
+            } else {
+                "not running"
+            },
             "took_ms": took_ms,
         })
     }
@@ -158,6 +163,8 @@ impl Gateway {
                 );
             }
             tracing::warn!(%by, "emergency stop lifted");
+            // The scheduler claims what fell due meanwhile, by each task's catch_up.
+            self.schedule.nudge.notify_one();
         }
         was
     }

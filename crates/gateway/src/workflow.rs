@@ -59,6 +59,36 @@ pub struct WorkflowStep {
     /// On failure: stop the workflow (the default) or go on with the next step.
     #[serde(default)]
     pub on_error: OnError,
+    /// Whether running the step twice does no harm: a scheduled run interrupted by a crash
+    /// while this step ran runs it again. Otherwise (and unless the tool is read-only) the
+    /// step is reported as interrupted, not repeated.
+    #[serde(default)]
+    pub idempotent: bool,
+}
+
+/// What an earlier attempt of a run left of one step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prior {
+    /// Nothing: the step has not started.
+    None,
+    /// It ended with this entry.
+    Finished(Value),
+    /// It started and never ended: the process running it died.
+    InFlight,
+}
+
+/// Where a run keeps its steps as they start and end (the scheduler's checkpoints in
+/// `data.db`), so a run cut short resumes at its first unfinished step.
+pub trait Checkpoints: Send + Sync {
+    fn prior(&self, index: usize) -> Prior;
+    /// Durable before the step runs.
+    ///
+    /// # Errors
+    /// It could not be recorded: the step must not run.
+    fn started(&self, index: usize) -> Result<(), String>;
+    /// # Errors
+    /// It could not be recorded.
+    fn finished(&self, index: usize, entry: &Value, audit: &[String]) -> Result<(), String>;
 }
 
 /// A test of an earlier result: `{"$from": "/0/result/state", "equals": "open"}`, or
@@ -217,6 +247,25 @@ impl Gateway {
         inputs: &Value,
         asker: Option<&dyn Asker>,
     ) -> Result<Value, AaiError> {
+        self.run_workflow_with(who, name, inputs, asker, &Value::Null, None)
+            .await
+    }
+
+    /// [`Gateway::run_workflow`] for a scheduled run: `context` is what `{"$run": …}`
+    /// pointers read (task, occurrence, run id), and every step is recorded in `checkpoints`
+    /// as it starts and ends; steps an earlier attempt finished are not run again.
+    ///
+    /// # Errors
+    /// As [`Gateway::run_workflow`].
+    pub async fn run_workflow_with(
+        &self,
+        who: &Caller,
+        name: &str,
+        inputs: &Value,
+        asker: Option<&dyn Asker>,
+        context: &Value,
+        checkpoints: Option<&dyn Checkpoints>,
+    ) -> Result<Value, AaiError> {
         let workflow = find(&self.home, name)?;
         let inputs = if inputs.is_null() {
             json!({})
@@ -241,13 +290,47 @@ impl Gateway {
         }
         let mut results: Vec<Value> = Vec::with_capacity(workflow.steps.len());
         let mut stopped = false;
+        let record = |index: usize, entry: &Value, audit: &[String]| {
+            if let Some(checkpoints) = checkpoints
+                && let Err(problem) = checkpoints.finished(index, entry, audit)
+            {
+                tracing::warn!(step = index, "a finished step was not recorded: {problem}");
+            }
+        };
         for (index, step) in workflow.steps.iter().enumerate() {
             let head = json!({"step": index, "app": step.app, "tool": step.tool});
+            match checkpoints.map_or(Prior::None, |c| c.prior(index)) {
+                Prior::Finished(entry) => {
+                    if entry["status"] != "ok" && entry["status"] != "skipped" {
+                        stopped = step.on_error == OnError::Stop;
+                    }
+                    results.push(entry);
+                    continue;
+                }
+                Prior::InFlight
+                    if !(step.idempotent || self.read_only(&step.app, &step.tool).await) =>
+                {
+                    let entry = merge(
+                        head,
+                        json!({"status": "interrupted", "error": {"type": "INTERRUPTED", "message": format!(
+                            "step {index} ({}:{}) was running when the gateway stopped (a crash or a kill); it is not marked idempotent, so it was not run again. Check whether it took effect.",
+                            step.app, step.tool
+                        )}}),
+                    );
+                    record(index, &entry, &[]);
+                    stopped = step.on_error == OnError::Stop;
+                    results.push(entry);
+                    continue;
+                }
+                Prior::InFlight | Prior::None => {}
+            }
             if stopped {
-                results.push(merge(
+                let entry = merge(
                     head,
                     json!({"status": "skipped", "reason": "an earlier step failed"}),
-                ));
+                );
+                record(index, &entry, &[]);
+                results.push(entry);
                 continue;
             }
             let so_far = Value::Array(results.clone());
@@ -259,29 +342,84 @@ impl Gateway {
                     (None, None) => found.is_some_and(|v| !v.is_null() && v != &json!(false)),
                 };
                 if !holds {
-                    results.push(merge(
+                    let entry = merge(
                         head,
                         json!({"status": "skipped", "reason": "its \"if\" did not hold"}),
-                    ));
+                    );
+                    record(index, &entry, &[]);
+                    results.push(entry);
                     continue;
                 }
             }
             let args = with_inputs(&step.args, &inputs)
+                .and_then(|args| {
+                    if context.is_null() {
+                        Ok(args)
+                    } else {
+                        fill(&args, "$run", context, "the run")
+                    }
+                })
                 .and_then(|args| crate::pipeline::batch::resolve(&args, &so_far));
+            if let Some(calls) = &who.calls {
+                calls
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clear();
+            }
             let outcome = match args {
                 Err(problem) => Err(AaiError::new(ErrorKind::InvalidParams, problem)),
-                Ok(args) => self.attempt(who, step, &args, asker).await,
+                Ok(args) => match checkpoints.map_or(Ok(()), |c| c.started(index)) {
+                    Ok(()) => self.attempt(who, step, &args, asker).await,
+                    Err(problem) => {
+                        // Unrecorded, the step could run twice after a crash: it does not run.
+                        Err(AaiError::new(
+                            ErrorKind::AutomationFailed,
+                            format!("the step was not run: {problem}"),
+                        ))
+                    }
+                },
             };
-            match outcome {
-                Ok(result) => results.push(merge(head, json!({"status": "ok", "result": result}))),
+            let audit: Vec<String> = who
+                .calls
+                .as_ref()
+                .map(|calls| {
+                    std::mem::take(
+                        &mut *calls
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    )
+                })
+                .unwrap_or_default();
+            let entry = match outcome {
+                Ok(result) => merge(head, json!({"status": "ok", "result": result})),
                 Err(error) => {
                     stopped = step.on_error == OnError::Stop;
-                    results.push(merge(head, failure(&error)));
+                    merge(head, failure(&error))
                 }
-            }
+            };
+            record(index, &entry, &audit);
+            results.push(entry);
         }
-        let failed = results.iter().filter(|r| r["status"] == "failed").count();
+        let failed = results
+            .iter()
+            .filter(|r| r["status"] == "failed" || r["status"] == "interrupted")
+            .count();
         Ok(json!({"workflow": name, "steps": results, "failed": failed}))
+    }
+
+    /// Whether `app:tool` is read-only (safe to run again).
+    async fn read_only(&self, app: &str, tool: &str) -> bool {
+        let registry = self.registry().await;
+        crate::pipeline::find_app(&registry, app)
+            .ok()
+            .and_then(|app| {
+                app.descriptor
+                    .tools(app.platform)?
+                    .into_iter()
+                    .find(|t| t.name == tool)
+                    .map(|t| t.read_only == Some(true))
+            })
+            .unwrap_or(false)
     }
 
     /// One step with its retries and timeout. A refusal (policy, the user) is not retried.

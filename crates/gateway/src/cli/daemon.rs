@@ -24,12 +24,14 @@ pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Resu
         .store(true, std::sync::atomic::Ordering::Relaxed);
     watch_stop_hotkey(&gateway);
     let listening = http::serve(
-        gateway,
+        gateway.clone(),
         home,
         listen.unwrap_or(DEFAULT_LISTEN),
         cancel.clone(),
     )
     .await?;
+    // Scheduled tasks run from here on (and the runs a killed daemon left resume).
+    let _scheduler = aai_gateway::schedule::runner::spawn(gateway, cancel.clone());
     // For the person who started it: where it is (the token stays in the 0600 file).
     eprintln!(
         "aai-gateway: serving MCP at {} (token in {})",

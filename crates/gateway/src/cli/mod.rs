@@ -13,6 +13,7 @@ mod doctor;
 mod logging;
 pub mod output;
 mod scan;
+mod schedule;
 mod serve;
 mod service;
 mod validate;
@@ -146,6 +147,11 @@ pub enum Command {
     },
     /// Whether a gateway daemon runs, where, and whether its emergency stop is on.
     Status,
+    /// Scheduled tasks the daemon runs: add, list, remove, enable, disable, run-now, history.
+    Schedule {
+        #[command(subcommand)]
+        action: schedule::Action,
+    },
     /// Workflow files (AAI_HOME/workflows/<name>.json): list, check, run.
     Workflow {
         #[command(subcommand)]
@@ -247,6 +253,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             runtime()?.block_on(daemon::control(&home, daemon::Control::Resume))
         }
         Some(Command::Workflow { action }) => runtime()?.block_on(workflow::run(&home, action)),
+        Some(Command::Schedule { action }) => runtime()?.block_on(schedule::run(&home, action)),
         Some(Command::Dashboard { no_open }) => runtime()?.block_on(daemon::control(
             &home,
             daemon::Control::Dashboard { open: !no_open },

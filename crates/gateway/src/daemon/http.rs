@@ -45,6 +45,7 @@ struct Guard {
     bucket: Mutex<Bucket>,
     /// The dashboard's sessions (its pages and API take a session cookie, not the token).
     logins: Arc<Logins>,
+    gateway: Arc<Gateway>,
 }
 
 struct Bucket {
@@ -152,6 +153,7 @@ pub async fn serve(
             at: Instant::now(),
         }),
         logins: logins.clone(),
+        gateway: gateway.clone(),
     });
     let control = Control {
         gateway: gateway.clone(),
@@ -175,6 +177,11 @@ pub async fn serve(
         .merge(dashboard::routes())
         .with_state(control)
         .layer(axum::middleware::from_fn_with_state(guard, check));
+    *gateway
+        .schedule
+        .url
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(url.clone());
     tracing::info!(%url, "aai-gateway serving MCP over Streamable HTTP");
     let serving = cancel.clone();
     let done = tokio::spawn(async move {
@@ -287,7 +294,10 @@ fn refusal(guard: &Guard, method: &Method, path: &str, headers: &HeaderMap) -> O
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or_default()
         .trim();
-    if !same_secret(presented.as_bytes(), guard.token.as_bytes()) {
+    // An agent a scheduled task started may reach MCP (not the control endpoints) with its
+    // run's token while the run lasts.
+    let task_run = path.starts_with("/mcp") && guard.gateway.schedule.token(presented).is_some();
+    if !same_secret(presented.as_bytes(), guard.token.as_bytes()) && !task_run {
         return Some(refuse(
             StatusCode::UNAUTHORIZED,
             "a bearer token is required: it is in AAI_HOME/run/token (run MCP clients through `aai-gateway`, which forwards to this daemon with it)",

@@ -72,7 +72,7 @@ impl Drop for RuntimeFiles {
 
 /// Writes `bytes` to `path` through a private temporary file renamed into place, so a reader
 /// never sees half a file and the file is never readable by others, not even for a moment.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let mut file = tempfile::NamedTempFile::new_in(dir)?;
@@ -105,7 +105,7 @@ pub fn running(home: &Path) -> Option<Running> {
 }
 
 #[cfg(unix)]
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     let Ok(pid) = i32::try_from(pid) else {
         return false;
     };
@@ -114,7 +114,7 @@ fn alive(pid: u32) -> bool {
 }
 
 #[cfg(not(unix))]
-fn alive(_pid: u32) -> bool {
+pub(crate) fn alive(_pid: u32) -> bool {
     true
 }
 

@@ -52,6 +52,18 @@ impl Gateway {
             Action::AutoApprove | Action::NotifyOnly => Ok(decision),
             Action::RequireApproval => {
                 let critical = raised.is_some() || must_ask.is_some();
+                // A task's granted tools were approved when the user added the task: they run
+                // unattended (the layer refused every other call already). A call that must be
+                // asked every time is still asked.
+                if !critical
+                    && who
+                        .task
+                        .as_ref()
+                        .is_some_and(|task| task.covers(app.id(), &spec.name))
+                {
+                    decision.push_str(":task_grant");
+                    return Ok(decision);
+                }
                 // No grant covers a call whose risk was raised, or that must be asked each
                 // time: it is asked each time.
                 let held = if critical {
@@ -144,6 +156,20 @@ impl Gateway {
                         "waiting for the user's approval",
                     )
                     .with_detail(json!({ INPUT_REQUIRED: input_required }))),
+                    Err(Unanswered::CannotAsk(reason)) if who.task.is_some() => {
+                        let task = who.task.as_ref().map_or("", |t| t.task.as_str());
+                        let error = AaiError::new(
+                            ErrorKind::PermissionDenied,
+                            format!(
+                                "{}:{} was not run: it needs the user's approval ({}) and {reason}.",
+                                app.id(),
+                                spec.name,
+                                must_ask.unwrap_or("every call of it is asked")
+                            ),
+                        )
+                        .with_detail(json!({"reason": "task_unattended", "task": task}));
+                        Err(self.refuse(step, &decision, "denied", error))
+                    }
                     Err(unanswered) => {
                         let error = match &self.config.invalid {
                             Some(problem) => config_invalid(app.id(), &spec.name, problem),

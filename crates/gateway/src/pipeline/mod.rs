@@ -42,7 +42,15 @@ pub struct Caller {
     pub session: Option<String>,
     /// Where a long call reports progress (the client gave a progress token).
     pub progress: Option<Progress>,
+    /// A scheduled task's policy layer: only its granted tools, up to its risk, and never
+    /// a wait for a person unless the task says so.
+    pub task: Option<Arc<crate::schedule::TaskGrant>>,
+    /// Where the audit ids of this caller's calls are collected (a scheduled run's history).
+    pub calls: Option<CallIds>,
 }
+
+/// The audit ids of calls, as they are made.
+pub type CallIds = Arc<std::sync::Mutex<Vec<String>>>;
 
 /// A progress sink: takes the latest output of a long call.
 pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
@@ -54,6 +62,7 @@ impl std::fmt::Debug for Caller {
             .field("roots", &self.roots)
             .field("session", &self.session)
             .field("progress", &self.progress.is_some())
+            .field("task", &self.task.as_ref().map(|t| &t.task))
             .finish()
     }
 }
@@ -92,6 +101,8 @@ pub struct Gateway {
     pub queue_approvals: std::sync::atomic::AtomicBool,
     /// Held by a batch step that drives the screen, mouse or keyboard: one at a time.
     pub desktop: tokio::sync::Mutex<()>,
+    /// Scheduled tasks: their store, and the daemon's scheduler when it runs here.
+    pub schedule: crate::schedule::runner::Hub,
 }
 
 impl Gateway {
@@ -128,6 +139,7 @@ impl Gateway {
         } else {
             executors.with_local(toolsets.clone())
         };
+        let schedule = crate::schedule::runner::Hub::new(data_db.clone());
         let gate = Gate::new(data_db);
         let approvals = Arc::new(crate::approvals::Approvals::new(gate.feed.clone()));
         Arc::new(Self {
@@ -143,6 +155,7 @@ impl Gateway {
             approvals,
             queue_approvals: std::sync::atomic::AtomicBool::new(false),
             desktop: tokio::sync::Mutex::new(()),
+            schedule,
         })
     }
 
@@ -319,7 +332,7 @@ impl Gateway {
             self.config.audit.max_arg_chars,
         );
         let mut call = Call {
-            id: self.gate.call_id(),
+            id: self.call_id(who),
             caller: &who.name,
             app: app.id(),
             tool: &spec.name,
@@ -344,7 +357,25 @@ impl Gateway {
         if let Some(error) = self.stop.refusal() {
             return Err(self.refuse(&step, "emergency_stop", "denied", error));
         }
+        // A scheduled task's layer only tightens: a tool it was not granted, or a risk above
+        // its limit, is refused before the policy is asked.
+        if let Some(error) = who
+            .task
+            .as_ref()
+            .and_then(|task| task.refusal(app.id(), &spec.name, call.risk))
+        {
+            return Err(self.refuse(&step, "task_grant", "denied", error));
+        }
         let (mut action, profile_name) = self.policy(who, app, spec, call.risk, raised);
+        // A task's call of a tool it was not granted goes to the user (its layer refused it
+        // already unless the task queues such calls).
+        if who
+            .task
+            .as_ref()
+            .is_some_and(|task| !task.covers(app.id(), &spec.name))
+        {
+            action = action.max(Action::RequireApproval);
+        }
         // A call its toolset says must be asked every time (a password typed into a page)
         // is put to the user whatever the profile and the grants say; only a block stays.
         let must_ask = self.must_ask(who, app, spec, &args).await;
@@ -395,6 +426,18 @@ impl Gateway {
         self.audit(&step, &decision, result)
     }
 
+    /// A fresh audit id for a call of `who`, also handed to its collector.
+    fn call_id(&self, who: &Caller) -> String {
+        let id = self.gate.call_id();
+        if let Some(calls) = &who.calls {
+            calls
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(id.clone());
+        }
+        id
+    }
+
     /// A call whose app or tool does not exist: audited as failed with the arguments as given.
     fn unresolved(
         &self,
@@ -410,7 +453,7 @@ impl Gateway {
             self.config.audit.max_arg_chars,
         );
         let call = Call {
-            id: self.gate.call_id(),
+            id: self.call_id(who),
             caller: &who.name,
             app,
             tool,
@@ -638,6 +681,9 @@ impl Gateway {
         invocation: Invocation<'_>,
         spec: &ToolCommon,
     ) -> Result<Value, AaiError> {
+        if invocation.descriptor.app_id == crate::schedule::tools::APP_ID {
+            return self.schedule_tool(&spec.name, invocation.args).await;
+        }
         let retry = self.config.retry;
         let retryable = spec.read_only == Some(true);
         // Every try together fits in the tool's timeout: a retry gets what is left.

@@ -413,6 +413,19 @@ impl ServerHandler for AaiServer {
         let caller = context
             .client_info()
             .map_or_else(|| "unknown-client".to_owned(), |info| info.name);
+        // An agent a scheduled task started presents its run's token: its calls run under the
+        // task's layer, as the task, and never wait for a person the task did not ask for.
+        let task = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get(axum::http::header::AUTHORIZATION))
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .and_then(|token| self.gateway.schedule.token(token.trim()));
+        let caller = match &task {
+            Some((grant, _)) => format!("schedule:{}", grant.task),
+            None => caller,
+        };
         let timeout = self.gateway.config.consent_timeout();
         let stateless = context
             .protocol_version()
@@ -490,7 +503,13 @@ impl ServerHandler for AaiServer {
                 }) as Box<dyn Asker + '_>
             })
         };
-        let asker: Option<Box<dyn Asker + '_>> = if resume.is_some() {
+        let asker: Option<Box<dyn Asker + '_>> = if let Some((grant, _)) = &task {
+            Some(Box::new(crate::schedule::runner::TaskAsker {
+                gateway: &self.gateway,
+                task: &grant.task,
+                on_approval: grant.on_approval,
+            }))
+        } else if resume.is_some() {
             queue()
         } else if stateless && can_elicit {
             Some(Box::new(StatelessAsker {
@@ -519,6 +538,8 @@ impl ServerHandler for AaiServer {
             roots,
             session: Some(self.session.id.clone()),
             progress: progress_reporter(&context),
+            task: task.as_ref().map(|(grant, _)| grant.clone()),
+            calls: task.as_ref().map(|(_, calls)| calls.clone()),
         };
         // Whatever panics outside an executor (a guide, a parser) fails this call alone, and
         // a cancel from the client (`notifications/cancelled`) drops the call: its command is

@@ -1,0 +1,829 @@
+//! The scheduler of the daemon: wakes at the next occurrence of any task, claims what is due
+//! (with the task's catch-up policy for what was missed), starts runs by the task's overlap
+//! policy, and runs each workflow step by step with checkpoints, or hands the instruction to
+//! the configured agent command. On start it resumes the runs a killed daemon left.
+//!
+//! Nothing here waits for a person: a call the task's grants do not cover fails the run, or
+//! (when the task says `on_approval: queue`) waits in the dashboard's queue.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aai_descriptor::{AaiError, ErrorKind};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::store::{NewRun, RunRow, Store, Stored};
+use super::{CLAIM_LIMIT, CatchUp, OnApproval, Overlap, Run, TaskGrant, Timing, now_ms};
+use crate::gate::{Answer, Asker, Question, Unanswered};
+use crate::pipeline::{CallIds, Caller, Gateway};
+use crate::workflow::{Checkpoints, Prior};
+
+/// What the gateway shares with its scheduler: the store, a nudge, and the tokens of agent
+/// runs in flight (each names the task whose layer its calls run under).
+pub struct Hub {
+    path: PathBuf,
+    store: Mutex<Option<Arc<Store>>>,
+    /// Wakes the scheduler: a task changed, a run was asked for, a run ended.
+    pub nudge: Notify,
+    /// Tasks were changed by this process (other processes are seen by `data_version`).
+    pub dirty: std::sync::atomic::AtomicBool,
+    tokens: Mutex<HashMap<String, (Arc<TaskGrant>, CallIds)>>,
+    /// The daemon's MCP endpoint, which agent runs are pointed at.
+    pub url: Mutex<Option<String>>,
+    /// Whether a scheduler runs in this process.
+    pub active: std::sync::atomic::AtomicBool,
+}
+
+impl Hub {
+    pub fn new(data_db: PathBuf) -> Self {
+        Self {
+            path: data_db,
+            store: Mutex::new(None),
+            nudge: Notify::new(),
+            dirty: std::sync::atomic::AtomicBool::new(true),
+            tokens: Mutex::new(HashMap::new()),
+            url: Mutex::new(None),
+            active: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The store, opened on first use.
+    ///
+    /// # Errors
+    /// `data.db` cannot be opened.
+    pub fn store(&self) -> Result<Arc<Store>, AaiError> {
+        let mut slot = self
+            .store
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(store) = slot.as_ref() {
+            return Ok(store.clone());
+        }
+        let store = Arc::new(Store::open(&self.path).map_err(|problem| {
+            AaiError::new(
+                ErrorKind::AutomationFailed,
+                format!("{problem}; free disk space or close what locks it, then retry"),
+            )
+        })?);
+        *slot = Some(store.clone());
+        Ok(store)
+    }
+
+    /// Tells the scheduler that tasks or runs changed.
+    pub fn changed(&self) {
+        self.dirty.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.nudge.notify_one();
+    }
+
+    /// The task layer and call collector of an agent run's bearer token.
+    pub fn token(&self, token: &str) -> Option<(Arc<TaskGrant>, CallIds)> {
+        let tokens = self
+            .tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        tokens
+            .iter()
+            .find(|(known, _)| crate::daemon::http::same_secret(known.as_bytes(), token.as_bytes()))
+            .map(|(_, found)| found.clone())
+    }
+}
+
+/// The identity of this scheduler in the runs it owns: `<pid>:<start ms>`.
+fn owner_id() -> String {
+    format!("{}:{}", std::process::id(), now_ms())
+}
+
+/// Whether the scheduler that wrote `owner` still runs.
+fn owner_alive(owner: &str, me: &str) -> bool {
+    if owner == me {
+        return true;
+    }
+    owner
+        .split_once(':')
+        .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        .is_some_and(|pid| pid != std::process::id() && crate::daemon::alive(pid))
+}
+
+/// Starts the scheduler of `gateway`; it ends when `cancel` fires.
+pub fn spawn(gateway: Arc<Gateway>, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+    gateway
+        .schedule
+        .active
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let scheduler = Arc::new(Scheduler {
+        owner: owner_id(),
+        running: Mutex::new(HashMap::new()),
+        gateway,
+    });
+    tokio::spawn(async move { scheduler.serve(cancel).await })
+}
+
+/// A task as the loop keeps it: what is stored, its timing, and its next occurrence.
+struct Planned {
+    stored: Stored,
+    timing: Timing,
+    next: Option<i64>,
+}
+
+struct Scheduler {
+    gateway: Arc<Gateway>,
+    owner: String,
+    /// Runs of each task running in this process.
+    running: Mutex<HashMap<String, usize>>,
+}
+
+/// The longest the loop sleeps without looking at the store (other processes' changes).
+const LOOK_EVERY: Duration = Duration::from_millis(500);
+
+impl Scheduler {
+    fn hub(&self) -> &Hub {
+        &self.gateway.schedule
+    }
+
+    async fn serve(self: Arc<Self>, cancel: CancellationToken) {
+        let store = loop {
+            match self.hub().store() {
+                Ok(store) => break store,
+                Err(error) => {
+                    tracing::warn!("the scheduler waits for its store: {}", error.message);
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_secs(5)) => {}
+                        () = cancel.cancelled() => return,
+                    }
+                }
+            }
+        };
+        self.recover(&store);
+        let mut tasks: HashMap<String, Planned> = HashMap::new();
+        let mut version = i64::MIN;
+        let grace = i64::try_from(self.gateway.config.scheduler.grace_seconds)
+            .unwrap_or(i64::MAX / 2)
+            .saturating_mul(1000);
+        tracing::info!(owner = %self.owner, "scheduler started");
+        loop {
+            if cancel.is_cancelled() {
+                break;
+            }
+            let stopped = self.gateway.stop.is_stopped();
+            let seen = store.data_version();
+            if seen != version
+                || self
+                    .hub()
+                    .dirty
+                    .swap(false, std::sync::atomic::Ordering::SeqCst)
+            {
+                version = seen;
+                tasks = load(&store, tasks);
+            }
+            let now = now_ms();
+            let mut wake = now + i64::try_from(LOOK_EVERY.as_millis()).unwrap_or(500);
+            // While the emergency stop is on nothing is claimed: the cursor stays, and what
+            // falls due meanwhile is caught up (by the task's policy) after `resume`.
+            if !stopped {
+                for planned in tasks.values_mut() {
+                    if !planned.stored.task.enabled {
+                        continue;
+                    }
+                    if planned.next.is_some_and(|next| next <= now) {
+                        self.claim(&store, planned, now, grace);
+                    }
+                    if let Some(next) = planned.next {
+                        wake = wake.min(next);
+                    }
+                }
+                if let Some(soonest) = self.dispatch(&store, now) {
+                    wake = wake.min(soonest);
+                }
+            }
+            let sleep = Duration::from_millis(u64::try_from(wake - now_ms()).unwrap_or(0));
+            tokio::select! {
+                () = tokio::time::sleep(sleep) => {}
+                () = self.hub().nudge.notified() => {}
+                () = cancel.cancelled() => break,
+            }
+        }
+        self.hub()
+            .active
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Claims what is due of `planned` at `now`, and moves its next occurrence on.
+    fn claim(&self, store: &Store, planned: &mut Planned, now: i64, grace: i64) {
+        let task = &planned.stored.task;
+        let seen = planned.stored.cursor_ms;
+        let timing = &planned.timing;
+        let edge = now - grace;
+        let mut runs = Vec::new();
+        let mut to = now;
+        if seen < edge {
+            match task.catch_up {
+                CatchUp::All => {
+                    let missed = timing.between(seen, edge, CLAIM_LIMIT);
+                    if missed.len() == CLAIM_LIMIT {
+                        // The rest are claimed by the next pass.
+                        to = *missed.last().unwrap_or(&edge);
+                    }
+                    runs.extend(missed.into_iter().map(|ms| occurrence(ms, "catch_up")));
+                }
+                CatchUp::Once | CatchUp::Skip => {
+                    if let (Some(first), Some(last)) =
+                        (timing.next_after(seen), timing.last_at_or_before(edge))
+                        && first <= last
+                    {
+                        let run_last = task.catch_up == CatchUp::Once;
+                        let passed_until = if run_last {
+                            timing.last_before(last).filter(|p| *p >= first)
+                        } else {
+                            Some(last)
+                        };
+                        if let Some(until) = passed_until {
+                            runs.push(NewRun {
+                                occurrence: format!("missed-{first}"),
+                                scheduled_ms: first,
+                                kind: "missed",
+                                state: "skipped",
+                                outcome: Some(json!({
+                                    "reason": format!("missed while the gateway was not running or was stopped; catch_up is {:?}", task.catch_up).to_lowercase(),
+                                    "from": timing.show(first),
+                                    "until": timing.show(until),
+                                })),
+                            });
+                        }
+                        if run_last {
+                            runs.push(occurrence(last, "catch_up"));
+                        }
+                    }
+                }
+            }
+        }
+        if to == now {
+            let from = seen.max(edge);
+            runs.extend(
+                timing
+                    .between(from, now, CLAIM_LIMIT)
+                    .into_iter()
+                    .map(|ms| occurrence(ms, "on_time")),
+            );
+        }
+        match store.claim(task, seen, to, &runs, now) {
+            Ok(ids) => {
+                planned.stored.cursor_ms = to;
+                if !ids.is_empty() {
+                    tracing::debug!(task = %task.name, runs = ids.len(), "claimed");
+                }
+            }
+            Err(problem) => tracing::warn!(task = %task.name, "cannot claim: {problem}"),
+        }
+        planned.next = timing.next_after(planned.stored.cursor_ms);
+        // Another claimer moved the cursor: the next load reads where it is.
+        self.hub()
+            .dirty
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Starts the pending runs the overlap policies and the concurrency limit allow; the
+    /// soonest time a waiting run may start.
+    fn dispatch(self: &Arc<Self>, store: &Arc<Store>, now: i64) -> Option<i64> {
+        let pending = match store.pending() {
+            Ok(pending) => pending,
+            Err(problem) => {
+                tracing::warn!("cannot read the runs: {problem}");
+                return None;
+            }
+        };
+        let limit = self.gateway.config.scheduler.max_concurrent_runs.max(1);
+        let mut soonest = None;
+        for run in pending {
+            if run.not_before_ms > now {
+                soonest =
+                    Some(soonest.map_or(run.not_before_ms, |s: i64| s.min(run.not_before_ms)));
+                continue;
+            }
+            let (busy, total) = {
+                let running = self
+                    .running
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                (
+                    running.get(&run.task).copied().unwrap_or(0),
+                    running.values().sum::<usize>(),
+                )
+            };
+            if busy > 0 {
+                match run.spec.overlap {
+                    Overlap::Allow => {}
+                    Overlap::Skip if run.kind == "on_time" => {
+                        let _ = store.finish(
+                            run.id,
+                            "skipped",
+                            &json!({"reason": "overlap is skip and the task's previous run was still running"}),
+                            now,
+                        );
+                        continue;
+                    }
+                    // Queued; catch-up and manual runs always wait their turn.
+                    Overlap::Skip | Overlap::Queue => continue,
+                }
+            }
+            if total >= limit {
+                break;
+            }
+            match store.start(run.id, &self.owner, now) {
+                Ok(true) => self.launch(store.clone(), run),
+                Ok(false) => {}
+                Err(problem) => tracing::warn!("cannot start a run: {problem}"),
+            }
+        }
+        soonest
+    }
+
+    /// Resumes the runs a scheduler that is gone left running.
+    fn recover(self: &Arc<Self>, store: &Arc<Store>) {
+        let Ok(running) = store.running() else {
+            return;
+        };
+        for run in running {
+            let owner = run.owner.clone();
+            if owner
+                .as_deref()
+                .is_some_and(|o| owner_alive(o, &self.owner))
+            {
+                continue;
+            }
+            if store
+                .adopt(run.id, owner.as_deref(), &self.owner)
+                .unwrap_or(false)
+            {
+                tracing::info!(task = %run.task, run = run.id, "resuming a run a stopped gateway left");
+                self.launch(store.clone(), run);
+            }
+        }
+    }
+
+    fn launch(self: &Arc<Self>, store: Arc<Store>, run: RunRow) {
+        *self
+            .running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(run.task.clone())
+            .or_default() += 1;
+        let this = self.clone();
+        tokio::spawn(async move {
+            let task = run.task.clone();
+            let id = run.id;
+            let result = execute(&this.gateway, &store, &run).await;
+            settle(&this.gateway, &store, &run, result);
+            if let Some(count) = this
+                .running
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get_mut(&task)
+            {
+                *count = count.saturating_sub(1);
+            }
+            tracing::info!(%task, run = id, "run ended");
+            this.hub().nudge.notify_one();
+        });
+    }
+}
+
+/// Records how a run ended, or sends it back for another attempt.
+fn settle(gateway: &Gateway, store: &Store, run: &RunRow, result: Result<Value, AaiError>) {
+    let now = now_ms();
+    let (state, outcome) = ended(&result);
+    let state = if gateway.stop.is_stopped() && state != "succeeded" {
+        "cancelled"
+    } else {
+        state
+    };
+    let retryable = state == "failed" && !final_failure(&result);
+    if retryable && run.attempt <= u32::from(run.spec.retries) {
+        // retry_seconds, then twice that, and so on, at most an hour.
+        let base = i64::try_from(gateway.config.scheduler.retry_seconds.saturating_mul(1000))
+            .unwrap_or(3_600_000);
+        let wait = base
+            .saturating_mul(1 << run.attempt.saturating_sub(1).min(10))
+            .min(3_600_000);
+        tracing::info!(task = %run.task, run = run.id, attempt = run.attempt, wait_ms = wait, "the run failed; it will be tried again");
+        if let Err(problem) = store.retry(run.id, now + wait, &outcome) {
+            tracing::warn!("cannot record the retry: {problem}");
+        }
+        return;
+    }
+    if let Err(problem) = store.finish(run.id, state, &outcome, now) {
+        tracing::warn!(run = run.id, "cannot record the end of a run: {problem}");
+    }
+}
+
+/// A pending occurrence at `ms`.
+fn occurrence(ms: i64, kind: &'static str) -> NewRun {
+    NewRun {
+        occurrence: ms.to_string(),
+        scheduled_ms: ms,
+        kind,
+        state: "pending",
+        outcome: None,
+    }
+}
+
+/// The tasks of the store, keeping the timing of those whose spec did not change.
+fn load(store: &Store, mut old: HashMap<String, Planned>) -> HashMap<String, Planned> {
+    let Ok(stored) = store.tasks() else {
+        return old;
+    };
+    let mut tasks = HashMap::with_capacity(stored.len());
+    for stored in stored {
+        let name = stored.task.name.clone();
+        let timing = match old.remove(&name) {
+            Some(planned)
+                if planned.stored.task.cron == stored.task.cron
+                    && planned.stored.task.time_zone == stored.task.time_zone =>
+            {
+                planned.timing
+            }
+            _ => match stored.task.compile() {
+                Ok(timing) => timing,
+                Err(problem) => {
+                    tracing::warn!(task = %name, "a stored task is not valid: {problem}");
+                    continue;
+                }
+            },
+        };
+        let next = timing.next_after(stored.cursor_ms);
+        tasks.insert(
+            name,
+            Planned {
+                stored,
+                timing,
+                next,
+            },
+        );
+    }
+    tasks
+}
+
+/// A run's end state and what history keeps of it.
+fn ended(result: &Result<Value, AaiError>) -> (&'static str, Value) {
+    match result {
+        Err(error) => (
+            "failed",
+            json!({"error": {"type": error.kind.type_name(), "message": error.message}}),
+        ),
+        Ok(value) => {
+            let interrupted = value["steps"]
+                .as_array()
+                .is_some_and(|steps| steps.iter().any(|s| s["status"] == "interrupted"));
+            let state = if interrupted {
+                "interrupted"
+            } else if value["failed"].as_u64().unwrap_or(0) > 0 {
+                "failed"
+            } else {
+                "succeeded"
+            };
+            (state, value.clone())
+        }
+    }
+}
+
+/// A failure another attempt cannot mend: a refusal, bad arguments, an unknown workflow.
+fn final_failure(result: &Result<Value, AaiError>) -> bool {
+    let hopeless = |kind: &str| {
+        matches!(
+            kind,
+            "PERMISSION_DENIED" | "INVALID_PARAMS" | "TOOL_NOT_FOUND" | "APP_NOT_FOUND"
+        )
+    };
+    match result {
+        Err(error) => hopeless(error.kind.type_name()),
+        Ok(value) => value["steps"].as_array().is_some_and(|steps| {
+            steps.iter().any(|s| {
+                s["status"] == "failed" && s["error"]["type"].as_str().is_some_and(hopeless)
+            })
+        }),
+    }
+}
+
+/// Checkpoints of a run in the store.
+struct Stored2<'a> {
+    store: &'a Store,
+    run: i64,
+    prior: Vec<super::store::StepRow>,
+}
+
+impl Checkpoints for Stored2<'_> {
+    fn prior(&self, index: usize) -> Prior {
+        match self.prior.iter().find(|s| s.step == index) {
+            None => Prior::None,
+            Some(row) if row.state == "started" => Prior::InFlight,
+            Some(row) => row.entry.clone().map_or(Prior::InFlight, Prior::Finished),
+        }
+    }
+
+    fn started(&self, index: usize) -> Result<(), String> {
+        self.store.step_started(self.run, index, now_ms())
+    }
+
+    fn finished(&self, index: usize, entry: &Value, audit: &[String]) -> Result<(), String> {
+        let state = entry["status"].as_str().unwrap_or("failed");
+        self.store
+            .step_finished(self.run, index, state, entry, audit, now_ms())
+    }
+}
+
+/// Who asks for a task's call that needs a person: nobody (the run fails), or the
+/// dashboard's queue when the task says so.
+pub(crate) struct TaskAsker<'a> {
+    pub(crate) gateway: &'a Gateway,
+    pub(crate) task: &'a str,
+    pub(crate) on_approval: OnApproval,
+}
+
+impl Asker for TaskAsker<'_> {
+    fn ask<'b>(
+        &'b self,
+        question: &'b Question,
+    ) -> aai_executor::BoxFuture<'b, Result<Answer, Unanswered>> {
+        Box::pin(async move {
+            if self.on_approval == OnApproval::Fail {
+                return Err(Unanswered::CannotAsk(format!(
+                    "the scheduled task {:?} runs unattended; set its on_approval to \"queue\" to wait for the user on the dashboard",
+                    self.task
+                )));
+            }
+            let args = Value::String(question.args.clone());
+            let queue = crate::approvals::QueueAsker {
+                approvals: &self.gateway.approvals,
+                call: crate::approvals::Pending {
+                    caller: &question.caller,
+                    app: &question.app_id,
+                    tool: &question.tool,
+                    args: &args,
+                },
+                resume: None,
+                wait: Duration::from_secs(24 * 3600),
+                stop: self.gateway.stop.calls(),
+            };
+            queue.ask(question).await
+        })
+    }
+
+    fn via(&self) -> &'static str {
+        "approval queue"
+    }
+}
+
+/// Runs (or resumes) `run`.
+async fn execute(gateway: &Gateway, store: &Store, run: &RunRow) -> Result<Value, AaiError> {
+    let task = &run.spec;
+    let calls = CallIds::default();
+    let who = Caller {
+        task: Some(task.grant()),
+        calls: Some(calls.clone()),
+        ..Caller::named(&format!("schedule:{}", task.name))
+    };
+    let checkpoints = Stored2 {
+        store,
+        run: run.id,
+        prior: store
+            .steps(run.id)
+            .map_err(|problem| AaiError::new(ErrorKind::AutomationFailed, problem))?,
+    };
+    let asker = TaskAsker {
+        gateway,
+        task: &task.name,
+        on_approval: task.on_approval,
+    };
+    let context = json!({
+        "task": task.name,
+        "occurrence": run.occurrence,
+        "scheduled": super::show_local(run.scheduled_ms),
+        "scheduled_ms": run.scheduled_ms,
+        "run_id": run.id,
+        "attempt": run.attempt,
+    });
+    match &task.run {
+        Run::Workflow { name, inputs } => {
+            gateway
+                .run_workflow_with(
+                    &who,
+                    name,
+                    inputs,
+                    Some(&asker),
+                    &context,
+                    Some(&checkpoints),
+                )
+                .await
+        }
+        Run::Agent { name, instruction } => {
+            agent(gateway, run, &checkpoints, name, instruction, calls).await
+        }
+    }
+}
+
+/// Hands the instruction to the configured agent command, with an MCP config whose bearer
+/// token makes every call it makes run under the task's layer. It is one step: a run
+/// interrupted while the agent worked is not started again unless the task is idempotent.
+async fn agent(
+    gateway: &Gateway,
+    run: &RunRow,
+    checkpoints: &Stored2<'_>,
+    name: &str,
+    instruction: &str,
+    calls: CallIds,
+) -> Result<Value, AaiError> {
+    let head = json!({"step": 0, "agent": name});
+    match checkpoints.prior(0) {
+        Prior::Finished(entry) => {
+            return Ok(
+                json!({"agent": name, "steps": [entry], "failed": usize::from(entry["status"] != "ok")}),
+            );
+        }
+        Prior::InFlight if !run.spec.idempotent => {
+            let entry = crate::pipeline::batch::merge(
+                head,
+                json!({"status": "interrupted", "error": {"type": "INTERRUPTED", "message": "the agent was working when the gateway stopped (a crash or a kill); the task is not marked idempotent, so it was not started again. Check what it did."}}),
+            );
+            let _ = checkpoints.finished(0, &entry, &[]);
+            return Ok(json!({"agent": name, "steps": [entry], "failed": 1}));
+        }
+        Prior::InFlight | Prior::None => {}
+    }
+    let Some(command) = gateway.config.scheduler.agents.get(name) else {
+        return Err(AaiError::new(
+            ErrorKind::InvalidParams,
+            format!(
+                "no agent {name:?} in config.json's scheduler.agents (there: {})",
+                gateway
+                    .config
+                    .scheduler
+                    .agents
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    };
+    let url = gateway
+        .schedule
+        .url
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+        .ok_or_else(|| {
+            AaiError::new(
+                ErrorKind::AppNotRunning,
+                "an agent task runs in the daemon (`aai-gateway serve`), which its agent connects to; start it",
+            )
+        })?;
+    let token = crate::daemon::new_token();
+    let file = gateway
+        .home
+        .join("run")
+        .join(format!("task-{}.mcp.json", run.id));
+    let config = json!({"mcpServers": {"aai-gateway": {
+        "type": "http", "url": url, "headers": {"Authorization": format!("Bearer {token}")}
+    }}});
+    crate::daemon::write_private(&file, config.to_string().as_bytes()).map_err(|e| {
+        AaiError::new(
+            ErrorKind::AutomationFailed,
+            format!("cannot write {}: {e}", file.display()),
+        )
+    })?;
+    let _remove = Remove(file.clone());
+    let argv: Vec<String> = command
+        .command
+        .iter()
+        .map(|word| match word.as_str() {
+            "{instruction}" => instruction.to_owned(),
+            "{mcp_config}" => file.display().to_string(),
+            "{mcp_url}" => url.clone(),
+            "{task}" => run.spec.name.clone(),
+            other => other.to_owned(),
+        })
+        .collect();
+    let Some((program, args)) = argv.split_first() else {
+        return Err(AaiError::new(
+            ErrorKind::InvalidParams,
+            format!("scheduler.agents.{name}.command is empty"),
+        ));
+    };
+    let mut process =
+        aai_executor::process::Command::new(program.clone()).args(args.iter().cloned());
+    for (key, value) in [
+        ("AAI_MCP_URL", url.clone()),
+        ("AAI_MCP_TOKEN", token.clone()),
+        ("AAI_MCP_CONFIG", file.display().to_string()),
+        ("AAI_TASK", run.spec.name.clone()),
+    ] {
+        process.env.insert(key.to_owned(), value);
+    }
+    checkpoints.started(0).map_err(|problem| {
+        AaiError::new(
+            ErrorKind::AutomationFailed,
+            format!("the agent was not started: {problem}"),
+        )
+    })?;
+    let grant = run.spec.grant();
+    gateway
+        .schedule
+        .tokens
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(token.clone(), (grant, calls.clone()));
+    let outcome = aai_executor::process::run(
+        &process,
+        Duration::from_secs(command.timeout_seconds.max(1)),
+        &format!("agent {name}"),
+    )
+    .await;
+    gateway
+        .schedule
+        .tokens
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .remove(&token);
+    let audit = std::mem::take(
+        &mut *calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    let entry = match outcome {
+        Ok(output) => crate::pipeline::batch::merge(
+            head,
+            json!({
+                "status": if output.success() { "ok" } else { "failed" },
+                "exit_code": output.code,
+                "output": tail(&output.stdout),
+                "errors": tail(&output.stderr),
+            }),
+        ),
+        Err(error) => crate::pipeline::batch::merge(head, crate::pipeline::batch::failure(&error)),
+    };
+    let _ = checkpoints.finished(0, &entry, &audit);
+    let failed = usize::from(entry["status"] != "ok");
+    Ok(json!({"agent": name, "steps": [entry], "failed": failed}))
+}
+
+/// The last 8 KiB of an agent's output.
+fn tail(text: &str) -> String {
+    const KEEP: usize = 8 * 1024;
+    if text.len() <= KEEP {
+        return text.to_owned();
+    }
+    let mut start = text.len() - KEEP;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &text[start..])
+}
+
+/// Removes a file when dropped.
+struct Remove(PathBuf);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// [`run_here`] as a boxed future: a run's steps are calls themselves, and a call can ask for
+/// a run (`schedule_run_now`), so the cycle goes through a box.
+pub fn run_here_boxed(
+    gateway: &Gateway,
+    id: i64,
+) -> aai_executor::BoxFuture<'_, Result<Value, AaiError>> {
+    Box::pin(run_here(gateway, id))
+}
+
+/// Runs `id` in this process now (the CLI's `run-now` when no daemon runs), to its end.
+///
+/// # Errors
+/// The run is unknown or not pending.
+pub async fn run_here(gateway: &Gateway, id: i64) -> Result<Value, AaiError> {
+    let store = gateway.schedule.store()?;
+    let owner = owner_id();
+    let started = store
+        .start(id, &owner, now_ms())
+        .map_err(|problem| AaiError::new(ErrorKind::AutomationFailed, problem))?;
+    let run = store
+        .run(id)
+        .map_err(|problem| AaiError::new(ErrorKind::AutomationFailed, problem))?
+        .filter(|_| started)
+        .ok_or_else(|| {
+            AaiError::new(
+                ErrorKind::InvalidParams,
+                format!("run {id} is not waiting to start"),
+            )
+        })?;
+    let result = execute(gateway, &store, &run).await;
+    settle(gateway, &store, &run, result);
+    let run = store
+        .run(id)
+        .map_err(|problem| AaiError::new(ErrorKind::AutomationFailed, problem))?;
+    Ok(run.map_or(Value::Null, |run| super::tools::describe_run(&store, &run)))
+}

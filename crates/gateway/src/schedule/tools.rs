@@ -1,0 +1,275 @@
+//! `local.schedule`: the scheduler's tools for agents (each risk high, through the gate like
+//! every call), and what `aai-gateway schedule` prints, from the same functions.
+
+use std::sync::{Arc, LazyLock};
+
+use aai_descriptor::{AaiError, Descriptor, ErrorKind};
+use serde_json::{Map, Value, json};
+
+use super::store::{RunRow, Store};
+use super::{Run, Task, now_ms};
+use crate::pipeline::Gateway;
+
+/// The toolset's appId.
+pub const APP_ID: &str = "local.schedule";
+
+/// The toolset's descriptor.
+pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> = LazyLock::new(|| {
+    match aai_descriptor::parse(APP_ID, include_bytes!("../../toolsets/schedule.aai.json")) {
+        Ok(descriptor) => Arc::new(descriptor),
+        Err(error) => panic!("the shipped descriptor {APP_ID} is invalid: {error}"),
+    }
+});
+
+fn store_error(problem: String) -> AaiError {
+    AaiError::new(ErrorKind::AutomationFailed, problem)
+}
+
+fn name_of(args: &Map<String, Value>) -> Result<&str, AaiError> {
+    args.get("name").and_then(Value::as_str).ok_or_else(|| {
+        AaiError::new(
+            ErrorKind::InvalidParams,
+            "\"name\": the task's name is required",
+        )
+    })
+}
+
+fn unknown(name: &str) -> AaiError {
+    AaiError::new(
+        ErrorKind::InvalidParams,
+        format!("no scheduled task {name:?} (schedule_list shows them)"),
+    )
+    .with_detail(json!({"field": "name"}))
+}
+
+impl Gateway {
+    /// Checks `task` against what this gateway has: its cron and zone, and the workflow or
+    /// agent it runs.
+    ///
+    /// # Errors
+    /// INVALID_PARAMS naming the problem.
+    pub fn check_task(&self, task: &Task) -> Result<super::Timing, AaiError> {
+        let invalid = |problem: String| AaiError::new(ErrorKind::InvalidParams, problem);
+        let timing = task.compile().map_err(invalid)?;
+        match &task.run {
+            Run::Workflow { name, .. } => {
+                crate::workflow::find(&self.home, name)
+                    .map_err(|error| invalid(format!("\"run\": {}", error.message)))?;
+            }
+            Run::Agent { name, instruction } => {
+                if !self.config.scheduler.agents.contains_key(name) {
+                    let known: Vec<&String> = self.config.scheduler.agents.keys().collect();
+                    return Err(invalid(format!(
+                        "\"run\": no agent {name:?} in config.json's scheduler.agents ({}); add one such as {{\"claude\": {{\"command\": [\"claude\", \"-p\", \"{{instruction}}\", \"--mcp-config\", \"{{mcp_config}}\"]}}}}",
+                        if known.is_empty() {
+                            "there are none".to_owned()
+                        } else {
+                            format!("there: {known:?}")
+                        }
+                    )));
+                }
+                if instruction.trim().is_empty() {
+                    return Err(invalid("\"run\": the agent's instruction is empty".into()));
+                }
+            }
+        }
+        Ok(timing)
+    }
+
+    /// Runs a `local.schedule` tool.
+    ///
+    /// # Errors
+    /// Bad arguments, an unknown task, or a store that cannot be used.
+    pub async fn schedule_tool(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+    ) -> Result<Value, AaiError> {
+        let hub = &self.schedule;
+        let store = hub.store()?;
+        let now = now_ms();
+        match tool {
+            "schedule_add" => {
+                let task: Task = serde_json::from_value(
+                    args.get("task").cloned().unwrap_or_default(),
+                )
+                .map_err(|e| {
+                    AaiError::new(ErrorKind::InvalidParams, format!("\"task\": {e}"))
+                        .with_detail(json!({"field": "task"}))
+                })?;
+                let timing = self.check_task(&task)?;
+                let replaced = store.put(&task, now).map_err(store_error)?;
+                hub.changed();
+                Ok(json!({
+                    "task": task.name,
+                    "replaced": replaced,
+                    "enabled": task.enabled,
+                    "next_runs": timing.between(now, i64::MAX, 3).into_iter().map(|ms| timing.show(ms)).collect::<Vec<_>>(),
+                    "scheduler": self.scheduler_state(),
+                }))
+            }
+            "schedule_list" => {
+                Ok(json!({"tasks": list(&store)?, "scheduler": self.scheduler_state()}))
+            }
+            "schedule_remove" => {
+                let name = name_of(args)?;
+                if !store.remove(name, now).map_err(store_error)? {
+                    return Err(unknown(name));
+                }
+                hub.changed();
+                Ok(json!({"removed": name}))
+            }
+            "schedule_enable" | "schedule_disable" => {
+                let name = name_of(args)?;
+                let enabled = tool == "schedule_enable";
+                if !store.set_enabled(name, enabled, now).map_err(store_error)? {
+                    return Err(unknown(name));
+                }
+                hub.changed();
+                Ok(json!({"task": name, "enabled": enabled}))
+            }
+            "schedule_run_now" => {
+                let name = name_of(args)?;
+                let stored = store
+                    .get(name)
+                    .map_err(store_error)?
+                    .ok_or_else(|| unknown(name))?;
+                self.check_task(&stored.task)?;
+                let id = store.run_now(&stored.task, now).map_err(store_error)?;
+                if hub.active.load(std::sync::atomic::Ordering::SeqCst) {
+                    hub.changed();
+                    Ok(
+                        json!({"run_id": id, "state": "pending", "note": "the scheduler starts it now; schedule_history shows how it went"}),
+                    )
+                } else {
+                    super::runner::run_here_boxed(self, id).await
+                }
+            }
+            "schedule_history" => {
+                let limit = args
+                    .get("limit")
+                    .and_then(Value::as_u64)
+                    .map_or(20, |n| usize::try_from(n).unwrap_or(200).clamp(1, 200));
+                let name = args.get("name").and_then(Value::as_str);
+                if let Some(name) = name
+                    && store.get(name).map_err(store_error)?.is_none()
+                    && store
+                        .history(Some(name), 1)
+                        .map_err(store_error)?
+                        .is_empty()
+                {
+                    return Err(unknown(name));
+                }
+                let runs = store.history(name, limit).map_err(store_error)?;
+                Ok(
+                    json!({"runs": runs.iter().map(|run| describe_run(&store, run)).collect::<Vec<_>>()}),
+                )
+            }
+            other => Err(AaiError::new(
+                ErrorKind::ToolNotFound,
+                format!("{APP_ID} has no tool {other:?}"),
+            )),
+        }
+    }
+
+    /// Whether the scheduler runs, and whether the emergency stop holds it.
+    fn scheduler_state(&self) -> &'static str {
+        if self.stop.is_stopped() {
+            "paused by the emergency stop"
+        } else if self
+            .schedule
+            .active
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            "running"
+        } else {
+            "not running here: tasks run while the daemon (`aai-gateway serve`) runs"
+        }
+    }
+}
+
+/// Every task with its next occurrence and its last run.
+///
+/// # Errors
+/// The store cannot be read.
+pub fn list(store: &Store) -> Result<Vec<Value>, AaiError> {
+    let now = now_ms();
+    let tasks = store.tasks().map_err(store_error)?;
+    Ok(tasks
+        .into_iter()
+        .map(|stored| {
+            let task = &stored.task;
+            let next = task
+                .compile()
+                .ok()
+                .filter(|_| task.enabled)
+                .and_then(|timing| timing.next_after(now.max(stored.cursor_ms)).map(|ms| timing.show(ms)));
+            let last = store
+                .history(Some(&task.name), 1)
+                .ok()
+                .and_then(|runs| runs.into_iter().next())
+                .map(|run| json!({"run_id": run.id, "scheduled": super::show_local(run.scheduled_ms), "state": run.state}));
+            json!({
+                "name": task.name,
+                "cron": task.cron,
+                "time_zone": task.time_zone,
+                "enabled": task.enabled,
+                "runs": match &task.run {
+                    Run::Workflow { name, .. } => format!("workflow {name}"),
+                    Run::Agent { name, .. } => format!("agent {name}"),
+                },
+                "granted_tools": task.granted_tools,
+                "max_risk_level": task.max_risk_level,
+                "catch_up": task.catch_up,
+                "overlap": task.overlap,
+                "on_approval": task.on_approval,
+                "retries": task.retries,
+                "next_run": next,
+                "last_run": last,
+            })
+        })
+        .collect())
+}
+
+/// A run for history: when, how it ended, and each step with its result and audit ids.
+pub fn describe_run(store: &Store, run: &RunRow) -> Value {
+    let steps: Vec<Value> = store
+        .steps(run.id)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|step| {
+            let mut entry = step.entry.unwrap_or_else(|| json!({"step": step.step}));
+            if let Some(object) = entry.as_object_mut() {
+                object.insert("state".into(), json!(step.state));
+                object.insert("audit_ids".into(), json!(step.audit));
+            }
+            entry
+        })
+        .collect();
+    // Why it did not succeed: the run's own error, else its first step that failed.
+    let error = run
+        .outcome
+        .as_ref()
+        .and_then(|o| o.get("error").or_else(|| o.get("reason")))
+        .or_else(|| {
+            steps
+                .iter()
+                .find(|s| s["status"] == "failed" || s["status"] == "interrupted")
+                .and_then(|s| s.get("error"))
+        })
+        .cloned();
+    json!({
+        "run_id": run.id,
+        "task": run.task,
+        "occurrence": run.occurrence,
+        "scheduled": super::show_local(run.scheduled_ms),
+        "kind": run.kind,
+        "state": run.state,
+        "attempt": run.attempt,
+        "started": run.started_ms.map(super::show_local),
+        "finished": run.finished_ms.map(super::show_local),
+        "steps": steps,
+        "error": error,
+        "outcome": run.outcome.as_ref().filter(|o| o.get("steps").is_none()),
+    })
+}
