@@ -347,6 +347,12 @@ impl Gateway {
             Ok(args) => args,
             Err(error) => return Err(self.refuse(&step, "none", "failed", error)),
         };
+        // A scheduled task is checked before anyone is asked to approve it.
+        if app.id() == crate::schedule::tools::APP_ID
+            && let Err(error) = self.schedule_precheck(&spec.name, &args)
+        {
+            return Err(self.refuse(&step, "none", "failed", error));
+        }
         // Risk: the tool's own, raised by what this call does (a critical shell command).
         let raised = self.raised_risk(app, spec, &args);
         call.risk = call.risk.max(raised.unwrap_or(Risk::Low));

@@ -34,6 +34,13 @@ fn name_of(args: &Map<String, Value>) -> Result<&str, AaiError> {
     })
 }
 
+fn task_arg(args: &Map<String, Value>) -> Result<Task, AaiError> {
+    serde_json::from_value(args.get("task").cloned().unwrap_or_default()).map_err(|e| {
+        AaiError::new(ErrorKind::InvalidParams, format!("\"task\": {e}"))
+            .with_detail(json!({"field": "task"}))
+    })
+}
+
 fn unknown(name: &str) -> AaiError {
     AaiError::new(
         ErrorKind::InvalidParams,
@@ -76,6 +83,28 @@ impl Gateway {
         Ok(timing)
     }
 
+    /// What can be checked of a `local.schedule` call before the user is asked about it: the
+    /// task it adds, or that the task it names exists.
+    ///
+    /// # Errors
+    /// INVALID_PARAMS naming the problem.
+    pub fn schedule_precheck(&self, tool: &str, args: &Map<String, Value>) -> Result<(), AaiError> {
+        match tool {
+            "schedule_add" => {
+                self.check_task(&task_arg(args)?)?;
+            }
+            "schedule_remove" | "schedule_enable" | "schedule_disable" | "schedule_run_now" => {
+                let name = name_of(args)?;
+                let store = self.schedule.store()?;
+                if store.get(name).map_err(store_error)?.is_none() {
+                    return Err(unknown(name));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// Runs a `local.schedule` tool.
     ///
     /// # Errors
@@ -90,13 +119,7 @@ impl Gateway {
         let now = now_ms();
         match tool {
             "schedule_add" => {
-                let task: Task = serde_json::from_value(
-                    args.get("task").cloned().unwrap_or_default(),
-                )
-                .map_err(|e| {
-                    AaiError::new(ErrorKind::InvalidParams, format!("\"task\": {e}"))
-                        .with_detail(json!({"field": "task"}))
-                })?;
+                let task = task_arg(args)?;
                 let timing = self.check_task(&task)?;
                 let replaced = store.put(&task, now).map_err(store_error)?;
                 hub.changed();
