@@ -338,3 +338,29 @@ async def test_a_queued_approval_notifies_with_a_link_to_the_dashboard(home, bus
                 assert not result.is_error, text(result)
     finally:
         d.close()
+
+
+async def test_scheduled_tasks_are_shown_run_and_turned_off_in_the_dashboard(dashboard, chromium, home):
+    (home / "workflows").mkdir()
+    (home / "workflows" / "greet.json").write_text(json.dumps({"description": "greet", "steps": [
+        {"app": "org.aai.test", "tool": "echo", "args": {"text": {"$run": "/task"}}}]}))
+    page = open_dashboard(dashboard, chromium)
+    try:
+        assert page.eval("document.getElementById('no-schedules').hidden") is False
+        out = dashboard.cli("schedule", "add", "morning", "--cron", "0 7 * * *", "--time-zone", "Asia/Tokyo",
+                            "--workflow", "greet", "--grant", "org.aai.test:echo")
+        assert out.returncode == 0, out.stderr
+        # The daemon sees the CLI's change in data.db and tells the page.
+        await wait_in_page(page, "!!document.querySelector('#schedules tr[data-task=\"morning\"]')")
+        row = page.eval("document.querySelector('#schedules tr[data-task=\"morning\"]').textContent")
+        assert "0 7 * * * (Asia/Tokyo)" in row and "org.aai.test:echo" in row and "+09:00" in row, row
+        click(page, "#schedules tr[data-task='morning'] button.run-now")
+        await wait_in_page(page, "[...document.querySelectorAll('#runs tr.run-succeeded')].some(r => r.textContent.includes('morning'))", 20)
+        click(page, "#schedules tr[data-task='morning'] input[type=checkbox]")
+        wait_until(lambda: json.loads(dashboard.cli("schedule", "list").stdout)["tasks"][0]["enabled"] is False, 10,
+                   "the task is off")
+        rows = [json.loads(line) for line in dashboard.cli("audit", "export").stdout.splitlines()]
+        assert any(r["caller"] == "schedule:morning" and r["tool"] == "echo" and r["result"] == "success" for r in rows)
+        assert any(r["caller"] == "dashboard" and r["tool"] == "schedule_disable" for r in rows)
+    finally:
+        page.close()

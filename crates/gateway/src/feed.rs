@@ -23,6 +23,8 @@ pub enum Event {
     Stop { stopped: bool },
     /// Toolsets or client profiles changed.
     Settings,
+    /// A scheduled task changed, or one of its runs started or ended.
+    Schedules,
 }
 
 #[derive(Debug, Clone)]

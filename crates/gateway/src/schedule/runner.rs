@@ -29,7 +29,7 @@ pub struct Hub {
     store: Mutex<Option<Arc<Store>>>,
     /// Wakes the scheduler: a task changed, a run was asked for, a run ended.
     pub nudge: Notify,
-    /// Tasks were changed by this process (other processes are seen by `data_version`).
+    /// Tasks were changed by this process (other processes are seen by the store's version).
     pub dirty: std::sync::atomic::AtomicBool,
     tokens: Mutex<HashMap<String, (Arc<TaskGrant>, CallIds)>>,
     /// The daemon's MCP endpoint, which agent runs are pointed at.
@@ -169,13 +169,17 @@ impl Scheduler {
                 break;
             }
             let stopped = self.gateway.stop.is_stopped();
-            let seen = store.data_version();
+            let seen = store.version();
             if seen != version
                 || self
                     .hub()
                     .dirty
                     .swap(false, std::sync::atomic::Ordering::SeqCst)
             {
+                if version != i64::MIN && seen != version {
+                    // Another process (the CLI) changed data.db: the dashboard shows it.
+                    self.gateway.gate.feed.send(crate::feed::Event::Schedules);
+                }
                 version = seen;
                 tasks = load(&store, tasks);
             }
@@ -333,7 +337,10 @@ impl Scheduler {
                 break;
             }
             match store.start(run.id, &self.owner, now) {
-                Ok(true) => self.launch(store.clone(), run),
+                Ok(true) => {
+                    self.gateway.gate.feed.send(crate::feed::Event::Schedules);
+                    self.launch(store.clone(), run);
+                }
                 Ok(false) => {}
                 Err(problem) => tracing::warn!("cannot start a run: {problem}"),
             }
@@ -386,6 +393,7 @@ impl Scheduler {
                 *count = count.saturating_sub(1);
             }
             tracing::info!(%task, run = id, "run ended");
+            this.gateway.gate.feed.send(crate::feed::Event::Schedules);
             this.hub().nudge.notify_one();
         });
     }

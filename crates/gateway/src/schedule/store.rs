@@ -172,6 +172,8 @@ impl Store {
                 UNIQUE (task, occurrence)
             );
             CREATE INDEX IF NOT EXISTS schedule_runs_open ON schedule_runs (state) WHERE state IN ('pending', 'running');
+            CREATE TABLE IF NOT EXISTS schedule_meta (one INTEGER PRIMARY KEY CHECK (one = 1), version INTEGER NOT NULL);
+            INSERT OR IGNORE INTO schedule_meta (one, version) VALUES (1, 0);
             CREATE TABLE IF NOT EXISTS schedule_steps (
                 run INTEGER NOT NULL,
                 step INTEGER NOT NULL,
@@ -195,10 +197,10 @@ impl Store {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Changes whenever another connection (the CLI, another process) commits.
-    pub fn data_version(&self) -> i64 {
+    /// Moves on with every change of a task and every run asked for (by any process).
+    pub fn version(&self) -> i64 {
         self.conn()
-            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .query_row("SELECT version FROM schedule_meta", [], |r| r.get(0))
             .unwrap_or(0)
     }
 
@@ -210,7 +212,9 @@ impl Store {
     pub fn put(&self, task: &Task, now: i64) -> Result<bool, String> {
         let spec = serde_json::to_string(task).map_err(fail)?;
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(fail)?;
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(fail)?;
         let old: Option<String> = tx
             .query_row(
                 "SELECT spec FROM schedule_tasks WHERE name = ?1",
@@ -237,6 +241,8 @@ impl Store {
                 .map_err(fail)?;
             }
         }
+        tx.execute("UPDATE schedule_meta SET version = version + 1", [])
+            .map_err(fail)?;
         tx.commit().map_err(fail)?;
         Ok(old.is_some())
     }
@@ -248,7 +254,9 @@ impl Store {
     /// The store cannot be written.
     pub fn remove(&self, name: &str, now: i64) -> Result<bool, String> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(fail)?;
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(fail)?;
         let removed = tx
             .execute("DELETE FROM schedule_tasks WHERE name = ?1", [name])
             .map_err(fail)?;
@@ -257,6 +265,8 @@ impl Store {
             params![name, now, json!({"reason": "the task was removed"}).to_string()],
         )
         .map_err(fail)?;
+        tx.execute("UPDATE schedule_meta SET version = version + 1", [])
+            .map_err(fail)?;
         tx.commit().map_err(fail)?;
         Ok(removed > 0)
     }
@@ -328,7 +338,9 @@ impl Store {
     ) -> Result<Vec<i64>, String> {
         let spec = serde_json::to_string(task).map_err(fail)?;
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(fail)?;
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(fail)?;
         let moved = tx
             .execute(
                 "UPDATE schedule_tasks SET cursor_ms = ?3 WHERE name = ?1 AND cursor_ms = ?2",
@@ -377,13 +389,21 @@ impl Store {
             "manual-{now}-{}",
             nonce.iter().map(|b| format!("{b:02x}")).collect::<String>()
         );
-        conn.execute(
+        let mut conn = conn;
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(fail)?;
+        tx.execute(
             "INSERT INTO schedule_runs (task, occurrence, scheduled_ms, kind, state, not_before_ms, spec, claimed_ms)
              VALUES (?1, ?2, ?3, 'manual', 'pending', ?3, ?4, ?3)",
             params![task.name, occurrence, now, spec],
         )
         .map_err(fail)?;
-        Ok(conn.last_insert_rowid())
+        let id = tx.last_insert_rowid();
+        tx.execute("UPDATE schedule_meta SET version = version + 1", [])
+            .map_err(fail)?;
+        tx.commit().map_err(fail)?;
+        Ok(id)
     }
 
     fn runs_where(
@@ -476,7 +496,9 @@ impl Store {
     /// The store cannot be written.
     pub fn retry(&self, id: i64, not_before: i64, outcome: &Value) -> Result<(), String> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(fail)?;
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(fail)?;
         tx.execute(
             "DELETE FROM schedule_steps WHERE run = ?1 AND state = 'failed'",
             [id],

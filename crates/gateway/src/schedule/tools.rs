@@ -114,6 +114,18 @@ impl Gateway {
         tool: &str,
         args: &Map<String, Value>,
     ) -> Result<Value, AaiError> {
+        let done = self.schedule_tool_inner(tool, args).await;
+        if done.is_ok() && tool != "schedule_list" && tool != "schedule_history" {
+            self.gate.feed.send(crate::feed::Event::Schedules);
+        }
+        done
+    }
+
+    async fn schedule_tool_inner(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+    ) -> Result<Value, AaiError> {
         let hub = &self.schedule;
         let store = hub.store()?;
         let now = now_ms();

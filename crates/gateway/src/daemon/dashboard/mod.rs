@@ -189,6 +189,8 @@ pub(crate) fn routes() -> Router<Control> {
         .route("/api/resume", post(resume))
         .route("/api/toolsets", post(toolset))
         .route("/api/profile", post(profile))
+        .route("/api/schedules/enable", post(schedule_enable))
+        .route("/api/schedules/run", post(schedule_run))
         .layer(axum::middleware::map_response(protect))
 }
 
@@ -277,7 +279,95 @@ async fn state(State(control): State<Control>, headers: HeaderMap) -> Response {
         "default_profile": policy.default_profile,
         "profiles": settings::profiles(gateway),
         "toolsets": settings::toolsets(&gateway.home),
+        "schedules": schedules(gateway),
     }))
+}
+
+/// The scheduled tasks and their latest runs, or why they cannot be read.
+fn schedules(gateway: &crate::pipeline::Gateway) -> Value {
+    let store = match gateway.schedule.store() {
+        Ok(store) => store,
+        Err(error) => return json!({"error": error.message}),
+    };
+    let runs = store.history(None, 15).unwrap_or_default();
+    json!({
+        "tasks": crate::schedule::tools::list(&store).unwrap_or_default(),
+        "runs": runs.iter().map(|run| {
+            let described = crate::schedule::tools::describe_run(&store, run);
+            json!({
+                "run_id": run.id, "task": run.task, "kind": run.kind, "state": run.state,
+                "scheduled": described["scheduled"], "finished": described["finished"],
+                "error": described["error"]["message"].as_str().or_else(|| described["error"].as_str()),
+                "steps": described["steps"].as_array().map_or(0, Vec::len),
+            })
+        }).collect::<Vec<_>>(),
+    })
+}
+
+/// Turns a scheduled task on or off (`{"name", "on"}`).
+async fn schedule_enable(State(control): State<Control>, body: Body) -> Response {
+    let request = match body_json(body).await {
+        Ok(request) => request,
+        Err(refusal) => return refusal,
+    };
+    let (Some(name), Some(on)) = (
+        text(&request, "name"),
+        request.get("on").and_then(Value::as_bool),
+    ) else {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "send {\"name\": \"task\", \"on\": true|false}",
+        );
+    };
+    let tool = if on {
+        "schedule_enable"
+    } else {
+        "schedule_disable"
+    };
+    schedule_change(&control, tool, name).await
+}
+
+/// Runs a scheduled task now (`{"name"}`).
+async fn schedule_run(State(control): State<Control>, body: Body) -> Response {
+    let request = match body_json(body).await {
+        Ok(request) => request,
+        Err(refusal) => return refusal,
+    };
+    let Some(name) = text(&request, "name") else {
+        return refuse(StatusCode::BAD_REQUEST, "send {\"name\": \"task\"}");
+    };
+    schedule_change(&control, "schedule_run_now", name).await
+}
+
+/// A change the person at the dashboard makes: their own, so not asked again; audited.
+async fn schedule_change(control: &Control, tool: &str, name: &str) -> Response {
+    let args = serde_json::Map::from_iter([("name".to_owned(), json!(name))]);
+    let result = control.gateway.schedule_tool(tool, &args).await;
+    let audit_args = json!({"name": name});
+    let call = crate::gate::Call {
+        id: control.gateway.gate.call_id(),
+        caller: "dashboard",
+        app: crate::schedule::tools::APP_ID,
+        tool,
+        args: &audit_args,
+        risk: aai_descriptor::Risk::High,
+    };
+    let outcome = if result.is_ok() { "success" } else { "failed" };
+    if let Err(error) =
+        control
+            .gateway
+            .gate
+            .record(&call, "user", outcome, 0, result.as_ref().err())
+    {
+        return refuse(StatusCode::INTERNAL_SERVER_ERROR, &error.message);
+    }
+    match result {
+        Ok(done) => {
+            control.gateway.gate.feed.send(Event::Schedules);
+            json_response(&done)
+        }
+        Err(error) => refuse(StatusCode::UNPROCESSABLE_ENTITY, &error.message),
+    }
 }
 
 /// The live feed: every event as one server-sent event, until the daemon stops.

@@ -153,6 +153,38 @@ function showToolsets(toolsets) {
       ` ${set.name} (${set.app})`))));
 }
 
+function showSchedules(schedules) {
+  const tasks = schedules.tasks || [];
+  $('no-schedules').hidden = tasks.length > 0;
+  $('schedules-table').hidden = tasks.length === 0;
+  $('schedules').replaceChildren(...tasks.map((task) => el('tr', { dataset: { task: task.name } },
+    el('td', {}, el('input', {
+      type: 'checkbox',
+      checked: task.enabled,
+      'aria-label': `Run ${task.name} on schedule`,
+      onchange: (event) => post('/api/schedules/enable', { name: task.name, on: event.target.checked }),
+    })),
+    el('td', {}, task.name),
+    el('td', {}, task.time_zone ? `${task.cron} (${task.time_zone})` : task.cron),
+    el('td', {}, task.runs),
+    el('td', {}, `${task.granted_tools.join(', ') || 'nothing'} · up to ${task.max_risk_level} risk`),
+    el('td', {}, task.next_run || '—'),
+    el('td', {}, task.last_run ? `${task.last_run.state} (${task.last_run.scheduled})` : '—'),
+    el('td', {}, el('button', {
+      class: 'run-now',
+      onclick: () => post('/api/schedules/run', { name: task.name }),
+    }, 'Run now')))));
+  $('runs').replaceChildren(...(schedules.runs || []).map((run) => el('tr', { class: `run-${run.state}` },
+    el('td', {}, String(run.run_id)),
+    el('td', {}, run.task),
+    el('td', {}, run.scheduled),
+    el('td', {}, run.kind),
+    el('td', {}, run.state),
+    el('td', {}, String(run.steps)),
+    el('td', {}, run.error || ''))));
+  if (schedules.error) showError(schedules.error);
+}
+
 async function load() {
   const response = await fetch('/api/state', { credentials: 'same-origin' });
   if (response.status === 401) {
@@ -166,6 +198,7 @@ async function load() {
   showGrants(state.grants);
   showClients(state.clients, state.profiles, state.default_profile);
   showToolsets(state.toolsets);
+  showSchedules(state.schedules);
   if (!$('live').rows.length) state.recent.slice().reverse().forEach(liveRow);
   return true;
 }
