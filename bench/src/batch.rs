@@ -16,7 +16,7 @@ const API_LATENCY: Duration = Duration::from_millis(20);
 
 /// A loopback API: every request is answered `{"ok": true}` after [`API_LATENCY`], each
 /// connection on a thread of its own.
-fn api() -> String {
+pub(crate) fn api() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     std::thread::spawn(move || {
@@ -65,7 +65,7 @@ fn api() -> String {
     format!("http://{addr}")
 }
 
-fn home(base: &str) -> tempfile::TempDir {
+pub(crate) fn home(base: &str) -> tempfile::TempDir {
     let home = tempfile::tempdir().expect("home");
     let app = home.path().join("org.example.api");
     std::fs::create_dir_all(&app).expect("dir");

@@ -8,6 +8,7 @@ mod batch;
 mod browser;
 mod dashboard;
 mod desktop;
+mod schedule;
 mod stop;
 
 use std::io::{BufRead, BufReader, Write};
@@ -157,6 +158,10 @@ fn main() {
     }
     if std::env::args().any(|a| a == "dashboard") {
         dashboard::run();
+        return;
+    }
+    if std::env::args().any(|a| a == "schedule") {
+        schedule::run();
         return;
     }
     if std::env::args().any(|a| a == "stop") {
