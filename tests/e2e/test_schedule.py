@@ -33,8 +33,10 @@ class Recorder:
     arrives. Steps named in `hold` wait (once per key) until `release` is set, so a test can
     kill the gateway while that step is in flight; every request takes `delay` seconds."""
 
-    def __init__(self, delay=0.0, hold=()):
+    def __init__(self, delay=0.0, hold=(), fail_first=()):
         self.requests = []
+        self.fail_first = set(fail_first)
+        self.failed = set()
         self.lock = threading.Lock()
         self.arrived = threading.Condition(self.lock)
         self.delay = delay
@@ -62,12 +64,14 @@ class Recorder:
                     recorder.arrived.notify_all()
                     wait = step in recorder.hold and (key, step) not in recorder.held
                     recorder.held.add((key, step))
+                    fail = step in recorder.fail_first and (key, step) not in recorder.failed
+                    recorder.failed.add((key, step))
                 if wait:
                     recorder.release.wait(30)
                 time.sleep(recorder.delay)
                 body = json.dumps({"logged": key, "step": step}).encode()
                 try:
-                    self.send_response(200)
+                    self.send_response(503 if fail else 200)
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(body)))
                     self.end_headers()
@@ -479,6 +483,8 @@ async def test_agents_add_tasks_only_with_the_users_approval(home, bus, monkeypa
             added = await c.call_tool("aai_exec", {"app": "local.schedule", "tool": "schedule_add", "args": {"task": task}})
     assert bad.is_error and "\"cron\"" in bad.structured_content["message"], bad.structured_content
     assert len(asked) == 1 and "risk high" in asked[0].lower().replace(":", ""), asked
+    # The standing permission it gives is spelled out.
+    assert "with no one asked for: org.aai.rec:log (up to medium risk)" in asked[0], asked
     listed = json.loads(ok(cli(home, "schedule", "list")).stdout)["tasks"]
     if answer == "deny":
         assert added.is_error and listed == []
@@ -486,3 +492,46 @@ async def test_agents_add_tasks_only_with_the_users_approval(home, bus, monkeypa
     assert not added.is_error, added.content
     assert added.structured_content["next_runs"][0].endswith("+01:00") or added.structured_content["next_runs"][0].endswith("+02:00")
     assert [t["name"] for t in listed] == ["from-agent"] and listed[0]["next_run"]
+
+
+def test_overlap_policies_and_retries_that_resume_where_they_failed(home, tmp_path, recorder):
+    rec = recorder(delay=1.5, fail_first={"flaky"})
+    setup(home, rec)
+    workflow(home, "slow", [{"app": "org.aai.rec", "tool": "log", "args": {"key": {"$run": "/occurrence"}, "step": {"$run": "/task"}}}])
+    workflow(home, "flaky", [log_step("first"), log_step("flaky")])
+    for name, overlap in (("skipper", "skip"), ("both", "allow")):
+        ok(cli(home, "schedule", "add", name, "--cron", "* * * * * *", "--workflow", "slow", "--grant", "org.aai.rec:log",
+               "--overlap", overlap))
+    ok(cli(home, "schedule", "add", "again", "--cron", "0 0 1 1 *", "--workflow", "flaky", "--grant", "org.aai.rec:log",
+           "--retries", "2"))
+    daemon = Served(home, tmp_path)
+    try:
+        ok(cli(home, "schedule", "run-now", "again"))
+        wait_until(lambda: sum(1 for r in runs(home, "skipper") if r["state"] == "skipped") >= 2
+                   and sum(1 for r in runs(home, "both") if r["state"] == "succeeded") >= 3, 30, "overlapping occurrences")
+        for name in ("skipper", "both"):
+            ok(cli(home, "schedule", "disable", name))
+        wait_until(lambda: settled(home), 30, "runs ended")
+    finally:
+        daemon.close()
+
+    def spans(task):
+        return sorted((r["started_ms"], r["finished_ms"]) for r in runs(home, task) if r["started_ms"])
+
+    skipper = spans("skipper")
+    assert all(a[1] <= b[0] for a, b in zip(skipper, skipper[1:])), "skip: never two runs at once"
+    skipped = [r for r in runs(home, "skipper") if r["state"] == "skipped"]
+    assert all("overlap" in json.loads(r["outcome"])["reason"] for r in skipped)
+    both = spans("both")
+    assert any(a[1] > b[0] for a, b in zip(both, both[1:])), "allow: runs overlap"
+    retried, = runs(home, "again")
+    assert retried["state"] == "succeeded" and retried["attempt"] == 2, retried
+    counts = rec.count()
+    key = retried["occurrence"]
+    assert (counts[(key, "first")], counts[(key, "flaky")]) == (1, 2), counts
+    # Removing a task keeps its history.
+    ok(cli(home, "schedule", "remove", "again"))
+    assert "again" not in [t["name"] for t in json.loads(ok(cli(home, "schedule", "list")).stdout)["tasks"]]
+    assert json.loads(ok(cli(home, "schedule", "history", "again")).stdout)["runs"][0]["state"] == "succeeded"
+    missing = cli(home, "schedule", "remove", "again")
+    assert missing.returncode == 1 and "no scheduled task" in missing.stderr

@@ -505,6 +505,9 @@ impl Gateway {
         if app.platform != Platform::Local {
             return None;
         }
+        if app.id() == crate::schedule::tools::APP_ID {
+            return crate::schedule::tools::must_ask(&spec.name, args);
+        }
         let call = aai_local::Call {
             tool: &spec.name,
             args,

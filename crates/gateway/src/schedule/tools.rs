@@ -223,6 +223,33 @@ impl Gateway {
     }
 }
 
+/// Why an agent's `schedule_add` is asked every time, whatever is remembered: it hands out
+/// standing permission (its grants run with no one asked), so the question spells them out.
+pub fn must_ask(tool: &str, args: &Map<String, Value>) -> Option<String> {
+    if tool != "schedule_add" {
+        return None;
+    }
+    let task = task_arg(args).ok()?;
+    let what = match &task.run {
+        Run::Workflow { name, .. } => format!("workflow {name}"),
+        Run::Agent { name, .. } => format!("agent {name}"),
+    };
+    Some(format!(
+        "the task {:?} would run {what} on \"{}\"{} with no one asked for: {} (up to {} risk)",
+        task.name,
+        task.cron,
+        task.time_zone
+            .as_deref()
+            .map_or(String::new(), |zone| format!(" ({zone})")),
+        if task.granted_tools.is_empty() {
+            "nothing".to_owned()
+        } else {
+            task.granted_tools.join(", ")
+        },
+        crate::gate::risk_name(task.max_risk_level)
+    ))
+}
+
 /// Every task with its next occurrence and its last run.
 ///
 /// # Errors
