@@ -30,6 +30,8 @@ command -v certutil >/dev/null 2>&1 || missing+=(libnss3-tools)
 # `aai-gateway service`: the systemd user unit is checked with systemd-analyze.
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+# The app store's registry runs on a real PostgreSQL (with pg_trgm), started by its tests.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

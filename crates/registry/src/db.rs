@@ -1,0 +1,279 @@
+//! The registry's PostgreSQL: a pool, versioned migrations (`migrations/`), and every query.
+//! Nothing is cached in the process: two servers on one database answer the same.
+
+use serde_json::{Value, json};
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::{Executor as _, Row as _};
+
+/// Opens a pool of `max` connections to `url` and brings the schema up to date.
+///
+/// # Errors
+/// The database cannot be reached or migrated.
+pub async fn connect(url: &str, max: u32) -> anyhow::Result<PgPool> {
+    let pool = PgPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(std::time::Duration::from_secs(10))
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                // Typo tolerance: a query word that shares 40% of its trigrams with a word of
+                // the app matches.
+                conn.execute("SET pg_trgm.word_similarity_threshold = 0.4")
+                    .await?;
+                Ok(())
+            })
+        })
+        .connect(url)
+        .await?;
+    sqlx::migrate!("./migrations").run(&pool).await?;
+    Ok(pool)
+}
+
+/// A publisher as stored.
+#[derive(Debug, Clone)]
+pub struct Publisher {
+    pub name: String,
+    pub namespace: String,
+    pub public_key: String,
+}
+
+/// Registers (or re-keys) a publisher of `namespace`.
+///
+/// # Errors
+/// The namespace belongs to another publisher, or the database fails.
+pub async fn add_publisher(pool: &PgPool, publisher: &Publisher) -> anyhow::Result<()> {
+    sqlx::query(
+        "INSERT INTO publishers (name, namespace, public_key) VALUES ($1, $2, $3)
+         ON CONFLICT (name) DO UPDATE SET namespace = excluded.namespace, public_key = excluded.public_key",
+    )
+    .bind(&publisher.name)
+    .bind(&publisher.namespace)
+    .bind(&publisher.public_key)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// The publisher `name`.
+///
+/// # Errors
+/// The database fails.
+pub async fn publisher(pool: &PgPool, name: &str) -> sqlx::Result<Option<Publisher>> {
+    let row = sqlx::query("SELECT name, namespace, public_key FROM publishers WHERE name = $1")
+        .bind(name)
+        .fetch_optional(pool)
+        .await?;
+    Ok(row.map(|r| Publisher {
+        name: r.get(0),
+        namespace: r.get(1),
+        public_key: r.get(2),
+    }))
+}
+
+/// A version to store.
+pub struct NewVersion<'a> {
+    pub publisher: &'a str,
+    pub descriptor: &'a aai_descriptor::Descriptor,
+    pub version: &'a str,
+    pub text: &'a str,
+    pub signature: &'a str,
+    pub sha256: &'a str,
+}
+
+/// What publishing did.
+pub enum Published {
+    New,
+    /// This exact version was there already (with these very bytes: nothing changed).
+    Same,
+    /// This version was there with other bytes.
+    Conflict,
+}
+
+/// Stores a version and makes it the app's latest, in one transaction.
+///
+/// # Errors
+/// The database fails.
+pub async fn publish(pool: &PgPool, new: &NewVersion<'_>) -> sqlx::Result<Published> {
+    let d = new.descriptor;
+    let mut tx = pool.begin().await?;
+    let existing: Option<String> =
+        sqlx::query_scalar("SELECT sha256 FROM versions WHERE app_id = $1 AND version = $2")
+            .bind(&d.app_id)
+            .bind(new.version)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if let Some(existing) = existing {
+        return Ok(if existing == new.sha256 {
+            Published::Same
+        } else {
+            Published::Conflict
+        });
+    }
+    let platforms: Vec<String> = aai_descriptor::Platform::ALL
+        .iter()
+        .filter(|p| d.tools(**p).is_some())
+        .map(|p| p.key().to_owned())
+        .collect();
+    let mut tools: Vec<String> = platforms
+        .iter()
+        .filter_map(|key| {
+            aai_descriptor::Platform::ALL
+                .iter()
+                .find(|p| p.key() == key)
+        })
+        .flat_map(|p| d.tools(*p).unwrap_or_default())
+        .map(|t| t.name.clone())
+        .collect();
+    tools.sort();
+    tools.dedup();
+    // What typos are matched against: every word people could mean the app by.
+    let words = format!(
+        "{} {} {} {} {}",
+        d.app_id,
+        d.name,
+        d.aliases.join(" "),
+        tools.join(" "),
+        d.description
+    )
+    .to_lowercase();
+    sqlx::query(
+        "INSERT INTO apps (app_id, publisher, name, description, aliases, tools, platforms, latest, words, doc)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
+           setweight(to_tsvector('english', $3 || ' ' || replace($1, '.', ' ')), 'A')
+           || setweight(to_tsvector('english', array_to_string($5, ' ')), 'A')
+           || setweight(to_tsvector('english', replace(array_to_string($6, ' '), '_', ' ')), 'B')
+           || setweight(to_tsvector('english', $4), 'C'))
+         ON CONFLICT (app_id) DO UPDATE SET
+           name = excluded.name, description = excluded.description, aliases = excluded.aliases,
+           tools = excluded.tools, platforms = excluded.platforms, latest = excluded.latest,
+           words = excluded.words, doc = excluded.doc, updated_at = now()",
+    )
+    .bind(&d.app_id)
+    .bind(new.publisher)
+    .bind(&d.name)
+    .bind(&d.description)
+    .bind(&d.aliases)
+    .bind(&tools)
+    .bind(&platforms)
+    .bind(new.version)
+    .bind(&words)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "INSERT INTO versions (app_id, version, descriptor, signature, sha256) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(&d.app_id)
+    .bind(new.version)
+    .bind(new.text)
+    .bind(new.signature)
+    .bind(new.sha256)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Published::New)
+}
+
+/// Every app: appId, name and latest version, by appId.
+///
+/// # Errors
+/// The database fails.
+pub async fn list(pool: &PgPool) -> sqlx::Result<Vec<(String, String, String)>> {
+    let rows = sqlx::query("SELECT app_id, name, latest FROM apps ORDER BY app_id")
+        .fetch_all(pool)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect())
+}
+
+/// Ranked search: full text over names, aliases, tool names and descriptions (weighted in
+/// that order), and trigram word similarity for typos.
+///
+/// # Errors
+/// The database fails.
+pub async fn search(pool: &PgPool, query: &str, limit: i64) -> sqlx::Result<Vec<Value>> {
+    let rows = sqlx::query(
+        "WITH q AS (SELECT websearch_to_tsquery('english', $1) AS tsq, lower($1) AS text)
+         SELECT app_id, name, description, latest, platforms, tools, publisher,
+                ts_rank_cd(doc, q.tsq) + word_similarity(q.text, words) AS score
+         FROM apps, q
+         WHERE doc @@ q.tsq OR q.text <% words
+         ORDER BY score DESC, app_id
+         LIMIT $2",
+    )
+    .bind(query)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            json!({
+                "appId": r.get::<String, _>(0),
+                "name": r.get::<String, _>(1),
+                "description": r.get::<String, _>(2),
+                "version": r.get::<String, _>(3),
+                "platforms": r.get::<Vec<String>, _>(4),
+                "tools": r.get::<Vec<String>, _>(5),
+                "publisher": r.get::<String, _>(6),
+                "score": r.get::<f32, _>(7),
+            })
+        })
+        .collect())
+}
+
+/// An app with its versions (newest first), or `None`.
+///
+/// # Errors
+/// The database fails.
+pub async fn app(pool: &PgPool, app_id: &str) -> sqlx::Result<Option<Value>> {
+    let Some(row) = sqlx::query(
+        "SELECT a.app_id, a.name, a.description, a.aliases, a.tools, a.platforms, a.latest, a.publisher, p.public_key, p.namespace
+         FROM apps a JOIN publishers p ON p.name = a.publisher WHERE a.app_id = $1",
+    )
+    .bind(app_id)
+    .fetch_optional(pool)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let versions = sqlx::query(
+        "SELECT version, sha256, published_at::text FROM versions WHERE app_id = $1 ORDER BY published_at DESC, version DESC",
+    )
+    .bind(app_id)
+    .fetch_all(pool)
+    .await?;
+    Ok(Some(json!({
+        "appId": row.get::<String, _>(0),
+        "name": row.get::<String, _>(1),
+        "description": row.get::<String, _>(2),
+        "aliases": row.get::<Vec<String>, _>(3),
+        "tools": row.get::<Vec<String>, _>(4),
+        "platforms": row.get::<Vec<String>, _>(5),
+        "latest": row.get::<String, _>(6),
+        "publisher": {"name": row.get::<String, _>(7), "public_key": row.get::<String, _>(8), "namespace": row.get::<String, _>(9)},
+        "versions": versions.iter().map(|v| json!({
+            "version": v.get::<String, _>(0), "sha256": v.get::<String, _>(1), "published_at": v.get::<String, _>(2)
+        })).collect::<Vec<_>>(),
+    })))
+}
+
+/// A version's exact descriptor text and signature (`latest` when `version` is `None`).
+///
+/// # Errors
+/// The database fails.
+pub async fn descriptor(
+    pool: &PgPool,
+    app_id: &str,
+    version: Option<&str>,
+) -> sqlx::Result<Option<(String, String, String)>> {
+    let row = sqlx::query(
+        "SELECT v.descriptor, v.signature, v.version FROM versions v JOIN apps a ON a.app_id = v.app_id
+         WHERE v.app_id = $1 AND v.version = COALESCE($2, a.latest)",
+    )
+    .bind(app_id)
+    .bind(version)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| (r.get(0), r.get(1), r.get(2))))
+}

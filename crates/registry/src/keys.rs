@@ -1,0 +1,78 @@
+//! Publisher keys: ed25519, base64 (standard, padded). A publisher signs the exact bytes of
+//! the descriptor it publishes; the registry stores them with the signature, and the gateway
+//! verifies both against the publisher's key before it installs anything.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+
+/// A new key pair: (secret, public), base64.
+pub fn generate() -> (String, String) {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).expect("the system's random source");
+    let key = SigningKey::from_bytes(&secret);
+    (
+        STANDARD.encode(secret),
+        STANDARD.encode(key.verifying_key().to_bytes()),
+    )
+}
+
+/// The signature of `message` by the base64 `secret`.
+///
+/// # Errors
+/// The secret is not 32 base64-encoded bytes.
+pub fn sign(secret: &str, message: &[u8]) -> Result<String, String> {
+    let bytes: [u8; 32] = STANDARD
+        .decode(secret.trim())
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or("a secret key is 32 bytes in base64")?;
+    Ok(STANDARD.encode(SigningKey::from_bytes(&bytes).sign(message).to_bytes()))
+}
+
+/// A public key from base64.
+///
+/// # Errors
+/// Not 32 bytes of base64, or not a point of the curve.
+pub fn public(key: &str) -> Result<VerifyingKey, String> {
+    let bytes: [u8; 32] = STANDARD
+        .decode(key.trim())
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or("a public key is 32 bytes in base64")?;
+    VerifyingKey::from_bytes(&bytes).map_err(|e| format!("not an ed25519 public key: {e}"))
+}
+
+/// Whether `signature` (base64) is `key`'s signature of `message`.
+///
+/// # Errors
+/// Why not: a malformed key or signature, or one that does not match.
+pub fn verify(key: &str, message: &[u8], signature: &str) -> Result<(), String> {
+    let key = public(key)?;
+    let bytes: [u8; 64] = STANDARD
+        .decode(signature.trim())
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or("a signature is 64 bytes in base64")?;
+    key.verify_strict(message, &Signature::from_bytes(&bytes))
+        .map_err(|_| {
+            "the signature does not match the descriptor and the publisher's key".to_owned()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signature_verifies_only_its_message_and_key() {
+        let (secret, key) = generate();
+        let signature = sign(&secret, b"{\"appId\": \"com.example.a\"}").expect("sign");
+        verify(&key, b"{\"appId\": \"com.example.a\"}", &signature).expect("valid");
+        assert!(verify(&key, b"{\"appId\": \"com.example.b\"}", &signature).is_err());
+        let (_, other) = generate();
+        assert!(verify(&other, b"{\"appId\": \"com.example.a\"}", &signature).is_err());
+        assert!(verify(&key, b"x", "bm90IGEgc2lnbmF0dXJl").is_err());
+        assert!(verify("short", b"x", &signature).is_err());
+    }
+}

@@ -1,0 +1,236 @@
+//! `aai-registry`: serve the app store, manage publishers, and sign and publish descriptors.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "aai-registry",
+    version,
+    about = "The AAI app store: a registry server on PostgreSQL"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API (stateless: run several against one database).
+    Serve {
+        /// e.g. postgres://user@localhost/aai or postgres:///aai?host=/run/postgresql
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+        #[arg(long, default_value = "127.0.0.1:8470")]
+        listen: String,
+        /// How clients reach this registry (descriptor URLs are built from it); default
+        /// `http://<listen>`.
+        #[arg(long)]
+        public_url: Option<String>,
+        /// Connections in the pool.
+        #[arg(long, default_value_t = 16)]
+        max_connections: u32,
+    },
+    /// Bring the database's schema up to date and exit.
+    Migrate {
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+    },
+    /// Publishers (the registry's operator registers them with their public key).
+    Publisher {
+        #[command(subcommand)]
+        action: PublisherAction,
+    },
+    /// Make a publisher key pair: the secret goes to FILE (0600), the public key is printed.
+    Keygen { file: std::path::PathBuf },
+    /// Sign a descriptor and publish it.
+    Publish {
+        /// The registry, e.g. http://127.0.0.1:8470
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        publisher: String,
+        /// The secret key file from `keygen`.
+        #[arg(long)]
+        key: std::path::PathBuf,
+        descriptor: std::path::PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum PublisherAction {
+    /// Register (or re-key) a publisher that owns the appIds under NAMESPACE.
+    Add {
+        name: String,
+        /// e.g. com.example: the publisher may publish com.example.* only.
+        #[arg(long)]
+        namespace: String,
+        /// Its public key (base64), from `aai-registry keygen`.
+        #[arg(long)]
+        key: String,
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AAI_REGISTRY_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    match runtime.block_on(run(Cli::parse())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("aai-registry: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve {
+            database_url,
+            listen,
+            public_url,
+            max_connections,
+        } => {
+            let pool = aai_registry::db::connect(&database_url, max_connections)
+                .await
+                .context("cannot open the database")?;
+            let listener = tokio::net::TcpListener::bind(&listen)
+                .await
+                .with_context(|| format!("cannot listen on {listen}"))?;
+            let addr = listener.local_addr()?;
+            let public_url = public_url
+                .unwrap_or_else(|| format!("http://{addr}"))
+                .trim_end_matches('/')
+                .to_owned();
+            // The address, for whoever started it (port 0 picks one).
+            eprintln!("aai-registry: serving on http://{addr}");
+            tracing::info!(%addr, %public_url, "serving");
+            let app = aai_registry::api::router(aai_registry::api::Api { pool, public_url });
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = tokio::signal::ctrl_c().await;
+                })
+                .await?;
+            Ok(())
+        }
+        Command::Migrate { database_url } => {
+            aai_registry::db::connect(&database_url, 1).await?;
+            eprintln!("aai-registry: the schema is up to date");
+            Ok(())
+        }
+        Command::Publisher {
+            action:
+                PublisherAction::Add {
+                    name,
+                    namespace,
+                    key,
+                    database_url,
+                },
+        } => {
+            aai_registry::keys::public(&key).map_err(anyhow::Error::msg)?;
+            anyhow::ensure!(
+                aai_descriptor::is_valid_app_id(&format!("{namespace}.x")),
+                "--namespace {namespace:?} is not a reverse-DNS prefix like com.example"
+            );
+            let pool = aai_registry::db::connect(&database_url, 1).await?;
+            aai_registry::db::add_publisher(
+                &pool,
+                &aai_registry::db::Publisher {
+                    name: name.clone(),
+                    namespace: namespace.clone(),
+                    public_key: key,
+                },
+            )
+            .await?;
+            eprintln!("aai-registry: publisher {name} owns {namespace}.*");
+            Ok(())
+        }
+        Command::Keygen { file } => {
+            let (secret, public) = aai_registry::keys::generate();
+            write_secret(&file, &secret)?;
+            #[allow(clippy::print_stdout)]
+            {
+                println!("{public}");
+            }
+            Ok(())
+        }
+        Command::Publish {
+            url,
+            publisher,
+            key,
+            descriptor,
+        } => {
+            let text = std::fs::read_to_string(&descriptor)
+                .with_context(|| format!("cannot read {}", descriptor.display()))?;
+            let secret = std::fs::read_to_string(&key)
+                .with_context(|| format!("cannot read {}", key.display()))?;
+            let signature =
+                aai_registry::keys::sign(&secret, text.as_bytes()).map_err(anyhow::Error::msg)?;
+            let body = serde_json::json!({"publisher": publisher, "descriptor": text, "signature": signature});
+            let response = post_json(
+                &format!("{}/api/v1/apps", url.trim_end_matches('/')),
+                &body.to_string(),
+            )
+            .await?;
+            eprintln!("aai-registry: {response}");
+            Ok(())
+        }
+    }
+}
+
+fn write_secret(path: &std::path::Path, secret: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("cannot create {} (it must not exist yet)", path.display()))?;
+    file.write_all(secret.as_bytes())?;
+    Ok(())
+}
+
+/// A plain HTTP/1.1 POST to a loopback or LAN registry; the status line and body.
+async fn post_json(url: &str, body: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let rest = url
+        .strip_prefix("http://")
+        .context("`publish --url` takes an http:// URL (put TLS in front of the registry for remote publishers)")?;
+    let (host, path) = rest
+        .split_once('/')
+        .map_or((rest, "/".to_owned()), |(h, p)| (h, format!("/{p}")));
+    let mut tcp = tokio::net::TcpStream::connect(host)
+        .await
+        .with_context(|| format!("cannot reach {host}"))?;
+    tcp.write_all(
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await?;
+    let mut reply = String::new();
+    tcp.read_to_string(&mut reply).await?;
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+    let status = head.lines().next().unwrap_or_default();
+    anyhow::ensure!(status.contains(" 20"), "{status}: {body}");
+    Ok(format!("{status}: {body}"))
+}

@@ -1,0 +1,368 @@
+//! The registry against a real PostgreSQL: publishing (signature, namespace, the gateway's own
+//! descriptor checks), ranked and typo-tolerant search, bad input that changes nothing, and two
+//! server processes on one database answering the same.
+
+mod support;
+
+use serde_json::{Value, json};
+
+struct Server {
+    base: String,
+    pool: sqlx::PgPool,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+async fn server(url: &str) -> Server {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let pool = aai_registry::db::connect(url, 8).await.expect("connect");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let app = aai_registry::api::router(aai_registry::api::Api {
+        pool: pool.clone(),
+        public_url: base.clone(),
+    });
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Server {
+        base,
+        pool,
+        _task: task,
+    }
+}
+
+struct Publisher {
+    name: &'static str,
+    secret: String,
+}
+
+async fn publisher(pool: &sqlx::PgPool, name: &'static str, namespace: &str) -> Publisher {
+    let (secret, public_key) = aai_registry::keys::generate();
+    aai_registry::db::add_publisher(
+        pool,
+        &aai_registry::db::Publisher {
+            name: name.into(),
+            namespace: namespace.into(),
+            public_key,
+        },
+    )
+    .await
+    .expect("publisher");
+    Publisher { name, secret }
+}
+
+fn descriptor(
+    app_id: &str,
+    name: &str,
+    description: &str,
+    tools: &[&str],
+    version: &str,
+) -> String {
+    json!({
+        "schema_version": "1.0", "appId": app_id, "name": name, "description": description,
+        "version": version, "aliases": [],
+        "platforms": {"web": {"automation": "restapi", "base_url": "https://api.example.com", "auth": {"type": "none"},
+            "tools": tools.iter().map(|t| json!({"name": t, "description": format!("{t} things"), "endpoint": format!("/{t}")})).collect::<Vec<_>>()}}
+    })
+    .to_string()
+}
+
+async fn publish(base: &str, who: &Publisher, text: &str) -> (u16, Value) {
+    let signature = aai_registry::keys::sign(&who.secret, text.as_bytes()).expect("sign");
+    post(
+        base,
+        &json!({"publisher": who.name, "descriptor": text, "signature": signature}).to_string(),
+    )
+    .await
+}
+
+async fn post(base: &str, body: &str) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/api/v1/apps"))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("post");
+    let status = response.status().as_u16();
+    let bytes = response.bytes().await.unwrap_or_default();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+async fn get(base: &str, path: &str) -> (u16, Value) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let response = reqwest::get(format!("{base}{path}")).await.expect("get");
+    let status = response.status().as_u16();
+    let bytes = response.bytes().await.unwrap_or_default();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn ids(found: &Value) -> Vec<String> {
+    found["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["appId"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn published_apps_are_found_ranked_and_served_as_signed() {
+    let pg = support::postgres();
+    let server = server(&pg.database().await).await;
+    let acme = publisher(&server.pool, "acme", "com.acme").await;
+    for (id, name, description, tools) in [
+        (
+            "com.acme.spotify",
+            "Spotify Music",
+            "Play songs and podcasts",
+            &["play", "pause", "search_tracks"][..],
+        ),
+        (
+            "com.acme.mail",
+            "Acme Mail",
+            "Send and read email; works with any music newsletter",
+            &["send_message", "list_inbox"][..],
+        ),
+        (
+            "com.acme.notes",
+            "Notes",
+            "Write notes",
+            &["create_note"][..],
+        ),
+    ] {
+        let (status, body) = publish(
+            &server.base,
+            &acme,
+            &descriptor(id, name, description, tools, "1.0.0"),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    // Ranked: the app named for the word first, the one that only mentions it after.
+    let (_, found) = get(&server.base, "/api/v1/search?q=music").await;
+    assert_eq!(
+        ids(&found)[..2],
+        ["com.acme.spotify", "com.acme.mail"],
+        "{found}"
+    );
+    // Typos and tool names.
+    for (query, expected) in [
+        ("spotfy", "com.acme.spotify"),
+        ("emal", "com.acme.mail"),
+        ("podcsts", "com.acme.spotify"),
+        ("send message", "com.acme.mail"),
+        ("create_note", "com.acme.notes"),
+    ] {
+        let (status, found) = get(&server.base, &format!("/api/v1/search?q={query}")).await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            ids(&found).first().map(String::as_str),
+            Some(expected),
+            "{query}: {found}"
+        );
+    }
+    // The list the gateway reads, and the exact signed bytes behind each descriptor_url.
+    let (_, listed) = get(&server.base, "/api/v1/apps").await;
+    let apps = listed["apps"].as_array().expect("apps");
+    assert_eq!(apps.len(), 3);
+    let url = apps[0]["descriptor_url"].as_str().expect("url").to_owned();
+    let response = reqwest::get(&url).await.expect("descriptor");
+    let signature = response.headers()["x-aai-signature"]
+        .to_str()
+        .expect("sig")
+        .to_owned();
+    let text = response.text().await.expect("text");
+    let (_, details) = get(&server.base, "/api/v1/apps/com.acme.mail").await;
+    let key = details["publisher"]["public_key"].as_str().expect("key");
+    aai_registry::keys::verify(key, text.as_bytes(), &signature)
+        .expect("the served bytes are the signed bytes");
+    assert_eq!(details["versions"][0]["version"], "1.0.0");
+    assert_eq!(details["tools"], json!(["list_inbox", "send_message"]));
+    // A new version becomes the latest; the old one stays.
+    let (status, _) = publish(
+        &server.base,
+        &acme,
+        &descriptor(
+            "com.acme.notes",
+            "Notes",
+            "Write and share notes",
+            &["create_note", "share_note"],
+            "1.1.0",
+        ),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (_, notes) = get(&server.base, "/api/v1/apps/com.acme.notes").await;
+    assert_eq!(notes["latest"], "1.1.0");
+    assert_eq!(notes["versions"].as_array().map(Vec::len), Some(2));
+    let old = reqwest::get(format!(
+        "{}/api/v1/apps/com.acme.notes/aai.json?version=1.0.0",
+        server.base
+    ))
+    .await
+    .expect("old");
+    assert!(old.text().await.expect("text").contains("\"1.0.0\""));
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_clearly_and_changes_nothing() {
+    let pg = support::postgres();
+    let server = server(&pg.database().await).await;
+    let acme = publisher(&server.pool, "acme", "com.acme").await;
+    let other = publisher(&server.pool, "other", "org.other").await;
+    let good = descriptor("com.acme.app", "App", "An app", &["go"], "1.0.0");
+    assert_eq!(publish(&server.base, &acme, &good).await.0, 201);
+    let before = get(&server.base, "/api/v1/apps").await.1;
+
+    let huge = "x".repeat(aai_registry::api::MAX_BODY + 10);
+    assert_eq!(post(&server.base, &huge).await.0, 413);
+    let (status, body) = post(&server.base, "{\"publisher\": ").await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]
+            .as_str()
+            .expect("error")
+            .contains("not a publish request"),
+        "{body}"
+    );
+    // Signed by another key.
+    let forged = aai_registry::keys::sign(&other.secret, good.as_bytes()).expect("sign");
+    let (status, body) = post(&server.base, &json!({"publisher": "acme", "descriptor": descriptor("com.acme.app", "App", "Evil", &["go"], "2.0.0"), "signature": forged}).to_string()).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .expect("error")
+            .contains("signature does not match")
+    );
+    // Outside the publisher's namespace.
+    let (status, body) = publish(
+        &server.base,
+        &other,
+        &descriptor("com.acme.takeover", "Takeover", "x", &["go"], "1.0.0"),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .expect("error")
+            .contains("outside the namespace")
+    );
+    // The gateway's own checks, with the same pointer-precise problems.
+    let mut invalid: Value = serde_json::from_str(&good).expect("json");
+    invalid["platforms"]["web"]["tools"][0]["endpoint"] = json!("/things/${missing}");
+    let invalid = invalid.to_string();
+    let (status, body) = publish(&server.base, &acme, &invalid).await;
+    assert_eq!(status, 422, "{body}");
+    let expected = aai_descriptor::parse("aai.json", invalid.as_bytes()).expect_err("invalid");
+    assert_eq!(
+        body["problems"][0]["pointer"], expected.problems[0].pointer,
+        "{body}"
+    );
+    assert_eq!(body["problems"][0]["message"], expected.problems[0].message);
+    let (status, body) = publish(&server.base, &acme, &good.replace("\"1.0.0\"", "\"\"")).await;
+    assert_eq!(status, 422, "{body}");
+    // Same version, other bytes: refused; the very same bytes: nothing to do.
+    assert_eq!(
+        publish(&server.base, &acme, &good.replace("An app", "Changed"))
+            .await
+            .0,
+        409
+    );
+    let (status, body) = publish(&server.base, &acme, &good).await;
+    assert_eq!((status, body["unchanged"].clone()), (200, json!(true)));
+    // SQL-shaped and odd searches are words, not code.
+    for query in [
+        "'; DROP TABLE apps; --",
+        "app' OR '1'='1",
+        "!!:* & | ( )",
+        "%25_%25",
+        "\\",
+    ] {
+        let (status, _) = get(
+            &server.base,
+            &format!(
+                "/api/v1/search?q={}",
+                query
+                    .replace('%', "%25")
+                    .replace('&', "%26")
+                    .replace('#', "%23")
+            ),
+        )
+        .await;
+        assert_eq!(status, 200, "{query}");
+    }
+    assert_eq!(get(&server.base, "/api/v1/search?q=").await.0, 400);
+    assert_eq!(get(&server.base, "/api/v1/apps/com.acme.none").await.0, 404);
+    assert_eq!(
+        get(&server.base, "/api/v1/apps").await.1,
+        before,
+        "nothing changed"
+    );
+}
+
+#[tokio::test]
+async fn two_server_processes_on_one_database_answer_the_same() {
+    let pg = support::postgres();
+    let url = pg.database().await;
+    let pool = aai_registry::db::connect(&url, 2).await.expect("connect");
+    let acme = publisher(&pool, "acme", "com.acme").await;
+    let mut servers = Vec::new();
+    for _ in 0..2 {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_aai-registry"))
+            .args(["serve", "--database-url", &url, "--listen", "127.0.0.1:0"])
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
+        let base = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            while let Some(line) = lines.next_line().await.expect("line") {
+                if let Some(addr) = line.strip_prefix("aai-registry: serving on ") {
+                    return addr.to_owned();
+                }
+            }
+            panic!("the server ended before serving");
+        })
+        .await
+        .expect("the server starts");
+        servers.push((child, base));
+    }
+    let (a, b) = (servers[0].1.clone(), servers[1].1.clone());
+    for i in 0..20 {
+        let text = descriptor(
+            &format!("com.acme.app{i}"),
+            &format!("Tool {i}"),
+            "Handles invoices",
+            &["send_invoice"],
+            "1.0.0",
+        );
+        // Published through either; read through the other.
+        let through = if i % 2 == 0 { &a } else { &b };
+        assert_eq!(publish(through, &acme, &text).await.0, 201);
+    }
+    for path in [
+        "/api/v1/search?q=invoices&limit=50",
+        "/api/v1/apps/com.acme.app7",
+        "/api/v1/publishers/acme",
+    ] {
+        let (one, two) = (get(&a, path).await, get(&b, path).await);
+        assert_eq!(one.0, 200, "{path}");
+        assert_eq!(one, two, "{path}");
+    }
+    let listed_a = get(&a, "/api/v1/apps").await.1["apps"]
+        .as_array()
+        .map(Vec::len);
+    assert_eq!(listed_a, Some(20));
+}
