@@ -63,6 +63,8 @@ pub struct Config {
     pub audit: AuditConfig,
     /// Scheduled tasks: the agent commands they can hand work to, and the scheduler's limits.
     pub scheduler: SchedulerConfig,
+    /// The app store: where it is, and whether `aai_apps` lists its apps.
+    pub store: crate::store::StoreConfig,
     /// Set when `config.json` could not be used: `<file>:<line>:<column> <problem>`. The
     /// config is then the fail-closed default, and every refused call says why.
     #[serde(skip)]
@@ -239,6 +241,7 @@ impl Default for Config {
             browser: aai_local::browser::BrowserConfig::default(),
             audit: AuditConfig::default(),
             scheduler: SchedulerConfig::default(),
+            store: crate::store::StoreConfig::default(),
             invalid: None,
         }
     }

@@ -20,6 +20,7 @@ pub mod registry;
 pub mod schedule;
 pub mod server;
 pub mod stop;
+pub mod store;
 pub mod transport;
 pub mod web;
 pub mod workflow;

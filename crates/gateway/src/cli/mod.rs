@@ -16,6 +16,7 @@ mod scan;
 mod schedule;
 mod serve;
 mod service;
+mod store;
 mod validate;
 mod workflow;
 
@@ -147,6 +148,11 @@ pub enum Command {
     },
     /// Whether a gateway daemon runs, where, and whether its emergency stop is on.
     Status,
+    /// The app store (config `store.url`): search, info, install, update, uninstall, list.
+    Store {
+        #[command(subcommand)]
+        action: store::Action,
+    },
     /// Scheduled tasks the daemon runs: add, list, remove, enable, disable, run-now, history.
     Schedule {
         #[command(subcommand)]
@@ -254,6 +260,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Workflow { action }) => runtime()?.block_on(workflow::run(&home, action)),
         Some(Command::Schedule { action }) => runtime()?.block_on(schedule::run(&home, action)),
+        Some(Command::Store { action }) => runtime()?.block_on(store::run(&home, action)),
         Some(Command::Dashboard { no_open }) => runtime()?.block_on(daemon::control(
             &home,
             daemon::Control::Dashboard { open: !no_open },

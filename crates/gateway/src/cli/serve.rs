@@ -41,6 +41,30 @@ pub(super) fn start_gateway(
         home.join(DATA_DB),
         home,
     );
+    if gateway.config.store.url.is_some() {
+        // The app store's index for install hints, read in the background.
+        let refreshing = gateway.clone();
+        tokio::spawn(async move {
+            let every = refreshing.config.store.index_refresh_seconds.max(60);
+            loop {
+                let store = aai_gateway::store::Store::new(
+                    &refreshing.config.store,
+                    &aai_gateway::store::ca_pems(&refreshing.config),
+                );
+                match store {
+                    Ok(store) => match store
+                        .refresh(&refreshing.home, &refreshing.store_index)
+                        .await
+                    {
+                        Ok(count) => tracing::info!(count, "app store index refreshed"),
+                        Err(problem) => tracing::warn!("app store index not refreshed: {problem}"),
+                    },
+                    Err(problem) => tracing::warn!("{problem}"),
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(every)).await;
+            }
+        });
+    }
     if gateway.config.web.registry_url.is_some() {
         // Start-up never waits on the network: discovery picks the copies up when they land.
         let web = gateway.web.clone();

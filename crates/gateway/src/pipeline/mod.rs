@@ -103,6 +103,8 @@ pub struct Gateway {
     pub desktop: tokio::sync::Mutex<()>,
     /// Scheduled tasks: their store, and the daemon's scheduler when it runs here.
     pub schedule: crate::schedule::runner::Hub,
+    /// The app store's apps as last read (install hints, `aai_apps`): in memory.
+    pub store_index: crate::store::Index,
 }
 
 impl Gateway {
@@ -156,6 +158,7 @@ impl Gateway {
             queue_approvals: std::sync::atomic::AtomicBool::new(false),
             desktop: tokio::sync::Mutex::new(()),
             schedule,
+            store_index: crate::store::Index::load(home),
         })
     }
 
@@ -182,6 +185,16 @@ impl Gateway {
                             }
                         }
                     });
+                    if let Some(listed) = self.store_index.find(name) {
+                        error.message.push_str(&crate::store::hint(&listed));
+                        let store = json!({"appId": listed.app_id, "install": format!("aai-gateway store install {}", listed.app_id)});
+                        match error.detail.as_mut().and_then(Value::as_object_mut) {
+                            Some(detail) => {
+                                detail.insert("store".into(), store);
+                            }
+                            None => error.detail = Some(json!({ "store": store })),
+                        }
+                    }
                     if looks_like_web_address(name) {
                         error.message.push_str(&format!(
                             " For a web service, call web_discover {{\"url\": \"{name}\"}} first."

@@ -281,7 +281,21 @@ impl AaiServer {
             "aai_apps" => {
                 let registry = gateway.registry().await;
                 let query = args.get("query").and_then(Value::as_str).unwrap_or("");
-                Ok(Value::String(app_list(&registry, query)))
+                let mut listed = app_list(&registry, query);
+                if gateway.config.store.in_apps {
+                    let offered: Vec<String> = gateway
+                        .store_index
+                        .matching(query, 5)
+                        .into_iter()
+                        .filter(|found| registry.find(&found.app_id).is_none())
+                        .map(|found| format!("- {} — {} (not installed; the user can run `aai-gateway store install {}`)", found.app_id, found.name, found.app_id))
+                        .collect();
+                    if !offered.is_empty() {
+                        listed.push_str("\nIn the app store, not installed:\n");
+                        listed.push_str(&offered.join("\n"));
+                    }
+                }
+                Ok(Value::String(listed))
             }
             "aai_guide" => {
                 let registry = gateway.registry().await;

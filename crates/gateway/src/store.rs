@@ -1,0 +1,455 @@
+//! The app store client (`store.url` in config.json): search, details, and installs that are
+//! verified before anything is written — the registry's bytes must carry the publisher's
+//! ed25519 signature, the publisher's key must be the one this computer saw the first time
+//! (kept in `AAI_HOME/store/publishers.json`), and the descriptor must pass the same checks as
+//! `aai-gateway validate`.
+//!
+//! A local index of the store's apps (`AAI_HOME/store/index.json`), refreshed in the
+//! background, gives APP_NOT_FOUND its install hint from memory, with no network on the call.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+
+/// `store` in config.json.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// The app store (an `aai-registry`), e.g. `https://store.example.org`; none by default.
+    pub url: Option<String>,
+    /// How often the local index of the store's apps is read again, in seconds.
+    pub index_refresh_seconds: u64,
+    /// `aai_apps {query}` also lists matching store apps, marked as not installed.
+    pub in_apps: bool,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            url: None,
+            index_refresh_seconds: 3600,
+            in_apps: false,
+        }
+    }
+}
+
+/// What is kept of an app installed from the store, next to its `aai.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Installed {
+    pub app_id: String,
+    pub version: String,
+    pub publisher: String,
+    pub sha256: String,
+    pub store: String,
+}
+
+/// The file beside an installed descriptor that says it came from the store.
+pub const MARK: &str = ".store.json";
+
+fn store_dir(home: &Path) -> PathBuf {
+    home.join("store")
+}
+
+/// An entry of the local index.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Listed {
+    #[serde(rename = "appId")]
+    pub app_id: String,
+    #[serde(default)]
+    pub name: String,
+}
+
+/// The local index, in memory.
+#[derive(Default)]
+pub struct Index {
+    apps: RwLock<Vec<Listed>>,
+}
+
+impl Index {
+    /// The index saved under `home` (empty when there is none or it does not read).
+    pub fn load(home: &Path) -> Self {
+        let apps = std::fs::read(store_dir(home).join("index.json"))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Vec<Listed>>(&bytes).ok())
+            .unwrap_or_default();
+        Self {
+            apps: RwLock::new(apps),
+        }
+    }
+
+    fn replace(&self, apps: Vec<Listed>) {
+        *self
+            .apps
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = apps;
+    }
+
+    /// The store's app a person means by `name` (appId or name, any case).
+    pub fn find(&self, name: &str) -> Option<Listed> {
+        let apps = self
+            .apps
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        apps.iter()
+            .find(|a| a.app_id.eq_ignore_ascii_case(name) || a.name.eq_ignore_ascii_case(name))
+            .cloned()
+    }
+
+    /// The store's apps whose appId or name contains every word of `query`.
+    pub fn matching(&self, query: &str, limit: usize) -> Vec<Listed> {
+        let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+        let apps = self
+            .apps
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        apps.iter()
+            .filter(|a| {
+                let text = format!("{} {}", a.app_id, a.name).to_lowercase();
+                !words.is_empty() && words.iter().all(|w| text.contains(w.as_str()))
+            })
+            .take(limit)
+            .cloned()
+            .collect()
+    }
+}
+
+/// The extra certificate authorities of `web.extra_ca_certs` (a company proxy, a test CA);
+/// files that cannot be read are left out (the gateway warns about them at start).
+pub fn ca_pems(config: &crate::config::Config) -> Vec<Vec<u8>> {
+    config
+        .web
+        .extra_ca_certs
+        .iter()
+        .filter_map(|path| crate::web::read_ca_file(path).ok())
+        .collect()
+}
+
+/// The store client.
+pub struct Store {
+    pub url: String,
+    client: reqwest::Client,
+}
+
+fn failed(what: &str, error: impl std::fmt::Display) -> String {
+    format!("the app store did not answer {what}: {error}")
+}
+
+impl Store {
+    /// # Errors
+    /// No `store.url` is configured, or the HTTP client cannot be built.
+    pub fn new(config: &StoreConfig, extra_ca_pems: &[Vec<u8>]) -> Result<Self, String> {
+        let url = config.url.clone().ok_or(
+            "no app store is configured: set \"store\": {\"url\": \"https://…\"} in config.json",
+        )?;
+        Ok(Self {
+            url: url.trim_end_matches('/').to_owned(),
+            client: aai_executor::http_client(extra_ca_pems)?,
+        })
+    }
+
+    async fn get(&self, path: &str) -> Result<reqwest::Response, String> {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.url))
+            .timeout(std::time::Duration::from_secs(20))
+            .send()
+            .await
+            .map_err(|e| failed(path, e))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let body: Value = response.json().await.unwrap_or_default();
+        Err(format!(
+            "the app store answered {status}: {}",
+            body["error"].as_str().unwrap_or("no reason given")
+        ))
+    }
+
+    async fn json(&self, path: &str) -> Result<Value, String> {
+        self.get(path)
+            .await?
+            .json()
+            .await
+            .map_err(|e| failed(path, e))
+    }
+
+    /// Ranked search.
+    ///
+    /// # Errors
+    /// The store cannot be reached or refuses.
+    pub async fn search(&self, query: &str) -> Result<Vec<Value>, String> {
+        let mut url =
+            url::Url::parse(&format!("{}/api/v1/search", self.url)).map_err(|e| e.to_string())?;
+        url.query_pairs_mut().append_pair("q", query);
+        let path = format!("/api/v1/search?{}", url.query().unwrap_or_default());
+        Ok(self.json(&path).await?["results"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    /// An app's details, with its publisher's key.
+    ///
+    /// # Errors
+    /// The store cannot be reached, or has no such app.
+    pub async fn info(&self, app_id: &str) -> Result<Value, String> {
+        self.json(&format!("/api/v1/apps/{}", encode(app_id))).await
+    }
+
+    /// Every app the store lists.
+    ///
+    /// # Errors
+    /// The store cannot be reached.
+    pub async fn list(&self) -> Result<Vec<Listed>, String> {
+        let listed = self.json("/api/v1/apps").await?;
+        serde_json::from_value(listed["apps"].clone()).map_err(|e| failed("the app list", e))
+    }
+
+    /// Fetches `app_id` (`version`, else the latest) and checks it: the signature against the
+    /// publisher's key (the one pinned on this computer, or pinned now), the gateway's own
+    /// descriptor checks, and the appId.
+    ///
+    /// # Errors
+    /// What failed, in words a person can act on.
+    pub async fn fetch(
+        &self,
+        home: &Path,
+        app_id: &str,
+        version: Option<&str>,
+    ) -> Result<Fetched, String> {
+        let info = self.info(app_id).await?;
+        let publisher = info["publisher"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let key = info["publisher"]["public_key"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let pinned = pinned_keys(home);
+        if let Some(known) = pinned.get(&publisher)
+            && known != &key
+        {
+            return Err(format!(
+                "the store now gives publisher {publisher:?} another key than the one this computer trusted at its first install; nothing was installed. If the publisher really changed its key, remove its entry from {}",
+                store_dir(home).join("publishers.json").display()
+            ));
+        }
+        let path = match version {
+            Some(v) => format!(
+                "/api/v1/apps/{}/aai.json?version={}",
+                encode(app_id),
+                encode(v)
+            ),
+            None => format!("/api/v1/apps/{}/aai.json", encode(app_id)),
+        };
+        let response = self.get(&path).await?;
+        let signature = response
+            .headers()
+            .get("x-aai-signature")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let text = response.text().await.map_err(|e| failed(&path, e))?;
+        verify(&key, text.as_bytes(), &signature)
+            .map_err(|problem| format!("{app_id}: {problem}; nothing was installed"))?;
+        let descriptor = aai_descriptor::parse(&format!("{}{path}", self.url), text.as_bytes())
+            .map_err(|e| format!("the store's descriptor is invalid:\n{e}"))?;
+        if descriptor.app_id != app_id {
+            return Err(format!(
+                "the store served {} for {app_id}; nothing was installed",
+                descriptor.app_id
+            ));
+        }
+        Ok(Fetched {
+            sha256: format!("{:x}", Sha256::digest(text.as_bytes())),
+            version: descriptor.version.clone().unwrap_or_default(),
+            descriptor,
+            text,
+            publisher,
+            key,
+        })
+    }
+
+    /// Reads the store's list into `index` and saves it under `home`.
+    ///
+    /// # Errors
+    /// The store cannot be reached; the old index stays.
+    pub async fn refresh(&self, home: &Path, index: &Index) -> Result<usize, String> {
+        let apps = self.list().await?;
+        let count = apps.len();
+        let dir = store_dir(home);
+        crate::private::create_dir(&dir).map_err(|e| e.to_string())?;
+        crate::daemon::write_private(
+            &dir.join("index.json"),
+            &serde_json::to_vec(&apps).unwrap_or_default(),
+        )
+        .map_err(|e| e.to_string())?;
+        index.replace(apps);
+        Ok(count)
+    }
+}
+
+/// A verified descriptor from the store.
+pub struct Fetched {
+    pub descriptor: aai_descriptor::Descriptor,
+    pub text: String,
+    pub version: String,
+    pub sha256: String,
+    pub publisher: String,
+    pub key: String,
+}
+
+fn encode(part: &str) -> String {
+    url::form_urlencoded::byte_serialize(part.as_bytes()).collect()
+}
+
+/// Whether `signature` (base64) is `key`'s ed25519 signature of `message`.
+///
+/// # Errors
+/// Why not.
+pub fn verify(key: &str, message: &[u8], signature: &str) -> Result<(), String> {
+    let engine = base64::engine::general_purpose::STANDARD;
+    let key: [u8; 32] = engine
+        .decode(key.trim())
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or("the publisher's key is not an ed25519 key")?;
+    let key = ed25519_dalek::VerifyingKey::from_bytes(&key)
+        .map_err(|_| "the publisher's key is not an ed25519 key".to_owned())?;
+    let signature: [u8; 64] = engine
+        .decode(signature.trim())
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or("the store sent no valid signature")?;
+    key.verify_strict(message, &ed25519_dalek::Signature::from_bytes(&signature))
+        .map_err(|_| {
+            "the signature does not match the descriptor and its publisher's key".to_owned()
+        })
+}
+
+/// Publisher keys this computer trusts, by publisher.
+pub fn pinned_keys(home: &Path) -> BTreeMap<String, String> {
+    std::fs::read(store_dir(home).join("publishers.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
+/// What the user is shown before an install: platforms, tools and their risk.
+pub fn summary(descriptor: &aai_descriptor::Descriptor) -> Vec<(String, String, String)> {
+    let mut tools = Vec::new();
+    for platform in aai_descriptor::Platform::ALL {
+        for tool in descriptor.tools(platform).unwrap_or_default() {
+            let risk = aai_policy::derive_risk(tool.risk, tool.read_only, tool.destructive);
+            tools.push((
+                platform.key().to_owned(),
+                tool.name.clone(),
+                crate::gate::risk_name(risk).to_owned(),
+            ));
+        }
+    }
+    tools
+}
+
+/// What changes between an installed descriptor and a new one: tools added, removed, and
+/// risk changes, as lines.
+pub fn diff(old: &aai_descriptor::Descriptor, new: &aai_descriptor::Descriptor) -> Vec<String> {
+    let before: BTreeMap<(String, String), String> = summary(old)
+        .into_iter()
+        .map(|(p, t, r)| ((p, t), r))
+        .collect();
+    let after: BTreeMap<(String, String), String> = summary(new)
+        .into_iter()
+        .map(|(p, t, r)| ((p, t), r))
+        .collect();
+    let mut lines = Vec::new();
+    for ((platform, tool), risk) in &after {
+        match before.get(&(platform.clone(), tool.clone())) {
+            None => lines.push(format!("+ {platform} {tool} (risk {risk})")),
+            Some(old) if old != risk => {
+                lines.push(format!("~ {platform} {tool}: risk {old} → {risk}"));
+            }
+            Some(_) => {}
+        }
+    }
+    for (platform, tool) in before.keys() {
+        if !after.contains_key(&(platform.clone(), tool.clone())) {
+            lines.push(format!("- {platform} {tool}"));
+        }
+    }
+    lines
+}
+
+/// Writes a verified descriptor as `AAI_HOME/<appId>/aai.json` with its store mark, and pins
+/// the publisher's key. The running gateway's discovery picks it up.
+///
+/// # Errors
+/// The files cannot be written.
+pub fn write(home: &Path, store: &str, fetched: &Fetched) -> Result<PathBuf, String> {
+    let dir = home.join(&fetched.descriptor.app_id);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mark = Installed {
+        app_id: fetched.descriptor.app_id.clone(),
+        version: fetched.version.clone(),
+        publisher: fetched.publisher.clone(),
+        sha256: fetched.sha256.clone(),
+        store: store.to_owned(),
+    };
+    crate::daemon::write_private(
+        &dir.join(MARK),
+        &serde_json::to_vec_pretty(&mark).unwrap_or_default(),
+    )
+    .map_err(|e| format!("cannot write {}: {e}", dir.join(MARK).display()))?;
+    let path = dir.join("aai.json");
+    crate::daemon::write_private(&path, fetched.text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let mut pinned = pinned_keys(home);
+    pinned.insert(fetched.publisher.clone(), fetched.key.clone());
+    let dir = store_dir(home);
+    crate::private::create_dir(&dir).map_err(|e| e.to_string())?;
+    crate::daemon::write_private(
+        &dir.join("publishers.json"),
+        &serde_json::to_vec_pretty(&pinned).unwrap_or_default(),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(path)
+}
+
+/// The store mark of an installed app, when it came from the store.
+pub fn installed(home: &Path, app_id: &str) -> Option<Installed> {
+    serde_json::from_slice(&std::fs::read(home.join(app_id).join(MARK)).ok()?).ok()
+}
+
+/// Every app installed from the store.
+pub fn all_installed(home: &Path) -> Vec<Installed> {
+    let mut found: Vec<Installed> = std::fs::read_dir(home)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| installed(home, &e.file_name().to_string_lossy()))
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort_by(|a, b| a.app_id.cmp(&b.app_id));
+    found
+}
+
+/// The hint APP_NOT_FOUND carries when the store knows the app.
+pub fn hint(found: &Listed) -> String {
+    format!(
+        " It is in the app store as {} ({}): the user can install it with `aai-gateway store install {}`.",
+        found.app_id, found.name, found.app_id
+    )
+}
+
+/// A store entry for `aai_apps`, marked as not installed.
+pub fn not_installed(found: &Listed) -> Value {
+    json!({"appId": found.app_id, "name": found.name, "installed": false})
+}

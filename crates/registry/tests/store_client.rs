@@ -1,0 +1,215 @@
+//! `aai-gateway store` against a real registry on a real PostgreSQL: search, a verified
+//! install, an update with its permission diff, a publisher key that changed (refused), the
+//! install hint of APP_NOT_FOUND, and uninstall.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+
+fn gateway() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+        PathBuf::from,
+    );
+    let path = target.join("debug/aai-gateway");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
+
+fn cli(home: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(gateway())
+        .args(args)
+        .env("AAI_HOME", home)
+        .env("AAI_LOG", "error")
+        .stdin(Stdio::null())
+        .output()
+        .expect("aai-gateway");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn app(version: &str, tools: &[(&str, &str)]) -> String {
+    json!({
+        "schema_version": "1.0", "appId": "com.acme.tasks", "name": "Acme Tasks", "description": "Keep track of tasks",
+        "version": version, "aliases": ["todo"],
+        "platforms": {"web": {"automation": "restapi", "base_url": "https://tasks.acme.example", "auth": {"type": "none"},
+            "tools": tools.iter().map(|(t, risk)| json!({"name": t, "description": t, "endpoint": format!("/{t}"), "risk": risk})).collect::<Vec<_>>()}}
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn install_update_and_uninstall_from_the_store() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let pg = support::postgres();
+    let pool = aai_registry::db::connect(&pg.database().await, 4)
+        .await
+        .expect("connect");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let router = aai_registry::api::router(aai_registry::api::Api {
+        pool: pool.clone(),
+        public_url: base.clone(),
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    let (secret, key) = aai_registry::keys::generate();
+    let acme = aai_registry::db::Publisher {
+        name: "acme".into(),
+        namespace: "com.acme".into(),
+        public_key: key,
+    };
+    aai_registry::db::add_publisher(&pool, &acme)
+        .await
+        .expect("publisher");
+    let publish = |text: String, secret: String| {
+        let base = base.clone();
+        async move {
+            let signature = aai_registry::keys::sign(&secret, text.as_bytes()).expect("sign");
+            let response = reqwest::Client::new()
+                .post(format!("{base}/api/v1/apps"))
+                .body(
+                    json!({"publisher": "acme", "descriptor": text, "signature": signature})
+                        .to_string(),
+                )
+                .send()
+                .await
+                .expect("publish");
+            assert!(
+                response.status().is_success(),
+                "{}",
+                response.text().await.unwrap_or_default()
+            );
+        }
+    };
+    let v1 = app("1.0.0", &[("list_tasks", "low"), ("add_task", "medium")]);
+    publish(v1.clone(), secret.clone()).await;
+
+    let home = tempfile::tempdir().expect("home");
+    let home = home.path();
+    std::fs::write(
+        home.join("config.json"),
+        json!({"store": {"url": base}}).to_string(),
+    )
+    .expect("config");
+    tokio::task::spawn_blocking({
+        let home = home.to_path_buf();
+        let v1 = v1.clone();
+        move || {
+            let (ok, out, err) = cli(&home, &["store", "search", "taks"]);
+            assert!(
+                ok && out.contains("com.acme.tasks 1.0.0 — Acme Tasks"),
+                "{out}{err}"
+            );
+            // Nobody at a terminal and no --yes: nothing is written.
+            let (ok, _, err) = cli(&home, &["store", "install", "com.acme.tasks"]);
+            assert!(!ok && err.contains("--yes"), "{err}");
+            assert!(!home.join("com.acme.tasks").exists());
+            // The install hint before it is installed.
+            let (ok, out, _) = cli(&home, &["store", "refresh"]);
+            assert!(ok && out.contains("1 app(s)"), "{out}");
+            let (ok, _, err) = cli(&home, &["call", "com.acme.tasks", "list_tasks"]);
+            assert!(
+                !ok && err.contains("aai-gateway store install com.acme.tasks"),
+                "{err}"
+            );
+            let (ok, out, err) = cli(&home, &["store", "install", "com.acme.tasks", "--yes"]);
+            assert!(ok, "{out}{err}");
+            assert!(
+                out.contains("signature verified") && out.contains("add_task (risk medium)"),
+                "{out}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(home.join("com.acme.tasks/aai.json")).expect("installed"),
+                v1
+            );
+            let (ok, out, _) = cli(&home, &["--scan"]);
+            assert!(ok && out.contains("com.acme.tasks"), "{out}");
+        }
+    })
+    .await
+    .expect("cli");
+
+    // A new version: the update shows what changes.
+    publish(
+        app(
+            "1.1.0",
+            &[
+                ("list_tasks", "low"),
+                ("add_task", "high"),
+                ("delete_task", "high"),
+            ],
+        ),
+        secret.clone(),
+    )
+    .await;
+    tokio::task::spawn_blocking({
+        let home = home.to_path_buf();
+        move || {
+            let (ok, out, err) = cli(&home, &["store", "update", "--yes"]);
+            assert!(ok, "{out}{err}");
+            assert!(
+                out.contains("1.0.0 → 1.1.0")
+                    && out.contains("+ web delete_task (risk high)")
+                    && out.contains("~ web add_task: risk medium → high"),
+                "{out}"
+            );
+            let (_, out, _) = cli(&home, &["store", "list"]);
+            assert!(out.contains("com.acme.tasks 1.1.0"), "{out}");
+        }
+    })
+    .await
+    .expect("cli");
+
+    // The registry now hands out another key for acme: the pinned one wins, nothing changes.
+    let (other_secret, other_key) = aai_registry::keys::generate();
+    aai_registry::db::add_publisher(
+        &pool,
+        &aai_registry::db::Publisher {
+            public_key: other_key,
+            ..acme
+        },
+    )
+    .await
+    .expect("re-key");
+    publish(
+        app("2.0.0", &[("wipe_everything", "critical")]),
+        other_secret,
+    )
+    .await;
+    tokio::task::spawn_blocking({
+        let home = home.to_path_buf();
+        move || {
+            let (ok, _, err) = cli(&home, &["store", "update", "--yes"]);
+            assert!(!ok && err.contains("another key"), "{err}");
+            assert!(
+                std::fs::read_to_string(home.join("com.acme.tasks/aai.json"))
+                    .expect("kept")
+                    .contains("1.1.0")
+            );
+            let (ok, out, err) = cli(&home, &["store", "uninstall", "com.acme.tasks"]);
+            assert!(
+                ok && out.contains("removed com.acme.tasks 1.1.0"),
+                "{out}{err}"
+            );
+            assert!(!home.join("com.acme.tasks").exists());
+            let (ok, _, err) = cli(&home, &["store", "uninstall", "com.acme.tasks"]);
+            assert!(!ok && err.contains("not installed from the store"), "{err}");
+        }
+    })
+    .await
+    .expect("cli");
+}
