@@ -2,7 +2,7 @@
 //! descriptor checks), ranked and typo-tolerant search, bad input that changes nothing, and two
 //! server processes on one database answering the same.
 
-mod support;
+use aai_test_support::postgres as support;
 
 use serde_json::{Value, json};
 
@@ -117,7 +117,7 @@ fn ids(found: &Value) -> Vec<String> {
 #[tokio::test]
 async fn published_apps_are_found_ranked_and_served_as_signed() {
     let pg = support::postgres();
-    let server = server(&pg.database().await).await;
+    let server = server(&pg.database()).await;
     let acme = publisher(&server.pool, "acme", "com.acme").await;
     for (id, name, description, tools) in [
         (
@@ -216,7 +216,7 @@ async fn published_apps_are_found_ranked_and_served_as_signed() {
 #[tokio::test]
 async fn bad_input_is_refused_clearly_and_changes_nothing() {
     let pg = support::postgres();
-    let server = server(&pg.database().await).await;
+    let server = server(&pg.database()).await;
     let acme = publisher(&server.pool, "acme", "com.acme").await;
     let other = publisher(&server.pool, "other", "org.other").await;
     let good = descriptor("com.acme.app", "App", "An app", &["go"], "1.0.0");
@@ -314,7 +314,7 @@ async fn bad_input_is_refused_clearly_and_changes_nothing() {
 #[tokio::test]
 async fn two_server_processes_on_one_database_answer_the_same() {
     let pg = support::postgres();
-    let url = pg.database().await;
+    let url = pg.database();
     let pool = aai_registry::db::connect(&url, 2).await.expect("connect");
     let acme = publisher(&pool, "acme", "com.acme").await;
     let mut servers = Vec::new();

@@ -2,7 +2,7 @@
 //! install, an update with its permission diff, a publisher key that changed (refused), the
 //! install hint of APP_NOT_FOUND, and uninstall.
 
-mod support;
+use aai_test_support::postgres as support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -52,7 +52,7 @@ fn app(version: &str, tools: &[(&str, &str)]) -> String {
 async fn install_update_and_uninstall_from_the_store() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let pg = support::postgres();
-    let pool = aai_registry::db::connect(&pg.database().await, 4)
+    let pool = aai_registry::db::connect(&pg.database(), 4)
         .await
         .expect("connect");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 pub mod http;
+pub mod postgres;
 
 /// The bus name of the test service in [`TestBus::spawn_service`].
 pub const TEST_SERVICE: &str = "org.aai.Test";

@@ -1,6 +1,6 @@
-//! One real PostgreSQL (Debian's, from the test script) per test binary, in a temporary
-//! directory, and a fresh database per test. The server dies with the test binary: it is
-//! started by a shell that waits on our stdin and stops it when the pipe closes.
+//! One real PostgreSQL (Debian's, installed by the test script) per process, in a temporary
+//! directory, and a fresh database per test. The server dies with the process that started
+//! it: a shell waits on that process's pipe and stops the server when the pipe closes.
 
 use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;
@@ -48,6 +48,7 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// The PostgreSQL of this process, started on first use.
 pub fn postgres() -> &'static Postgres {
     static PG: OnceLock<Postgres> = OnceLock::new();
     PG.get_or_init(|| {
@@ -86,9 +87,10 @@ pub fn postgres() -> &'static Postgres {
         assert!(initdb.status.success(), "initdb: {}", String::from_utf8_lossy(&initdb.stderr));
         let port = free_port();
         let script = format!(
-            "'{}' -D '{}' -p {port} -k '{}' -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 & pid=$!; read _; kill -INT $pid; wait $pid",
+            "'{}' -D '{}' -p {port} -k '{}' -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 & pid=$!; read _; kill -INT $pid; wait $pid; rm -rf '{}'",
             bin("postgres").display(),
             data.display(),
+            dir.path().display(),
             dir.path().display()
         );
         let server = as_owner(root, &["sh".into(), "-c".into(), script])
@@ -127,22 +129,30 @@ impl Postgres {
     }
 
     /// A new, empty database; its URL.
-    pub async fn database(&self) -> String {
+    pub fn database(&self) -> String {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let name = format!(
             "t{}_{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::SeqCst)
         );
-        let admin = sqlx::PgPool::connect(&self.url("postgres"))
-            .await
-            .expect("admin connection");
-        // The name is ours: digits and underscores.
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&admin)
-            .await
-            .expect("create database");
-        admin.close().await;
+        let out = Command::new(bin("createdb"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "aai",
+                &name,
+            ])
+            .output()
+            .expect("createdb");
+        assert!(
+            out.status.success(),
+            "createdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         self.url(&name)
     }
 }
