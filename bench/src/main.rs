@@ -10,6 +10,7 @@ mod dashboard;
 mod desktop;
 mod schedule;
 mod stop;
+mod store;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -162,6 +163,10 @@ fn main() {
     }
     if std::env::args().any(|a| a == "schedule") {
         schedule::run();
+        return;
+    }
+    if std::env::args().any(|a| a == "store") {
+        store::run();
         return;
     }
     if std::env::args().any(|a| a == "stop") {

@@ -125,14 +125,14 @@ pub async fn publish(pool: &PgPool, new: &NewVersion<'_>) -> sqlx::Result<Publis
         .collect();
     tools.sort();
     tools.dedup();
-    // What typos are matched against: every word people could mean the app by.
+    // What typos are matched against: the names people call the app and its tools by (not
+    // the description: trigrams of long text match too much and cost too much).
     let words = format!(
-        "{} {} {} {} {}",
+        "{} {} {} {}",
         d.app_id,
         d.name,
         d.aliases.join(" "),
-        tools.join(" "),
-        d.description
+        tools.join(" ")
     )
     .to_lowercase();
     sqlx::query(
@@ -187,24 +187,41 @@ pub async fn list(pool: &PgPool) -> sqlx::Result<Vec<(String, String, String)>> 
 }
 
 /// Ranked search: full text over names, aliases, tool names and descriptions (weighted in
-/// that order), and trigram word similarity for typos.
+/// that order); when that finds fewer than `limit`, trigram word similarity fills up the rest
+/// (typos), so the costlier typo match runs only for queries the words alone do not answer.
 ///
 /// # Errors
 /// The database fails.
 pub async fn search(pool: &PgPool, query: &str, limit: i64) -> sqlx::Result<Vec<Value>> {
-    let rows = sqlx::query(
-        "WITH q AS (SELECT websearch_to_tsquery('english', $1) AS tsq, lower($1) AS text)
-         SELECT app_id, name, description, latest, platforms, tools, publisher,
-                ts_rank_cd(doc, q.tsq) + word_similarity(q.text, words) AS score
-         FROM apps, q
-         WHERE doc @@ q.tsq OR q.text <% words
+    const COLUMNS: &str = "app_id, name, description, latest, platforms, tools, publisher";
+    let mut rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS}, ts_rank_cd(doc, q) AS score
+         FROM apps, websearch_to_tsquery('english', $1) q
+         WHERE doc @@ q
          ORDER BY score DESC, app_id
-         LIMIT $2",
-    )
+         LIMIT $2"
+    )))
     .bind(query)
     .bind(limit)
     .fetch_all(pool)
     .await?;
+    let found = i64::try_from(rows.len()).unwrap_or(i64::MAX);
+    if found < limit {
+        let seen: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        let typos = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS}, word_similarity(lower($1), words) AS score
+             FROM apps
+             WHERE lower($1) <% words AND NOT (app_id = ANY($3))
+             ORDER BY score DESC, app_id
+             LIMIT $2"
+        )))
+        .bind(query)
+        .bind(limit - found)
+        .bind(&seen)
+        .fetch_all(pool)
+        .await?;
+        rows.extend(typos);
+    }
     Ok(rows
         .into_iter()
         .map(|r| {
