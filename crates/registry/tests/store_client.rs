@@ -5,7 +5,7 @@
 use aai_test_support::postgres as support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Stdio as Pipe};
 
 use serde_json::json;
 
@@ -28,7 +28,7 @@ fn cli(home: &Path, args: &[&str]) -> (bool, String, String) {
         .args(args)
         .env("AAI_HOME", home)
         .env("AAI_LOG", "error")
-        .stdin(Stdio::null())
+        .stdin(Pipe::null())
         .output()
         .expect("aai-gateway");
     (
@@ -212,4 +212,177 @@ async fn install_update_and_uninstall_from_the_store() {
     })
     .await
     .expect("cli");
+}
+
+/// A gateway on stdio, spoken to line by line.
+struct Stdio {
+    child: std::process::Child,
+    input: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+    next: u64,
+}
+
+impl Stdio {
+    fn start(home: &Path) -> Self {
+        let mut child = Command::new(gateway())
+            .env("AAI_HOME", home)
+            .env("AAI_LOG", "error")
+            .stdin(Pipe::piped())
+            .stdout(Pipe::piped())
+            .stderr(Pipe::null())
+            .spawn()
+            .expect("aai-gateway");
+        let input = child.stdin.take().expect("stdin");
+        let output = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(output)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Ok(value) = serde_json::from_str(&line)
+                    && tx.send(value).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        let mut this = Self {
+            child,
+            input,
+            lines,
+            next: 0,
+        };
+        this.request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "store-test", "version": "1"}}));
+        this.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        this
+    }
+
+    fn send(&mut self, message: &serde_json::Value) {
+        use std::io::Write as _;
+        writeln!(self.input, "{message}").expect("write");
+    }
+
+    /// Sends a request and returns its answer; notifications seen meanwhile are kept.
+    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        self.next += 1;
+        let id = self.next;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let message = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .expect("an answer within 20 s");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    fn apps(&mut self, query: &str) -> String {
+        let answer = self.request(
+            "tools/call",
+            json!({"name": "aai_apps", "arguments": {"query": query}}),
+        );
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Waits for a notification `method`.
+    fn notified(&mut self, method: &str) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(message) if message["method"] == method => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+}
+
+impl Drop for Stdio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_running_gateway_lists_store_apps_and_offers_an_install_at_once() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let pg = support::postgres();
+    let pool = aai_registry::db::connect(&pg.database(), 4)
+        .await
+        .expect("connect");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let router = aai_registry::api::router(aai_registry::api::Api {
+        pool: pool.clone(),
+        public_url: base.clone(),
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    let (secret, key) = aai_registry::keys::generate();
+    aai_registry::db::add_publisher(
+        &pool,
+        &aai_registry::db::Publisher {
+            name: "acme".into(),
+            namespace: "com.acme".into(),
+            public_key: key,
+        },
+    )
+    .await
+    .expect("publisher");
+    let text = app("1.0.0", &[("list_tasks", "low")]);
+    let signature = aai_registry::keys::sign(&secret, text.as_bytes()).expect("sign");
+    let response = reqwest::Client::new()
+        .post(format!("{base}/api/v1/apps"))
+        .body(json!({"publisher": "acme", "descriptor": text, "signature": signature}).to_string())
+        .send()
+        .await
+        .expect("publish");
+    assert!(response.status().is_success());
+    let home = tempfile::tempdir().expect("home");
+    let home = home.path().to_path_buf();
+    std::fs::write(
+        home.join("config.json"),
+        json!({"store": {"url": base, "in_apps": true}}).to_string(),
+    )
+    .expect("config");
+    tokio::task::spawn_blocking(move || {
+        let mut gateway = Stdio::start(&home);
+        // The index is read in the background after start: the store's app appears as not
+        // installed.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut listed = gateway.apps("tasks");
+        while !listed.contains("com.acme.tasks — Acme Tasks (not installed") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the store's app was never listed: {listed}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            listed = gateway.apps("tasks");
+        }
+        let (ok, out, err) = cli(&home, &["store", "install", "com.acme.tasks", "--yes"]);
+        assert!(ok, "{out}{err}");
+        assert!(
+            gateway.notified("notifications/tools/list_changed"),
+            "no list_changed after the install"
+        );
+        let listed = gateway.apps("tasks");
+        assert!(
+            listed.contains("com.acme.tasks") && !listed.contains("not installed"),
+            "{listed}"
+        );
+    })
+    .await
+    .expect("gateway");
 }
