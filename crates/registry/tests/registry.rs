@@ -365,4 +365,72 @@ async fn two_server_processes_on_one_database_answer_the_same() {
         .as_array()
         .map(Vec::len);
     assert_eq!(listed_a, Some(20));
+    // The publisher's own tools: a key made by `keygen`, registered, then `publish`.
+    let dir = tempfile::tempdir().expect("dir");
+    let secret = dir.path().join("secret.key");
+    let made = tokio::process::Command::new(env!("CARGO_BIN_EXE_aai-registry"))
+        .arg("keygen")
+        .arg(&secret)
+        .output()
+        .await
+        .expect("keygen");
+    assert!(made.status.success());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&secret)
+            .expect("secret")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let public_key = String::from_utf8(made.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned();
+    let added = tokio::process::Command::new(env!("CARGO_BIN_EXE_aai-registry"))
+        .args([
+            "publisher",
+            "add",
+            "beta",
+            "--namespace",
+            "net.beta",
+            "--key",
+            &public_key,
+            "--database-url",
+            &url,
+        ])
+        .output()
+        .await
+        .expect("publisher add");
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let file = dir.path().join("aai.json");
+    std::fs::write(
+        &file,
+        descriptor("net.beta.board", "Board", "Pin cards", &["pin"], "0.1.0"),
+    )
+    .expect("file");
+    for (publisher, ok) in [("beta", true), ("acme", false)] {
+        let published = tokio::process::Command::new(env!("CARGO_BIN_EXE_aai-registry"))
+            .args(["publish", "--url", &b, "--publisher", publisher, "--key"])
+            .arg(&secret)
+            .arg(&file)
+            .output()
+            .await
+            .expect("publish");
+        assert_eq!(
+            published.status.success(),
+            ok,
+            "{}",
+            String::from_utf8_lossy(&published.stderr)
+        );
+    }
+    assert_eq!(
+        get(&a, "/api/v1/apps/net.beta.board").await.1["latest"],
+        "0.1.0"
+    );
 }
