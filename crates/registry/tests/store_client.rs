@@ -48,8 +48,9 @@ fn app(version: &str, tools: &[(&str, &str)]) -> String {
     .to_string()
 }
 
-#[tokio::test]
-async fn install_update_and_uninstall_from_the_store() {
+/// A registry on a fresh database of the shared PostgreSQL, with the publisher acme
+/// (com.acme.*): its pool, its URL, and acme's secret key.
+async fn registry() -> (sqlx::PgPool, String, String) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let pg = support::postgres();
     let pool = aai_registry::db::connect(&pg.database(), 4)
@@ -75,6 +76,12 @@ async fn install_update_and_uninstall_from_the_store() {
     aai_registry::db::add_publisher(&pool, &acme)
         .await
         .expect("publisher");
+    (pool, base, secret)
+}
+
+#[tokio::test]
+async fn install_update_and_uninstall_from_the_store() {
+    let (pool, base, secret) = registry().await;
     let publish = |text: String, secret: String| {
         let base = base.clone();
         async move {
@@ -179,8 +186,9 @@ async fn install_update_and_uninstall_from_the_store() {
     aai_registry::db::add_publisher(
         &pool,
         &aai_registry::db::Publisher {
+            name: "acme".into(),
+            namespace: "com.acme".into(),
             public_key: other_key,
-            ..acme
         },
     )
     .await
@@ -220,6 +228,8 @@ struct Stdio {
     input: std::process::ChildStdin,
     lines: std::sync::mpsc::Receiver<serde_json::Value>,
     next: u64,
+    /// Notifications that arrived while waiting for answers.
+    seen: Vec<String>,
 }
 
 impl Stdio {
@@ -253,6 +263,7 @@ impl Stdio {
             input,
             lines,
             next: 0,
+            seen: Vec::new(),
         };
         this.request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "store-test", "version": "1"}}));
         this.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -276,6 +287,9 @@ impl Stdio {
                 .expect("an answer within 20 s");
             if message["id"] == id {
                 return message;
+            }
+            if let Some(method) = message["method"].as_str() {
+                self.seen.push(method.to_owned());
             }
         }
     }
@@ -314,33 +328,7 @@ impl Drop for Stdio {
 
 #[tokio::test]
 async fn a_running_gateway_lists_store_apps_and_offers_an_install_at_once() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let pg = support::postgres();
-    let pool = aai_registry::db::connect(&pg.database(), 4)
-        .await
-        .expect("connect");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let router = aai_registry::api::router(aai_registry::api::Api {
-        pool: pool.clone(),
-        public_url: base.clone(),
-    });
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    let (secret, key) = aai_registry::keys::generate();
-    aai_registry::db::add_publisher(
-        &pool,
-        &aai_registry::db::Publisher {
-            name: "acme".into(),
-            namespace: "com.acme".into(),
-            public_key: key,
-        },
-    )
-    .await
-    .expect("publisher");
+    let (_pool, base, secret) = registry().await;
     let text = app("1.0.0", &[("list_tasks", "low")]);
     let signature = aai_registry::keys::sign(&secret, text.as_bytes()).expect("sign");
     let response = reqwest::Client::new()
@@ -371,16 +359,27 @@ async fn a_running_gateway_lists_store_apps_and_offers_an_install_at_once() {
             std::thread::sleep(std::time::Duration::from_millis(100));
             listed = gateway.apps("tasks");
         }
+        gateway.seen.clear();
         let (ok, out, err) = cli(&home, &["store", "install", "com.acme.tasks", "--yes"]);
         assert!(ok, "{out}{err}");
+        // Offered as installed, and the client was told the list changed.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut listed = gateway.apps("tasks");
+        while listed.contains("(not installed") || !listed.contains("com.acme.tasks") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the installed app was not offered: {listed}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            listed = gateway.apps("tasks");
+        }
         assert!(
-            gateway.notified("notifications/tools/list_changed"),
+            gateway
+                .seen
+                .iter()
+                .any(|m| m == "notifications/tools/list_changed")
+                || gateway.notified("notifications/tools/list_changed"),
             "no list_changed after the install"
-        );
-        let listed = gateway.apps("tasks");
-        assert!(
-            listed.contains("com.acme.tasks") && !listed.contains("not installed"),
-            "{listed}"
         );
     })
     .await
