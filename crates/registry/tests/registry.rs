@@ -318,6 +318,7 @@ async fn two_server_processes_on_one_database_answer_the_same() {
     let pool = aai_registry::db::connect(&url, 2).await.expect("connect");
     let acme = publisher(&pool, "acme", "com.acme").await;
     let mut servers = Vec::new();
+    let mut logs = Vec::new();
     for _ in 0..2 {
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_aai-registry"))
             .args(["serve", "--database-url", &url, "--listen", "127.0.0.1:0"])
@@ -337,6 +338,17 @@ async fn two_server_processes_on_one_database_answer_the_same() {
         })
         .await
         .expect("the server starts");
+        // The rest of its log is read (a pipe nobody reads would fill, or break its writes).
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let kept = log.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut kept = kept.lock().expect("log");
+                kept.push_str(&line);
+                kept.push('\n');
+            }
+        });
+        logs.push(log);
         servers.push((child, base));
     }
     let (a, b) = (servers[0].1.clone(), servers[1].1.clone());
