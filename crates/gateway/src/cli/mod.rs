@@ -306,6 +306,16 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// An error message written for an agent, reworded for the person at the keyboard: the
 /// gateway's MCP tools are not theirs to call, and they are the user the agent would ask.
+/// A gateway error on stderr for a person: `TYPE (code): message`.
+fn report(error: &aai_descriptor::AaiError) {
+    eprintln!(
+        "{} ({}): {}",
+        error.kind.type_name(),
+        error.kind.code(),
+        for_person(&error.message)
+    );
+}
+
 fn for_person(message: &str) -> String {
     let mut text = message
         .replace(

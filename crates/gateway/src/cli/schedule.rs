@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::{DATA_DB, for_person, output};
+use super::{DATA_DB, output, report};
 
 #[derive(Subcommand, Debug)]
 pub enum Action {
@@ -194,12 +194,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             })
         }
         Err(error) => {
-            eprintln!(
-                "{} ({}): {}",
-                error.kind.type_name(),
-                error.kind.code(),
-                for_person(&error.message)
-            );
+            report(&error);
             Ok(ExitCode::from(1))
         }
     }

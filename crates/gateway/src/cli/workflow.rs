@@ -10,7 +10,7 @@ use aai_gateway::workflow::{self, Workflow};
 use anyhow::Context;
 use clap::Subcommand;
 
-use super::{DATA_DB, for_person, output};
+use super::{DATA_DB, output, report};
 
 #[derive(Subcommand, Debug)]
 pub enum Action {
@@ -108,12 +108,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                     })
                 }
                 Err(error) => {
-                    eprintln!(
-                        "{} ({}): {}",
-                        error.kind.type_name(),
-                        error.kind.code(),
-                        for_person(&error.message)
-                    );
+                    report(&error);
                     Ok(ExitCode::from(1))
                 }
             }

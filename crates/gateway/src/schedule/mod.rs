@@ -6,6 +6,7 @@
 //! [`runner`] claims every occurrence in one transaction with the task's cursor, so a crash
 //! at any point neither repeats nor loses one, and a run resumes at its first unfinished step.
 
+mod agent;
 pub mod runner;
 pub mod store;
 pub mod tools;

@@ -290,7 +290,21 @@ impl Store {
     /// # Errors
     /// The store cannot be read.
     pub fn get(&self, name: &str) -> Result<Option<Stored>, String> {
-        Ok(self.tasks()?.into_iter().find(|s| s.task.name == name))
+        let conn = self.conn();
+        let row: Option<(String, i64)> = conn
+            .query_row(
+                "SELECT spec, cursor_ms FROM schedule_tasks WHERE name = ?1",
+                [name],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(fail)?;
+        row.map(|(spec, cursor_ms)| {
+            serde_json::from_str(&spec)
+                .map(|task| Stored { task, cursor_ms })
+                .map_err(|e| fail(format!("the stored task {name:?} does not read: {e}")))
+        })
+        .transpose()
     }
 
     /// Every task, by name. A row that no longer reads is skipped with a warning.
