@@ -132,6 +132,7 @@ async def test_parallel_steps_run_at_once(home, bus, monkeypatch, tmp_path):
             r = await c.call_tool("aai_batch", {"steps": [waiter, writer]})
             out = r.structured_content
             # In order, the waiter gives up before the writer starts.
+            assert out["steps"][0]["status"] == "ok", out
             assert out["steps"][0]["result"]["timed_out"] is True and "seen" not in out["steps"][0]["result"]["stdout"], out
 
 
