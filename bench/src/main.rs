@@ -8,6 +8,7 @@ mod batch;
 mod browser;
 mod dashboard;
 mod desktop;
+mod scale;
 mod schedule;
 mod stop;
 mod store;
@@ -149,6 +150,15 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "compare") {
+        scale::compare(&args[1..]);
+        return;
+    }
+    if args.first().is_some_and(|a| a == "scale") {
+        scale::run();
+        return;
+    }
     if std::env::args().any(|a| a == "desktop") {
         desktop::run();
         return;

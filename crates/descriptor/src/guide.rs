@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use crate::model::{Descriptor, Parameters, ToolCommon};
 
 /// Longest app description shown in a listing, in characters.
-const LISTING_DESCRIPTION_CHARS: usize = 48;
+const LISTING_DESCRIPTION_CHARS: usize = 80;
 /// Longest tool description shown in a guide.
 const TOOL_DESCRIPTION_CHARS: usize = 64;
 /// Longest parameter description shown in a guide.
@@ -33,33 +33,113 @@ pub fn shorten(text: &str, max: usize) -> String {
     )
 }
 
+/// The short description of an app, made once when its descriptor is loaded: the first
+/// sentence of its description (without its closing period), or all of it when it is one.
+/// A sentence ends at `.`, `!` or `?` followed by a space and then anything but a lower-case
+/// letter (so "e.g. mail" goes on), or at `。`, `！`, `？`.
+pub fn short_description(description: &str) -> String {
+    let text = description.trim();
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let end = match c {
+            '。' | '！' | '？' => Some(at),
+            '.' | '!' | '?' => match chars.peek() {
+                None => Some(at),
+                Some(&(_, next)) if next.is_whitespace() => {
+                    let after = text[at + c.len_utf8()..].trim_start().chars().next();
+                    after.is_none_or(|a| !a.is_lowercase()).then_some(at)
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(end) = end {
+            let sentence = text[..end].trim_end();
+            if sentence.chars().any(char::is_alphanumeric) {
+                return sentence.to_owned();
+            }
+        }
+    }
+    text.to_owned()
+}
+
+/// Whether a cut between `before` and `after` falls between words: at white space, or
+/// between two characters of a script written without spaces (CJK, kana, hangul).
+fn word_boundary(before: char, after: char) -> bool {
+    fn unspaced(c: char) -> bool {
+        matches!(c as u32, 0x2E80..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF | 0xFF00..=0xFFEF | 0x20000..=0x2FFFF)
+    }
+    before.is_whitespace() || after.is_whitespace() || unspaced(before) || unspaced(after)
+}
+
+/// `text` cut to the whole words that fit in `max` characters, ending with `…` when cut;
+/// empty when not even its first word fits. A word is never cut.
+pub fn whole_words(text: &str, max: usize) -> String {
+    let text = text.trim();
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let room = max.saturating_sub(1);
+    let chars: Vec<char> = text.chars().collect();
+    // The longest prefix of at most `room` characters that ends at a word boundary.
+    let cut = (1..=room.min(chars.len() - 1))
+        .rev()
+        .find(|&n| word_boundary(chars[n - 1], chars[n]));
+    let Some(cut) = cut else {
+        return String::new();
+    };
+    let kept: String = chars[..cut].iter().collect();
+    let kept = kept.trim_end_matches(|c: char| {
+        c.is_whitespace() || matches!(c, ',' | '.' | ';' | ':' | '-' | '(' | '，' | '、')
+    });
+    if kept.is_empty() {
+        return String::new();
+    }
+    format!("{kept}…")
+}
+
 /// The description of an app's entry in a tool or app list, e.g.
 /// `Mail: Apple's native email client (aka email). Call for guide.`, kept within
-/// `max_tokens` (estimated): the alias goes first, then the description shrinks.
-pub fn listing_description(descriptor: &Descriptor, max_tokens: usize) -> String {
-    let name = shorten(&descriptor.name, 40);
-    let alias = descriptor.aliases.first().map(|a| shorten(a, 16));
-    let mut chars = LISTING_DESCRIPTION_CHARS;
-    let mut with_alias = alias.is_some();
+/// `max_tokens` (estimated). `short` is the app's [`short_description`]. Aliases are
+/// dropped first (the last first), then the description loses whole words from its end.
+pub fn listing_description(
+    name: &str,
+    aliases: &[String],
+    short: &str,
+    max_tokens: usize,
+) -> String {
+    const MOST_ALIASES: usize = 3;
+    let name = match whole_words(name, 40) {
+        whole if whole.is_empty() => shorten(name, 40),
+        whole => whole,
+    };
+    let aliases: Vec<String> = aliases
+        .iter()
+        .take(MOST_ALIASES)
+        .map(|a| whole_words(a, 16))
+        .filter(|a| !a.is_empty())
+        .collect();
+    let mut alias_count = aliases.len();
+    let mut chars = short.chars().count().min(LISTING_DESCRIPTION_CHARS);
     loop {
         let mut text = name.clone();
-        let description = shorten(&descriptor.description, chars);
+        let description = whole_words(short, chars);
         if !description.is_empty() {
             text.push_str(": ");
             text.push_str(&description);
         }
-        if let (true, Some(alias)) = (with_alias, alias.as_ref()) {
-            let _ = write!(text, " (aka {alias})");
+        if alias_count > 0 {
+            let _ = write!(text, " (aka {})", aliases[..alias_count].join(", "));
         }
         if !text.ends_with('…') {
             text.push('.');
         }
         text.push_str(" Call for guide.");
-        if estimate_tokens(&text) <= max_tokens || chars == 0 {
+        if estimate_tokens(&text) <= max_tokens || (chars == 0 && alias_count == 0) {
             return text;
         }
-        if with_alias {
-            with_alias = false;
+        if alias_count > 0 {
+            alias_count -= 1;
         } else {
             chars = chars.saturating_sub(6);
         }
@@ -350,8 +430,98 @@ mod tests {
     #[test]
     fn listing_mentions_name_description_and_alias() {
         let descriptor = descriptor_with_tools(1);
-        let text = listing_description(&descriptor, 40);
+        let short = short_description(&descriptor.description);
+        let text = listing_description(&descriptor.name, &descriptor.aliases, &short, 40);
         assert!(text.starts_with("Reminders: Keeps to-dos"), "{text}");
-        assert!(text.ends_with("(aka todo). Call for guide."), "{text}");
+        assert!(
+            text.ends_with("(aka todo, 待办). Call for guide."),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_short_description_is_the_first_sentence() {
+        let cases = [
+            (
+                "Apple's mail client. Sends and reads mail.",
+                "Apple's mail client",
+            ),
+            (
+                "Plays media, e.g. music and films. Also streams.",
+                "Plays media, e.g. music and films",
+            ),
+            (
+                "Version 2.0 of the player! Fast.",
+                "Version 2.0 of the player",
+            ),
+            ("Is it here? Yes.", "Is it here"),
+            (
+                "One sentence without a period",
+                "One sentence without a period",
+            ),
+            ("Ends with a period.", "Ends with a period"),
+            ("邮件客户端。收发邮件。", "邮件客户端"),
+            ("...", "..."),
+            ("", ""),
+        ];
+        for (description, short) in cases {
+            assert_eq!(short_description(description), short, "{description:?}");
+        }
+    }
+
+    #[test]
+    fn whole_words_never_cuts_a_word() {
+        assert_eq!(whole_words("short", 10), "short");
+        assert_eq!(whole_words("one two three four five", 12), "one two…");
+        assert_eq!(whole_words("one, two three", 8), "one…");
+        assert_eq!(whole_words("Supercalifragilistic words", 10), "");
+        assert_eq!(whole_words("待办待办待办待办", 4), "待办待…");
+        assert_eq!(whole_words("Sync 待办事项 everywhere", 9), "Sync 待办事…");
+    }
+
+    /// Whatever the description, a listing entry holds whole words of it and fits its budget.
+    #[test]
+    fn listing_entries_keep_whole_words_within_budget() {
+        let descriptions = [
+            "Keeps to-dos and reminders in lists, with due dates, priorities and notes synced across devices and shared with family members. It also does much more.",
+            "Antidisestablishmentarianism-compatible hyperconfigurable orchestration platform for enterprise-grade microservice deployments",
+            "https://example.com/a/very/long/url/that/is/one/word/for/the/listing/and/then/some/more",
+            "跨设备同步的待办事项与提醒事项，支持截止日期、优先级和备注，并可与家人共享。它还能做更多。",
+            "Short.",
+        ];
+        for description in descriptions {
+            let short = short_description(description);
+            for budget in [12, 20, 27, 40] {
+                let text = listing_description(
+                    "Reminders",
+                    &["todo".into(), "tasks".into()],
+                    &short,
+                    budget,
+                );
+                let shown = text
+                    .strip_prefix("Reminders")
+                    .and_then(|t| t.strip_suffix(" Call for guide."))
+                    .expect("name and call to action");
+                let shown = shown.split(" (aka").next().unwrap_or_default();
+                let shown = shown.strip_prefix(": ").unwrap_or(shown);
+                let shown = shown.trim_end_matches(['.', '…']);
+                // Every word shown is a whole word of the description.
+                for word in shown.split_whitespace() {
+                    let word = word.trim_end_matches('…');
+                    assert!(
+                        description
+                            .split_whitespace()
+                            .any(|w| w.trim_end_matches([',', '.'])
+                                == word.trim_end_matches([',', '.']))
+                            || !description.contains(' '),
+                        "{word:?} is not a whole word of {description:?} (budget {budget}): {text}"
+                    );
+                }
+                assert!(description.starts_with(shown) || shown.is_empty(), "{text}");
+                if budget >= 20 {
+                    assert!(estimate_tokens(&text) <= budget, "{budget}: {text}");
+                }
+            }
+        }
     }
 }

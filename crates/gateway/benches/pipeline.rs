@@ -35,7 +35,8 @@ fn found(count: usize) -> Vec<Found> {
     (0..count)
         .map(|i| {
             let text = descriptor(i, 3).to_string();
-            let outcome = aai_descriptor::parse("bench", text.as_bytes()).map(Arc::new);
+            let outcome = aai_descriptor::parse("bench", text.as_bytes())
+                .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d)));
             Found {
                 rank: i,
                 path: format!("/apps/{i}/aai.json").into(),
@@ -76,10 +77,8 @@ fn benches(c: &mut Criterion) {
 
     c.bench_function("registry lookup + arg validation", |b| {
         let app = registry.find("app_org_example_app500").expect("app");
-        let tool = app
-            .descriptor
-            .tool(Platform::Linux, "tool_1")
-            .expect("tool");
+        let descriptor = app.descriptor().expect("held");
+        let tool = descriptor.tool(Platform::Linux, "tool_1").expect("tool");
         let args = json!({"title": "Buy milk", "priority": 5});
         b.iter(|| {
             let validator = app
@@ -145,7 +144,8 @@ fn rest(c: &mut Criterion) {
     let found = vec![Found {
         rank: 0,
         path: "/bench/aai.json".into(),
-        outcome: aai_descriptor::parse("bench", doc.to_string().as_bytes()).map(Arc::new),
+        outcome: aai_descriptor::parse("bench", doc.to_string().as_bytes())
+            .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
     }];
     let dir = tempfile::tempdir().expect("dir");
     let config: Config = serde_json::from_value(json!({

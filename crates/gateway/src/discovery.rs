@@ -4,18 +4,22 @@
 //! Loading is parallel and streams results, so a huge or slow scan path never holds up the
 //! server; unreadable, oversized or non-regular files become rejections, never crashes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use aai_descriptor::{Descriptor, LoadError, Problem};
+use aai_descriptor::{LoadError, Problem};
+
+use crate::catalog::{DiskCache, Entry, Stamp, Summary};
 
 /// Descriptors larger than this are rejected unread.
 pub const MAX_DESCRIPTOR_BYTES: u64 = 4 * 1024 * 1024;
 
-/// A loaded descriptor, shared between scans while its file is unchanged, or why not.
-pub type Outcome = Result<Arc<Descriptor>, LoadError>;
+/// A valid descriptor's entry, shared between scans while its file is unchanged, or why
+/// the file is not one.
+pub type Outcome = Result<Arc<Entry>, LoadError>;
 
 /// Where to look.
 #[derive(Debug, Clone, Default)]
@@ -50,7 +54,7 @@ fn builtins(config: &crate::config::Config) -> Vec<Found> {
         .map(|descriptor| Found {
             rank: 0,
             path: PathBuf::from(format!("built in: {}", descriptor.app_id)),
-            outcome: Ok(descriptor),
+            outcome: Ok(Entry::held(descriptor)),
         })
         .collect()
 }
@@ -127,17 +131,84 @@ fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
     entries
 }
 
-/// Size and modification time: when both are unchanged, the file is not parsed again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    len: u64,
-    modified: Option<SystemTime>,
-}
-
-/// Parse results of earlier scans, keyed by path.
+/// Parse results of earlier scans, keyed by path; seeded from the descriptor cache on disk.
 #[derive(Default)]
 pub struct ParseCache {
     entries: Mutex<HashMap<PathBuf, (Stamp, Outcome)>>,
+    /// The cache file, when this process keeps one.
+    disk: Option<DiskCache>,
+    /// Whether the disk holds what `entries` holds (no file parsed, none gone since).
+    saved: AtomicBool,
+    seeded: AtomicBool,
+    /// Files parsed so far (the rest came from this cache).
+    parsed: std::sync::atomic::AtomicUsize,
+}
+
+impl ParseCache {
+    /// A cache kept in `home`'s descriptor cache file across runs.
+    pub fn on_disk(home: &Path) -> Self {
+        Self {
+            disk: Some(DiskCache::new(home)),
+            ..Self::default()
+        }
+    }
+
+    /// How many files were parsed (not taken from the cache) since this cache was made.
+    pub fn parsed(&self) -> usize {
+        self.parsed.load(Ordering::SeqCst)
+    }
+
+    /// Reads the disk cache once, before the first scan. Entries under `fetched_root` are
+    /// marked as fetched from the network by where they are, never by what the cache says.
+    fn seed(&self, fetched_root: &Path) {
+        let Some(disk) = &self.disk else { return };
+        if self.seeded.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Some(rows) = disk.read() else {
+            return;
+        };
+        if let Ok(mut entries) = self.entries.lock() {
+            for (path, (stamp, summary)) in rows {
+                let fetched = path.starts_with(fetched_root);
+                let entry = Entry::file(path.clone(), stamp, fetched, summary);
+                entries.insert(path, (stamp, Ok(entry)));
+            }
+        }
+        self.saved.store(true, Ordering::SeqCst);
+    }
+
+    /// After a scan of `seen`: forgets files no longer found and, when anything changed,
+    /// writes the valid entries to disk (a failure to write is logged; the cache is only
+    /// a speed-up).
+    fn settle(&self, seen: &HashSet<PathBuf>) {
+        let Ok(mut entries) = self.entries.lock() else {
+            return;
+        };
+        let before = entries.len();
+        entries.retain(|path, _| seen.contains(path));
+        if entries.len() != before {
+            self.saved.store(false, Ordering::SeqCst);
+        }
+        let Some(disk) = &self.disk else { return };
+        if self.saved.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut rows: Vec<(&Path, Stamp, &Summary)> = entries
+            .iter()
+            .filter_map(|(path, (stamp, outcome))| {
+                let entry = outcome.as_ref().ok()?;
+                // Only files: built-in apps and fetched copies held in memory are not cached.
+                entry.file_stamp()?;
+                Some((path.as_path(), *stamp, &entry.summary))
+            })
+            .collect();
+        rows.sort_by(|a, b| a.0.cmp(b.0));
+        if let Err(error) = disk.write(rows.into_iter()) {
+            tracing::debug!(file = %disk.file().display(), "descriptor cache not written: {error}");
+            self.saved.store(false, Ordering::SeqCst);
+        }
+    }
 }
 
 fn reject(path: &Path, message: String) -> Outcome {
@@ -166,22 +237,22 @@ pub fn load(path: &Path, fetched: bool, cache: &ParseCache) -> Outcome {
             ),
         );
     }
-    let stamp = Stamp {
-        len: metadata.len(),
-        modified: metadata.modified().ok(),
-    };
+    let stamp = Stamp::of(&metadata);
     if let Some((seen, outcome)) = cache.entries.lock().ok().and_then(|c| c.get(path).cloned())
-        && seen == stamp
+        && seen.same(&stamp)
     {
         return outcome;
     }
+    // Parsed (and so validated) once; what is kept is its summary, not the descriptor.
+    cache.parsed.fetch_add(1, Ordering::SeqCst);
     let outcome = match std::fs::read(path) {
-        Ok(bytes) => aai_descriptor::parse(&path.display().to_string(), &bytes).map(|mut d| {
-            d.fetched = fetched;
-            Arc::new(d)
-        }),
+        Ok(bytes) => aai_descriptor::parse(&path.display().to_string(), &bytes)
+            .map(|d| Entry::file(path.to_path_buf(), stamp, fetched, Summary::of(&d))),
         Err(error) => reject(path, format!("cannot read: {error}")),
     };
+    if outcome.is_ok() {
+        cache.saved.store(false, Ordering::SeqCst);
+    }
     if let Ok(mut entries) = cache.entries.lock() {
         entries.insert(path.to_path_buf(), (stamp, outcome.clone()));
     }
@@ -196,8 +267,9 @@ pub fn scan(
     batch_every: Duration,
     mut on_batch: impl FnMut(Vec<Found>, bool),
 ) {
-    let files = candidates(options);
     let fetched_root = options.home.join("web");
+    cache.seed(&fetched_root);
+    let files = candidates(options);
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .min(8);
@@ -232,6 +304,8 @@ pub fn scan(
         }
         on_batch(batch, true);
     });
+    // After the snapshot is out: the cache write never delays a listing.
+    cache.settle(&files.into_iter().collect());
 }
 
 #[cfg(test)]
@@ -300,6 +374,235 @@ mod tests {
                 .expect_err("big")
                 .to_string()
                 .contains("limit")
+        );
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::*;
+
+    fn app(id: &str, name: &str) -> String {
+        format!(
+            r#"{{"schema_version":"1.0","appId":"{id}","name":"{name}","description":"Does things. And more.","aliases":["thing"],
+            "platforms":{{"linux":{{"automation":"dbus","service":"org.example.A","object":"/","interface":"org.example.A",
+            "tools":[{{"name":"go","description":"Go","method":"Go"}}]}}}}}}"#
+        )
+    }
+
+    fn home_with(count: usize) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("dir");
+        for i in 0..count {
+            let folder = dir.path().join(format!("org.example.app{i}"));
+            std::fs::create_dir_all(&folder).expect("mkdir");
+            std::fs::write(
+                folder.join("aai.json"),
+                app(&format!("org.example.app{i}"), &format!("App {i}")),
+            )
+            .expect("write");
+        }
+        dir
+    }
+
+    /// Scans `home` with a fresh process-like cache; returns the names offered and how many
+    /// files were parsed.
+    fn start(home: &Path) -> (Vec<String>, usize) {
+        let cache = ParseCache::on_disk(home);
+        let options = ScanOptions {
+            home: home.to_path_buf(),
+            ..ScanOptions::default()
+        };
+        let mut found = Vec::new();
+        scan(&options, &cache, Duration::from_secs(60), |batch, _| {
+            found.extend(batch)
+        });
+        let registry =
+            crate::registry::Registry::build(&found, &[aai_descriptor::Platform::Linux], true);
+        let names = registry.apps.iter().map(|a| a.name().to_owned()).collect();
+        (names, cache.parsed())
+    }
+
+    fn names(count: usize) -> Vec<String> {
+        let mut names: Vec<String> = (0..count).map(|i| format!("App {i}")).collect();
+        names.sort_by_key(|n| format!("org.example.app{}", &n[4..]));
+        names
+    }
+
+    #[test]
+    fn a_second_start_reads_no_unchanged_file_and_rereads_what_changed() {
+        let home = home_with(30);
+        let (first, parsed) = start(home.path());
+        assert_eq!((first.len(), parsed), (30, 30));
+        let cache_file = home.path().join("cache/descriptors.json");
+        assert!(cache_file.exists());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&cache_file)
+                .expect("meta")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let (second, parsed) = start(home.path());
+        assert_eq!(second, first);
+        assert_eq!(parsed, 0, "every summary came from the cache");
+
+        // One file changes, one goes, one comes: only the new and the changed are read.
+        let changed = home.path().join("org.example.app3/aai.json");
+        std::fs::write(&changed, app("org.example.app3", "Renamed three")).expect("write");
+        std::fs::remove_dir_all(home.path().join("org.example.app4")).expect("rm");
+        let new = home.path().join("org.example.new");
+        std::fs::create_dir_all(&new).expect("mkdir");
+        std::fs::write(new.join("aai.json"), app("org.example.new", "Newcomer")).expect("write");
+        let (third, parsed) = start(home.path());
+        assert_eq!(parsed, 2);
+        assert_eq!(third.len(), 30);
+        assert!(
+            third.contains(&"Renamed three".to_owned()) && third.contains(&"Newcomer".to_owned())
+        );
+        assert!(!third.contains(&"App 3".to_owned()) && !third.contains(&"App 4".to_owned()));
+        let (_, parsed) = start(home.path());
+        assert_eq!(parsed, 0);
+    }
+
+    #[test]
+    fn a_corrupt_or_foreign_cache_is_ignored_and_rebuilt() {
+        let home = home_with(12);
+        let expected = names(12);
+        let cache_file = home.path().join("cache/descriptors.json");
+        let (listed, _) = start(home.path());
+        assert_eq!(listed, expected);
+        let good = std::fs::read(&cache_file).expect("cache");
+        let header_end = good.iter().position(|&b| b == b'\n').expect("header");
+
+        let mut flipped = good.clone();
+        let at = flipped.len() - 40;
+        flipped[at] ^= 0x20; // one bit of one summary
+        let mut truncated = good.clone();
+        truncated.truncate(good.len() / 2);
+        let text = String::from_utf8(good.clone()).expect("utf-8");
+        let other_version = text.replacen(
+            &format!("\"gateway\":\"{}\"", env!("CARGO_PKG_VERSION")),
+            "\"gateway\":\"0.0.1-other\"",
+            1,
+        );
+        let other_format = text.replacen("\"format\":1", "\"format\":99", 1);
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("a flipped bit", flipped),
+            ("a truncated file", truncated),
+            ("another gateway version", other_version.into_bytes()),
+            ("another format", other_format.into_bytes()),
+            ("no header", good[header_end + 1..].to_vec()),
+            ("garbage", b"\x00\x01not json\n{]".to_vec()),
+            ("empty", Vec::new()),
+        ];
+        for (what, bytes) in cases {
+            std::fs::write(&cache_file, &bytes).expect("write");
+            let (listed, parsed) = start(home.path());
+            assert_eq!(listed, expected, "{what}");
+            assert_eq!(parsed, 12, "{what}: the cache was used");
+            // Rebuilt: the next start uses it again.
+            let (_, parsed) = start(home.path());
+            assert_eq!(parsed, 0, "{what}: the cache was not rebuilt");
+        }
+
+        // A cache copied from another home (same files there) is foreign.
+        let other = home_with(12);
+        std::fs::create_dir_all(other.path().join("cache")).expect("mkdir");
+        std::fs::copy(&cache_file, other.path().join("cache/descriptors.json")).expect("copy");
+        let (listed, parsed) = start(other.path());
+        assert_eq!((listed, parsed), (expected, 12));
+    }
+
+    /// A cache whose checksum was recomputed around a summary that lies about its app: the
+    /// listing shows the lie, but nothing runs from it — the descriptor used is read and
+    /// validated from its file, and one that names another app is refused.
+    #[test]
+    fn a_lying_cache_entry_never_runs() {
+        let home = home_with(2);
+        start(home.path());
+        let cache = crate::catalog::DiskCache::new(home.path());
+        let mut rows = cache.read().expect("cache");
+        for (_, summary) in rows.values_mut() {
+            summary.app_id = format!("{}.impostor", summary.app_id);
+        }
+        cache
+            .write(rows.iter().map(|(p, (s, sum))| (p.as_path(), *s, sum)))
+            .expect("write");
+        let parse_cache = ParseCache::on_disk(home.path());
+        let options = ScanOptions {
+            home: home.path().to_path_buf(),
+            ..ScanOptions::default()
+        };
+        let mut found = Vec::new();
+        scan(
+            &options,
+            &parse_cache,
+            Duration::from_secs(60),
+            |batch, _| found.extend(batch),
+        );
+        let registry =
+            crate::registry::Registry::build(&found, &[aai_descriptor::Platform::Linux], true);
+        let app = registry
+            .find("org.example.app0.impostor")
+            .expect("listed from the cache");
+        let error = app.descriptor().expect_err("refused");
+        assert!(
+            error
+                .message
+                .contains("now describes another app, org.example.app0"),
+            "{}",
+            error.message
+        );
+    }
+
+    /// The whole descriptor is read on demand and only a few stay parsed.
+    #[test]
+    fn descriptors_are_loaded_on_demand_and_follow_their_file() {
+        let home = home_with(1);
+        start(home.path());
+        let parse_cache = ParseCache::on_disk(home.path());
+        let options = ScanOptions {
+            home: home.path().to_path_buf(),
+            ..ScanOptions::default()
+        };
+        let mut found = Vec::new();
+        scan(
+            &options,
+            &parse_cache,
+            Duration::from_secs(60),
+            |batch, _| found.extend(batch),
+        );
+        let registry =
+            crate::registry::Registry::build(&found, &[aai_descriptor::Platform::Linux], true);
+        let app = registry.find("org.example.app0").expect("app");
+        let one = app.descriptor().expect("loads");
+        assert_eq!(one.app_id, "org.example.app0");
+        assert!(
+            Arc::ptr_eq(&one, &app.descriptor().expect("again")),
+            "kept while recent"
+        );
+        // The file changes before the next scan: the copy kept is the version listed, and
+        // stays in use until the scan lists the new one.
+        let file = home.path().join("org.example.app0/aai.json");
+        std::fs::write(&file, "{\"schema_version\": \"1.0\"}").expect("write");
+        assert!(app.descriptor().is_ok());
+        // Not kept (or gone from memory) and broken on disk: refused, saying why.
+        crate::catalog::forget_recent(&file);
+        let error = app.descriptor().expect_err("invalid now");
+        assert!(
+            error.message.contains("no longer valid"),
+            "{}",
+            error.message
+        );
+        std::fs::remove_file(&file).expect("rm");
+        crate::catalog::forget_recent(&file);
+        let error = app.descriptor().expect_err("gone");
+        assert!(
+            error.message.contains("cannot be read now"),
+            "{}",
+            error.message
         );
     }
 }

@@ -5,6 +5,7 @@
 //! install a log subscriber or print.
 
 pub mod approvals;
+pub mod catalog;
 pub mod config;
 pub mod daemon;
 pub mod dialog;

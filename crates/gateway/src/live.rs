@@ -66,7 +66,7 @@ fn run(
     if let Err(error) = std::fs::create_dir_all(home) {
         tracing::warn!(home = %home.display(), %error, "cannot create the AAI home directory");
     }
-    let cache = ParseCache::default();
+    let cache = ParseCache::on_disk(home);
     let (events_tx, events) = mpsc::channel::<Event>();
     let mut watcher = match notify::recommended_watcher(move |event: notify::Result<Event>| {
         if let Ok(event) = event {
@@ -83,13 +83,22 @@ fn run(
     let mut first = true;
     while !cancel.is_cancelled() {
         let options = options(home, dev);
+        let seen = rescan(&options, &cache, platforms, tx, first);
+        first = false;
+        // Watches are added after the scan (a recursive watch walks every folder: at 10,000
+        // apps that is longer than the scan itself), then the folders are looked at once
+        // more, so nothing that changed in between is missed.
+        let mut added = false;
         if let Some(watcher) = watcher.as_mut() {
             let mut wanted = vec![home.to_path_buf()];
             wanted.extend(options.paths.iter().cloned());
             for path in &wanted {
                 if !watched.contains(path) {
                     match watcher.watch(path, RecursiveMode::Recursive) {
-                        Ok(()) => watched.push(path.clone()),
+                        Ok(()) => {
+                            watched.push(path.clone());
+                            added = true;
+                        }
                         Err(error) => {
                             tracing::debug!(path = %path.display(), %error, "not watching")
                         }
@@ -97,8 +106,9 @@ fn run(
                 }
             }
         }
-        let seen = rescan(&options, &cache, platforms, tx, first);
-        first = false;
+        if added {
+            continue;
+        }
         let relevant = Relevant::new(home, &options, seen);
         wait_for_change(&events, &relevant);
     }
@@ -113,6 +123,8 @@ struct Relevant {
     paths: Vec<PathBuf>,
     /// Every descriptor file the last scan looked at.
     seen: HashSet<PathBuf>,
+    /// The gateway's own cache folder.
+    cache: PathBuf,
 }
 
 impl Relevant {
@@ -122,6 +134,7 @@ impl Relevant {
             workflows: home.join(crate::workflow::DIR),
             paths: options.paths.clone(),
             seen,
+            cache: home.join("cache"),
         }
     }
 
@@ -141,6 +154,9 @@ impl Relevant {
                 | EventKind::Other
         );
         event.paths.iter().any(|path| {
+            if path.starts_with(&self.cache) {
+                return false;
+            }
             path.file_name().is_some_and(|name| name == "aai.json")
                 || *path == self.config
                 || path.parent() == Some(self.workflows.as_path())
@@ -190,6 +206,7 @@ fn rescan(
     streaming: bool,
 ) -> HashSet<PathBuf> {
     let started = Instant::now();
+    let parsed_before = cache.parsed();
     let mut found: Vec<Found> = Vec::new();
     // Read once per scan; every snapshot this scan publishes carries them.
     let workflows = crate::workflow::scan(&options.home);
@@ -214,6 +231,7 @@ fn rescan(
                 tracing::info!(
                     apps = registry.apps.len(),
                     rejected = registry.rejected.len(),
+                    parsed = cache.parsed() - parsed_before,
                     ms = started.elapsed().as_millis() as u64,
                     "discovery finished"
                 );
@@ -332,8 +350,7 @@ mod tests {
             .enable_time()
             .build()
             .expect("runtime");
-        let has =
-            |registry: &Registry, id: &str| registry.apps.iter().any(|a| a.descriptor.app_id == id);
+        let has = |registry: &Registry, id: &str| registry.apps.iter().any(|a| a.id() == id);
         runtime.block_on(async {
             tokio::time::timeout(Duration::from_secs(20), async {
                 while !registry.borrow_and_update().complete {

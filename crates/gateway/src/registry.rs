@@ -4,14 +4,16 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use aai_descriptor::{Descriptor, LoadError, Parameters, Platform, guide, naming};
+use aai_descriptor::{AaiError, Descriptor, LoadError, Parameters, Platform, guide, naming};
 
+use crate::catalog::{Entry, Summary};
 use crate::discovery::Found;
 
 /// One offered app.
 #[derive(Debug)]
 pub struct App {
-    pub descriptor: Arc<Descriptor>,
+    /// What is kept of its descriptor; the whole one comes from [`App::descriptor`].
+    pub entry: Arc<Entry>,
     /// The section the gateway runs: the first of the configured platforms it has.
     pub platform: Platform,
     pub source: PathBuf,
@@ -27,9 +29,10 @@ impl App {
     /// An app outside any snapshot (one found by `web_discover`).
     pub fn standalone(descriptor: Arc<Descriptor>, platform: Platform, source: PathBuf) -> Self {
         let slug = naming::assign_slugs(&[descriptor.app_id.as_str()]).remove(0);
+        let entry = Entry::held(descriptor);
         Self {
-            listing: guide::listing_description(&descriptor, listing_budget(&slug)),
-            descriptor,
+            listing: listing(&entry.summary, &slug),
+            entry,
             platform,
             source,
             slug,
@@ -38,7 +41,28 @@ impl App {
     }
 
     pub fn id(&self) -> &str {
-        &self.descriptor.app_id
+        &self.entry.summary.app_id
+    }
+
+    pub fn name(&self) -> &str {
+        &self.entry.summary.name
+    }
+
+    pub fn summary(&self) -> &Summary {
+        &self.entry.summary
+    }
+
+    /// Came from the network rather than from a file the user put on this machine.
+    pub fn fetched(&self) -> bool {
+        self.entry.fetched
+    }
+
+    /// The whole descriptor, read on demand (see [`crate::catalog`]).
+    ///
+    /// # Errors
+    /// Its file changed or went away since it was listed.
+    pub fn descriptor(&self) -> Result<Arc<Descriptor>, AaiError> {
+        self.entry.descriptor()
     }
 
     /// The compiled validator of a tool's `parameters` (`None` when it declares none),
@@ -130,6 +154,9 @@ pub struct Registry {
     /// The workflow files when this snapshot was taken, each offered as a `workflow_<name>`
     /// tool: when one changes, clients are told the tool list changed.
     pub workflows: Vec<crate::workflow::Found>,
+    /// The `tools/list` answer for this snapshot, made on first use and shared by every
+    /// session until the next snapshot.
+    pub tool_list: std::sync::OnceLock<Arc<Vec<rmcp::model::Tool>>>,
 }
 
 impl Registry {
@@ -138,51 +165,55 @@ impl Registry {
     pub fn build(found: &[Found], platforms: &[Platform], complete: bool) -> Self {
         let mut ordered: Vec<&Found> = found.iter().collect();
         ordered.sort_by_key(|f| f.rank);
-        let mut chosen: HashMap<&str, (&Found, Arc<Descriptor>, Platform)> = HashMap::new();
+        let mut chosen: HashMap<&str, (&Found, Arc<Entry>, Platform)> = HashMap::new();
         let mut rejected = Vec::new();
         for item in ordered {
-            let descriptor = match &item.outcome {
-                Ok(descriptor) => descriptor,
+            let entry = match &item.outcome {
+                Ok(entry) => entry,
                 Err(error) => {
                     rejected.push(Rejected::Invalid(error.clone()));
                     continue;
                 }
             };
             // Built-in apps (`local`) are served everywhere.
+            let summary = &entry.summary;
             let Some(platform) = platforms
                 .iter()
                 .copied()
                 .chain([Platform::Local])
-                .find(|&p| descriptor.tools(p).is_some())
+                .find(|&p| summary.has(p))
             else {
                 rejected.push(Rejected::OtherPlatform {
                     path: item.path.clone(),
-                    app_id: descriptor.app_id.clone(),
+                    app_id: summary.app_id.clone(),
                     served: platforms.to_vec(),
                 });
                 continue;
             };
-            if let Some((first, _, _)) = chosen.get(descriptor.app_id.as_str()) {
+            if let Some((first, _, _)) = chosen.get(summary.app_id.as_str()) {
                 rejected.push(Rejected::Shadowed {
                     path: item.path.clone(),
-                    app_id: descriptor.app_id.clone(),
+                    app_id: summary.app_id.clone(),
                     by: first.path.clone(),
                 });
                 continue;
             }
-            chosen.insert(&descriptor.app_id, (item, descriptor.clone(), platform));
+            chosen.insert(&summary.app_id, (item, entry.clone(), platform));
         }
-        let mut entries: Vec<(&Found, Arc<Descriptor>, Platform)> = chosen.into_values().collect();
-        entries.sort_by(|a, b| a.1.app_id.cmp(&b.1.app_id));
-        let ids: Vec<&str> = entries.iter().map(|(_, d, _)| d.app_id.as_str()).collect();
+        let mut entries: Vec<(&Found, Arc<Entry>, Platform)> = chosen.into_values().collect();
+        entries.sort_by(|a, b| a.1.summary.app_id.cmp(&b.1.summary.app_id));
+        let ids: Vec<&str> = entries
+            .iter()
+            .map(|(_, e, _)| e.summary.app_id.as_str())
+            .collect();
         let slugs = naming::assign_slugs(&ids);
         let apps: Vec<Arc<App>> = entries
             .iter()
             .zip(slugs)
-            .map(|((found, descriptor, platform), slug)| {
+            .map(|((found, entry, platform), slug)| {
                 Arc::new(App {
-                    listing: guide::listing_description(descriptor, listing_budget(&slug)),
-                    descriptor: descriptor.clone(),
+                    listing: listing(&entry.summary, &slug),
+                    entry: entry.clone(),
                     platform: *platform,
                     source: found.path.clone(),
                     slug,
@@ -207,6 +238,7 @@ impl Registry {
             rejected,
             complete,
             workflows: Vec::new(),
+            tool_list: std::sync::OnceLock::new(),
         }
     }
 
@@ -221,7 +253,7 @@ impl Registry {
                 // By name or alias, as `aai_apps` finds apps (without case).
                 let wanted = name.strip_prefix("app_").unwrap_or(name).replace('_', " ");
                 self.apps.iter().find(|app| {
-                    let d = &app.descriptor;
+                    let d = app.summary();
                     std::iter::once(&d.name)
                         .chain(&d.aliases)
                         .any(|n| n.eq_ignore_ascii_case(name) || n.eq_ignore_ascii_case(&wanted))
@@ -234,9 +266,7 @@ impl Registry {
         self.workflows == other.workflows
             && self.apps.len() == other.apps.len()
             && self.apps.iter().zip(&other.apps).all(|(a, b)| {
-                a.slug == b.slug
-                    && a.source == b.source
-                    && Arc::ptr_eq(&a.descriptor, &b.descriptor)
+                a.slug == b.slug && a.source == b.source && Arc::ptr_eq(&a.entry, &b.entry)
             })
     }
 
@@ -246,7 +276,7 @@ impl Registry {
         self.apps
             .iter()
             .filter(|app| {
-                let d = &app.descriptor;
+                let d = app.summary();
                 let haystack = format!(
                     "{} {} {} {}",
                     d.app_id,
@@ -273,7 +303,7 @@ impl Registry {
             .iter()
             .map(|a| {
                 let id = a.id().to_lowercase().replace(['_', '.'], "");
-                let label = a.descriptor.name.to_lowercase();
+                let label = a.name().to_lowercase();
                 let contains = !needle.is_empty()
                     && (id.contains(&needle) || needle.contains(&label) || label.contains(&needle));
                 let similar = strsim::normalized_levenshtein(&needle, &id).max(
@@ -304,6 +334,16 @@ pub fn nearest<'a>(
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0));
     scored.into_iter().take(limit).map(|(_, n)| n).collect()
+}
+
+/// An app's one-line listing: its name, short description and aliases within the budget.
+fn listing(summary: &Summary, slug: &str) -> String {
+    guide::listing_description(
+        &summary.name,
+        &summary.aliases,
+        &summary.short,
+        listing_budget(slug),
+    )
 }
 
 /// Estimated tokens left for an app's description so its whole `tools/list` entry,

@@ -413,7 +413,8 @@ impl Gateway {
         crate::pipeline::find_app(&registry, app)
             .ok()
             .and_then(|app| {
-                app.descriptor
+                app.descriptor()
+                    .ok()?
                     .tools(app.platform)?
                     .into_iter()
                     .find(|t| t.name == tool)

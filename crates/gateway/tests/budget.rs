@@ -51,7 +51,8 @@ fn apps(count: usize) -> Vec<Found> {
                 "platforms": {"linux": {"automation": "dbus", "service": "org.example.App", "object": "/org/example/App",
                     "interface": "org.example.App", "tools": [{"name": "ping", "description": "Ping", "method": "Ping"}]}}
             });
-            let outcome = aai_descriptor::parse(&app_id, doc.to_string().as_bytes()).map(Arc::new);
+            let outcome = aai_descriptor::parse(&app_id, doc.to_string().as_bytes())
+                .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d)));
             Found { rank: i, path: format!("/apps/{app_id}/aai.json").into(), outcome }
         })
         .collect()

@@ -26,7 +26,8 @@ impl Setup {
             .map(|(rank, doc)| Found {
                 rank,
                 path: format!("/apps/{rank}/aai.json").into(),
-                outcome: aai_descriptor::parse("t", doc.to_string().as_bytes()).map(Arc::new),
+                outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
+                    .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
             })
             .collect();
         let dir = tempfile::tempdir().expect("dir");
@@ -454,7 +455,8 @@ async fn a_panicking_call_fails_alone_with_an_audit_row_and_the_server_keeps_ser
     let found = vec![Found {
         rank: 0,
         path: "/apps/panics/aai.json".into(),
-        outcome: aai_descriptor::parse("t", doc.to_string().as_bytes()).map(Arc::new),
+        outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
+            .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
     }];
     let dir = tempfile::tempdir().expect("dir");
     let registry = Registry::build(&found, &[Platform::Local], true);

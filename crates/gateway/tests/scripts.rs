@@ -60,7 +60,8 @@ impl Setup {
         let found = vec![Found {
             rank: 0,
             path: "/apps/mail/aai.json".into(),
-            outcome: aai_descriptor::parse("t", mail().to_string().as_bytes()).map(Arc::new),
+            outcome: aai_descriptor::parse("t", mail().to_string().as_bytes())
+                .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
         }];
         let registry = Registry::build(&found, &[Platform::Linux, Platform::Macos], true);
         assert_eq!(registry.apps[0].platform, Platform::Macos);

@@ -34,7 +34,8 @@ fn server(exposure: Exposure) -> (AaiServer, Arc<Registry>, tempfile::TempDir) {
                 doc["appId"].as_str().unwrap_or_default()
             )
             .into(),
-            outcome: aai_descriptor::parse("t", doc.to_string().as_bytes()).map(Arc::new),
+            outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
+                .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
         })
         .collect();
     let registry = Registry::build(&found, &[Platform::Linux], true);

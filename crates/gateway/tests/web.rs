@@ -1285,7 +1285,8 @@ async fn oauth_tokens_stay_with_their_origins_and_discovery_cannot_take_an_insta
     let found = vec![aai_gateway::discovery::Found {
         rank: 0,
         path: "/home/u/.aai/com.example.tasks/aai.json".into(),
-        outcome: aai_descriptor::parse("t", installed.to_string().as_bytes()).map(Arc::new),
+        outcome: aai_descriptor::parse("t", installed.to_string().as_bytes())
+            .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
     }];
     let config: Config = serde_json::from_value(json!({
         "web": {"extra_ca_certs": [setup.dir.path().join("ca.pem")], "cache_dir": setup.dir.path().join("cache2"), "open_browser": false}
@@ -1484,7 +1485,8 @@ async fn connection_failures_name_their_cause() {
         aai_gateway::discovery::Found {
             rank: 0,
             path: format!("/apps/{id}/aai.json").into(),
-            outcome: aai_descriptor::parse(id, doc.to_string().as_bytes()).map(Arc::new),
+            outcome: aai_descriptor::parse(id, doc.to_string().as_bytes())
+                .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
         }
     };
     let found = vec![

@@ -81,8 +81,10 @@ pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<
             let mut apps: std::collections::BTreeMap<String, Option<String>> =
                 store.apps().into_iter().map(|app| (app, None)).collect();
             for app in &registry.apps {
-                let var = app
-                    .descriptor
+                let Ok(descriptor) = app.descriptor() else {
+                    continue;
+                };
+                let var = descriptor
                     .platforms
                     .web
                     .as_ref()
@@ -137,7 +139,8 @@ fn web_origin(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<St
         )
     })?;
     let base = found
-        .descriptor
+        .descriptor()
+        .map_err(|error| anyhow::anyhow!("{}", error.message))?
         .platforms
         .web
         .as_ref()
@@ -155,7 +158,9 @@ async fn login(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<E
     let (config, registry) = web_apps(home, dev);
     let found = aai_gateway::pipeline::find_app(&registry, app)
         .map_err(|error| anyhow::anyhow!("{}", for_person(&error.message)))?;
-    let descriptor = &found.descriptor;
+    let descriptor = found
+        .descriptor()
+        .map_err(|error| anyhow::anyhow!("{}", error.message))?;
     let section = descriptor
         .platforms
         .web
@@ -192,7 +197,7 @@ async fn login(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<E
             .put(&descriptor.app_id, &stored)
             .map_err(anyhow::Error::msg)?;
     }
-    let error = match web.auth.credential(descriptor, &section.fields).await {
+    let error = match web.auth.credential(&descriptor, &section.fields).await {
         Ok(_) => anyhow::bail!("{} did not ask for a sign-in", descriptor.app_id),
         Err(error) => error,
     };
@@ -230,7 +235,7 @@ async fn login(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<E
     } else {
         let why = web
             .auth
-            .credential(descriptor, &section.fields)
+            .credential(&descriptor, &section.fields)
             .await
             .err()
             .map_or_else(

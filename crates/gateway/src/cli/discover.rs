@@ -37,17 +37,17 @@ pub fn run(
     if let Some(note) = &found.stale {
         eprintln!("note: {note}");
     }
+    let descriptor = found
+        .app
+        .descriptor()
+        .map_err(|error| anyhow::anyhow!("{}", error.message))?;
     eprintln!(
         "{} ({}): valid, {} tool(s); from {}",
-        found.app.descriptor.name,
+        found.app.name(),
         found.app.id(),
-        found
-            .app
-            .descriptor
-            .tools(Platform::Web)
-            .map_or(0, |t| t.len()),
+        descriptor.tools(Platform::Web).map_or(0, |t| t.len()),
         found.app.source.display()
     );
-    output::line(&serde_json::to_string_pretty(&found.app.descriptor)?);
+    output::line(&serde_json::to_string_pretty(&*descriptor)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -56,11 +56,15 @@ pub fn scan_report(registry: &Registry, home: &std::path::Path, platforms: &[Pla
         served.join(", ")
     );
     for app in &registry.apps {
-        let tools = app.descriptor.tools(app.platform).map_or(0, |t| t.len());
+        let tools = app
+            .descriptor()
+            .ok()
+            .and_then(|d| d.tools(app.platform).map(|t| t.len()))
+            .unwrap_or(0);
         println!(
             "  {:<40} {:<24} {:<8} {tools:>3} tools  {}  ({})",
             app.id(),
-            app.descriptor.name,
+            app.name(),
             app.platform.key(),
             app.slug,
             app.source.display()

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use aai_descriptor::{AaiError, ErrorKind, ToolCommon, guide};
+use aai_descriptor::{AaiError, Descriptor, ErrorKind, ToolCommon, guide};
 use serde_json::{Map, Value, json};
 
 use crate::registry::{App, Registry};
@@ -23,11 +23,15 @@ pub fn find_app<'r>(registry: &'r Registry, name: &str) -> Result<&'r Arc<App>, 
     })
 }
 
-pub(super) fn find_tool<'a>(app: &'a App, tool: &str) -> Result<&'a ToolCommon, AaiError> {
+/// A tool of `app`, whose whole descriptor (from [`App::descriptor`]) is `descriptor`.
+pub(super) fn find_tool<'a>(
+    app: &App,
+    descriptor: &'a Descriptor,
+    tool: &str,
+) -> Result<&'a ToolCommon, AaiError> {
     let platform = app.platform;
-    app.descriptor.tool(platform, tool).ok_or_else(|| {
-        let names: Vec<&str> = app
-            .descriptor
+    descriptor.tool(platform, tool).ok_or_else(|| {
+        let names: Vec<&str> = descriptor
             .tools(platform)
             .unwrap_or_default()
             .iter()

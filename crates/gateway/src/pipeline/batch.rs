@@ -354,7 +354,8 @@ impl Gateway {
     async fn gatecheck(&self, who: &Caller, step: &Step) -> Result<Gatecheck, AaiError> {
         let registry = self.registry().await;
         let app = self.find(&registry, &step.app)?;
-        let spec = find_tool(&app, &step.tool)?;
+        let descriptor = app.descriptor()?;
+        let spec = find_tool(&app, &descriptor, &step.tool)?;
         if !step.needs.is_empty() {
             if !step.args.is_object() {
                 return Err(AaiError::new(

@@ -87,7 +87,7 @@ impl Gateway {
                 let mut question = Question::new(
                     caller,
                     app.id(),
-                    &app.descriptor.name,
+                    app.name(),
                     &spec.name,
                     risk,
                     guide::shorten(&step.call.args.to_string(), 200),

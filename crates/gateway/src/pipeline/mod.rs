@@ -4,9 +4,11 @@
 //! through [`Gateway::exec`], so they all validate and fail the same way.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use aai_descriptor::{AaiError, ErrorKind, Parameters, Platform, Risk, ToolCommon, guide};
+use aai_descriptor::{
+    AaiError, Descriptor, ErrorKind, Parameters, Platform, Risk, ToolCommon, guide,
+};
 use aai_executor::{Executors, Invocation};
 use aai_policy::{Action, ToolFacts, derive_risk};
 use serde_json::{Map, Value, json};
@@ -106,6 +108,10 @@ pub struct Gateway {
     /// The app store's apps as last read (install hints, `aai_apps`): in memory.
     pub store_index: crate::store::Index,
 }
+
+/// The longest a request waits for the first scan, however steadily it progresses (clients
+/// give up on a request after about a minute).
+pub const FIRST_SCAN_AT_MOST: Duration = Duration::from_secs(30);
 
 impl Gateway {
     /// A gateway whose web tools use the credential store under `home`. A config whose
@@ -214,13 +220,23 @@ impl Gateway {
             .clone()
     }
 
-    /// The current snapshot; while the first scan runs, waits for it at most the scan budget.
+    /// The current snapshot. While the first scan runs it waits for it to finish, as long
+    /// as it keeps making progress (a new partial snapshot at least every scan budget) and
+    /// at most [`FIRST_SCAN_AT_MOST`]: the first `tools/list` of a client lists every app
+    /// however many there are, and a stalled folder cannot hold it beyond the budget.
     pub async fn registry(&self) -> Arc<Registry> {
         let mut rx = self.registry.clone();
-        let wait = rx.wait_for(|registry| registry.complete);
-        match tokio::time::timeout(self.config.scan_budget(), wait).await {
-            Ok(Ok(registry)) => registry.clone(),
-            _ => self.registry.borrow().clone(),
+        let give_up = tokio::time::Instant::now() + FIRST_SCAN_AT_MOST;
+        loop {
+            let current = rx.borrow_and_update().clone();
+            if current.complete {
+                return current;
+            }
+            let until = (tokio::time::Instant::now() + self.config.scan_budget()).min(give_up);
+            match tokio::time::timeout_at(until, rx.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return self.registry.borrow().clone(),
+            }
         }
     }
 
@@ -237,7 +253,7 @@ impl Gateway {
         let found = self.web.discover_with(input, refresh).await?;
         let registry = self.registry().await;
         let id = found.app.id();
-        if let Some(installed) = registry.find(id).filter(|a| !a.descriptor.fetched) {
+        if let Some(installed) = registry.find(id).filter(|a| !a.fetched()) {
             self.web.forget_cached(id);
             self.web.forget_discovered(id);
             return Err(AaiError::new(
@@ -274,9 +290,13 @@ impl Gateway {
         }
         let registry = self.registry().await;
         let found = self.find(&registry, app)?;
-        let tool = tool
-            .map(|tool| find_tool(&found, tool).map(|spec| spec.name.clone()))
-            .transpose()?;
+        let tool = match tool {
+            Some(tool) => {
+                let descriptor = found.descriptor()?;
+                Some(find_tool(&found, &descriptor, tool)?.name.clone())
+            }
+            None => None,
+        };
         Ok((found.id().to_owned(), tool))
     }
 
@@ -286,8 +306,9 @@ impl Gateway {
     /// `APP_NOT_FOUND` with suggestions.
     pub fn guide(&self, registry: &Registry, app: &str) -> Result<String, AaiError> {
         let app = self.find(registry, app)?;
-        let tools = app.descriptor.tools(app.platform).unwrap_or_default();
-        Ok(guide::guide(&app.descriptor, &tools))
+        let descriptor = app.descriptor()?;
+        let tools = descriptor.tools(app.platform).unwrap_or_default();
+        Ok(guide::guide(&descriptor, &tools))
     }
 
     /// Runs `tool` of `app` with `args` for `caller` (the MCP client's name), through the
@@ -329,10 +350,12 @@ impl Gateway {
         let started = Instant::now();
         let registry = self.registry().await;
         // The tool is borrowed from the app found, not copied: this is every call's path.
-        let found = self.find(&registry, app);
-        let (app, spec) = match &found {
-            Ok(found) => match find_tool(found, tool) {
-                Ok(spec) => (found, spec),
+        let found = self
+            .find(&registry, app)
+            .and_then(|found| found.descriptor().map(|descriptor| (found, descriptor)));
+        let (app, descriptor, spec) = match &found {
+            Ok((found, descriptor)) => match find_tool(found, descriptor, tool) {
+                Ok(spec) => (found, descriptor, spec),
                 Err(error) => return self.unresolved(who, app, tool, args, started, error),
             },
             Err(error) => return self.unresolved(who, app, tool, args, started, error.clone()),
@@ -432,6 +455,7 @@ impl Gateway {
                 &decision,
                 who,
                 app,
+                descriptor,
                 spec,
                 &args,
                 must_ask.is_some(),
@@ -440,7 +464,7 @@ impl Gateway {
             .await;
         if let Some((var, origin)) = once_binding {
             // Allowed for this call only.
-            self.web.auth.withdraw_env(&app.descriptor, &var, &origin);
+            self.web.auth.withdraw_env(descriptor, &var, &origin);
         }
         self.audit(&step, &decision, result)
     }
@@ -569,13 +593,14 @@ impl Gateway {
         decision: &str,
         who: &Caller,
         app: &App,
+        descriptor: &Descriptor,
         spec: &ToolCommon,
         args: &Map<String, Value>,
         asked: bool,
         asker: Option<&dyn Asker>,
     ) -> Result<Value, AaiError> {
         let timeout = self.config.tool_timeout(app.platform, spec.timeout);
-        let invocation = Invocation::new(&app.descriptor, &spec.name, args, timeout)
+        let invocation = Invocation::new(descriptor, &spec.name, args, timeout)
             .with_roots(&who.roots)
             .with_caller(&who.name, asked)
             .with_progress(who.progress.as_deref());
@@ -752,12 +777,13 @@ impl Gateway {
     pub async fn plan(&self, app: &str, tool: &str, args: &Value) -> Result<Value, AaiError> {
         let registry = self.registry().await;
         let app = self.find(&registry, app)?;
-        let spec = find_tool(&app, tool)?;
+        let descriptor = app.descriptor()?;
+        let spec = find_tool(&app, &descriptor, tool)?;
         let schema = spec.parameters.as_ref().map(Parameters::schema);
         let args = check_args(&app, spec, schema.as_ref(), args)?;
         let timeout = self.config.tool_timeout(app.platform, spec.timeout);
         // Built-in tools plan for the OS `--platform` names (the first platform in effect).
-        let invocation = Invocation::new(&app.descriptor, &spec.name, &args, timeout)
+        let invocation = Invocation::new(&descriptor, &spec.name, &args, timeout)
             .with_target(self.config.platforms.first().copied());
         let mut plan = self.executors.plan(app.platform, invocation)?;
         if let Some(object) = plan.as_object_mut() {

@@ -20,8 +20,8 @@ impl Gateway {
         asker: Option<&dyn Asker>,
     ) -> Result<Option<(String, String)>, AaiError> {
         let once = self.confirm_env_binding(caller, app, asker).await?;
-        let Some(auth) = app
-            .descriptor
+        let descriptor = app.descriptor()?;
+        let Some(auth) = descriptor
             .platforms
             .web
             .as_ref()
@@ -60,12 +60,12 @@ impl Gateway {
         let mut question = Question::new(
             caller,
             &subject,
-            &app.descriptor.name,
+            app.name(),
             "authorize",
             Risk::High,
             format!(
                 "sign in to {} at {} (TLS certificate issued by {}, valid from {} until {}), scopes: {scopes}",
-                app.descriptor.name,
+                app.name(),
                 identity.host,
                 identity.issuer,
                 identity.not_before,
@@ -75,7 +75,8 @@ impl Gateway {
         // A binding, not a tool: confirmed for this sign-in, or for good.
         question.always_label = Some(format!(
             "Always trust {} for signing in to {}",
-            identity.host, app.descriptor.name
+            identity.host,
+            app.name()
         ));
         let answer = match asker {
             Some(asker) => asker.ask(&question).await,
@@ -98,7 +99,7 @@ impl Gateway {
                     ErrorKind::PermissionDenied,
                     format!(
                         "Signing in to {} at {} needs the user's confirmation first ({}). Ask the user to check it and run `{command}`, then call again.",
-                        app.descriptor.name, identity.host, question.args
+                        app.name(), identity.host, question.args
                     ),
                 )
                 .with_detail(json!({"reason": "domain_confirmation", "host": identity.host, "issuer": identity.issuer, "not_after": identity.not_after, "command": command})))
@@ -129,8 +130,8 @@ impl Gateway {
         app: &App,
         asker: Option<&dyn Asker>,
     ) -> Result<Option<(String, String)>, AaiError> {
-        let Some(section) = app
-            .descriptor
+        let descriptor = app.descriptor()?;
+        let Some(section) = descriptor
             .platforms
             .web
             .as_ref()
@@ -139,7 +140,7 @@ impl Gateway {
             return Ok(None);
         };
         let Some((var, origin)) =
-            crate::web::auth::GatewayAuth::env_binding(&app.descriptor, &section.fields)
+            crate::web::auth::GatewayAuth::env_binding(&descriptor, &section.fields)
         else {
             return Ok(None);
         };
@@ -149,12 +150,12 @@ impl Gateway {
             let mut question = Question::new(
                 caller,
                 &subject,
-                &app.descriptor.name,
+                app.name(),
                 "send",
                 Risk::High,
                 format!(
                     "{} ({}), fetched from the network, asks to send the value of the environment variable {var} to {origin}",
-                    app.descriptor.name,
+                    app.name(),
                     app.id()
                 ),
             );
@@ -165,7 +166,7 @@ impl Gateway {
             };
             match answer {
                 Ok(Answer::AllowOnce) => {
-                    self.web.auth.approve_env(&app.descriptor, &var, &origin);
+                    self.web.auth.approve_env(&descriptor, &var, &origin);
                     return Ok(Some((var, origin)));
                 }
                 Ok(Answer::AlwaysTool) => {
@@ -198,7 +199,7 @@ impl Gateway {
                 }
             }
         }
-        self.web.auth.approve_env(&app.descriptor, &var, &origin);
+        self.web.auth.approve_env(&descriptor, &var, &origin);
         Ok(None)
     }
 }

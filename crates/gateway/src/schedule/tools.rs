@@ -14,12 +14,8 @@ use crate::pipeline::Gateway;
 pub const APP_ID: &str = "local.schedule";
 
 /// The toolset's descriptor.
-pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> = LazyLock::new(|| {
-    match aai_descriptor::parse(APP_ID, include_bytes!("../../toolsets/schedule.aai.json")) {
-        Ok(descriptor) => Arc::new(descriptor),
-        Err(error) => panic!("the shipped descriptor {APP_ID} is invalid: {error}"),
-    }
-});
+pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> =
+    LazyLock::new(|| aai_local::shipped(APP_ID, include_str!("../../toolsets/schedule.aai.json")));
 
 fn store_error(problem: String) -> AaiError {
     AaiError::new(ErrorKind::AutomationFailed, problem)

@@ -24,7 +24,7 @@ pub(super) fn updated<'u>(
                 return false;
             };
             match (last.find(id), current.find(id)) {
-                (Some(a), Some(b)) => !Arc::ptr_eq(&a.descriptor, &b.descriptor),
+                (Some(a), Some(b)) => !Arc::ptr_eq(&a.entry, &b.entry),
                 (None, None) => false,
                 _ => true,
             }

@@ -411,7 +411,10 @@ impl ServerHandler for AaiServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let registry = self.gateway.registry().await;
-        Ok(ListToolsResult::with_all_items(self.tools(&registry)))
+        let tools = registry
+            .tool_list
+            .get_or_init(|| Arc::new(self.tools(&registry)));
+        Ok(ListToolsResult::with_all_items(tools.as_ref().clone()))
     }
 
     async fn call_tool(
@@ -615,7 +618,7 @@ impl ServerHandler for AaiServer {
             .apps
             .iter()
             .map(|app| {
-                let d = &app.descriptor;
+                let d = app.summary();
                 Resource::new(format!("app:{}", d.app_id), d.name.clone())
                     .with_description(d.description.clone())
                     .with_mime_type(AAI_MIME)
@@ -641,7 +644,10 @@ impl ServerHandler for AaiServer {
         };
         let app = find_app(&registry, id)
             .map_err(|error| McpError::resource_not_found(error.message, error.detail))?;
-        let doc = app.descriptor.for_platform(app.platform);
+        let doc = app
+            .descriptor()
+            .map_err(|error| McpError::resource_not_found(error.message, error.detail))?
+            .for_platform(app.platform);
         let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
         let contents = ResourceContents::TextResourceContents {
             uri: request.uri.clone(),

@@ -880,9 +880,12 @@ fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) {
 
 /// The guide `web_discover` returns.
 pub fn discovered_guide(found: &Discovered) -> Value {
-    let descriptor = &found.app.descriptor;
+    let descriptor = match found.app.descriptor() {
+        Ok(descriptor) => descriptor,
+        Err(error) => return Value::String(error.message),
+    };
     let tools = descriptor.tools(Platform::Web).unwrap_or_default();
-    let mut text = aai_descriptor::guide::guide(descriptor, &tools);
+    let mut text = aai_descriptor::guide::guide(&descriptor, &tools);
     if let Some(note) = &found.stale {
         text = format!("Note: {note}\n{text}");
     }

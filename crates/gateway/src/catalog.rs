@@ -1,0 +1,372 @@
+//! What discovery keeps of each descriptor, and the descriptor itself when it is used.
+//!
+//! An offered app is held as a [`Summary`]: what listings, searches and hints need. The whole
+//! descriptor (its tools, schemas and scripts) is read again on demand, when a guide is shown
+//! or a call is made, and only the few used last stay in memory. Summaries persist in
+//! `AAI_HOME/cache/descriptors.json`, keyed by path, size, modification time and the
+//! gateway's version, so a gateway started again offers every app without parsing a file that
+//! has not changed. That cache is checked whole (format, version, home, checksum) and ignored
+//! when anything is off; a descriptor loaded on demand is validated again from its file.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use aai_descriptor::{AaiError, Descriptor, ErrorKind, Platform, guide};
+use serde::{Deserialize, Serialize};
+
+/// Bumped whenever [`Summary`] or the file layout changes.
+const FORMAT: u32 = 1;
+/// Descriptors used last, kept parsed.
+const RECENT: usize = 16;
+
+/// Size, modification time and inode of a file: when all are unchanged, it is not parsed
+/// again (the inode catches editors that save by replacing the file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    pub len: u64,
+    /// Nanoseconds since 1970; `None` where the file system keeps no time (never matches).
+    pub modified_ns: Option<i128>,
+    #[serde(default)]
+    pub inode: u64,
+}
+
+impl Stamp {
+    pub fn of(metadata: &std::fs::Metadata) -> Self {
+        Self {
+            len: metadata.len(),
+            modified_ns: metadata
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map(|d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX)),
+            #[cfg(unix)]
+            inode: std::os::unix::fs::MetadataExt::ino(metadata),
+            #[cfg(not(unix))]
+            inode: 0,
+        }
+    }
+
+    /// Whether a file with this stamp is known to be unchanged since `other` was taken.
+    pub fn same(&self, other: &Self) -> bool {
+        self.modified_ns.is_some() && self == other
+    }
+}
+
+/// What the gateway keeps of a valid descriptor between uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    pub app_id: String,
+    pub name: String,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    #[serde(default)]
+    pub description: String,
+    /// The first sentence of the description, made at load time for listings.
+    pub short: String,
+    /// The sections it has, in the descriptor's order.
+    pub platforms: Vec<Platform>,
+}
+
+impl Summary {
+    pub fn of(descriptor: &Descriptor) -> Self {
+        const ALL: [Platform; 7] = [
+            Platform::Macos,
+            Platform::Windows,
+            Platform::Linux,
+            Platform::Android,
+            Platform::Ios,
+            Platform::Web,
+            Platform::Local,
+        ];
+        Self {
+            app_id: descriptor.app_id.clone(),
+            name: descriptor.name.clone(),
+            aliases: descriptor.aliases.clone(),
+            description: descriptor.description.clone(),
+            short: guide::short_description(&descriptor.description),
+            platforms: ALL
+                .into_iter()
+                .filter(|&p| descriptor.tools(p).is_some())
+                .collect(),
+        }
+    }
+
+    pub fn has(&self, platform: Platform) -> bool {
+        self.platforms.contains(&platform)
+    }
+}
+
+/// A valid descriptor as discovery found it.
+#[derive(Debug)]
+pub struct Entry {
+    pub summary: Summary,
+    /// Came from the network (a registry copy under `AAI_HOME/web`, `web_discover`).
+    pub fetched: bool,
+    source: Source,
+}
+
+#[derive(Debug)]
+enum Source {
+    /// Kept whole: built-in apps, apps fetched from the web, tests.
+    Held(Arc<Descriptor>),
+    /// Read from its file when used.
+    File { path: PathBuf, stamp: Stamp },
+}
+
+impl Entry {
+    /// An entry that keeps its descriptor in memory.
+    pub fn held(descriptor: Arc<Descriptor>) -> Arc<Self> {
+        Arc::new(Self {
+            summary: Summary::of(&descriptor),
+            fetched: descriptor.fetched,
+            source: Source::Held(descriptor),
+        })
+    }
+
+    /// An entry whose descriptor is read from `path` when used.
+    pub fn file(path: PathBuf, stamp: Stamp, fetched: bool, summary: Summary) -> Arc<Self> {
+        Arc::new(Self {
+            summary,
+            fetched,
+            source: Source::File { path, stamp },
+        })
+    }
+
+    /// The file and stamp the entry was made from (`None` for a held descriptor).
+    pub fn file_stamp(&self) -> Option<(&Path, Stamp)> {
+        match &self.source {
+            Source::File { path, stamp } => Some((path, *stamp)),
+            Source::Held(_) => None,
+        }
+    }
+
+    /// The whole descriptor: the one held, one of the few used last, or its file read and
+    /// validated again.
+    ///
+    /// # Errors
+    /// The file was removed, or changed since it was listed and is no longer a valid
+    /// descriptor of this app (the next scan updates the list).
+    pub fn descriptor(&self) -> Result<Arc<Descriptor>, AaiError> {
+        let (path, stamp) = match &self.source {
+            Source::Held(descriptor) => return Ok(descriptor.clone()),
+            Source::File { path, stamp } => (path, *stamp),
+        };
+        if let Some(found) = recent_get(path, stamp) {
+            return Ok(found);
+        }
+        let changed = |why: String| {
+            AaiError::new(
+                ErrorKind::AaiJsonInvalid,
+                format!(
+                    "the descriptor of {} ({}) {why}. Fix or restore the file; the app list is updated on the next scan.",
+                    self.summary.app_id,
+                    path.display()
+                ),
+            )
+            .with_detail(serde_json::json!({"appId": self.summary.app_id, "path": path}))
+        };
+        let metadata =
+            std::fs::metadata(path).map_err(|e| changed(format!("cannot be read now: {e}")))?;
+        if !metadata.is_file() || metadata.len() > crate::discovery::MAX_DESCRIPTOR_BYTES {
+            return Err(changed(
+                "is no longer a regular file within the size limit".into(),
+            ));
+        }
+        let now = Stamp::of(&metadata);
+        let bytes = std::fs::read(path).map_err(|e| changed(format!("cannot be read now: {e}")))?;
+        let mut descriptor = aai_descriptor::parse(&path.display().to_string(), &bytes)
+            .map_err(|e| changed(format!("changed and is no longer valid: {e}")))?;
+        if descriptor.app_id != self.summary.app_id {
+            return Err(changed(format!(
+                "now describes another app, {}",
+                descriptor.app_id
+            )));
+        }
+        descriptor.fetched = self.fetched;
+        let descriptor = Arc::new(descriptor);
+        // Only what matches the listed file is kept; a newer file is read each time until
+        // the scan lists it.
+        if now.same(&stamp) {
+            recent_put(path, stamp, descriptor.clone());
+        }
+        Ok(descriptor)
+    }
+}
+
+/// The descriptors used last, newest at the back.
+static RECENT_LOADED: Mutex<VecDeque<(PathBuf, Stamp, Arc<Descriptor>)>> =
+    Mutex::new(VecDeque::new());
+
+fn recent_get(path: &Path, stamp: Stamp) -> Option<Arc<Descriptor>> {
+    let mut recent = RECENT_LOADED.lock().ok()?;
+    let at = recent
+        .iter()
+        .position(|(p, s, _)| p == path && *s == stamp)?;
+    let hit = recent.remove(at)?;
+    let descriptor = hit.2.clone();
+    recent.push_back(hit);
+    Some(descriptor)
+}
+
+/// Drops the parsed copy of `path`, if one is kept.
+pub fn forget_recent(path: &Path) {
+    if let Ok(mut recent) = RECENT_LOADED.lock() {
+        recent.retain(|(p, _, _)| p != path);
+    }
+}
+
+fn recent_put(path: &Path, stamp: Stamp, descriptor: Arc<Descriptor>) {
+    if let Ok(mut recent) = RECENT_LOADED.lock() {
+        recent.retain(|(p, _, _)| p != path);
+        if recent.len() >= RECENT {
+            recent.pop_front();
+        }
+        recent.push_back((path.to_path_buf(), stamp, descriptor));
+    }
+}
+
+/// The cache file's first line.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+struct Header {
+    format: u32,
+    gateway: String,
+    home: String,
+    entries: usize,
+    /// CRC-32 of everything after the first line.
+    crc32: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Row {
+    path: PathBuf,
+    stamp: Stamp,
+    summary: Summary,
+}
+
+/// The summaries of valid descriptors, as a file under `AAI_HOME/cache`.
+#[derive(Debug, Clone)]
+pub struct DiskCache {
+    file: PathBuf,
+    home: String,
+}
+
+impl DiskCache {
+    pub fn new(home: &Path) -> Self {
+        Self {
+            file: home.join("cache").join("descriptors.json"),
+            home: home.display().to_string(),
+        }
+    }
+
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// What the cache holds, by path. `None` when it is missing, unreadable, corrupt or
+    /// foreign (another format, gateway version or home), with a log line saying why.
+    pub fn read(&self) -> Option<HashMap<PathBuf, (Stamp, Summary)>> {
+        match self.try_read() {
+            Ok(rows) => Some(rows),
+            Err(why) => {
+                if self.file.exists() {
+                    tracing::info!(file = %self.file.display(), "descriptor cache not used ({why}); every descriptor is read again");
+                }
+                None
+            }
+        }
+    }
+
+    fn try_read(&self) -> Result<HashMap<PathBuf, (Stamp, Summary)>, String> {
+        let bytes = std::fs::read(&self.file).map_err(|e| e.to_string())?;
+        let split = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or("no header line")?;
+        let header: Header =
+            serde_json::from_slice(&bytes[..split]).map_err(|e| format!("bad header: {e}"))?;
+        let body = &bytes[split + 1..];
+        if header.format != FORMAT {
+            return Err(format!("format {} is not {FORMAT}", header.format));
+        }
+        if header.gateway != env!("CARGO_PKG_VERSION") {
+            return Err(format!("written by gateway {}", header.gateway));
+        }
+        if header.home != self.home {
+            return Err(format!("written for another home, {}", header.home));
+        }
+        if crc32fast::hash(body) != header.crc32 {
+            return Err("checksum mismatch".into());
+        }
+        let rows: Vec<Row> = serde_json::from_slice(body).map_err(|e| format!("bad body: {e}"))?;
+        if rows.len() != header.entries {
+            return Err("entry count mismatch".into());
+        }
+        Ok(rows
+            .into_iter()
+            .map(|row| (row.path, (row.stamp, row.summary)))
+            .collect())
+    }
+
+    /// Replaces the cache with `rows`, atomically (a reader sees the old file or the new).
+    ///
+    /// # Errors
+    /// The cache folder or file cannot be written.
+    pub fn write<'a>(
+        &self,
+        rows: impl Iterator<Item = (&'a Path, Stamp, &'a Summary)>,
+    ) -> std::io::Result<()> {
+        #[derive(Serialize)]
+        struct RowRef<'a> {
+            path: &'a Path,
+            stamp: Stamp,
+            summary: &'a Summary,
+        }
+        let rows: Vec<RowRef<'_>> = rows
+            .map(|(path, stamp, summary)| RowRef {
+                path,
+                stamp,
+                summary,
+            })
+            .collect();
+        let body = serde_json::to_vec(&rows).map_err(std::io::Error::other)?;
+        let header = Header {
+            format: FORMAT,
+            gateway: env!("CARGO_PKG_VERSION").to_owned(),
+            home: self.home.clone(),
+            entries: rows.len(),
+            crc32: crc32fast::hash(&body),
+        };
+        let dir = self.file.parent().unwrap_or(Path::new("."));
+        crate::private::create_dir(dir)?;
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let temporary = dir.join(format!(".descriptors.{}.{nanos}.tmp", std::process::id()));
+        let result = (|| {
+            let mut file = private_file(&temporary)?;
+            serde_json::to_writer(&mut file, &header).map_err(std::io::Error::other)?;
+            file.write_all(b"\n")?;
+            file.write_all(&body)?;
+            // No fsync: a file torn by a crash fails its checksum and is rebuilt.
+            std::fs::rename(&temporary, &self.file)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        result
+    }
+}
+
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path)
+}
