@@ -158,16 +158,64 @@ def test_third_party_dbus_program_through_a_shipped_descriptor(home, bus):
     gw.close()
 
 
-def test_startup_is_not_held_up_by_a_huge_scan_path(tmp_path, bus):
-    home = tmp_path / "home"
-    home.mkdir()
+def bulk_apps(tmp_path, count):
     huge = tmp_path / "huge"
     template = json.loads((EXAMPLES / "org.freedesktop.DBus" / "aai.json").read_text())
-    for i in range(6000):
+    for i in range(count):
         doc = dict(template, appId=f"org.example.bulk{i}", name=f"Bulk {i}")
         d = huge / f"org.example.bulk{i}"
         d.mkdir(parents=True)
         (d / "aai.json").write_text(json.dumps(doc))
+    return huge
+
+
+def first_listing(home, bus):
+    """A fresh gateway's first tools/list: its app tools, and how many files it parsed."""
+    gw = Raw(home, bus)
+    gw.send(INIT)
+    gw.response(1)
+    gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    gw.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    tools = [t["name"] for t in gw.response(2, seconds=60)["result"]["tools"]]
+    gw.close()
+    log = b"".join(gw.stderr).decode(errors="replace")
+    parsed = [int(line.split("parsed=")[1].split()[0]) for line in log.splitlines() if "discovery finished" in line]
+    return [t for t in tools if t.startswith("app_org_example_bulk")], parsed
+
+
+def test_the_first_tools_list_holds_every_app_cold_and_warm(tmp_path, bus):
+    """A client that ignores list_changed sees every app in its first tools/list: on a cold
+    start the list waits for a scan that keeps progressing; on a warm start the descriptor
+    cache answers without parsing a file. A changed file is parsed again, alone."""
+    home = tmp_path / "home"
+    home.mkdir()
+    huge = bulk_apps(tmp_path, 3000)
+    (home / "config.json").write_text(json.dumps({"paths": [str(huge)]}))
+    cold, parsed = first_listing(home, bus)
+    assert len(cold) == 3000, f"the first tools/list had {len(cold)} of 3000 apps"
+    assert parsed[0] >= 3000, parsed
+    assert (home / "cache" / "descriptors.json").exists()
+    warm, parsed = first_listing(home, bus)
+    assert warm == cold
+    assert parsed[0] == 0, f"a warm start parsed {parsed[0]} files"
+    changed = huge / "org.example.bulk7" / "aai.json"
+    doc = json.loads(changed.read_text())
+    changed.write_text(json.dumps(dict(doc, name="Bulk seven, renamed")))
+    again, parsed = first_listing(home, bus)
+    assert again == cold and parsed[0] == 1, parsed
+    # A cache broken on disk is not trusted: everything is read again, and all is listed.
+    cache = home / "cache" / "descriptors.json"
+    cache.write_bytes(cache.read_bytes()[:-100] + b"garbage")
+    rebuilt, parsed = first_listing(home, bus)
+    assert rebuilt == cold and parsed[0] >= 3000, parsed
+
+
+def test_a_stalled_scan_does_not_hold_up_tools_list_beyond_the_budget(tmp_path, bus):
+    """`scan_budget_ms` is the longest the first tools/list waits without progress: at 1 ms
+    it answers with what it has and the rest arrives with list_changed."""
+    home = tmp_path / "home"
+    home.mkdir()
+    huge = bulk_apps(tmp_path, 6000)
     (home / "config.json").write_text(json.dumps({"paths": [str(huge)], "scan_budget_ms": 1}))
     gw = Raw(home, bus)
     started = time.monotonic()

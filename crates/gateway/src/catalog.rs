@@ -341,6 +341,7 @@ impl DiskCache {
         };
         let dir = self.file.parent().unwrap_or(Path::new("."));
         crate::private::create_dir(dir)?;
+        remove_stale_temporaries(dir);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
@@ -357,6 +358,27 @@ impl DiskCache {
             let _ = std::fs::remove_file(&temporary);
         }
         result
+    }
+}
+
+/// Removes temporary files that a gateway killed while writing left behind (a minute old:
+/// another gateway may be writing one now).
+fn remove_stale_temporaries(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age.as_secs() > 60);
+        if name.starts_with(".descriptors.") && name.ends_with(".tmp") && stale {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 

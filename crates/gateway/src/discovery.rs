@@ -302,10 +302,12 @@ pub fn scan(
                 last = Instant::now();
             }
         }
+        // Written before the complete snapshot goes out, so a client that saw the whole
+        // list leaves a cache behind however soon it quits. Nothing is written when nothing
+        // changed, so a warm start never waits for it.
+        cache.settle(&files.iter().cloned().collect());
         on_batch(batch, true);
     });
-    // After the snapshot is out: the cache write never delays a listing.
-    cache.settle(&files.into_iter().collect());
 }
 
 #[cfg(test)]
