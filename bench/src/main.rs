@@ -21,7 +21,11 @@ use std::time::{Duration, Instant};
 use aai_test_support::{TEST_SERVICE, TestBus, full_test_descriptor};
 use serde_json::{Value, json};
 
+/// Where the binaries measured are: next to this one, or `AAI_BENCH_BIN_DIR`.
 fn release_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("AAI_BENCH_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
     let exe = std::env::current_exe().expect("exe");
     exe.parent().expect("dir").to_path_buf()
 }

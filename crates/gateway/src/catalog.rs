@@ -102,10 +102,14 @@ impl Summary {
 /// A valid descriptor as discovery found it.
 #[derive(Debug)]
 pub struct Entry {
+    /// Unique in this process: what the compiled validators of its tools are kept under.
+    id: u64,
     pub summary: Summary,
     /// Came from the network (a registry copy under `AAI_HOME/web`, `web_discover`).
     pub fetched: bool,
     source: Source,
+    /// Its listing line and the token budget it was made for (see `registry::listing`).
+    pub listing: std::sync::OnceLock<(usize, Arc<str>)>,
 }
 
 #[derive(Debug)]
@@ -120,18 +124,22 @@ impl Entry {
     /// An entry that keeps its descriptor in memory.
     pub fn held(descriptor: Arc<Descriptor>) -> Arc<Self> {
         Arc::new(Self {
+            id: next_id(),
             summary: Summary::of(&descriptor),
             fetched: descriptor.fetched,
             source: Source::Held(descriptor),
+            listing: std::sync::OnceLock::new(),
         })
     }
 
     /// An entry whose descriptor is read from `path` when used.
     pub fn file(path: PathBuf, stamp: Stamp, fetched: bool, summary: Summary) -> Arc<Self> {
         Arc::new(Self {
+            id: next_id(),
             summary,
             fetched,
             source: Source::File { path, stamp },
+            listing: std::sync::OnceLock::new(),
         })
     }
 
@@ -194,6 +202,48 @@ impl Entry {
         }
         Ok(descriptor)
     }
+}
+
+fn next_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Compiled argument validators of the tools used last, newest at the back.
+static VALIDATORS: Mutex<VecDeque<(u64, String, Arc<jsonschema::Validator>)>> =
+    Mutex::new(VecDeque::new());
+/// How many compiled validators are kept (a compiled schema can weigh tens of kilobytes).
+const KEPT_VALIDATORS: usize = 64;
+
+/// The compiled validator of `entry`'s tool `tool`, built on first use and kept while it is
+/// among the [`KEPT_VALIDATORS`] used last.
+///
+/// # Errors
+/// The compiler's message when the schema passed meta-validation but does not compile.
+pub fn validator(
+    entry: &Entry,
+    tool: &str,
+    parameters: &aai_descriptor::Parameters,
+) -> Result<Arc<jsonschema::Validator>, String> {
+    if let Ok(mut kept) = VALIDATORS.lock()
+        && let Some(at) = kept
+            .iter()
+            .position(|(id, t, _)| *id == entry.id && t == tool)
+        && let Some(hit) = kept.remove(at)
+    {
+        let validator = hit.2.clone();
+        kept.push_back(hit);
+        return Ok(validator);
+    }
+    let validator =
+        Arc::new(jsonschema::validator_for(&parameters.schema()).map_err(|e| e.to_string())?);
+    if let Ok(mut kept) = VALIDATORS.lock() {
+        if kept.len() >= KEPT_VALIDATORS {
+            kept.pop_front();
+        }
+        kept.push_back((entry.id, tool.to_owned(), validator.clone()));
+    }
+    Ok(validator)
 }
 
 /// The descriptors used last, newest at the back.

@@ -70,46 +70,64 @@ pub struct Found {
 
 /// Candidate files in priority order: the home first, then configured paths, then bundles.
 pub fn candidates(options: &ScanOptions) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    children_with(&options.home, &mut files);
+    guesses(options)
+        .into_iter()
+        .filter(|(path, required)| *required || path.exists())
+        .map(|(path, _)| path)
+        .collect()
+}
+
+/// [`candidates`] before the files in folders are looked for: `(path, required)`, where a
+/// path that is not required is skipped when it does not exist. The scan's workers make that
+/// check as they load, so a home of 10,000 folders is not stat'ed twice, one by one.
+fn guesses(options: &ScanOptions) -> Vec<(PathBuf, bool)> {
+    let mut guessed = Vec::new();
+    children_with(&options.home, &mut guessed);
     // Copies from the web registry come after what the user installed.
-    children_with(&options.home.join("web"), &mut files);
+    children_with(&options.home.join("web"), &mut guessed);
+    let mut files: Vec<(PathBuf, bool)> = guessed.into_iter().map(|p| (p, false)).collect();
     for path in &options.paths {
         if path.is_dir() {
-            let direct = path.join("aai.json");
-            if direct.exists() {
-                files.push(direct);
-            }
-            children_with(path, &mut files);
+            files.push((path.join("aai.json"), false));
+            let mut guessed = Vec::new();
+            children_with(path, &mut guessed);
+            files.extend(guessed.into_iter().map(|p| (p, false)));
         } else {
-            files.push(path.clone());
+            files.push((path.clone(), true));
         }
     }
+    let mut bundles = Vec::new();
     if cfg!(target_os = "macos") {
         let home = crate::config::user_home();
         for root in [PathBuf::from("/Applications"), home.join("Applications")] {
-            bundle_candidates(&root, &mut files);
+            bundle_candidates(&root, &mut bundles);
         }
     }
     if options.dev {
         let derived = crate::config::user_home().join("Library/Developer/Xcode/DerivedData");
         for project in sorted_entries(&derived) {
             for config in sorted_entries(&project.join("Build/Products")) {
-                bundle_candidates(&config, &mut files);
+                bundle_candidates(&config, &mut bundles);
             }
         }
     }
+    files.extend(bundles.into_iter().map(|p| (p, true)));
     files
 }
 
-/// `<dir>/*/aai.json`, sorted.
+/// `<dir>/*/aai.json` for every folder (or link) in `dir`, sorted; whether each exists is
+/// left to the loader.
 fn children_with(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in sorted_entries(dir) {
-        let file = entry.join("aai.json");
-        if file.exists() {
-            out.push(file);
-        }
-    }
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut folders: Vec<PathBuf> = read
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir() || t.is_symlink()))
+        .map(|e| e.path().join("aai.json"))
+        .collect();
+    folders.sort();
+    out.extend(folders);
 }
 
 /// `<root>/*.app/Contents/Resources/aai.json` (the spec's `find -maxdepth 4`).
@@ -221,7 +239,17 @@ fn reject(path: &Path, message: String) -> Outcome {
 /// Loads one candidate. Only regular files are opened, so a FIFO or device can't block us.
 /// `fetched`: the file is a copy from the network (a registry copy under `AAI_HOME/web`).
 pub fn load(path: &Path, fetched: bool, cache: &ParseCache) -> Outcome {
-    let metadata = match std::fs::metadata(path) {
+    load_with(path, std::fs::metadata(path), fetched, cache)
+}
+
+/// [`load`] with the file's metadata already read.
+fn load_with(
+    path: &Path,
+    metadata: std::io::Result<std::fs::Metadata>,
+    fetched: bool,
+    cache: &ParseCache,
+) -> Outcome {
+    let metadata = match metadata {
         Ok(metadata) => metadata,
         Err(error) => return reject(path, format!("cannot read: {error}")),
     };
@@ -269,7 +297,7 @@ pub fn scan(
 ) {
     let fetched_root = options.home.join("web");
     cache.seed(&fetched_root);
-    let files = candidates(options);
+    let files = guesses(options);
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .min(8);
@@ -280,11 +308,16 @@ pub fn scan(
             let tx = tx.clone();
             let fetched_root = &fetched_root;
             scope.spawn(move || {
-                for (offset, path) in part.iter().enumerate() {
+                for (offset, (path, required)) in part.iter().enumerate() {
+                    let metadata = std::fs::metadata(path);
+                    if !required && metadata.is_err() {
+                        continue;
+                    }
+                    let fetched = path.starts_with(fetched_root);
                     let found = Found {
                         rank: index * chunk + offset,
                         path: path.clone(),
-                        outcome: load(path, path.starts_with(fetched_root), cache),
+                        outcome: load_with(path, metadata, fetched, cache),
                     };
                     if tx.send(found).is_err() {
                         return;
@@ -305,7 +338,7 @@ pub fn scan(
         // Written before the complete snapshot goes out, so a client that saw the whole
         // list leaves a cache behind however soon it quits. Nothing is written when nothing
         // changed, so a warm start never waits for it.
-        cache.settle(&files.iter().cloned().collect());
+        cache.settle(&files.iter().map(|(path, _)| path.clone()).collect());
         on_batch(batch, true);
     });
 }

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use aai_descriptor::{AaiError, Descriptor, LoadError, Parameters, Platform, guide, naming};
 
@@ -20,9 +20,7 @@ pub struct App {
     /// Its MCP tool name, `app_<slug>`.
     pub slug: String,
     /// Its one-line description in listings.
-    pub listing: String,
-    /// Compiled argument validators, by tool name, built on first use.
-    validators: Mutex<HashMap<String, Arc<jsonschema::Validator>>>,
+    pub listing: Arc<str>,
 }
 
 impl App {
@@ -31,12 +29,11 @@ impl App {
         let slug = naming::assign_slugs(&[descriptor.app_id.as_str()]).remove(0);
         let entry = Entry::held(descriptor);
         Self {
-            listing: listing(&entry.summary, &slug),
+            listing: listing(&entry, &slug),
             entry,
             platform,
             source,
             slug,
-            validators: Mutex::default(),
         }
     }
 
@@ -66,7 +63,7 @@ impl App {
     }
 
     /// The compiled validator of a tool's `parameters` (`None` when it declares none),
-    /// built on first use and kept.
+    /// built on first use and kept while it is among the recently used.
     ///
     /// # Errors
     /// The compiler's message when the schema passed meta-validation but does not compile
@@ -79,20 +76,7 @@ impl App {
         let Some(parameters) = parameters else {
             return Ok(None);
         };
-        if let Some(found) = self
-            .validators
-            .lock()
-            .ok()
-            .and_then(|v| v.get(tool).cloned())
-        {
-            return Ok(Some(found));
-        }
-        let validator =
-            Arc::new(jsonschema::validator_for(&parameters.schema()).map_err(|e| e.to_string())?);
-        if let Ok(mut validators) = self.validators.lock() {
-            validators.insert(tool.to_owned(), validator.clone());
-        }
-        Ok(Some(validator))
+        crate::catalog::validator(&self.entry, tool, parameters).map(Some)
     }
 }
 
@@ -157,6 +141,8 @@ pub struct Registry {
     /// The `tools/list` answer for this snapshot, made on first use and shared by every
     /// session until the next snapshot.
     pub tool_list: std::sync::OnceLock<Arc<Vec<rmcp::model::Tool>>>,
+    /// The same answer as JSON (`{"tools":[…]}`), for the stdio transport to copy out.
+    pub tool_list_body: std::sync::OnceLock<Arc<Vec<u8>>>,
 }
 
 impl Registry {
@@ -212,12 +198,11 @@ impl Registry {
             .zip(slugs)
             .map(|((found, entry, platform), slug)| {
                 Arc::new(App {
-                    listing: listing(&entry.summary, &slug),
+                    listing: listing(entry, &slug),
                     entry: entry.clone(),
                     platform: *platform,
                     source: found.path.clone(),
                     slug,
-                    validators: Mutex::default(),
                 })
             })
             .collect();
@@ -239,6 +224,7 @@ impl Registry {
             complete,
             workflows: Vec::new(),
             tool_list: std::sync::OnceLock::new(),
+            tool_list_body: std::sync::OnceLock::new(),
         }
     }
 
@@ -336,14 +322,23 @@ pub fn nearest<'a>(
     scored.into_iter().take(limit).map(|(_, n)| n).collect()
 }
 
-/// An app's one-line listing: its name, short description and aliases within the budget.
-fn listing(summary: &Summary, slug: &str) -> String {
-    guide::listing_description(
-        &summary.name,
-        &summary.aliases,
-        &summary.short,
-        listing_budget(slug),
-    )
+/// An app's one-line listing: its name, short description and aliases within the budget,
+/// made once per entry (a rescan that finds the file unchanged reuses it).
+fn listing(entry: &Entry, slug: &str) -> Arc<str> {
+    let budget = listing_budget(slug);
+    let make = || {
+        let summary = &entry.summary;
+        Arc::<str>::from(guide::listing_description(
+            &summary.name,
+            &summary.aliases,
+            &summary.short,
+            budget,
+        ))
+    };
+    match entry.listing.get_or_init(|| (budget, make())) {
+        (made_for, text) if *made_for == budget => text.clone(),
+        _ => make(),
+    }
 }
 
 /// Estimated tokens left for an app's description so its whole `tools/list` entry,

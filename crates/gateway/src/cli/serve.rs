@@ -115,6 +115,7 @@ pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
             tokio::io::stdin(),
             tokio::io::stdout(),
             config.max_request_bytes,
+            None,
         );
         aai_gateway::daemon::forward::forward(client, &running, input, output).await;
         return Ok(());
@@ -130,6 +131,9 @@ pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
             tokio::io::stdin(),
             tokio::io::stdout(),
             max_request_bytes,
+            Some(std::sync::Arc::new(aai_gateway::server::ToolListBody(
+                server.clone(),
+            ))),
         ))
         .await
         .context("the MCP session did not start")?;

@@ -116,6 +116,19 @@ impl AaiServer {
         self.gateway.gate.end_session(&self.session.id);
     }
 
+    /// The `tools/list` result of the current snapshot as JSON, made once per snapshot and
+    /// shared by every session (the stdio transport copies it out as it is).
+    pub async fn tool_list_body(&self) -> Arc<Vec<u8>> {
+        let registry = self.gateway.registry().await;
+        registry
+            .tool_list_body
+            .get_or_init(|| {
+                let result = ListToolsResult::with_all_items(self.tools(&registry));
+                Arc::new(serde_json::to_vec(&result).unwrap_or_else(|_| b"{\"tools\":[]}".to_vec()))
+            })
+            .clone()
+    }
+
     /// The tool list for the configured exposure mode.
     pub fn tools(&self, registry: &Registry) -> Vec<Tool> {
         let mut tools = Vec::new();
@@ -126,7 +139,7 @@ impl AaiServer {
                 for app in &registry.apps {
                     tools.push(Tool::new(
                         app.slug.clone(),
-                        app.listing.clone(),
+                        app.listing.to_string(),
                         empty.clone(),
                     ));
                 }
@@ -771,4 +784,13 @@ fn progress_reporter(context: &RequestContext<RoleServer>) -> Option<crate::pipe
             let _ = peer.notify_progress(note).await;
         });
     }))
+}
+
+/// The stdio transport's `tools/list` answers, from the server's snapshot body.
+pub struct ToolListBody(pub AaiServer);
+
+impl crate::transport::ToolList for ToolListBody {
+    fn body(&self) -> futures::future::BoxFuture<'_, Arc<Vec<u8>>> {
+        Box::pin(self.0.tool_list_body())
+    }
 }
