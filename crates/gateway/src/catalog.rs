@@ -8,7 +8,7 @@
 //! has not changed. That cache is checked whole (format, version, home, checksum) and ignored
 //! when anything is off; a descriptor loaded on demand is validated again from its file.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -132,15 +132,28 @@ impl Entry {
         })
     }
 
-    /// An entry whose descriptor is read from `path` when used.
-    pub fn file(path: PathBuf, stamp: Stamp, fetched: bool, summary: Summary) -> Arc<Self> {
+    /// An entry whose descriptor is read from `path` when used; `listing` is its listing line
+    /// and the budget it was made for, when known (from the cache).
+    pub fn file(
+        path: PathBuf,
+        stamp: Stamp,
+        fetched: bool,
+        summary: Summary,
+        listing: Option<(usize, Arc<str>)>,
+    ) -> Arc<Self> {
+        let listing = listing.unwrap_or_else(|| crate::registry::default_listing(&summary));
         Arc::new(Self {
             id: next_id(),
             summary,
             fetched,
             source: Source::File { path, stamp },
-            listing: std::sync::OnceLock::new(),
+            listing: std::sync::OnceLock::from(listing),
         })
+    }
+
+    /// Its listing line and the budget it was made for, if made.
+    pub fn listing_made(&self) -> Option<(usize, &str)> {
+        self.listing.get().map(|(budget, text)| (*budget, &**text))
     }
 
     /// The file and stamp the entry was made from (`None` for a held descriptor).
@@ -289,11 +302,15 @@ struct Header {
     crc32: u32,
 }
 
+/// One valid descriptor in the cache file.
 #[derive(Serialize, Deserialize)]
-struct Row {
-    path: PathBuf,
-    stamp: Stamp,
-    summary: Summary,
+pub struct Row {
+    pub path: PathBuf,
+    pub stamp: Stamp,
+    pub summary: Summary,
+    /// Its listing line and the token budget it was made for.
+    #[serde(default)]
+    pub listing: Option<(usize, String)>,
 }
 
 /// The summaries of valid descriptors, as a file under `AAI_HOME/cache`.
@@ -317,7 +334,7 @@ impl DiskCache {
 
     /// What the cache holds, by path. `None` when it is missing, unreadable, corrupt or
     /// foreign (another format, gateway version or home), with a log line saying why.
-    pub fn read(&self) -> Option<HashMap<PathBuf, (Stamp, Summary)>> {
+    pub fn read(&self) -> Option<Vec<Row>> {
         match self.try_read() {
             Ok(rows) => Some(rows),
             Err(why) => {
@@ -329,7 +346,7 @@ impl DiskCache {
         }
     }
 
-    fn try_read(&self) -> Result<HashMap<PathBuf, (Stamp, Summary)>, String> {
+    fn try_read(&self) -> Result<Vec<Row>, String> {
         let bytes = std::fs::read(&self.file).map_err(|e| e.to_string())?;
         let split = bytes
             .iter()
@@ -354,10 +371,7 @@ impl DiskCache {
         if rows.len() != header.entries {
             return Err("entry count mismatch".into());
         }
-        Ok(rows
-            .into_iter()
-            .map(|row| (row.path, (row.stamp, row.summary)))
-            .collect())
+        Ok(rows)
     }
 
     /// Replaces the cache with `rows`, atomically (a reader sees the old file or the new).
@@ -366,19 +380,21 @@ impl DiskCache {
     /// The cache folder or file cannot be written.
     pub fn write<'a>(
         &self,
-        rows: impl Iterator<Item = (&'a Path, Stamp, &'a Summary)>,
+        rows: impl Iterator<Item = (&'a Path, Stamp, &'a Entry)>,
     ) -> std::io::Result<()> {
         #[derive(Serialize)]
         struct RowRef<'a> {
             path: &'a Path,
             stamp: Stamp,
             summary: &'a Summary,
+            listing: Option<(usize, &'a str)>,
         }
         let rows: Vec<RowRef<'_>> = rows
-            .map(|(path, stamp, summary)| RowRef {
+            .map(|(path, stamp, entry)| RowRef {
                 path,
                 stamp,
-                summary,
+                summary: &entry.summary,
+                listing: entry.listing_made(),
             })
             .collect();
         let body = serde_json::to_vec(&rows).map_err(std::io::Error::other)?;

@@ -34,7 +34,8 @@ pub struct Config {
     pub max_result_chars: usize,
     /// Requests larger than this many bytes are refused with a JSON-RPC error.
     pub max_request_bytes: usize,
-    /// How long `tools/list` waits for discovery before answering with what it has.
+    /// How long the first `tools/list` waits for discovery without progress before answering
+    /// with what it has (while files keep loading it waits, 30 s at most).
     pub scan_budget_ms: u64,
     /// How long a call waits for the user to answer a consent request.
     pub consent_timeout_seconds: u64,

@@ -5,6 +5,7 @@
 //! server; unreadable, oversized or non-regular files become rejections, never crashes.
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
@@ -152,7 +153,8 @@ fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
 /// Parse results of earlier scans, keyed by path; seeded from the descriptor cache on disk.
 #[derive(Default)]
 pub struct ParseCache {
-    entries: Mutex<HashMap<PathBuf, (Stamp, Outcome)>>,
+    /// By path (as bytes: hashing a `Path` walks its components, ten times slower).
+    entries: Mutex<HashMap<OsString, (Stamp, Outcome)>>,
     /// The cache file, when this process keeps one.
     disk: Option<DiskCache>,
     /// Whether the disk holds what `entries` holds (no file parsed, none gone since).
@@ -163,10 +165,10 @@ pub struct ParseCache {
 }
 
 impl ParseCache {
-    /// A cache kept in `home`'s descriptor cache file across runs.
+    /// A cache kept in `home`'s descriptor cache file across runs (none for an empty path).
     pub fn on_disk(home: &Path) -> Self {
         Self {
-            disk: Some(DiskCache::new(home)),
+            disk: (!home.as_os_str().is_empty()).then(|| DiskCache::new(home)),
             ..Self::default()
         }
     }
@@ -187,10 +189,13 @@ impl ParseCache {
             return;
         };
         if let Ok(mut entries) = self.entries.lock() {
-            for (path, (stamp, summary)) in rows {
-                let fetched = path.starts_with(fetched_root);
-                let entry = Entry::file(path.clone(), stamp, fetched, summary);
-                entries.insert(path, (stamp, Ok(entry)));
+            entries.reserve(rows.len());
+            for row in rows {
+                let fetched = row.path.starts_with(fetched_root);
+                let listing = row.listing.map(|(budget, text)| (budget, Arc::from(text)));
+                let key = row.path.clone().into_os_string();
+                let entry = Entry::file(row.path, row.stamp, fetched, row.summary, listing);
+                entries.insert(key, (row.stamp, Ok(entry)));
             }
         }
         self.saved.store(true, Ordering::SeqCst);
@@ -199,12 +204,12 @@ impl ParseCache {
     /// After a scan of `seen`: forgets files no longer found and, when anything changed,
     /// writes the valid entries to disk (a failure to write is logged; the cache is only
     /// a speed-up).
-    fn settle(&self, seen: &HashSet<PathBuf>) {
+    fn settle(&self, seen: &HashSet<&std::ffi::OsStr>) {
         let Ok(mut entries) = self.entries.lock() else {
             return;
         };
         let before = entries.len();
-        entries.retain(|path, _| seen.contains(path));
+        entries.retain(|path, _| seen.contains(path.as_os_str()));
         if entries.len() != before {
             self.saved.store(false, Ordering::SeqCst);
         }
@@ -212,13 +217,13 @@ impl ParseCache {
         if self.saved.swap(true, Ordering::SeqCst) {
             return;
         }
-        let mut rows: Vec<(&Path, Stamp, &Summary)> = entries
+        let mut rows: Vec<(&Path, Stamp, &Entry)> = entries
             .iter()
             .filter_map(|(path, (stamp, outcome))| {
                 let entry = outcome.as_ref().ok()?;
                 // Only files: built-in apps and fetched copies held in memory are not cached.
                 entry.file_stamp()?;
-                Some((path.as_path(), *stamp, &entry.summary))
+                Some((Path::new(path), *stamp, &**entry))
             })
             .collect();
         rows.sort_by(|a, b| a.0.cmp(b.0));
@@ -266,7 +271,11 @@ fn load_with(
         );
     }
     let stamp = Stamp::of(&metadata);
-    if let Some((seen, outcome)) = cache.entries.lock().ok().and_then(|c| c.get(path).cloned())
+    if let Some((seen, outcome)) = cache
+        .entries
+        .lock()
+        .ok()
+        .and_then(|c| c.get(path.as_os_str()).cloned())
         && seen.same(&stamp)
     {
         return outcome;
@@ -275,14 +284,14 @@ fn load_with(
     cache.parsed.fetch_add(1, Ordering::SeqCst);
     let outcome = match std::fs::read(path) {
         Ok(bytes) => aai_descriptor::parse(&path.display().to_string(), &bytes)
-            .map(|d| Entry::file(path.to_path_buf(), stamp, fetched, Summary::of(&d))),
+            .map(|d| Entry::file(path.to_path_buf(), stamp, fetched, Summary::of(&d), None)),
         Err(error) => reject(path, format!("cannot read: {error}")),
     };
     if outcome.is_ok() {
         cache.saved.store(false, Ordering::SeqCst);
     }
     if let Ok(mut entries) = cache.entries.lock() {
-        entries.insert(path.to_path_buf(), (stamp, outcome.clone()));
+        entries.insert(path.as_os_str().to_owned(), (stamp, outcome.clone()));
     }
     outcome
 }
@@ -338,7 +347,7 @@ pub fn scan(
         // Written before the complete snapshot goes out, so a client that saw the whole
         // list leaves a cache behind however soon it quits. Nothing is written when nothing
         // changed, so a warm start never waits for it.
-        cache.settle(&files.iter().map(|(path, _)| path.clone()).collect());
+        cache.settle(&files.iter().map(|(path, _)| path.as_os_str()).collect());
         on_batch(batch, true);
     });
 }
@@ -558,12 +567,17 @@ mod cache_tests {
         let home = home_with(2);
         start(home.path());
         let cache = crate::catalog::DiskCache::new(home.path());
-        let mut rows = cache.read().expect("cache");
-        for (_, summary) in rows.values_mut() {
-            summary.app_id = format!("{}.impostor", summary.app_id);
-        }
+        let rows = cache.read().expect("cache");
+        let entries: Vec<(PathBuf, Stamp, Arc<Entry>)> = rows
+            .into_iter()
+            .map(|mut row| {
+                row.summary.app_id = format!("{}.impostor", row.summary.app_id);
+                let entry = Entry::file(row.path.clone(), row.stamp, false, row.summary, None);
+                (row.path, row.stamp, entry)
+            })
+            .collect();
         cache
-            .write(rows.iter().map(|(p, (s, sum))| (p.as_path(), *s, sum)))
+            .write(entries.iter().map(|(p, s, e)| (p.as_path(), *s, &**e)))
             .expect("write");
         let parse_cache = ParseCache::on_disk(home.path());
         let options = ScanOptions {

@@ -38,12 +38,13 @@ use crate::registry::Registry;
 /// At most one `list_changed` per session in this interval; bursts of changes are coalesced.
 pub const NOTIFY_EVERY: Duration = Duration::from_millis(250);
 
-/// Scans once, synchronously, and returns the complete registry (for the CLI and benchmarks).
+/// Scans once, synchronously, and returns the complete registry (for the CLI and benchmarks),
+/// with the descriptor cache of the home scanned.
 pub fn scan_once(options: &ScanOptions, platforms: &[Platform]) -> Registry {
     let mut found = Vec::new();
     discovery::scan(
         options,
-        &ParseCache::default(),
+        &ParseCache::on_disk(&options.home),
         Duration::from_secs(3600),
         |batch, _| {
             found.extend(batch);

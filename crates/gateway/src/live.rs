@@ -23,7 +23,7 @@ use crate::discovery::{Found, ParseCache, ScanOptions, scan};
 use crate::registry::Registry;
 
 /// How often the first scan publishes what it has found so far.
-const BATCH_EVERY: Duration = Duration::from_millis(200);
+const BATCH_EVERY: Duration = Duration::from_millis(400);
 /// Events closer together than this are handled by one re-scan.
 const DEBOUNCE: Duration = Duration::from_millis(100);
 /// A burst of events delays its re-scan by at most this much.

@@ -326,19 +326,30 @@ pub fn nearest<'a>(
 /// made once per entry (a rescan that finds the file unchanged reuses it).
 fn listing(entry: &Entry, slug: &str) -> Arc<str> {
     let budget = listing_budget(slug);
-    let make = || {
-        let summary = &entry.summary;
-        Arc::<str>::from(guide::listing_description(
-            &summary.name,
-            &summary.aliases,
-            &summary.short,
-            budget,
-        ))
-    };
-    match entry.listing.get_or_init(|| (budget, make())) {
+    match entry
+        .listing
+        .get_or_init(|| (budget, listing_text(&entry.summary, budget)))
+    {
         (made_for, text) if *made_for == budget => text.clone(),
-        _ => make(),
+        _ => listing_text(&entry.summary, budget),
     }
+}
+
+fn listing_text(summary: &Summary, budget: usize) -> Arc<str> {
+    Arc::from(guide::listing_description(
+        &summary.name,
+        &summary.aliases,
+        &summary.short,
+        budget,
+    ))
+}
+
+/// The listing of an app with `summary` under the tool name it gets when no other app
+/// competes for it: made once when the descriptor is read, kept in the descriptor cache.
+pub(crate) fn default_listing(summary: &Summary) -> (usize, Arc<str>) {
+    let slug = naming::assign_slugs(&[summary.app_id.as_str()]).remove(0);
+    let budget = listing_budget(&slug);
+    (budget, listing_text(summary, budget))
 }
 
 /// Estimated tokens left for an app's description so its whole `tools/list` entry,

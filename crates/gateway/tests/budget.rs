@@ -79,6 +79,26 @@ fn an_app_entry_in_tools_list_costs_at_most_40_tokens() {
         worst = worst.max(used);
         total += used;
         assert!(used <= 40, "{used} tokens: {entry}");
+        // Whole words of the description's first sentence, never a cut word.
+        let description = tool.description.as_deref().unwrap_or_default();
+        let shown = description
+            .split_once(": ")
+            .map_or("", |(_, rest)| rest)
+            .split(" (aka")
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches(". Call for guide.")
+            .trim_end_matches(['.', '…']);
+        let product = description.split(':').next().unwrap_or_default();
+        let full = format!(
+            "{product} for the desktop: create, search and organise your items, sync them across devices and share them with others"
+        );
+        assert!(full.starts_with(shown), "{entry}");
+        let next = full[shown.len()..].chars().next();
+        assert!(
+            next.is_none_or(|c| !c.is_alphanumeric()),
+            "a word was cut: {entry}"
+        );
         if worst == used {
             longest = entry;
         }
