@@ -125,12 +125,19 @@ struct Figures {
 
 /// Spawn → complete first `tools/list`; returns the time and the number of tools.
 fn first_list(contender: &Contender, home: &Path, bus: &TestBus) -> (Duration, usize) {
+    let (_, listed, tools) = first_answers(contender, home, bus);
+    (listed, tools)
+}
+
+/// Spawn → `initialize` answered, spawn → complete first `tools/list`, and its tool count.
+fn first_answers(contender: &Contender, home: &Path, bus: &TestBus) -> (Duration, Duration, usize) {
     let started = Instant::now();
     let mut gateway = contender.start(home, bus);
     gateway.initialize();
+    let initialized = started.elapsed();
     let list = raw_request(&mut gateway, "tools/list", &json!({}));
     let elapsed = started.elapsed();
-    (elapsed, tool_names(&list).len())
+    (initialized, elapsed, tool_names(&list).len())
 }
 
 /// Every figure of `contender` over `home` (warm runs interleave with `rival`'s, if any).
@@ -188,8 +195,13 @@ fn measure(contender: &Contender, home: &Path, bus: &TestBus, use_it: bool) -> F
     figures
 }
 
-fn warm_runs(contenders: &[&Contender], home: &Path, bus: &TestBus) -> Vec<Vec<Duration>> {
-    let mut runs = vec![Vec::new(); contenders.len()];
+/// Warm starts in rotated order: per contender, (spawn → initialize, spawn → tools/list).
+fn warm_runs(
+    contenders: &[&Contender],
+    home: &Path,
+    bus: &TestBus,
+) -> Vec<(Vec<Duration>, Vec<Duration>)> {
+    let mut runs = vec![(Vec::new(), Vec::new()); contenders.len()];
     // Each contender once so that its caches are warm, then rotated rounds.
     for contender in contenders {
         first_list(contender, home, bus);
@@ -197,7 +209,9 @@ fn warm_runs(contenders: &[&Contender], home: &Path, bus: &TestBus) -> Vec<Vec<D
     for round in 0..STARTS {
         for offset in 0..contenders.len() {
             let index = (round + offset) % contenders.len();
-            runs[index].push(first_list(contenders[index], home, bus).0);
+            let (initialized, listed, _) = first_answers(contenders[index], home, bus);
+            runs[index].0.push(initialized);
+            runs[index].1.push(listed);
         }
     }
     runs
@@ -223,7 +237,7 @@ pub fn run() {
     for count in [1_000usize, 10_000] {
         let home = home_with(count);
         let figures = measure(&ours, home.path(), &bus, true);
-        let warm = median(warm_runs(&[&ours], home.path(), &bus).remove(0));
+        let warm = median(warm_runs(&[&ours], home.path(), &bus).remove(0).1);
         println!(
             "| {count} | {} ({}) | {} | {} | {} | {} | {} |",
             ms(figures.cold_list.unwrap_or_default()),
@@ -237,13 +251,44 @@ pub fn run() {
     }
 }
 
-/// `aai-bench compare [--apps N] -- COMMAND [ARG…]`.
+/// Writes the same apps (id, name, description) in the descriptor format of the TypeScript
+/// gateway (`schemaVersion` 2.0, one skill each) under `{home}/peer-apps`, for a peer started
+/// with `AAI_GATEWAY_APPS_DIR={home}/peer-apps`.
+fn write_peer_apps(home: &Path) {
+    let root = home.join("peer-apps");
+    let skill = home.join("peer-skill");
+    std::fs::create_dir_all(&skill).expect("mkdir");
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: bench\ndescription: A bench skill.\n---\nEchoes text.\n",
+    )
+    .expect("write");
+    for entry in std::fs::read_dir(home).expect("read home").flatten() {
+        let Ok(text) = std::fs::read_to_string(entry.path().join("aai.json")) else {
+            continue;
+        };
+        let ours: Value = serde_json::from_str(&text).expect("our descriptor");
+        let app_id = entry.file_name().to_string_lossy().into_owned();
+        let peer = json!({
+            "schemaVersion": "2.0",
+            "version": "1.0.0",
+            "app": {"name": {"default": ours["name"]}},
+            "access": {"protocol": "skill", "config": {"path": skill}},
+            "exposure": {"summary": ours["description"]},
+        });
+        let folder = root.join(&app_id);
+        std::fs::create_dir_all(&folder).expect("mkdir");
+        std::fs::write(folder.join("aai.json"), peer.to_string()).expect("write");
+    }
+}
+
+/// `aai-bench compare [--apps N] [--peer-apps] -- COMMAND [ARG…]`.
 pub fn compare(args: &[String]) {
     let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
     let (options, command) = (&args[..split], args.get(split + 1..).unwrap_or_default());
     let Some((program, rest)) = command.split_first() else {
         eprintln!(
-            "usage: aai-bench compare [--apps N] -- COMMAND [ARG...]  ({{home}} in an argument is the apps' folder)"
+            "usage: aai-bench compare [--apps N] [--peer-apps] -- COMMAND [ARG...]  ({{home}} in an argument is the apps' folder; --peer-apps also writes them for the TypeScript gateway under {{home}}/peer-apps)"
         );
         std::process::exit(2);
     };
@@ -262,10 +307,14 @@ pub fn compare(args: &[String]) {
     let mut bus = TestBus::start();
     bus.spawn_service(TEST_SERVICE);
     let home = home_with(count);
+    if options.iter().any(|o| o == "--peer-apps") {
+        write_peer_apps(home.path());
+    }
     let a = measure(&ours, home.path(), &bus, false);
     let b = measure(&rival, home.path(), &bus, false);
     let warm = warm_runs(&[&ours, &rival], home.path(), &bus);
-    let (warm_a, warm_b) = (median(warm[0].clone()), median(warm[1].clone()));
+    let (init_a, warm_a) = (median(warm[0].0.clone()), median(warm[0].1.clone()));
+    let (init_b, warm_b) = (median(warm[1].0.clone()), median(warm[1].1.clone()));
     let ratio = |x: f64, y: f64| {
         if x > 0.0 {
             format!("{:.1}×", y / x)
@@ -273,36 +322,51 @@ pub fn compare(args: &[String]) {
             "–".into()
         }
     };
+    let timed = |what: &str, x: Duration, y: Duration| {
+        (
+            what.to_owned(),
+            ms(x),
+            ms(y),
+            ratio(x.as_secs_f64(), y.as_secs_f64()),
+        )
+    };
     println!("{count} apps; A = aai-gateway, B = {}", rival.label);
     println!("| measurement | A | B | B / A |");
     println!("|---|---|---|---|");
     let rows = [
         (
-            "tools listed",
-            format!("{}", a.listed),
-            format!("{}", b.listed),
+            "tools listed (first list, cold / later)".to_owned(),
+            format!("{} / {}", a.cold_listed, a.listed),
+            format!("{} / {}", b.cold_listed, b.listed),
             String::new(),
         ),
-        (
+        timed(
+            "spawn → initialize answered (median of rotated runs)",
+            init_a,
+            init_b,
+        ),
+        timed(
+            "spawn → complete tools/list, cold (one run)",
+            a.cold_list.unwrap_or_default(),
+            b.cold_list.unwrap_or_default(),
+        ),
+        timed(
             "spawn → complete tools/list, warm (median of rotated runs)",
-            ms(warm_a),
-            ms(warm_b),
-            ratio(warm_a.as_secs_f64(), warm_b.as_secs_f64()),
+            warm_a,
+            warm_b,
+        ),
+        timed(
+            &format!("tools/list on the wire (median of {LISTS})"),
+            a.list_wire,
+            b.list_wire,
+        ),
+        timed(
+            &format!("ping on the wire (median of {LISTS})"),
+            a.ping_wire,
+            b.ping_wire,
         ),
         (
-            "tools/list on the wire (median)",
-            ms(a.list_wire),
-            ms(b.list_wire),
-            ratio(a.list_wire.as_secs_f64(), b.list_wire.as_secs_f64()),
-        ),
-        (
-            "ping on the wire (median)",
-            ms(a.ping_wire),
-            ms(b.ping_wire),
-            ratio(a.ping_wire.as_secs_f64(), b.ping_wire.as_secs_f64()),
-        ),
-        (
-            "peak RSS after the list",
+            "peak RSS after the list".to_owned(),
             mib(a.rss_after_list_kib),
             mib(b.rss_after_list_kib),
             ratio(a.rss_after_list_kib as f64, b.rss_after_list_kib as f64),

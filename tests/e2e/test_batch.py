@@ -112,8 +112,8 @@ async def test_a_result_flows_into_a_later_step_as_a_value(home, bus, monkeypatc
 
 
 async def test_parallel_steps_run_at_once(home, bus, monkeypatch, tmp_path):
-    """Step 0 waits for a file that only step 1 writes: in order it would time out, in
-    parallel both finish. Nothing here depends on how fast the machine is."""
+    """Step 0 waits for a file that only step 1 writes: in parallel both finish; in order the
+    first step is over before the second begins. Nothing here depends on how fast the machine is."""
     (home / "config.json").write_text(json.dumps({
         "local": {"sandbox": {"allowed_directories": [str(tmp_path)]}},
         "policy": {"default_profile": "full_auto"}}))
@@ -128,12 +128,15 @@ async def test_parallel_steps_run_at_once(home, bus, monkeypatch, tmp_path):
             assert [s["status"] for s in out["steps"]] == ["ok", "ok"], out
             assert out["steps"][0]["result"]["stdout"] == "seen"
             flag.unlink()
-            waiter["args"]["timeout_ms"] = 1500
-            r = await c.call_tool("aai_batch", {"steps": [waiter, writer]})
+            # In order, the first step has finished before the writer starts: it finds no flag.
+            # (A look, not a wait that has to time out, so a loaded machine cannot change it.)
+            looker = {"app": "local.terminal", "tool": "bash_execute",
+                      "args": {"command": f"if [ -e {flag} ]; then echo seen; else echo absent; fi"}}
+            r = await c.call_tool("aai_batch", {"steps": [looker, writer]})
             out = r.structured_content
-            # In order, the waiter gives up before the writer starts.
-            assert out["steps"][0]["status"] == "ok", out
-            assert out["steps"][0]["result"]["timed_out"] is True and "seen" not in out["steps"][0]["result"]["stdout"], out
+            assert [s["status"] for s in out["steps"]] == ["ok", "ok"], out
+            assert out["steps"][0]["result"]["stdout"] == "absent", out
+            assert flag.exists()
 
 
 async def test_the_batch_question_reaches_a_2026_client_through_input_required(home, bus, monkeypatch):

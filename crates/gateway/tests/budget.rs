@@ -87,7 +87,7 @@ fn an_app_entry_in_tools_list_costs_at_most_40_tokens() {
             .split(" (aka")
             .next()
             .unwrap_or_default()
-            .trim_end_matches(". Call for guide.")
+            .trim_end_matches(" Call for guide.")
             .trim_end_matches(['.', '…']);
         let product = description.split(':').next().unwrap_or_default();
         let full = format!(
