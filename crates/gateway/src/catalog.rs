@@ -121,6 +121,12 @@ enum Source {
 }
 
 impl Entry {
+    /// Unique in this process: the same entry object (an unchanged file's parse result is
+    /// handed out again) has the same id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// An entry that keeps its descriptor in memory.
     pub fn held(descriptor: Arc<Descriptor>) -> Arc<Self> {
         Arc::new(Self {

@@ -307,6 +307,9 @@ pub fn scan(
     let fetched_root = options.home.join("web");
     cache.seed(&fetched_root);
     let files = guesses(options);
+    // The cache is read and the folders listed (long at 10,000 apps on a loaded machine): a
+    // sign of progress for whoever waits for the first snapshot.
+    on_batch(Vec::new(), false);
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .min(8);
@@ -464,6 +467,27 @@ mod cache_tests {
             crate::registry::Registry::build(&found, &[aai_descriptor::Platform::Linux], true);
         let names = registry.apps.iter().map(|a| a.name().to_owned()).collect();
         (names, cache.parsed())
+    }
+
+    #[test]
+    fn a_scan_says_it_started_before_it_reads_any_file_and_ends_with_everything() {
+        let home = home_with(3);
+        let options = ScanOptions {
+            home: home.path().to_path_buf(),
+            ..ScanOptions::default()
+        };
+        let mut calls = Vec::new();
+        scan(
+            &options,
+            &ParseCache::default(),
+            Duration::ZERO,
+            |batch, done| {
+                calls.push((batch.len(), done));
+            },
+        );
+        assert_eq!(calls.first(), Some(&(0, false)), "{calls:?}");
+        assert_eq!(calls.last().map(|c| c.1), Some(true), "{calls:?}");
+        assert_eq!(calls.iter().map(|c| c.0).sum::<usize>(), 3, "{calls:?}");
     }
 
     fn names(count: usize) -> Vec<String> {

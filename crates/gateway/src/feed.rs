@@ -27,31 +27,57 @@ pub enum Event {
     Schedules,
 }
 
-#[derive(Debug, Clone)]
+/// The channel is made by the first watcher: its backlog is ~0.5 MB, which a gateway nobody
+/// watches (every stdio one) need not hold.
+#[derive(Debug, Clone, Default)]
 pub struct Feed {
-    sender: broadcast::Sender<Event>,
-}
-
-impl Default for Feed {
-    fn default() -> Self {
-        Self {
-            sender: broadcast::channel(BACKLOG).0,
-        }
-    }
+    sender: std::sync::Arc<std::sync::OnceLock<broadcast::Sender<Event>>>,
 }
 
 impl Feed {
     pub fn send(&self, event: Event) {
         // No watcher: nothing to do.
-        let _ = self.sender.send(event);
+        if let Some(sender) = self.sender.get() {
+            let _ = sender.send(event);
+        }
     }
 
     /// Whether anyone watches (so an event costly to build can be skipped).
     pub fn watched(&self) -> bool {
-        self.sender.receiver_count() > 0
+        self.sender
+            .get()
+            .is_some_and(|sender| sender.receiver_count() > 0)
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
-        self.sender.subscribe()
+        self.sender
+            .get_or_init(|| broadcast::channel(BACKLOG).0)
+            .subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watcher_of_any_clone_gets_what_is_sent_after_it_came() {
+        let feed = Feed::default();
+        let other = feed.clone();
+        assert!(!feed.watched());
+        feed.send(Event::Grants); // nobody watches: dropped
+        let mut watcher = other.subscribe();
+        assert!(feed.watched() && other.watched());
+        feed.send(Event::Stop { stopped: true });
+        match watcher.try_recv() {
+            Ok(Event::Stop { stopped: true }) => {}
+            other => panic!("expected the stop event, got {other:?}"),
+        }
+        assert!(
+            watcher.try_recv().is_err(),
+            "the event sent before it watched is not kept"
+        );
+        drop(watcher);
+        assert!(!feed.watched());
     }
 }

@@ -109,3 +109,43 @@ fn an_app_entry_in_tools_list_costs_at_most_40_tokens() {
         total as f64 / 50.0
     );
 }
+
+/// The stdio transport's `tools/list` body, written one entry at a time, is exactly rmcp's
+/// serialization of the same tools, in both exposure modes.
+#[tokio::test]
+async fn the_streamed_tool_list_is_the_tool_list() {
+    for exposure in [
+        aai_gateway::config::Exposure::Full,
+        aai_gateway::config::Exposure::Compact,
+    ] {
+        let registry = Registry::build(&apps(40), &[Platform::Linux], true);
+        let config = Config {
+            exposure,
+            ..Config::default()
+        };
+        let dir = tempfile::tempdir().expect("dir");
+        let gateway = aai_gateway::fixed_gateway(
+            registry,
+            config,
+            Executors::new(),
+            dir.path().join("data.db"),
+        );
+        let server = AaiServer::new(gateway.clone());
+        let body = server.tool_list_body().await;
+        let registry = gateway.registry().await;
+        let expected = serde_json::to_vec(&rmcp::model::ListToolsResult::with_all_items(
+            server.tools(&registry),
+        ))
+        .expect("json");
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            String::from_utf8_lossy(&expected)
+        );
+        let listed: serde_json::Value = serde_json::from_slice(&body).expect("valid JSON");
+        let count = listed["tools"].as_array().map_or(0, Vec::len);
+        match exposure {
+            aai_gateway::config::Exposure::Full => assert!(count > 40, "{count}"),
+            aai_gateway::config::Exposure::Compact => assert!(count < 10, "{count}"),
+        }
+    }
+}

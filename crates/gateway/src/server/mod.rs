@@ -117,46 +117,92 @@ impl AaiServer {
     }
 
     /// The `tools/list` result of the current snapshot as JSON, made once per snapshot and
-    /// shared by every session (the stdio transport copies it out as it is).
+    /// shared by every session (the stdio transport copies it out as it is). Each app's entry
+    /// is made and written one at a time: at 10,000 apps a list of every entry built first
+    /// held megabytes only to be serialized and dropped.
     pub async fn tool_list_body(&self) -> Arc<Vec<u8>> {
         let registry = self.gateway.registry().await;
         registry
             .tool_list_body
-            .get_or_init(|| {
-                let result = ListToolsResult::with_all_items(self.tools(&registry));
-                Arc::new(serde_json::to_vec(&result).unwrap_or_else(|_| b"{\"tools\":[]}".to_vec()))
-            })
+            .get_or_init(|| Arc::new(self.tool_list_json(&registry)))
             .clone()
+    }
+
+    /// rmcp's `tools/list` result of [`Self::tools`], with the tools written as they are
+    /// made: the result's other fields come from rmcp serializing it with no tools.
+    fn tool_list_json(&self, registry: &Registry) -> Vec<u8> {
+        let everything = || {
+            serde_json::to_vec(&ListToolsResult::with_all_items(self.tools(registry)))
+                .unwrap_or_else(|_| b"{\"tools\":[]}".to_vec())
+        };
+        let Ok(frame) = serde_json::to_vec(&ListToolsResult::with_all_items(Vec::new())) else {
+            return everything();
+        };
+        let marker: &[u8] = b"\"tools\":[]";
+        let Some(at) = frame.windows(marker.len()).position(|w| w == marker) else {
+            return everything();
+        };
+        let (before, after) = frame.split_at(at + marker.len() - 1);
+        let estimate = registry
+            .apps
+            .iter()
+            .map(|app| app.slug.len() + app.listing.len() + 64)
+            .sum::<usize>()
+            + 4096;
+        let mut body = Vec::with_capacity(estimate);
+        body.extend_from_slice(before);
+        let (head, tail) = self.fixed_tools(registry);
+        let all = head.into_iter().chain(self.app_tools(registry)).chain(tail);
+        for (index, tool) in all.enumerate() {
+            if index > 0 {
+                body.push(b',');
+            }
+            if serde_json::to_writer(&mut body, &tool).is_err() {
+                return everything();
+            }
+        }
+        body.extend_from_slice(after);
+        body.shrink_to_fit();
+        body
     }
 
     /// The tool list for the configured exposure mode.
     pub fn tools(&self, registry: &Registry) -> Vec<Tool> {
-        let mut tools = Vec::new();
-        match self.gateway.config.exposure {
-            Exposure::Full => {
-                let empty = schema(json!({"type": "object"}));
-                tools.reserve(registry.apps.len() + 1);
-                for app in &registry.apps {
-                    tools.push(Tool::new(
-                        app.slug.clone(),
-                        app.listing.to_string(),
-                        empty.clone(),
-                    ));
-                }
-            }
-            Exposure::Compact => {
-                tools.push(Tool::new(
-                    "aai_apps",
-                    "List the user's apps, or search them by words in names, aliases and descriptions.",
-                    schema(json!({"type": "object", "properties": {"query": {"type": "string", "description": "Words to search for; omit to list all"}}})),
-                ));
-                tools.push(Tool::new(
-                    "aai_guide",
-                    "Get an app's guide: its tools, their parameters and an example call.",
-                    schema(json!({"type": "object", "properties": {"app": {"type": "string", "description": "App id from aai_apps"}}, "required": ["app"]})),
-                ));
-            }
+        let (head, tail) = self.fixed_tools(registry);
+        let mut tools = Vec::with_capacity(head.len() + registry.apps.len() + tail.len());
+        tools.extend(head);
+        tools.extend(self.app_tools(registry));
+        tools.extend(tail);
+        tools
+    }
+
+    /// One `app_<slug>` tool per app in the full exposure mode; none in the compact one.
+    fn app_tools<'a>(&self, registry: &'a Registry) -> impl Iterator<Item = Tool> + 'a {
+        let full = matches!(self.gateway.config.exposure, Exposure::Full);
+        let empty = schema(json!({"type": "object"}));
+        registry
+            .apps
+            .iter()
+            .filter(move |_| full)
+            .map(move |app| Tool::new(app.slug.clone(), app.listing.to_string(), empty.clone()))
+    }
+
+    /// The tools listed before the apps' and after them.
+    fn fixed_tools(&self, registry: &Registry) -> (Vec<Tool>, Vec<Tool>) {
+        let mut head = Vec::new();
+        if matches!(self.gateway.config.exposure, Exposure::Compact) {
+            head.push(Tool::new(
+                "aai_apps",
+                "List the user's apps, or search them by words in names, aliases and descriptions.",
+                schema(json!({"type": "object", "properties": {"query": {"type": "string", "description": "Words to search for; omit to list all"}}})),
+            ));
+            head.push(Tool::new(
+                "aai_guide",
+                "Get an app's guide: its tools, their parameters and an example call.",
+                schema(json!({"type": "object", "properties": {"app": {"type": "string", "description": "App id from aai_apps"}}, "required": ["app"]})),
+            ));
         }
+        let mut tools = Vec::new();
         tools.push(Tool::new(
             "web_discover",
             "Get the guide of a web app not in the list, from its URL, domain or name.",
@@ -211,7 +257,7 @@ impl AaiServer {
                 }
             })),
         ));
-        tools
+        (head, tools)
     }
 
     /// The client's roots as URIs: asked with `roots/list` (protocol ≤ 2025-11-25, when the
