@@ -4,6 +4,7 @@ import bisect
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -11,7 +12,6 @@ work, bin_dir, link_map, out = sys.argv[1:5]
 fixture = json.load(open("crates/test-support/fixtures/test-service.aai.json"))
 home = os.path.join(work, "home")
 if os.path.exists(home):
-    import shutil
     shutil.rmtree(home)
 for i in range(1000):
     doc = json.loads(json.dumps(fixture))

@@ -47,26 +47,25 @@ fn main() {
 /// The minor version of the C library the binary links against (`getconf` prints
 /// `glibc 2.36`).
 fn glibc_minor() -> Option<u32> {
-    let out = Command::new("getconf")
-        .arg("GNU_LIBC_VERSION")
-        .output()
-        .ok()?;
-    let text = String::from_utf8(out.stdout).ok()?;
-    let version = text.trim().strip_prefix("glibc ")?;
-    let mut parts = version.split('.');
-    (parts.next()? == "2").then_some(())?;
-    parts.next()?.parse().ok()
+    let text = output("getconf", "GNU_LIBC_VERSION")?;
+    minor(text.trim().strip_prefix("glibc ")?, "2")
 }
 
 /// The minor version of `rustc` (`rustc 1.95.0 (…)` → 95).
 fn rustc_minor(rustc: &str) -> Option<u32> {
-    let out = Command::new(if rustc.is_empty() { "rustc" } else { rustc })
-        .arg("--version")
-        .output()
-        .ok()?;
-    let text = String::from_utf8(out.stdout).ok()?;
-    let version = text.split_whitespace().nth(1)?;
+    let text = output(if rustc.is_empty() { "rustc" } else { rustc }, "--version")?;
+    minor(text.split_whitespace().nth(1)?, "1")
+}
+
+/// What `program arg` prints.
+fn output(program: &str, arg: &str) -> Option<String> {
+    let out = Command::new(program).arg(arg).output().ok()?;
+    String::from_utf8(out.stdout).ok()
+}
+
+/// The minor number of `version` (`major.minor[.…]`) when its major is `major`.
+fn minor(version: &str, major: &str) -> Option<u32> {
     let mut parts = version.split('.');
-    (parts.next()? == "1").then_some(())?;
+    (parts.next()? == major).then_some(())?;
     parts.next()?.parse().ok()
 }

@@ -296,7 +296,8 @@ fn load_with(
     outcome
 }
 
-/// Loads every candidate on all cores. Results are handed to `on_batch` at most every
+/// Loads every candidate on all cores. `on_batch` gets an empty batch once the cache is read
+/// and the folders are listed (the scan is under way), then results at most every
 /// `batch_every`, and once more at the end (with `done = true`).
 pub fn scan(
     options: &ScanOptions,
@@ -429,6 +430,14 @@ mod tests {
 mod cache_tests {
     use super::*;
 
+    /// What a start of the gateway with `home` as AAI_HOME scans.
+    fn home_options(home: &Path) -> ScanOptions {
+        ScanOptions {
+            home: home.to_path_buf(),
+            ..ScanOptions::default()
+        }
+    }
+
     fn app(id: &str, name: &str) -> String {
         format!(
             r#"{{"schema_version":"1.0","appId":"{id}","name":"{name}","description":"Does things. And more.","aliases":["thing"],
@@ -455,10 +464,7 @@ mod cache_tests {
     /// files were parsed.
     fn start(home: &Path) -> (Vec<String>, usize) {
         let cache = ParseCache::on_disk(home);
-        let options = ScanOptions {
-            home: home.to_path_buf(),
-            ..ScanOptions::default()
-        };
+        let options = home_options(home);
         let mut found = Vec::new();
         scan(&options, &cache, Duration::from_secs(60), |batch, _| {
             found.extend(batch)
@@ -472,10 +478,7 @@ mod cache_tests {
     #[test]
     fn a_scan_says_it_started_before_it_reads_any_file_and_ends_with_everything() {
         let home = home_with(3);
-        let options = ScanOptions {
-            home: home.path().to_path_buf(),
-            ..ScanOptions::default()
-        };
+        let options = home_options(home.path());
         let mut calls = Vec::new();
         scan(
             &options,
@@ -604,10 +607,7 @@ mod cache_tests {
             .write(entries.iter().map(|(p, s, e)| (p.as_path(), *s, &**e)))
             .expect("write");
         let parse_cache = ParseCache::on_disk(home.path());
-        let options = ScanOptions {
-            home: home.path().to_path_buf(),
-            ..ScanOptions::default()
-        };
+        let options = home_options(home.path());
         let mut found = Vec::new();
         scan(
             &options,
@@ -636,10 +636,7 @@ mod cache_tests {
         let home = home_with(1);
         start(home.path());
         let parse_cache = ParseCache::on_disk(home.path());
-        let options = ScanOptions {
-            home: home.path().to_path_buf(),
-            ..ScanOptions::default()
-        };
+        let options = home_options(home.path());
         let mut found = Vec::new();
         scan(
             &options,

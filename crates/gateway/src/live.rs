@@ -246,10 +246,11 @@ fn rescan(
             return;
         }
         let scanned = done.then(|| fingerprint(&found));
-        if scanned.is_some() && scanned == *last && {
+        let current_is_it = || {
             let current = tx.borrow();
             current.complete && current.workflows == workflows
-        } {
+        };
+        if scanned.is_some() && scanned == *last && current_is_it() {
             return;
         }
         let mut registry = Registry::build(&found, platforms, done);

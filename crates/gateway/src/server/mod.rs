@@ -151,9 +151,7 @@ impl AaiServer {
             + 4096;
         let mut body = Vec::with_capacity(estimate);
         body.extend_from_slice(before);
-        let (head, tail) = self.fixed_tools(registry);
-        let all = head.into_iter().chain(self.app_tools(registry)).chain(tail);
-        for (index, tool) in all.enumerate() {
+        for (index, tool) in self.all_tools(registry).enumerate() {
             if index > 0 {
                 body.push(b',');
             }
@@ -168,23 +166,24 @@ impl AaiServer {
 
     /// The tool list for the configured exposure mode.
     pub fn tools(&self, registry: &Registry) -> Vec<Tool> {
-        let (head, tail) = self.fixed_tools(registry);
-        let mut tools = Vec::with_capacity(head.len() + registry.apps.len() + tail.len());
-        tools.extend(head);
-        tools.extend(self.app_tools(registry));
-        tools.extend(tail);
-        tools
+        self.all_tools(registry).collect()
     }
 
-    /// One `app_<slug>` tool per app in the full exposure mode; none in the compact one.
-    fn app_tools<'a>(&self, registry: &'a Registry) -> impl Iterator<Item = Tool> + 'a {
-        let full = matches!(self.gateway.config.exposure, Exposure::Full);
+    /// The tools of [`Self::tools`], each made when it is taken: the fixed ones before the
+    /// apps, one `app_<slug>` per app in the full exposure mode (none in the compact one),
+    /// the fixed ones after.
+    fn all_tools<'a>(&self, registry: &'a Registry) -> impl Iterator<Item = Tool> + 'a {
+        let apps: &[Arc<crate::registry::App>] = match self.gateway.config.exposure {
+            Exposure::Full => &registry.apps,
+            Exposure::Compact => &[],
+        };
         let empty = schema(json!({"type": "object"}));
-        registry
-            .apps
-            .iter()
-            .filter(move |_| full)
-            .map(move |app| Tool::new(app.slug.clone(), app.listing.to_string(), empty.clone()))
+        let (head, tail) = self.fixed_tools(registry);
+        head.into_iter()
+            .chain(apps.iter().map(move |app| {
+                Tool::new(app.slug.clone(), app.listing.to_string(), empty.clone())
+            }))
+            .chain(tail)
     }
 
     /// The tools listed before the apps' and after them.
