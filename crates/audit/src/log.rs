@@ -10,6 +10,8 @@ use sha2::{Digest, Sha256};
 
 /// The hash before the first row.
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// How long a write waits for another connection's lock before it fails.
+const BUSY_WAIT: Duration = Duration::from_secs(2);
 
 /// Why the log could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -132,7 +134,7 @@ pub(crate) fn connect(path: &Path) -> Result<(Connection, String), AuditError> {
             .open(path);
     }
     let conn = Connection::open(path).map_err(fail)?;
-    conn.busy_timeout(Duration::from_secs(2)).map_err(fail)?;
+    conn.busy_timeout(BUSY_WAIT).map_err(fail)?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(fail)?;
     // A small page cache: the log is append-only and grants are few, and the gateway's
@@ -208,10 +210,6 @@ impl AuditLog {
         })
     }
 
-    /// Appends one row and returns its id. The row is durable when this returns.
-    ///
-    /// # Errors
-    /// [`AuditError::Write`] (disk full, database locked, …): the caller must not proceed as
     /// The connection; a panic elsewhere while it was held does not make it unusable.
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn
@@ -219,13 +217,44 @@ impl AuditLog {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Appends one row and returns its id. The row is durable when this returns.
+    ///
+    /// # Errors
+    /// [`AuditError::Write`] (disk full, database locked, …): the caller must not proceed as
     /// if the row existed.
     pub fn append(&self, entry: &Entry) -> Result<i64, AuditError> {
+        self.write_row(&mut self.lock(), entry)
+    }
+
+    /// [`AuditLog::append`] without waiting: `Ok(None)`, nothing written, when another
+    /// connection holds the database's write lock at this moment (the caller appends again
+    /// where it may wait), so the common case never needs a thread that may block.
+    ///
+    /// # Errors
+    /// As [`AuditLog::append`].
+    pub fn try_append(&self, entry: &Entry) -> Result<Option<i64>, AuditError> {
+        let mut conn = self.lock();
+        conn.busy_timeout(Duration::ZERO)
+            .map_err(|source| AuditError::Write {
+                path: self.path.clone(),
+                source,
+            })?;
+        let written = self.write_row(&mut conn, entry);
+        let _ = conn.busy_timeout(BUSY_WAIT);
+        match written {
+            Err(AuditError::Write {
+                source: rusqlite::Error::SqliteFailure(error, _),
+                ..
+            }) if error.code == rusqlite::ErrorCode::DatabaseBusy => Ok(None),
+            other => other.map(Some),
+        }
+    }
+
+    fn write_row(&self, conn: &mut Connection, entry: &Entry) -> Result<i64, AuditError> {
         let fail = |source| AuditError::Write {
             path: self.path.clone(),
             source,
         };
-        let mut conn = self.lock();
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(fail)?;
@@ -426,6 +455,24 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn try_append_gives_way_to_another_writer_and_writes_otherwise() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("data.db");
+        let log = AuditLog::open(&path).expect("log");
+        assert_eq!(log.try_append(&entry(1)).expect("append"), Some(1));
+        let other = Connection::open(&path).expect("other");
+        other.execute_batch("BEGIN IMMEDIATE").expect("lock");
+        let started = std::time::Instant::now();
+        assert_eq!(log.try_append(&entry(2)).expect("busy is not an error"), None);
+        assert!(started.elapsed() < BUSY_WAIT, "it did not wait for the lock");
+        other.execute_batch("COMMIT").expect("unlock");
+        // Nothing was half-written, and the connection waits again as before.
+        assert_eq!(log.try_append(&entry(2)).expect("append"), Some(2));
+        assert_eq!(log.append(&entry(3)).expect("append"), 3);
+        assert_eq!(log.verify().expect("verify"), 3);
+    }
 
     fn entry(i: i64) -> Entry {
         Entry {

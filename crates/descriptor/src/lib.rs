@@ -25,4 +25,4 @@ pub mod url;
 
 pub use error::{AaiError, ErrorKind, LoadError, Problem};
 pub use model::*;
-pub use parse::{SCHEMA_JSON, is_valid_app_id, parse, script_output};
+pub use parse::{KeepSchema, SCHEMA_JSON, is_valid_app_id, parse, parse_known, script_output};

@@ -2,7 +2,7 @@
 //! schema cannot express. Every problem carries a JSON pointer.
 
 use std::collections::HashSet;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -19,16 +19,83 @@ pub const SCHEMA_JSON: &str = include_str!("../../../schemas/aai.schema.json");
 /// At most this many problems are reported for one file; the rest are summarised.
 const MAX_PROBLEMS: usize = 20;
 
-static SCHEMA: LazyLock<Result<jsonschema::Validator, String>> = LazyLock::new(|| {
-    let schema: Value = serde_json::from_str(SCHEMA_JSON).map_err(|e| e.to_string())?;
-    jsonschema::draft7::new(&schema).map_err(|e| e.to_string())
-});
+/// The compiled published schema: compiled when a file is checked against it and dropped when
+/// nothing uses it any more (it weighs ~1.3 MB with its patterns' matchers), unless a
+/// [`KeepSchema`] is alive, as during a discovery scan that may parse thousands of files.
+static SCHEMA: Mutex<Weak<Compiled>> = Mutex::new(Weak::new());
+/// The compiled schema while a [`KeepSchema`] is alive.
+static KEPT: Mutex<Option<Arc<Compiled>>> = Mutex::new(None);
+/// Live [`KeepSchema`] guards.
+static KEEPERS: Mutex<usize> = Mutex::new(0);
+
+type Compiled = Result<jsonschema::Validator, String>;
+
+fn compiled_schema() -> Arc<Compiled> {
+    let mut slot = SCHEMA.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(schema) = slot.upgrade() {
+        return schema;
+    }
+    let schema = Arc::new((|| {
+        let schema: Value = serde_json::from_str(SCHEMA_JSON).map_err(|e| e.to_string())?;
+        jsonschema::draft7::new(&schema).map_err(|e| e.to_string())
+    })());
+    *slot = Arc::downgrade(&schema);
+    drop(slot);
+    if *KEEPERS.lock().unwrap_or_else(PoisonError::into_inner) > 0 {
+        *KEPT.lock().unwrap_or_else(PoisonError::into_inner) = Some(schema.clone());
+    }
+    schema
+}
+
+/// While alive, the compiled schema stays in memory once a parse has compiled it (a scan
+/// that parses many files compiles it once; one that parses none compiles nothing).
+#[must_use = "the schema is kept only while the guard is alive"]
+pub struct KeepSchema(());
+
+impl KeepSchema {
+    pub fn new() -> Self {
+        *KEEPERS.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        Self(())
+    }
+}
+
+impl Default for KeepSchema {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for KeepSchema {
+    fn drop(&mut self) {
+        let mut keepers = KEEPERS.lock().unwrap_or_else(PoisonError::into_inner);
+        *keepers = keepers.saturating_sub(1);
+        if *keepers == 0 {
+            KEPT.lock().unwrap_or_else(PoisonError::into_inner).take();
+        }
+    }
+}
 
 /// Parses and validates one descriptor. `source_name` names the file (or URL) in messages.
 ///
 /// # Errors
 /// A [`LoadError`] listing every problem found, each with its JSON pointer.
 pub fn parse(source_name: &str, bytes: &[u8]) -> Result<Descriptor, LoadError> {
+    parse_checked(source_name, bytes, true)
+}
+
+/// [`parse`] for bytes this gateway version has validated before, unchanged since (a file
+/// whose size, modification time and inode match those recorded when it passed): the checks
+/// against schemas are skipped (the published schema, and the JSON Schema meta-schema for each
+/// tool's `parameters`), so reading an app's guide or running its tool compiles neither; the
+/// typed reading and every other check still run.
+///
+/// # Errors
+/// As [`parse`], without the schema's problems.
+pub fn parse_known(source_name: &str, bytes: &[u8]) -> Result<Descriptor, LoadError> {
+    parse_checked(source_name, bytes, false)
+}
+
+fn parse_checked(source_name: &str, bytes: &[u8], schema: bool) -> Result<Descriptor, LoadError> {
     let fail = |problems: Vec<Problem>| LoadError {
         source_name: source_name.to_owned(),
         problems,
@@ -44,13 +111,15 @@ pub fn parse(source_name: &str, bytes: &[u8]) -> Result<Descriptor, LoadError> {
         )])
     })?;
     let mut problems = normalize_aliases(&mut doc);
-    problems.extend(schema_problems(&doc));
+    if schema {
+        problems.extend(schema_problems(&doc));
+    }
     if !problems.is_empty() {
         return Err(fail(cap(problems)));
     }
     let descriptor =
         Descriptor::deserialize(&doc).map_err(|e| fail(vec![Problem::new("", e.to_string())]))?;
-    let problems = semantic_problems(&descriptor, &doc);
+    let problems = semantic_problems(&descriptor, &doc, schema);
     if problems.is_empty() {
         Ok(descriptor)
     } else {
@@ -92,7 +161,8 @@ fn normalize_aliases(doc: &mut Value) -> Vec<Problem> {
 }
 
 fn schema_problems(doc: &Value) -> Vec<Problem> {
-    let validator = match &*SCHEMA {
+    let schema = compiled_schema();
+    let validator = match &*schema {
         Ok(validator) => validator,
         Err(error) => {
             return vec![Problem::new(
@@ -175,7 +245,9 @@ pub fn is_valid_app_id(app_id: &str) -> bool {
         })
 }
 
-fn semantic_problems(descriptor: &Descriptor, doc: &Value) -> Vec<Problem> {
+/// The checks a schema cannot express. `schemas`: also check each tool's `parameters` against
+/// the JSON Schema meta-schema and compile those that can fail to compile.
+fn semantic_problems(descriptor: &Descriptor, doc: &Value, schemas: bool) -> Vec<Problem> {
     let mut problems = Vec::new();
     if !is_valid_app_id(&descriptor.app_id) {
         problems.push(Problem::new(
@@ -200,7 +272,7 @@ fn semantic_problems(descriptor: &Descriptor, doc: &Value) -> Vec<Problem> {
                 base.clone(),
                 "the section has no `tools` list",
             )),
-            Some(tools) => check_tools(&base, tools, &mut problems),
+            Some(tools) => check_tools(&base, tools, schemas, &mut problems),
         }
     }
     // Scripts are planned only once every placeholder names a parameter.
@@ -208,7 +280,9 @@ fn semantic_problems(descriptor: &Descriptor, doc: &Value) -> Vec<Problem> {
         script_problems(descriptor, &mut problems);
         dbus_problems(descriptor, &mut problems);
         web_problems(descriptor, &mut problems);
-        schema_compile_problems(descriptor, &mut problems);
+        if schemas {
+            schema_compile_problems(descriptor, &mut problems);
+        }
     }
     problems
 }
@@ -506,7 +580,7 @@ fn com_problems(base: &str, steps: &[ComStep], section_progid: bool, problems: &
     }
 }
 
-fn check_tools(base: &str, tools: &[Value], problems: &mut Vec<Problem>) {
+fn check_tools(base: &str, tools: &[Value], schemas: bool, problems: &mut Vec<Problem>) {
     let mut seen = HashSet::new();
     for (index, tool) in tools.iter().enumerate() {
         let pointer = format!("{base}/tools/{index}");
@@ -521,24 +595,29 @@ fn check_tools(base: &str, tools: &[Value], problems: &mut Vec<Problem>) {
             ));
         }
         let declared = match tool.get("parameters") {
-            Some(parameters) => {
-                check_parameters(&format!("{pointer}/parameters"), parameters, problems)
-            }
+            Some(parameters) => check_parameters(
+                &format!("{pointer}/parameters"),
+                parameters,
+                schemas,
+                problems,
+            ),
             None => HashSet::new(),
         };
         check_placeholders(&pointer, tool, &declared, problems);
     }
 }
 
-/// Checks a tool's `parameters` is a valid JSON Schema of an object; returns its property names.
+/// Checks a tool's `parameters` is a valid JSON Schema (when `schemas`) of an object; returns
+/// its property names.
 fn check_parameters(
     pointer: &str,
     parameters: &Value,
+    schemas: bool,
     problems: &mut Vec<Problem>,
 ) -> HashSet<String> {
     // Meta-validation only: compiling a validator per tool at load time costs memory for every
     // installed app; the gateway compiles on first call and reports a failure there.
-    if let Err(error) = jsonschema::meta::validate(parameters) {
+    if schemas && let Err(error) = jsonschema::meta::validate(parameters) {
         problems.push(Problem::new(
             format!("{pointer}{}", error.instance_path()),
             format!("not a valid JSON Schema: {error}"),
@@ -620,7 +699,46 @@ mod tests {
 
     #[test]
     fn the_builtin_schema_compiles() {
-        assert!(SCHEMA.is_ok(), "{:?}", SCHEMA.as_ref().err());
+        let schema = compiled_schema();
+        assert!(schema.is_ok(), "{:?}", schema.as_ref().as_ref().err());
+    }
+
+    #[test]
+    fn the_compiled_schema_stays_only_while_a_keeper_lives() {
+        let doc = linux_doc(json!({"name": "a", "description": "A", "method": "A"}));
+        {
+            let _keep = KeepSchema::new();
+            parse("t", doc.to_string().as_bytes()).expect("valid");
+            // Kept after the parse that compiled it returned.
+            assert!(KEPT.lock().expect("lock").is_some());
+            assert!(SCHEMA.lock().expect("lock").upgrade().is_some());
+        }
+        assert!(KEPT.lock().expect("lock").is_none());
+    }
+
+    #[test]
+    fn a_known_file_reads_the_same_without_the_schema_checks() {
+        let doc = linux_doc(
+            json!({"name": "echo", "description": "Echo", "method": "Echo",
+            "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
+            "args": ["${text}"]}),
+        );
+        let bytes = doc.to_string();
+        let full = parse("t", bytes.as_bytes()).expect("valid");
+        let known = parse_known("t", bytes.as_bytes()).expect("valid");
+        assert_eq!(format!("{full:?}"), format!("{known:?}"));
+        // What only a schema says is not looked at again ...
+        let mut extra = doc.clone();
+        extra["platforms"]["linux"]["tools"][0]["name"] = json!("echo!");
+        assert!(parse("t", extra.to_string().as_bytes()).is_err());
+        assert!(parse_known("t", extra.to_string().as_bytes()).is_ok());
+        // ... but every other check runs: a placeholder no parameter declares, bad JSON.
+        let undeclared = linux_doc(
+            json!({"name": "echo", "description": "Echo", "method": "Echo", "args": ["${text}"]}),
+        );
+        let error = parse_known("t", undeclared.to_string().as_bytes()).expect_err("undeclared");
+        assert!(error.to_string().contains("text"), "{error}");
+        assert!(parse_known("t", b"{").is_err());
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! `AAI_HOME/cache/descriptors.json`, keyed by path, size, modification time and the
 //! gateway's version, so a gateway started again offers every app without parsing a file that
 //! has not changed. That cache is checked whole (format, version, home, checksum) and ignored
-//! when anything is off; a descriptor loaded on demand is validated again from its file.
+//! when anything is off. A descriptor loaded on demand is read again from its file: one whose
+//! stamp still matches the one it passed every check with skips only the schema pass (the
+//! compiled schema is not kept for it); a changed one is validated whole.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -204,7 +206,14 @@ impl Entry {
         }
         let now = Stamp::of(&metadata);
         let bytes = std::fs::read(path).map_err(|e| changed(format!("cannot be read now: {e}")))?;
-        let mut descriptor = aai_descriptor::parse(&path.display().to_string(), &bytes)
+        // A file unchanged since it passed every check is read without the schema pass (see
+        // `aai_descriptor::parse_known`); a changed one is checked whole.
+        let parse = if now.same(&stamp) {
+            aai_descriptor::parse_known
+        } else {
+            aai_descriptor::parse
+        };
+        let mut descriptor = parse(&path.display().to_string(), &bytes)
             .map_err(|e| changed(format!("changed and is no longer valid: {e}")))?;
         if descriptor.app_id != self.summary.app_id {
             return Err(changed(format!(

@@ -173,6 +173,14 @@ impl ParseCache {
         }
     }
 
+    /// Whether the last scan loaded a file at or under `path` (a folder that moved away
+    /// may have held a descriptor).
+    pub fn holds_under(&self, path: &Path) -> bool {
+        self.entries
+            .lock()
+            .is_ok_and(|entries| entries.keys().any(|file| Path::new(file).starts_with(path)))
+    }
+
     /// How many files were parsed (not taken from the cache) since this cache was made.
     pub fn parsed(&self) -> usize {
         self.parsed.load(Ordering::SeqCst)
@@ -306,6 +314,8 @@ pub fn scan(
     mut on_batch: impl FnMut(Vec<Found>, bool),
 ) {
     let fetched_root = options.home.join("web");
+    // Compiled once if this scan parses anything, and dropped when it ends.
+    let _schema = aai_descriptor::KeepSchema::new();
     cache.seed(&fetched_root);
     let files = guesses(options);
     // The cache is read and the folders listed (long at 10,000 apps on a loaded machine): a

@@ -131,6 +131,14 @@ impl Gate {
     }
 
     fn store(&self) -> Result<Arc<(AuditLog, Grants)>, AaiError> {
+        if let Some(store) = self
+            .store
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            return Ok(store.clone());
+        }
         blocking(|| self.open_store())
     }
 
@@ -185,7 +193,10 @@ impl Gate {
         session: Option<&str>,
     ) -> Result<Held, AaiError> {
         let store = self.store()?;
-        blocking(|| store.1.held(caller, app, tool, session))
+        // A read: in WAL mode it does not wait for writers, so it runs where the call runs.
+        store
+            .1
+            .held(caller, app, tool, session)
             .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))
     }
 
@@ -304,7 +315,15 @@ impl Gate {
                 .map(|e| format!("{} ({}): {}", e.kind.type_name(), e.kind.code(), e.message)),
             output,
         };
-        let id = blocking(|| log.append(&entry)).map_err(|e| {
+        // Written where the call runs; only when another process holds the write lock does
+        // the append move to a thread that may wait for it (every move of a runtime worker's
+        // place starts or wakes a thread, and each thread that allocates grows the heap).
+        let id = match log.try_append(&entry) {
+            Ok(Some(id)) => Ok(id),
+            Ok(None) => blocking(|| log.append(&entry)),
+            Err(error) => Err(error),
+        }
+        .map_err(|e| {
             tracing::error!("audit: {e}");
             AaiError::new(ErrorKind::AutomationFailed, e.to_string())
                 .with_detail(json!({"audit": "unwritable"}))

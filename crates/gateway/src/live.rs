@@ -6,7 +6,6 @@
 //! only events that can change what is offered start a re-scan, and a burst settles for at
 //! most [`SETTLE_AT_MOST`]: a steady trickle of writes can never hold discovery back.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -84,7 +83,7 @@ fn run(
     let mut last = None;
     while !cancel.is_cancelled() {
         let options = options(home, dev);
-        let seen = rescan(&options, &cache, platforms, tx, first, &mut last);
+        rescan(&options, &cache, platforms, tx, first, &mut last);
         first = false;
         // Watches are added after the scan (a recursive watch walks every folder: at 10,000
         // apps that is longer than the scan itself), then the folders are looked at once
@@ -110,26 +109,26 @@ fn run(
         if added {
             continue;
         }
-        let relevant = Relevant::new(home, &options, seen);
+        let relevant = Relevant::new(home, &options, &cache);
         wait_for_change(&events, &relevant);
     }
 }
 
 /// What a file-system event must touch to be worth a re-scan.
-struct Relevant {
+struct Relevant<'a> {
     config: PathBuf,
     /// Workflow files are offered as tools.
     workflows: PathBuf,
     /// Configured paths (a configured file may have any name).
     paths: Vec<PathBuf>,
-    /// Every descriptor file the last scan looked at.
-    seen: HashSet<PathBuf>,
+    /// Every descriptor file the last scan loaded (not a second list of 10,000 paths).
+    seen: &'a ParseCache,
     /// The gateway's own cache folder.
     cache: PathBuf,
 }
 
-impl Relevant {
-    fn new(home: &Path, options: &ScanOptions, seen: HashSet<PathBuf>) -> Self {
+impl<'a> Relevant<'a> {
+    fn new(home: &Path, options: &ScanOptions, seen: &'a ParseCache) -> Self {
         Self {
             config: home.join(crate::config::CONFIG_FILE),
             workflows: home.join(crate::workflow::DIR),
@@ -162,8 +161,7 @@ impl Relevant {
                 || *path == self.config
                 || path.parent() == Some(self.workflows.as_path())
                 || self.paths.iter().any(|p| p == path)
-                || (structural
-                    && (path.is_dir() || self.seen.iter().any(|seen| seen.starts_with(path))))
+                || (structural && (path.is_dir() || self.seen.holds_under(path)))
         })
     }
 }
@@ -226,7 +224,7 @@ fn rescan(
     tx: &watch::Sender<Arc<Registry>>,
     streaming: bool,
     last: &mut Option<u64>,
-) -> HashSet<PathBuf> {
+) {
     let started = Instant::now();
     let parsed_before = cache.parsed();
     let mut found: Vec<Found> = Vec::new();
@@ -298,7 +296,6 @@ fn rescan(
             *last = scanned;
         }
     });
-    found.into_iter().map(|f| f.path).collect()
 }
 
 #[cfg(test)]
@@ -362,6 +359,14 @@ mod tests {
         let app = home.join("org.example.app");
         std::fs::create_dir_all(&app).expect("mkdir");
         let extra = home.join("elsewhere/tool.descriptor");
+        // The last scan loaded two files; one folder has moved away since.
+        let cache = ParseCache::default();
+        for folder in [&app, &home.join("gone.app")] {
+            std::fs::create_dir_all(folder).expect("mkdir");
+            std::fs::write(folder.join("aai.json"), "{}").expect("write");
+            let _ = crate::discovery::load(&folder.join("aai.json"), false, &cache);
+        }
+        std::fs::remove_dir_all(home.join("gone.app")).expect("move away");
         let relevant = Relevant::new(
             home,
             &ScanOptions {
@@ -369,7 +374,7 @@ mod tests {
                 paths: vec![extra.clone()],
                 ..ScanOptions::default()
             },
-            HashSet::from([app.join("aai.json"), home.join("gone.app/aai.json")]),
+            &cache,
         );
         let data = EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any));
         let renamed = EventKind::Modify(ModifyKind::Name(notify::event::RenameMode::From));

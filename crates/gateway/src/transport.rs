@@ -28,6 +28,77 @@ pub trait ToolList: Send + Sync + 'static {
     fn body(&self) -> futures::future::BoxFuture<'_, Arc<Vec<u8>>>;
 }
 
+/// The process's standard input, read by the runtime's own event loop when it is a pipe or a
+/// socket (as MCP clients start servers); anything else (a file, a terminal) is read through
+/// tokio's stdin, which hands every read to a blocking thread.
+pub fn stdin() -> Box<dyn AsyncRead + Unpin + Send> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd as _;
+        let reader: Option<Box<dyn AsyncRead + Unpin + Send>> =
+            match polled(std::io::stdin().as_fd()) {
+                Some(Polled::Pipe(file)) => tokio::net::unix::pipe::Receiver::from_file(file)
+                    .ok()
+                    .map(|r| Box::new(r) as _),
+                Some(Polled::Socket(socket)) => Some(Box::new(socket)),
+                None => None,
+            };
+        if let Some(reader) = reader {
+            return reader;
+        }
+    }
+    Box::new(tokio::io::stdin())
+}
+
+/// The process's standard output, written like [`stdin`] is read: by the event loop when it is
+/// a pipe or a socket, else through tokio's stdout (which copies each write for a blocking
+/// thread: the whole tool list at 10,000 apps).
+pub fn stdout() -> Box<dyn AsyncWrite + Unpin + Send> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd as _;
+        let writer: Option<Box<dyn AsyncWrite + Unpin + Send>> =
+            match polled(std::io::stdout().as_fd()) {
+                Some(Polled::Pipe(file)) => tokio::net::unix::pipe::Sender::from_file(file)
+                    .ok()
+                    .map(|w| Box::new(w) as _),
+                Some(Polled::Socket(socket)) => Some(Box::new(socket)),
+                None => None,
+            };
+        if let Some(writer) = writer {
+            return writer;
+        }
+    }
+    Box::new(tokio::io::stdout())
+}
+
+#[cfg(unix)]
+enum Polled {
+    Pipe(std::fs::File),
+    Socket(tokio::net::UnixStream),
+}
+
+/// A copy of `fd` for the runtime's event loop, if it is a pipe or a socket. The copy shares
+/// the open file with `fd`, which becomes non-blocking (children never inherit our stdin:
+/// the process runner gives them their own).
+#[cfg(unix)]
+fn polled(fd: std::os::fd::BorrowedFd<'_>) -> Option<Polled> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let file = std::fs::File::from(fd.try_clone_to_owned().ok()?);
+    let kind = file.metadata().ok()?.file_type();
+    if kind.is_fifo() {
+        return Some(Polled::Pipe(file));
+    }
+    if !kind.is_socket() {
+        return None;
+    }
+    let socket = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(file));
+    socket.set_nonblocking(true).ok()?;
+    tokio::net::UnixStream::from_std(socket)
+        .ok()
+        .map(Polled::Socket)
+}
+
 /// Wraps `input`/`output` (stdin/stdout) and returns the pair to hand to rmcp; `tools/list`
 /// is answered from `tool_list` when there is one.
 pub fn guarded<R, W>(

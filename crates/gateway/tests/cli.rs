@@ -629,3 +629,103 @@ fn the_published_workflow_schema_is_current() {
     let unknown = serde_json::json!({"description": "d", "steps": [{"app": "a", "tool": "t", "shell": "rm -rf ~"}]});
     assert!(!validator.is_valid(&unknown));
 }
+
+/// MCP clients start servers with pipes (Python, Rust) or socket pairs (Node's libuv); a
+/// person may also feed a file. Each is read and written whole, in order.
+#[test]
+fn the_server_speaks_over_pipes_sockets_and_files() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().expect("dir");
+    // Enough apps that the tool list is larger than a pipe's or a socket's buffer.
+    for i in 0..400 {
+        let id = format!("org.example.app{i}");
+        let doc = full_test_descriptor(&id, TEST_SERVICE).to_string();
+        install(dir.path(), &id, &doc);
+    }
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let script = format!(
+        "{init}\n{}\n{}\n{}\n",
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#,
+    );
+    let answers_of = |out: &str| -> Vec<serde_json::Value> {
+        out.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON frame per line"))
+            .filter(|f| f.get("id").is_some())
+            .collect()
+    };
+    let check = |out: &str, how: &str| {
+        let answers = answers_of(out);
+        let mut ids: Vec<_> = answers.iter().filter_map(|f| f["id"].as_u64()).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [1, 2, 3], "{how}");
+        let list = answers.iter().find(|f| f["id"] == 2).expect("tools/list");
+        let tools = list["result"]["tools"].as_array().expect("tools");
+        assert!(tools.len() > 400, "{how}: {} tools", tools.len());
+    };
+    let gateway = |stdin: Stdio, stdout: Stdio| {
+        Command::new(BIN)
+            .env("AAI_HOME", dir.path())
+            .env("AAI_LOG", "warn")
+            .stdin(stdin)
+            .stdout(stdout)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn")
+    };
+    let read_three = |reader: &mut dyn BufRead| {
+        let mut out = String::new();
+        while answers_of(&out).len() < 3 {
+            let mut line = String::new();
+            assert!(reader.read_line(&mut line).expect("read") > 0, "closed");
+            out.push_str(&line);
+        }
+        out
+    };
+
+    // Pipes.
+    let mut child = gateway(Stdio::piped(), Stdio::piped());
+    child
+        .stdin
+        .as_mut()
+        .expect("stdin")
+        .write_all(script.as_bytes())
+        .expect("write");
+    let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
+    check(&read_three(&mut reader), "pipes");
+    drop(child.stdin.take());
+    assert!(child.wait().expect("wait").success());
+
+    // One socket pair for each of stdin and stdout, as libuv makes them.
+    let (input, input_peer) = UnixStream::pair().expect("pair");
+    let (output, output_peer) = UnixStream::pair().expect("pair");
+    let mut child = gateway(
+        Stdio::from(std::os::fd::OwnedFd::from(input_peer)),
+        Stdio::from(std::os::fd::OwnedFd::from(output_peer)),
+    );
+    (&input).write_all(script.as_bytes()).expect("write");
+    let mut reader = BufReader::new(&output);
+    check(&read_three(&mut reader), "sockets");
+    input.shutdown(std::net::Shutdown::Write).expect("close");
+    assert!(child.wait().expect("wait").success());
+
+    // A file in, a file out (tokio's own stdio): read to its end, then the server ends;
+    // requests still running at the end of input are not waited for.
+    let requests = dir.path().join("requests.jsonl");
+    let answers = dir.path().join("answers.jsonl");
+    std::fs::write(&requests, &script).expect("write");
+    let mut child = gateway(
+        Stdio::from(std::fs::File::open(&requests).expect("open")),
+        Stdio::from(std::fs::File::create(&answers).expect("create")),
+    );
+    assert!(child.wait().expect("wait").success());
+    let answered = answers_of(&std::fs::read_to_string(&answers).expect("answers"));
+    assert_eq!(answered[0]["id"], 1, "{answered:?}");
+    assert!(
+        answered[0]["result"]["serverInfo"].is_object(),
+        "{answered:?}"
+    );
+}

@@ -112,8 +112,8 @@ pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
         tracing::info!(url = %running.info.url, "a gateway daemon runs: forwarding this client to it");
         let (config, _) = Config::load(&home);
         let (input, output) = aai_gateway::transport::guarded(
-            tokio::io::stdin(),
-            tokio::io::stdout(),
+            aai_gateway::transport::stdin(),
+            aai_gateway::transport::stdout(),
             config.max_request_bytes,
             None,
         );
@@ -128,8 +128,8 @@ pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
     let running = server
         .clone()
         .serve(aai_gateway::transport::guarded(
-            tokio::io::stdin(),
-            tokio::io::stdout(),
+            aai_gateway::transport::stdin(),
+            aai_gateway::transport::stdout(),
             max_request_bytes,
             Some(std::sync::Arc::new(aai_gateway::server::ToolListBody(
                 server.clone(),
