@@ -29,8 +29,9 @@ const RECENT: usize = 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stamp {
     pub len: u64,
-    /// Nanoseconds since 1970; `None` where the file system keeps no time (never matches).
-    pub modified_ns: Option<i128>,
+    /// Nanoseconds since 1970 (an `i64` lasts until 2262); `None` where the file system keeps
+    /// no time (never matches).
+    pub modified_ns: Option<i64>,
     #[serde(default)]
     pub inode: u64,
 }
@@ -43,7 +44,7 @@ impl Stamp {
                 .modified()
                 .ok()
                 .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map(|d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX)),
+                .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)),
             #[cfg(unix)]
             inode: std::os::unix::fs::MetadataExt::ino(metadata),
             #[cfg(not(unix))]

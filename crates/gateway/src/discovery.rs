@@ -150,11 +150,36 @@ fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
     entries
 }
 
+/// One file's last parse result. A valid entry carries its file's stamp itself, so a cached
+/// file costs a key and a pointer (at 10,000 apps the table is sized for 16,384).
+enum Cached {
+    Valid(Arc<Entry>),
+    Invalid(Stamp, Box<LoadError>),
+}
+
+impl Cached {
+    /// The stamp of the file this result was read from (`None` for an entry held in memory,
+    /// which is then never taken as unchanged).
+    fn stamp(&self) -> Option<Stamp> {
+        match self {
+            Self::Valid(entry) => entry.file_stamp().map(|(_, stamp)| stamp),
+            Self::Invalid(stamp, _) => Some(*stamp),
+        }
+    }
+
+    fn outcome(&self) -> Outcome {
+        match self {
+            Self::Valid(entry) => Ok(entry.clone()),
+            Self::Invalid(_, error) => Err((**error).clone()),
+        }
+    }
+}
+
 /// Parse results of earlier scans, keyed by path; seeded from the descriptor cache on disk.
 #[derive(Default)]
 pub struct ParseCache {
     /// By path (as bytes: hashing a `Path` walks its components, ten times slower).
-    entries: Mutex<HashMap<OsString, (Stamp, Outcome)>>,
+    entries: Mutex<HashMap<OsString, Cached>>,
     /// The cache file, when this process keeps one.
     disk: Option<DiskCache>,
     /// Whether the disk holds what `entries` holds (no file parsed, none gone since).
@@ -203,7 +228,7 @@ impl ParseCache {
                 let listing = row.listing.map(|(budget, text)| (budget, Arc::from(text)));
                 let key = row.path.clone().into_os_string();
                 let entry = Entry::file(row.path, row.stamp, fetched, row.summary, listing);
-                entries.insert(key, (row.stamp, Ok(entry)));
+                entries.insert(key, Cached::Valid(entry));
             }
         }
         self.saved.store(true, Ordering::SeqCst);
@@ -227,11 +252,13 @@ impl ParseCache {
         }
         let mut rows: Vec<(&Path, Stamp, &Entry)> = entries
             .iter()
-            .filter_map(|(path, (stamp, outcome))| {
-                let entry = outcome.as_ref().ok()?;
+            .filter_map(|(path, cached)| {
+                let Cached::Valid(entry) = cached else {
+                    return None;
+                };
                 // Only files: built-in apps and fetched copies held in memory are not cached.
-                entry.file_stamp()?;
-                Some((Path::new(path), *stamp, &**entry))
+                let (_, stamp) = entry.file_stamp()?;
+                Some((Path::new(path), stamp, &**entry))
             })
             .collect();
         rows.sort_by(|a, b| a.0.cmp(b.0));
@@ -279,13 +306,11 @@ fn load_with(
         );
     }
     let stamp = Stamp::of(&metadata);
-    if let Some((seen, outcome)) = cache
-        .entries
-        .lock()
-        .ok()
-        .and_then(|c| c.get(path.as_os_str()).cloned())
-        && seen.same(&stamp)
-    {
+    if let Some(outcome) = cache.entries.lock().ok().and_then(|c| {
+        c.get(path.as_os_str())
+            .filter(|cached| cached.stamp().is_some_and(|seen| seen.same(&stamp)))
+            .map(Cached::outcome)
+    }) {
         return outcome;
     }
     // Parsed (and so validated) once; what is kept is its summary, not the descriptor.
@@ -299,7 +324,11 @@ fn load_with(
         cache.saved.store(false, Ordering::SeqCst);
     }
     if let Ok(mut entries) = cache.entries.lock() {
-        entries.insert(path.as_os_str().to_owned(), (stamp, outcome.clone()));
+        let cached = match &outcome {
+            Ok(entry) => Cached::Valid(entry.clone()),
+            Err(error) => Cached::Invalid(stamp, Box::new(error.clone())),
+        };
+        entries.insert(path.as_os_str().to_owned(), cached);
     }
     outcome
 }

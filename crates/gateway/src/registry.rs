@@ -128,10 +128,10 @@ impl std::fmt::Display for Rejected {
 /// A snapshot of the discovered apps.
 #[derive(Debug, Default)]
 pub struct Registry {
-    /// Offered apps, sorted by appId.
+    /// Offered apps, sorted by appId (found by binary search).
     pub apps: Vec<Arc<App>>,
-    by_id: HashMap<String, usize>,
-    by_slug: HashMap<String, usize>,
+    /// Indexes into `apps`, sorted by tool name (no second copy of every name).
+    by_slug: Vec<u32>,
     pub rejected: Vec<Rejected>,
     /// False while discovery is still loading files.
     pub complete: bool,
@@ -206,19 +206,12 @@ impl Registry {
                 })
             })
             .collect();
-        let by_id = apps
-            .iter()
-            .enumerate()
-            .map(|(i, a)| (a.id().to_owned(), i))
+        let mut by_slug: Vec<u32> = (0..apps.len())
+            .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
             .collect();
-        let by_slug = apps
-            .iter()
-            .enumerate()
-            .map(|(i, a)| (a.slug.clone(), i))
-            .collect();
+        by_slug.sort_by(|&a, &b| apps[a as usize].slug.cmp(&apps[b as usize].slug));
         Self {
             apps,
-            by_id,
             by_slug,
             rejected,
             complete,
@@ -231,20 +224,28 @@ impl Registry {
     /// An app by appId, by its tool name `app_<slug>`, or by the spec's `app:<appId>`.
     pub fn find(&self, name: &str) -> Option<&Arc<App>> {
         let name = name.strip_prefix("app:").unwrap_or(name);
-        self.by_id
-            .get(name)
-            .or_else(|| self.by_slug.get(name))
-            .map(|&index| &self.apps[index])
-            .or_else(|| {
-                // By name or alias, as `aai_apps` finds apps (without case).
-                let wanted = name.strip_prefix("app_").unwrap_or(name).replace('_', " ");
-                self.apps.iter().find(|app| {
-                    let d = app.summary();
-                    std::iter::once(&d.name)
-                        .chain(&d.aliases)
-                        .any(|n| n.eq_ignore_ascii_case(name) || n.eq_ignore_ascii_case(&wanted))
-                })
+        let by_id = || {
+            self.apps
+                .binary_search_by(|app| app.id().cmp(name))
+                .ok()
+                .map(|at| &self.apps[at])
+        };
+        let by_slug = || {
+            self.by_slug
+                .binary_search_by(|&at| self.apps[at as usize].slug.as_str().cmp(name))
+                .ok()
+                .map(|at| &self.apps[self.by_slug[at] as usize])
+        };
+        by_id().or_else(by_slug).or_else(|| {
+            // By name or alias, as `aai_apps` finds apps (without case).
+            let wanted = name.strip_prefix("app_").unwrap_or(name).replace('_', " ");
+            self.apps.iter().find(|app| {
+                let d = app.summary();
+                std::iter::once(&d.name)
+                    .chain(&d.aliases)
+                    .any(|n| n.eq_ignore_ascii_case(name) || n.eq_ignore_ascii_case(&wanted))
             })
+        })
     }
 
     /// Whether two snapshots offer the same apps from the same descriptors.
@@ -359,4 +360,52 @@ fn listing_budget(slug: &str) -> usize {
     (40usize)
         .saturating_sub(ENTRY_OVERHEAD + guide::estimate_tokens(slug))
         .max(8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(rank: usize, id: &str) -> Found {
+        let doc = serde_json::json!({"schema_version": "1.0", "appId": id, "name": format!("Name {rank}"),
+            "description": "An app.", "platforms": {"linux": {"automation": "dbus",
+            "service": "org.example.App", "object": "/org/example/App",
+            "interface": "org.example.App", "tools": []}}});
+        let descriptor = aai_descriptor::parse(id, doc.to_string().as_bytes()).expect("valid");
+        Found {
+            rank,
+            path: PathBuf::from(format!("/apps/{id}/aai.json")),
+            outcome: Ok(Entry::held(Arc::new(descriptor))),
+        }
+    }
+
+    #[test]
+    fn every_app_is_found_by_id_tool_name_and_name() {
+        // Ids whose tool names sort differently from the ids, and two that share a last label.
+        let ids: Vec<String> = (0..60)
+            .map(|i| match i % 3 {
+                0 => format!("com.vendor{}.mail", 59 - i),
+                1 => format!("org.z{i}.tool-{}", 60 - i),
+                _ => format!("net.a.app{i}"),
+            })
+            .collect();
+        let found: Vec<Found> = ids.iter().enumerate().map(|(i, id)| found(i, id)).collect();
+        let registry = Registry::build(&found, &[Platform::Linux], true);
+        assert_eq!(registry.apps.len(), ids.len());
+        for app in &registry.apps {
+            for name in [
+                app.id().to_owned(),
+                format!("app:{}", app.id()),
+                app.slug.clone(),
+                app.name().to_owned(),
+            ] {
+                let hit = registry.find(&name).unwrap_or_else(|| panic!("{name}"));
+                assert!(Arc::ptr_eq(hit, app), "{name} found {}", hit.id());
+            }
+        }
+        for missing in ["", "com.vendor0", "app_", "app:nothing", "zzz"] {
+            assert!(registry.find(missing).is_none(), "{missing}");
+        }
+        assert!(Registry::default().find("com.vendor59.mail").is_none());
+    }
 }
