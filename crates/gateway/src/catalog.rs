@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 /// Bumped whenever [`Summary`] or the file layout changes.
 const FORMAT: u32 = 1;
 /// Descriptors used last, kept parsed.
-const RECENT: usize = 16;
+const RECENT: usize = 8;
 
 /// Size, modification time and inode of a file: when all are unchanged, it is not parsed
 /// again (the inode catches editors that save by replacing the file).
@@ -205,8 +205,17 @@ impl Entry {
                 "is no longer a regular file within the size limit".into(),
             ));
         }
-        let now = Stamp::of(&metadata);
-        let bytes = std::fs::read(path).map_err(|e| changed(format!("cannot be read now: {e}")))?;
+        let unreadable = |e: std::io::Error| changed(format!("cannot be read now: {e}"));
+        let mut file = std::fs::File::open(path).map_err(unreadable)?;
+        let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(&mut file, crate::discovery::MAX_DESCRIPTOR_BYTES + 1),
+            &mut bytes,
+        )
+        .map_err(unreadable)?;
+        // The stamp of what was read, from the open file after reading: a file replaced or
+        // written meanwhile never passes for the one that was checked.
+        let now = Stamp::of(&file.metadata().map_err(unreadable)?);
         // A file unchanged since it passed every check is read without the schema pass (see
         // `aai_descriptor::parse_known`); a changed one is checked whole.
         let parse = if now.same(&stamp) {
@@ -242,7 +251,7 @@ fn next_id() -> u64 {
 static VALIDATORS: Mutex<VecDeque<(u64, String, Arc<jsonschema::Validator>)>> =
     Mutex::new(VecDeque::new());
 /// How many compiled validators are kept (a compiled schema can weigh tens of kilobytes).
-const KEPT_VALIDATORS: usize = 64;
+const KEPT_VALIDATORS: usize = 32;
 
 /// The compiled validator of `entry`'s tool `tool`, built on first use and kept while it is
 /// among the [`KEPT_VALIDATORS`] used last.

@@ -130,16 +130,12 @@ impl Gate {
         }
     }
 
+    /// The store, opened on first use where the call runs: once per process, a few
+    /// milliseconds (it waits only if another process holds the write lock as it clears ended
+    /// sessions' grants). Moving a runtime worker's place for it would start a thread that
+    /// then runs every later call with a heap of its own.
     fn store(&self) -> Result<Arc<(AuditLog, Grants)>, AaiError> {
-        if let Some(store) = self
-            .store
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-        {
-            return Ok(store.clone());
-        }
-        blocking(|| self.open_store())
+        self.open_store()
     }
 
     fn open_store(&self) -> Result<Arc<(AuditLog, Grants)>, AaiError> {

@@ -1,5 +1,9 @@
 //! Where the gateway's logs go.
 
+/// Lines a background writer holds before it drops new ones. Its queue is allocated whole
+/// at start-up (the default, 128,000 lines, is megabytes; 512 lines are 16 KiB).
+const LINES: usize = 512;
+
 /// Logs go to stderr through a lossy background writer: a client that never reads our
 /// stderr must not be able to stall the server, so lines are dropped instead. In server mode
 /// they also go to `AAI_HOME/logs/aai-gateway.log`, rotated at 10 MB (3 files kept). No
@@ -15,7 +19,7 @@ pub fn init(
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(true)
-        .buffered_lines_limit(2_000)
+        .buffered_lines_limit(LINES)
         .finish(std::io::stderr());
     let mut guards = vec![guard];
     let stderr = tracing_subscriber::fmt::layer()
@@ -26,10 +30,9 @@ pub fn init(
         let file = aai_gateway::logfile::SizeRotating::open(&home.join("logs"), "aai-gateway.log")
             .map_err(|error| eprintln!("aai-gateway: no log file: {error}"))
             .ok()?;
-        // A small queue: the default (128,000 lines) allocates megabytes at start-up.
         let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
             .lossy(true)
-            .buffered_lines_limit(2_000)
+            .buffered_lines_limit(LINES)
             .finish(file);
         guards.push(guard);
         Some(
