@@ -218,17 +218,29 @@ impl ParseCache {
         if self.seeded.swap(true, Ordering::SeqCst) {
             return;
         }
-        let Some(rows) = disk.read() else {
+        // Each row becomes its entry as it is read; they are kept only if the whole file was
+        // good.
+        let mut seeded: HashMap<OsString, Cached> = HashMap::new();
+        let read = disk.read_each(|row, promised| {
+            if seeded.is_empty() {
+                seeded.reserve(promised);
+            }
+            let fetched = row.path.starts_with(fetched_root);
+            let listing = row.listing.map(|(budget, text)| (budget, Arc::from(text)));
+            let key = row.path.clone().into_os_string();
+            let entry = Entry::file(row.path, row.stamp, fetched, row.summary, listing);
+            seeded.insert(key, Cached::Valid(entry));
+        });
+        if read.is_none() {
             return;
-        };
+        }
         if let Ok(mut entries) = self.entries.lock() {
-            entries.reserve(rows.len());
-            for row in rows {
-                let fetched = row.path.starts_with(fetched_root);
-                let listing = row.listing.map(|(budget, text)| (budget, Arc::from(text)));
-                let key = row.path.clone().into_os_string();
-                let entry = Entry::file(row.path, row.stamp, fetched, row.summary, listing);
-                entries.insert(key, Cached::Valid(entry));
+            if entries.is_empty() {
+                *entries = seeded;
+            } else {
+                for (key, cached) in seeded {
+                    entries.entry(key).or_insert(cached);
+                }
             }
         }
         self.saved.store(true, Ordering::SeqCst);
@@ -598,11 +610,16 @@ mod cache_tests {
             1,
         );
         let other_format = text.replacen("\"format\":1", "\"format\":99", 1);
+        // The body is intact (its checksum matches), but the header promises one row more:
+        // every row read before the count is checked is dropped with the rest.
+        let miscounted = text.replacen("\"entries\":12", "\"entries\":13", 1);
+        assert_ne!(miscounted, text);
         let cases: Vec<(&str, Vec<u8>)> = vec![
             ("a flipped bit", flipped),
             ("a truncated file", truncated),
             ("another gateway version", other_version.into_bytes()),
             ("another format", other_format.into_bytes()),
+            ("a miscounted list", miscounted.into_bytes()),
             ("no header", good[header_end + 1..].to_vec()),
             ("garbage", b"\x00\x01not json\n{]".to_vec()),
             ("empty", Vec::new()),
