@@ -144,6 +144,8 @@ enum Frame {
     /// `{"jsonrpc":"2.0","id":<id>,"result":<body>}` and a newline, written around a shared
     /// body rather than copied into a new line (a `tools/list` body at 10,000 apps is 1.6 MB).
     Result { id: String, body: Arc<Vec<u8>> },
+    /// Nothing to write: answered once every frame sent before it has been written.
+    Written(tokio::sync::oneshot::Sender<()>),
 }
 
 impl From<Vec<u8>> for Frame {
@@ -162,6 +164,7 @@ impl Frame {
                 output.write_all(body).await?;
                 output.write_all(b"}\n").await?;
             }
+            Self::Written(_) => {}
         }
         output.flush().await
     }
@@ -170,29 +173,56 @@ impl Frame {
 /// Ids of the client's requests that have not been answered yet: a second request with one
 /// of them would get two answers under one id, so it is refused.
 #[derive(Clone, Default)]
-struct Pending(std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>);
+struct Pending(
+    Arc<(
+        std::sync::Mutex<std::collections::HashSet<String>>,
+        tokio::sync::Notify,
+    )>,
+);
 
 impl Pending {
     /// Takes `id`; false when a request with it is still unanswered.
     fn take(&self, id: &Value) -> bool {
         self.0
+            .0
             .lock()
             .map_or(true, |mut ids| ids.insert(id.to_string()))
     }
 
     /// The client cancelled the request `id`: no answer will come, its id is free again.
     fn release(&self, id: &Value) {
-        if let Ok(mut ids) = self.0.lock() {
-            ids.remove(&id.to_string());
-        }
+        self.forget(&id.to_string());
     }
 
     /// A response left for the client: its id is free again.
     fn answered(&self, frame: &[u8]) {
-        if let Some(id) = response_id(frame)
-            && let Ok(mut ids) = self.0.lock()
-        {
-            ids.remove(&id);
+        if let Some(id) = response_id(frame) {
+            self.forget(&id);
+        }
+    }
+
+    fn forget(&self, id: &str) {
+        if let Ok(mut ids) = self.0.0.lock() {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.0.1.notify_waiters();
+            }
+        }
+    }
+
+    /// Waits until every request has been answered or cancelled, at most `limit`.
+    async fn drained(&self, limit: std::time::Duration) {
+        let give_up = tokio::time::Instant::now() + limit;
+        loop {
+            let emptied = self.0.1.notified();
+            tokio::pin!(emptied);
+            emptied.as_mut().enable();
+            if self.0.0.lock().map_or(true, |ids| ids.is_empty()) {
+                return;
+            }
+            if tokio::time::timeout_at(give_up, emptied).await.is_err() {
+                return;
+            }
         }
     }
 }
@@ -221,6 +251,9 @@ async fn write_frames<W: AsyncWrite + Unpin>(mut output: W, mut frames: mpsc::Re
     while let Some(frame) = frames.recv().await {
         if frame.write(&mut output).await.is_err() {
             return;
+        }
+        if let Frame::Written(done) = frame {
+            let _ = done.send(());
         }
     }
 }
@@ -254,6 +287,7 @@ async fn read_input<R: AsyncRead + Unpin>(
     } = output;
     let mut reader = BufReader::new(input);
     let mut session = Session::default();
+    let mut input_ended = false;
     loop {
         let mut line = Vec::new();
         let read = (&mut reader)
@@ -261,7 +295,10 @@ async fn read_input<R: AsyncRead + Unpin>(
             .read_until(b'\n', &mut line)
             .await;
         match read {
-            Ok(0) | Err(_) => break,
+            Ok(0) | Err(_) => {
+                input_ended = true;
+                break;
+            }
             Ok(_) => {}
         }
         if line.len() >= HARD_LINE_LIMIT && !line.ends_with(b"\n") {
@@ -316,9 +353,9 @@ async fn read_input<R: AsyncRead + Unpin>(
                 tokio::spawn(async move {
                     let Some(tool_list) = tool_list else { return };
                     let body = tool_list.body().await;
+                    let text = id.to_string();
+                    let _ = frames.send(Frame::Result { id: text, body }).await;
                     pending.release(&id);
-                    let id = id.to_string();
-                    let _ = frames.send(Frame::Result { id, body }).await;
                 });
             }
             Check::Forward(route) => {
@@ -340,8 +377,20 @@ async fn read_input<R: AsyncRead + Unpin>(
             }
         }
     }
+    // The client closed its input (a person feeding a file, a client shutting down): what it
+    // asked for is answered and written out before the session ends, within a bound.
+    if input_ended {
+        pending.drained(ANSWER_AT_EOF_WITHIN).await;
+        let (written, all_written) = tokio::sync::oneshot::channel();
+        if frames.send(Frame::Written(written)).await.is_ok() {
+            let _ = tokio::time::timeout(ANSWER_AT_EOF_WITHIN, all_written).await;
+        }
+    }
     let _ = feed.shutdown().await;
 }
+
+/// How long requests still running when the input ends may take to be answered.
+const ANSWER_AT_EOF_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What the guard has seen of the lifecycle so far.
 #[derive(Default)]
