@@ -386,20 +386,11 @@ impl DiskCache {
         &self.file
     }
 
-    /// What the cache holds, by path. `None` when it is missing, unreadable, corrupt or
-    /// foreign (another format, gateway version or home), with a log line saying why.
-    pub fn read(&self) -> Option<Vec<Row>> {
-        let mut rows = Vec::new();
-        self.read_each(|row, promised| {
-            rows.reserve(promised.saturating_sub(rows.len()));
-            rows.push(row);
-        })?;
-        Some(rows)
-    }
-
-    /// [`DiskCache::read`] one row at a time, without a list of them all: `each` gets every
-    /// row in turn with the number of rows the header promises. `None` (as for `read`) may
-    /// come after some rows were handed out: the caller keeps them only on `Some`.
+    /// What the cache holds, one row at a time (no list of them all): `each` gets every row
+    /// in turn with the number of rows the header promises. `None` when the file is missing,
+    /// unreadable, corrupt or foreign (another format, gateway version or home), with a log
+    /// line saying why; it may come after some rows were handed out, so the caller keeps them
+    /// only on `Some`.
     pub fn read_each(&self, mut each: impl FnMut(Row, usize)) -> Option<()> {
         match self.try_read(&mut each) {
             Ok(()) => Some(()),

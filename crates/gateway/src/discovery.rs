@@ -650,7 +650,8 @@ mod cache_tests {
         let home = home_with(2);
         start(home.path());
         let cache = crate::catalog::DiskCache::new(home.path());
-        let rows = cache.read().expect("cache");
+        let mut rows = Vec::new();
+        cache.read_each(|row, _| rows.push(row)).expect("cache");
         let entries: Vec<(PathBuf, Stamp, Arc<Entry>)> = rows
             .into_iter()
             .map(|mut row| {

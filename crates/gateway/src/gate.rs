@@ -134,10 +134,6 @@ impl Gate {
     /// milliseconds (it waits only if another process holds the write lock as it clears ended
     /// sessions' grants). Moving a runtime worker's place for it would start a thread that
     /// then runs every later call with a heap of its own.
-    fn store(&self) -> Result<Arc<(AuditLog, Grants)>, AaiError> {
-        self.open_store()
-    }
-
     fn open_store(&self) -> Result<Arc<(AuditLog, Grants)>, AaiError> {
         let mut slot = self.store.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(store) = slot.as_ref() {
@@ -188,7 +184,7 @@ impl Gate {
         tool: &str,
         session: Option<&str>,
     ) -> Result<Held, AaiError> {
-        let store = self.store()?;
+        let store = self.open_store()?;
         // A read: in WAL mode it does not wait for writers, so it runs where the call runs.
         store
             .1
@@ -209,7 +205,7 @@ impl Gate {
     /// # Errors
     /// The store cannot be written.
     pub fn remember(&self, grant: &Grant) -> Result<(), AaiError> {
-        let store = self.store()?;
+        let store = self.open_store()?;
         blocking(|| store.1.grant(grant))
             .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))?;
         self.feed.send(Event::Grants);
@@ -221,7 +217,7 @@ impl Gate {
     /// # Errors
     /// The store cannot be read.
     pub fn grants(&self) -> Result<Vec<Grant>, AaiError> {
-        let store = self.store()?;
+        let store = self.open_store()?;
         blocking(|| store.1.list())
             .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))
     }
@@ -231,7 +227,7 @@ impl Gate {
     /// # Errors
     /// The store cannot be written.
     pub fn revoke(&self, grant: &Grant) -> Result<bool, AaiError> {
-        let store = self.store()?;
+        let store = self.open_store()?;
         let removed = blocking(|| store.1.revoke_one(grant))
             .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))?;
         self.feed.send(Event::Grants);
@@ -243,7 +239,7 @@ impl Gate {
     /// # Errors
     /// The store cannot be opened.
     pub fn log(&self) -> Result<Arc<(AuditLog, Grants)>, AaiError> {
-        self.store()
+        self.open_store()
     }
 
     /// Forgets the grants of a session that ended (its client disconnected).
@@ -294,7 +290,7 @@ impl Gate {
         error: Option<&AaiError>,
         output: Option<String>,
     ) -> Result<(), AaiError> {
-        let store = self.store()?;
+        let store = self.open_store()?;
         let log = &store.0;
         let entry = Entry {
             ts_ms: now_ms(),
