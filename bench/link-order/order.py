@@ -1,5 +1,7 @@
-"""Traces the release gateway under callgrind through one bench workload and writes the
-functions it ran, first run first, as the linker's symbol order (see run.sh)."""
+"""Traces the release gateway under callgrind through one bench workload, first on a cold
+descriptor cache and then on the warm one it left, and writes the functions it ran as the
+linker's symbol order (see run.sh): those of the warm session first (what a client starts on
+every day), first run first, then those only the cold one ran."""
 import bisect
 import json
 import os
@@ -23,11 +25,10 @@ json.dump({"scan_budget_ms": 60000}, open(f"{home}/config.json", "w"))
 service = subprocess.Popen([f"{bin_dir}/aai-test-dbus-service", fixture["platforms"]["linux"]["service"]],
                            stdout=subprocess.PIPE)
 assert service.stdout.readline().strip() == b"ready"
-trace = os.path.join(work, "callgrind.out")
 gateway = os.path.abspath(f"{bin_dir}/aai-gateway")
 
 
-def session():
+def session(trace):
     """One client session: what a client does on every turn."""
     proc = subprocess.Popen(
         ["valgrind", "-q", "--tool=callgrind", f"--callgrind-out-file={trace}", "--dump-instr=yes",
@@ -59,7 +60,12 @@ def session():
     proc.wait(timeout=120)
 
 
-session()
+traces = [os.path.join(work, f"callgrind.{kind}.out") for kind in ("cold", "warm")]
+cache = os.path.join(home, "cache")
+if os.path.exists(cache):
+    shutil.rmtree(cache)
+for trace in traces:
+    session(trace)
 service.kill()
 
 # The map: each input section of .text with its address, size and first symbol.
@@ -82,20 +88,31 @@ for line in open(link_map):
 functions = sorted(f for f in functions if f[2])
 starts = [f[0] for f in functions]
 
-# Every instruction the gateway ran, by address (callgrind reports the binary's own addresses).
-order, seen, current = [], set(), None
-for line in open(trace, errors="replace"):
-    if line.startswith("ob="):
-        current = line[3:].strip()
-        continue
-    if current == gateway and line.startswith("0x"):
-        address = int(line.split()[0], 16)
-        at = bisect.bisect_right(starts, address) - 1
-        if at >= 0 and address < functions[at][0] + functions[at][1]:
-            name = functions[at][2]
-            if name not in seen:
-                seen.add(name)
-                order.append(name)
-size = sum(f[1] for f in functions if f[2] in seen)
+
+
+def ran(trace):
+    """The functions the gateway ran in one trace, first run first (callgrind reports the
+    binary's own addresses)."""
+    order, seen, current = [], set(), None
+    for line in open(trace, errors="replace"):
+        if line.startswith("ob="):
+            current = line[3:].strip()
+            continue
+        if current == gateway and line.startswith("0x"):
+            address = int(line.split()[0], 16)
+            at = bisect.bisect_right(starts, address) - 1
+            if at >= 0 and address < functions[at][0] + functions[at][1]:
+                name = functions[at][2]
+                if name not in seen:
+                    seen.add(name)
+                    order.append(name)
+    return order
+
+
+warm = ran(traces[1])
+in_warm = set(warm)
+order = warm + [name for name in ran(traces[0]) if name not in in_warm]
+sizes = {f[2]: f[1] for f in functions}
 open(out, "w").write("".join(name + "\n" for name in order))
-print(f"{len(order)} functions ({size / 1024:.0f} KiB of code) written to {out}", file=sys.stderr)
+print(f"{len(order)} functions ({sum(sizes[n] for n in order) / 1024:.0f} KiB of code) written to {out}, "
+      f"{len(warm)} ({sum(sizes[n] for n in warm) / 1024:.0f} KiB) of the warm session first", file=sys.stderr)

@@ -122,13 +122,15 @@ fn children_with(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(read) = std::fs::read_dir(dir) else {
         return;
     };
-    let mut folders: Vec<PathBuf> = read
+    // Sorted by name before the paths are made: for names under one folder that is the
+    // order of the paths, and comparing bytes is cheaper than comparing path components.
+    let mut names: Vec<OsString> = read
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir() || t.is_symlink()))
-        .map(|e| e.path().join("aai.json"))
+        .map(|e| e.file_name())
         .collect();
-    folders.sort();
-    out.extend(folders);
+    names.sort_unstable();
+    out.extend(names.iter().map(|name| dir.join(name).join("aai.json")));
 }
 
 /// `<root>/*.app/Contents/Resources/aai.json` (the spec's `find -maxdepth 4`).
@@ -288,36 +290,52 @@ fn reject(path: &Path, message: String) -> Outcome {
     })
 }
 
+/// What the loader needs to know of a file before it reads it (kept instead of the whole
+/// `Metadata`: a scan holds one per candidate between its two passes).
+#[derive(Clone, Copy)]
+struct Probe {
+    regular: bool,
+    stamp: Stamp,
+}
+
+impl Probe {
+    fn of(path: &Path) -> std::io::Result<Self> {
+        std::fs::metadata(path).map(|metadata| Self {
+            regular: metadata.is_file(),
+            stamp: Stamp::of(&metadata),
+        })
+    }
+}
+
 /// Loads one candidate. Only regular files are opened, so a FIFO or device can't block us.
 /// `fetched`: the file is a copy from the network (a registry copy under `AAI_HOME/web`).
 pub fn load(path: &Path, fetched: bool, cache: &ParseCache) -> Outcome {
-    load_with(path, std::fs::metadata(path), fetched, cache)
+    load_with(path, Probe::of(path), fetched, cache)
 }
 
-/// [`load`] with the file's metadata already read.
+/// [`load`] with the file looked at already.
 fn load_with(
     path: &Path,
-    metadata: std::io::Result<std::fs::Metadata>,
+    probe: std::io::Result<Probe>,
     fetched: bool,
     cache: &ParseCache,
 ) -> Outcome {
-    let metadata = match metadata {
-        Ok(metadata) => metadata,
+    let Probe { regular, stamp } = match probe {
+        Ok(probe) => probe,
         Err(error) => return reject(path, format!("cannot read: {error}")),
     };
-    if !metadata.is_file() {
+    if !regular {
         return reject(path, "not a regular file".to_owned());
     }
-    if metadata.len() > MAX_DESCRIPTOR_BYTES {
+    if stamp.len > MAX_DESCRIPTOR_BYTES {
         return reject(
             path,
             format!(
                 "{} bytes is larger than the {MAX_DESCRIPTOR_BYTES}-byte limit for a descriptor",
-                metadata.len()
+                stamp.len
             ),
         );
     }
-    let stamp = Stamp::of(&metadata);
     if let Some(outcome) = cache.entries.lock().ok().and_then(|c| {
         c.get(path.as_os_str())
             .filter(|cached| cached.stamp().is_some_and(|seen| seen.same(&stamp)))
@@ -345,6 +363,36 @@ fn load_with(
     outcome
 }
 
+/// Looks at every candidate on `workers` threads, in order.
+fn probe_all(files: &[(PathBuf, bool)], workers: usize) -> Vec<std::io::Result<Probe>> {
+    let chunk = files.len().div_ceil(workers).max(1);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|(path, _)| Probe::of(path))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        // One result per file whatever happens, so results stay beside their files.
+        parts
+            .into_iter()
+            .zip(files.chunks(chunk))
+            .flat_map(|(part, files)| {
+                part.join().unwrap_or_else(|_| {
+                    files
+                        .iter()
+                        .map(|_| Err(std::io::Error::other("the look at this file failed")))
+                        .collect()
+                })
+            })
+            .collect()
+    })
+}
+
 /// Loads every candidate on all cores. `on_batch` gets an empty batch once the cache is read
 /// and the folders are listed (the scan is under way), then results at most every
 /// `batch_every`, and once more at the end (with `done = true`).
@@ -357,31 +405,46 @@ pub fn scan(
     let fetched_root = options.home.join("web");
     // Compiled once if this scan parses anything, and dropped when it ends.
     let _schema = aai_descriptor::KeepSchema::new();
-    cache.seed(&fetched_root);
-    let files = guesses(options);
-    // The cache is read and the folders listed (long at 10,000 apps on a loaded machine): a
-    // sign of progress for whoever waits for the first snapshot.
-    on_batch(Vec::new(), false);
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .min(8);
+    // First pass: the disk cache is read while the folders are listed and every candidate is
+    // looked at (neither needs the other); a warm start is mostly these two.
+    let (files, probes) = std::thread::scope(|scope| {
+        let seeding = scope.spawn(|| cache.seed(&fetched_root));
+        let files = guesses(options);
+        let probes = probe_all(&files, workers);
+        let _ = seeding.join();
+        (files, probes)
+    });
+    // The cache is read and the folders listed (long at 10,000 apps on a loaded machine): a
+    // sign of progress for whoever waits for the first snapshot.
+    on_batch(Vec::new(), false);
+    // Second pass: what the cache does not know is parsed, on every core.
     let (tx, rx) = mpsc::channel::<Found>();
     std::thread::scope(|scope| {
-        let chunk = files.len().div_ceil(workers).max(1);
-        for (index, part) in files.chunks(chunk).enumerate() {
+        let candidates: Vec<(usize, &PathBuf, std::io::Result<Probe>)> = files
+            .iter()
+            .zip(probes)
+            .enumerate()
+            .filter(|(_, ((_, required), probe))| *required || probe.is_ok())
+            .map(|(rank, ((path, _), probe))| (rank, path, probe))
+            .collect();
+        let chunk = candidates.len().div_ceil(workers).max(1);
+        let mut candidates = candidates.into_iter();
+        loop {
+            let part: Vec<_> = candidates.by_ref().take(chunk).collect();
+            if part.is_empty() {
+                break;
+            }
             let tx = tx.clone();
             let fetched_root = &fetched_root;
             scope.spawn(move || {
-                for (offset, (path, required)) in part.iter().enumerate() {
-                    let metadata = std::fs::metadata(path);
-                    if !required && metadata.is_err() {
-                        continue;
-                    }
-                    let fetched = path.starts_with(fetched_root);
+                for (rank, path, probe) in part {
                     let found = Found {
-                        rank: index * chunk + offset,
+                        rank,
                         path: path.clone(),
-                        outcome: load_with(path, metadata, fetched, cache),
+                        outcome: load_with(path, probe, path.starts_with(fetched_root), cache),
                     };
                     if tx.send(found).is_err() {
                         return;

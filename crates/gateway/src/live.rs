@@ -27,6 +27,9 @@ const BATCH_EVERY: Duration = Duration::from_millis(400);
 const DEBOUNCE: Duration = Duration::from_millis(100);
 /// A burst of events delays its re-scan by at most this much.
 const SETTLE_AT_MOST: Duration = Duration::from_millis(500);
+/// After the first scan, discovery's own work waits this long at most for the first
+/// `tools/list` to go out.
+const FIRST_LIST_AT_MOST: Duration = Duration::from_millis(500);
 /// A re-scan happens at least this often, in case file events are missed.
 const POLL_EVERY: Duration = Duration::from_secs(10);
 
@@ -84,6 +87,13 @@ fn run(
     while !cancel.is_cancelled() {
         let options = options(home, dev);
         rescan(&options, &cache, platforms, tx, first, &mut last);
+        if first {
+            // What follows (watches that walk every folder, then one more scan) would compete
+            // for the cores with the first `tools/list` a client is waiting for: it goes
+            // first, unless no client asks for it soon.
+            let current = tx.borrow().clone();
+            current.listed.wait(FIRST_LIST_AT_MOST);
+        }
         first = false;
         // Watches are added after the scan (a recursive watch walks every folder: at 10,000
         // apps that is longer than the scan itself), then the folders are looked at once

@@ -2,7 +2,8 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
 
 use aai_descriptor::{AaiError, Descriptor, LoadError, Parameters, Platform, guide, naming};
 
@@ -143,6 +144,35 @@ pub struct Registry {
     pub tool_list: std::sync::OnceLock<Arc<Vec<rmcp::model::Tool>>>,
     /// The same answer as JSON (`{"tools":[…]}`), for the stdio transport to copy out.
     pub tool_list_body: std::sync::OnceLock<Arc<Vec<u8>>>,
+    /// Raised once this snapshot's tool list has been made for a client.
+    pub listed: Listed,
+}
+
+/// A flag raised once, that a thread may wait for (with a limit).
+#[derive(Debug, Default)]
+pub struct Listed {
+    raised: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl Listed {
+    pub fn raise(&self) {
+        let mut raised = self.raised.lock().unwrap_or_else(PoisonError::into_inner);
+        if !*raised {
+            *raised = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// Waits until the flag is raised or `at_most` has passed; whether it was raised.
+    pub fn wait(&self, at_most: Duration) -> bool {
+        let raised = self.raised.lock().unwrap_or_else(PoisonError::into_inner);
+        let (raised, _) = self
+            .changed
+            .wait_timeout_while(raised, at_most, |raised| !*raised)
+            .unwrap_or_else(PoisonError::into_inner);
+        *raised
+    }
 }
 
 impl Registry {
@@ -218,6 +248,7 @@ impl Registry {
             workflows: Vec::new(),
             tool_list: std::sync::OnceLock::new(),
             tool_list_body: std::sync::OnceLock::new(),
+            listed: Listed::default(),
         }
     }
 
@@ -377,6 +408,20 @@ mod tests {
             path: PathBuf::from(format!("/apps/{id}/aai.json")),
             outcome: Ok(Entry::held(Arc::new(descriptor))),
         }
+    }
+
+    #[test]
+    fn a_raised_flag_ends_the_wait_and_an_unraised_one_times_out() {
+        let listed = Arc::new(Listed::default());
+        assert!(!listed.wait(Duration::from_millis(20)));
+        let raiser = {
+            let listed = listed.clone();
+            std::thread::spawn(move || listed.raise())
+        };
+        assert!(listed.wait(Duration::from_secs(30)));
+        raiser.join().expect("raised");
+        // Once raised it stays raised.
+        assert!(listed.wait(Duration::ZERO));
     }
 
     #[test]

@@ -73,6 +73,15 @@ pub struct AaiServer {
     notify: bool,
 }
 
+/// An app's `tools/list` entry: what rmcp writes for a `Tool` with only these fields.
+#[derive(serde::Serialize)]
+struct AppEntry<'a> {
+    name: &'a str,
+    description: &'a str,
+    #[serde(rename = "inputSchema")]
+    input_schema: &'a JsonObject,
+}
+
 fn schema(value: Value) -> Arc<JsonObject> {
     match value {
         Value::Object(map) => Arc::new(map),
@@ -118,14 +127,16 @@ impl AaiServer {
 
     /// The `tools/list` result of the current snapshot as JSON, made once per snapshot and
     /// shared by every session (the stdio transport copies it out as it is). Each app's entry
-    /// is made and written one at a time: at 10,000 apps a list of every entry built first
+    /// is written straight from the registry: at 10,000 apps a list of every entry built first
     /// held megabytes only to be serialized and dropped.
     pub async fn tool_list_body(&self) -> Arc<Vec<u8>> {
         let registry = self.gateway.registry().await;
-        registry
+        let body = registry
             .tool_list_body
             .get_or_init(|| Arc::new(self.tool_list_json(&registry)))
-            .clone()
+            .clone();
+        registry.listed.raise();
+        body
     }
 
     /// rmcp's `tools/list` result of [`Self::tools`], with the tools written as they are
@@ -151,11 +162,35 @@ impl AaiServer {
             + 4096;
         let mut body = Vec::with_capacity(estimate);
         body.extend_from_slice(before);
-        for (index, tool) in self.all_tools(registry).enumerate() {
-            if index > 0 {
+        let (head, tail) = self.fixed_tools(registry);
+        let empty = schema(json!({"type": "object"}));
+        let mut first = true;
+        let mut comma = |body: &mut Vec<u8>| {
+            if !std::mem::take(&mut first) {
                 body.push(b',');
             }
-            if serde_json::to_writer(&mut body, &tool).is_err() {
+        };
+        for tool in &head {
+            comma(&mut body);
+            if serde_json::to_writer(&mut body, tool).is_err() {
+                return everything();
+            }
+        }
+        // Each app's entry written from what the registry holds (no `Tool` made for it).
+        for app in self.listed_apps(registry) {
+            comma(&mut body);
+            let entry = AppEntry {
+                name: &app.slug,
+                description: &app.listing,
+                input_schema: &empty,
+            };
+            if serde_json::to_writer(&mut body, &entry).is_err() {
+                return everything();
+            }
+        }
+        for tool in &tail {
+            comma(&mut body);
+            if serde_json::to_writer(&mut body, tool).is_err() {
                 return everything();
             }
         }
@@ -173,17 +208,21 @@ impl AaiServer {
     /// apps, one `app_<slug>` per app in the full exposure mode (none in the compact one),
     /// the fixed ones after.
     fn all_tools<'a>(&self, registry: &'a Registry) -> impl Iterator<Item = Tool> + 'a {
-        let apps: &[Arc<crate::registry::App>] = match self.gateway.config.exposure {
-            Exposure::Full => &registry.apps,
-            Exposure::Compact => &[],
-        };
         let empty = schema(json!({"type": "object"}));
         let (head, tail) = self.fixed_tools(registry);
         head.into_iter()
-            .chain(apps.iter().map(move |app| {
+            .chain(self.listed_apps(registry).iter().map(move |app| {
                 Tool::new(app.slug.clone(), app.listing.to_string(), empty.clone())
             }))
             .chain(tail)
+    }
+
+    /// The apps with a tool of their own in the configured exposure mode.
+    fn listed_apps<'a>(&self, registry: &'a Registry) -> &'a [Arc<crate::registry::App>] {
+        match self.gateway.config.exposure {
+            Exposure::Full => &registry.apps,
+            Exposure::Compact => &[],
+        }
     }
 
     /// The tools listed before the apps' and after them.
@@ -472,6 +511,7 @@ impl ServerHandler for AaiServer {
         let tools = registry
             .tool_list
             .get_or_init(|| Arc::new(self.tools(&registry)));
+        registry.listed.raise();
         Ok(ListToolsResult::with_all_items(tools.as_ref().clone()))
     }
 
