@@ -4,7 +4,7 @@
 //! `^[a-zA-Z0-9_-]{1,64}$`, so app ids are mapped into that alphabet. Long or colliding slugs
 //! get a short hash of the app id, so every app keeps a unique, stable name.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Longest tool name MCP clients accept.
 pub const MAX_TOOL_NAME: usize = 64;
@@ -65,25 +65,21 @@ pub fn assign_slugs(app_ids: &[&str]) -> Vec<String> {
     for base in &bases {
         *counts.entry(base.as_str()).or_default() += 1;
     }
-    let mut taken: HashMap<String, ()> = HashMap::with_capacity(bases.len());
-    // Plain slugs that are unique and short enough are claimed first, so hashed names can
-    // never take them.
-    for base in &bases {
-        if counts[base.as_str()] == 1 && base.len() <= MAX_TOOL_NAME {
-            taken.insert(base.clone(), ());
-        }
-    }
+    let plain = |base: &str| counts.get(base) == Some(&1) && base.len() <= MAX_TOOL_NAME;
+    // Plain slugs that are unique and short enough are theirs, so a hashed name never takes
+    // one (nor another hashed name).
+    let mut hashed: HashSet<String> = HashSet::new();
     app_ids
         .iter()
         .zip(&bases)
         .map(|(id, base)| {
-            if counts[base.as_str()] == 1 && base.len() <= MAX_TOOL_NAME {
+            if plain(base) {
                 return base.clone();
             }
             let mut salt = 0;
             loop {
                 let candidate = hashed_slug(id, base, salt);
-                if taken.insert(candidate.clone(), ()).is_none() {
+                if !plain(&candidate) && hashed.insert(candidate.clone()) {
                     return candidate;
                 }
                 salt += 1;

@@ -5,7 +5,7 @@
 //! server; unreadable, oversized or non-regular files become rejections, never crashes.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
@@ -152,11 +152,12 @@ fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
     entries
 }
 
-/// One file's last parse result. A valid entry carries its file's stamp itself, so a cached
-/// file costs a key and a pointer (at 10,000 apps the table is sized for 16,384).
+/// One file's last parse result, in two words: a valid entry carries its file's path and
+/// stamp itself, an invalid file's stamp and problems are boxed (at 10,000 apps the table
+/// has 16,384 places).
 enum Cached {
     Valid(Arc<Entry>),
-    Invalid(Stamp, Box<LoadError>),
+    Invalid(Box<(Stamp, LoadError)>),
 }
 
 impl Cached {
@@ -165,14 +166,14 @@ impl Cached {
     fn stamp(&self) -> Option<Stamp> {
         match self {
             Self::Valid(entry) => entry.file_stamp().map(|(_, stamp)| stamp),
-            Self::Invalid(stamp, _) => Some(*stamp),
+            Self::Invalid(invalid) => Some(invalid.0),
         }
     }
 
     fn outcome(&self) -> Outcome {
         match self {
             Self::Valid(entry) => Ok(entry.clone()),
-            Self::Invalid(_, error) => Err((**error).clone()),
+            Self::Invalid(invalid) => Err(invalid.1.clone()),
         }
     }
 }
@@ -181,7 +182,7 @@ impl Cached {
 #[derive(Default)]
 pub struct ParseCache {
     /// By path (as bytes: hashing a `Path` walks its components, ten times slower).
-    entries: Mutex<HashMap<OsString, Cached>>,
+    entries: Mutex<HashMap<Box<OsStr>, Cached>>,
     /// The cache file, when this process keeps one.
     disk: Option<DiskCache>,
     /// Whether the disk holds what `entries` holds (no file parsed, none gone since).
@@ -222,14 +223,14 @@ impl ParseCache {
         }
         // Each row becomes its entry as it is read; they are kept only if the whole file was
         // good.
-        let mut seeded: HashMap<OsString, Cached> = HashMap::new();
+        let mut seeded: HashMap<Box<OsStr>, Cached> = HashMap::new();
         let read = disk.read_each(|row, promised| {
             if seeded.is_empty() {
                 seeded.reserve(promised);
             }
             let fetched = row.path.starts_with(fetched_root);
             let listing = row.listing.map(|(budget, text)| (budget, Arc::from(text)));
-            let key = row.path.clone().into_os_string();
+            let key: Box<OsStr> = row.path.as_os_str().into();
             let entry = Entry::file(row.path, row.stamp, fetched, row.summary, listing);
             seeded.insert(key, Cached::Valid(entry));
         });
@@ -256,7 +257,7 @@ impl ParseCache {
             return;
         };
         let before = entries.len();
-        entries.retain(|path, _| seen.contains(path.as_os_str()));
+        entries.retain(|path, _| seen.contains(&**path));
         if entries.len() != before {
             self.saved.store(false, Ordering::SeqCst);
         }
@@ -356,9 +357,9 @@ fn load_with(
     if let Ok(mut entries) = cache.entries.lock() {
         let cached = match &outcome {
             Ok(entry) => Cached::Valid(entry.clone()),
-            Err(error) => Cached::Invalid(stamp, Box::new(error.clone())),
+            Err(error) => Cached::Invalid(Box::new((stamp, error.clone()))),
         };
-        entries.insert(path.as_os_str().to_owned(), cached);
+        entries.insert(path.as_os_str().into(), cached);
     }
     outcome
 }

@@ -1,7 +1,7 @@
 //! The set of apps the gateway offers: an immutable snapshot, swapped whole on re-discovery.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -17,7 +17,9 @@ pub struct App {
     pub entry: Arc<Entry>,
     /// The section the gateway runs: the first of the configured platforms it has.
     pub platform: Platform,
-    pub source: PathBuf,
+    /// The file it came from, when its entry does not name it already (an entry held in
+    /// memory): a second copy of every path is not kept.
+    held_source: Option<PathBuf>,
     /// Its MCP tool name, `app_<slug>`.
     pub slug: String,
     /// Its one-line description in listings.
@@ -33,8 +35,19 @@ impl App {
             listing: listing(&entry, &slug),
             entry,
             platform,
-            source,
+            held_source: Some(source),
             slug,
+        }
+    }
+
+    /// The file it came from.
+    pub fn source(&self) -> &Path {
+        match &self.held_source {
+            Some(path) => path,
+            None => self
+                .entry
+                .file_stamp()
+                .map_or(Path::new(""), |(path, _)| path),
         }
     }
 
@@ -231,7 +244,9 @@ impl Registry {
                     listing: listing(entry, &slug),
                     entry: entry.clone(),
                     platform: *platform,
-                    source: found.path.clone(),
+                    held_source: (entry.file_stamp().map(|(path, _)| path)
+                        != Some(found.path.as_path()))
+                    .then(|| found.path.clone()),
                     slug,
                 })
             })
@@ -284,7 +299,7 @@ impl Registry {
         self.workflows == other.workflows
             && self.apps.len() == other.apps.len()
             && self.apps.iter().zip(&other.apps).all(|(a, b)| {
-                a.slug == b.slug && a.source == b.source && Arc::ptr_eq(&a.entry, &b.entry)
+                a.slug == b.slug && a.source() == b.source() && Arc::ptr_eq(&a.entry, &b.entry)
             })
     }
 

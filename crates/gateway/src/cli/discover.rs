@@ -46,7 +46,7 @@ pub fn run(
         found.app.name(),
         found.app.id(),
         descriptor.tools(Platform::Web).map_or(0, |t| t.len()),
-        found.app.source.display()
+        found.app.source().display()
     );
     output::line(&serde_json::to_string_pretty(&*descriptor)?);
     Ok(ExitCode::SUCCESS)

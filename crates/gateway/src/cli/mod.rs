@@ -291,7 +291,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         None if cli.scan => scan::run(&home, cli.dev),
         None => {
             let _ = cli.mcp;
-            runtime()?.block_on(serve::run(home, cli.dev))?;
+            serve_runtime()?.block_on(serve::run(home, cli.dev))?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -299,6 +299,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// The stdio server's runtime: one worker. It serves one client, whose requests wait on
+/// apps, files and the network, not on the processor (blocking work goes to the blocking
+/// pool); a second worker only spread each call's memory over a second malloc arena.
+fn serve_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()
         .context("cannot start the async runtime")

@@ -67,7 +67,7 @@ pub fn scan_report(registry: &Registry, home: &std::path::Path, platforms: &[Pla
             app.name(),
             app.platform.key(),
             app.slug,
-            app.source.display()
+            app.source().display()
         );
     }
     if !registry.rejected.is_empty() {

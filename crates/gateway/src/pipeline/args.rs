@@ -87,7 +87,7 @@ pub(super) fn check_args(
                     "the `parameters` schema of {}.{} does not compile: {error}; fix it in {}",
                     app.id(),
                     tool.name,
-                    app.source.display()
+                    app.source().display()
                 ),
             )
         })?;

@@ -260,7 +260,7 @@ impl Gateway {
                 ErrorKind::AaiJsonInvalid,
                 format!(
                     "{input} describes itself as {id}, the appId of an app installed on this machine ({}); it was refused so it cannot pass for that app or reach its credentials.",
-                    installed.source.display()
+                    installed.source().display()
                 ),
             )
             .with_detail(json!({"reason": "app_id_collision", "app": id})));
