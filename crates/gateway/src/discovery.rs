@@ -187,7 +187,8 @@ pub struct ParseCache {
     disk: Option<DiskCache>,
     /// Whether the disk holds what `entries` holds (no file parsed, none gone since).
     saved: AtomicBool,
-    seeded: AtomicBool,
+    /// Run once; a second caller waits until the first has read the file.
+    seeded: std::sync::OnceLock<()>,
     /// Files parsed so far (the rest came from this cache).
     parsed: std::sync::atomic::AtomicUsize,
 }
@@ -216,11 +217,13 @@ impl ParseCache {
 
     /// Reads the disk cache once, before the first scan. Entries under `fetched_root` are
     /// marked as fetched from the network by where they are, never by what the cache says.
-    fn seed(&self, fetched_root: &Path) {
+    pub(crate) fn seed(&self, fetched_root: &Path) {
         let Some(disk) = &self.disk else { return };
-        if self.seeded.swap(true, Ordering::SeqCst) {
-            return;
-        }
+        self.seeded
+            .get_or_init(|| self.seed_from(disk, fetched_root));
+    }
+
+    fn seed_from(&self, disk: &DiskCache, fetched_root: &Path) {
         // Each row becomes its entry as it is read; they are kept only if the whole file was
         // good.
         let mut seeded: HashMap<Box<OsStr>, Cached> = HashMap::new();
@@ -406,9 +409,13 @@ pub fn scan(
     let fetched_root = options.home.join("web");
     // Compiled once if this scan parses anything, and dropped when it ends.
     let _schema = aai_descriptor::KeepSchema::new();
-    let workers = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .min(8);
+    // Asked once per process: it reads the cgroup's limits.
+    static WORKERS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let workers = *WORKERS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .min(8)
+    });
     // First pass: the disk cache is read while the folders are listed and every candidate is
     // looked at (neither needs the other); a warm start is mostly these two.
     let (files, probes) = std::thread::scope(|scope| {

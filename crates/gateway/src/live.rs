@@ -68,19 +68,23 @@ fn run(
     if let Err(error) = std::fs::create_dir_all(home) {
         tracing::warn!(home = %home.display(), %error, "cannot create the AAI home directory");
     }
-    let cache = ParseCache::on_disk(home);
-    let (events_tx, events) = mpsc::channel::<Event>();
-    let mut watcher = match notify::recommended_watcher(move |event: notify::Result<Event>| {
-        if let Ok(event) = event {
-            let _ = events_tx.send(event);
-        }
-    }) {
-        Ok(watcher) => Some(watcher),
-        Err(error) => {
-            tracing::warn!(%error, "file watching is unavailable; re-scanning every {} s", POLL_EVERY.as_secs());
-            None
-        }
+    let cache = Arc::new(ParseCache::on_disk(home));
+    // The descriptor cache is the longest part of a warm start's first scan and needs nothing
+    // else: its reading starts now, and the scan waits for it where it needs it.
+    let seeding = {
+        let cache = cache.clone();
+        let fetched_root = home.join("web");
+        std::thread::Builder::new()
+            .name("aai-cache".into())
+            .spawn(move || cache.seed(&fetched_root))
     };
+    if let Err(error) = seeding {
+        tracing::debug!(%error, "the descriptor cache is read by the scan itself");
+    }
+    let (events_tx, events) = mpsc::channel::<Event>();
+    // Made when the first watches are added, after the first scan.
+    let mut events_tx = Some(events_tx);
+    let mut watcher: Option<notify::RecommendedWatcher> = None;
     let mut watched: Vec<PathBuf> = Vec::new();
     let mut first = true;
     let mut last = None;
@@ -99,6 +103,19 @@ fn run(
         // apps that is longer than the scan itself), then the folders are looked at once
         // more, so nothing that changed in between is missed.
         let mut added = false;
+        if let Some(events_tx) = events_tx.take() {
+            watcher = match notify::recommended_watcher(move |event: notify::Result<Event>| {
+                if let Ok(event) = event {
+                    let _ = events_tx.send(event);
+                }
+            }) {
+                Ok(watcher) => Some(watcher),
+                Err(error) => {
+                    tracing::warn!(%error, "file watching is unavailable; re-scanning every {} s", POLL_EVERY.as_secs());
+                    None
+                }
+            };
+        }
         if let Some(watcher) = watcher.as_mut() {
             let mut wanted = vec![home.to_path_buf()];
             wanted.extend(options.paths.iter().cloned());
