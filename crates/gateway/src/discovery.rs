@@ -660,6 +660,35 @@ mod cache_tests {
     }
 
     #[test]
+    fn a_scan_started_while_the_cache_is_being_read_waits_for_it() {
+        let home = home_with(200);
+        let (first, _) = start(home.path());
+        for _ in 0..20 {
+            let cache = Arc::new(ParseCache::on_disk(home.path()));
+            // Discovery starts reading the cache early, on a thread of its own; the scan
+            // starts at once and must not parse what that read is about to provide.
+            let reader = {
+                let cache = cache.clone();
+                let root = home.path().join("web");
+                std::thread::spawn(move || cache.seed(&root))
+            };
+            let mut found = Vec::new();
+            scan(
+                &home_options(home.path()),
+                &cache,
+                Duration::from_secs(60),
+                |batch, _| found.extend(batch),
+            );
+            reader.join().expect("read");
+            assert_eq!(cache.parsed(), 0, "a file was parsed that the cache held");
+            let registry =
+                crate::registry::Registry::build(&found, &[aai_descriptor::Platform::Linux], true);
+            let names: Vec<String> = registry.apps.iter().map(|a| a.name().to_owned()).collect();
+            assert_eq!(names, first);
+        }
+    }
+
+    #[test]
     fn a_corrupt_or_foreign_cache_is_ignored_and_rebuilt() {
         let home = home_with(12);
         let expected = names(12);
