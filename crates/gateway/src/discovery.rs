@@ -223,6 +223,11 @@ impl ParseCache {
             .get_or_init(|| self.seed_from(disk, fetched_root));
     }
 
+    /// Whether the disk cache has been read into this one (or there is none to read).
+    fn seeded(&self) -> bool {
+        self.disk.is_none() || self.seeded.get().is_some()
+    }
+
     fn seed_from(&self, disk: &DiskCache, fetched_root: &Path) {
         // Each row becomes its entry as it is read; they are kept only if the whole file was
         // good.
@@ -418,11 +423,14 @@ pub fn scan(
     });
     // First pass: the disk cache is read while the folders are listed and every candidate is
     // looked at (neither needs the other); a warm start is mostly these two.
+    // (Only the first scan reads it; live discovery starts that read before any scan.)
     let (files, probes) = std::thread::scope(|scope| {
-        let seeding = scope.spawn(|| cache.seed(&fetched_root));
+        let seeding = (!cache.seeded()).then(|| scope.spawn(|| cache.seed(&fetched_root)));
         let files = guesses(options);
         let probes = probe_all(&files, workers);
-        let _ = seeding.join();
+        if let Some(seeding) = seeding {
+            let _ = seeding.join();
+        }
         (files, probes)
     });
     // The cache is read and the folders listed (long at 10,000 apps on a loaded machine): a

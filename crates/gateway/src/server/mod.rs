@@ -82,6 +82,14 @@ struct AppEntry<'a> {
     input_schema: &'a JsonObject,
 }
 
+/// Appends `item` to the JSON list `body` is open on (after a comma unless it is the first).
+fn push_item(body: &mut Vec<u8>, item: &impl serde::Serialize) -> serde_json::Result<()> {
+    if body.last() != Some(&b'[') {
+        body.push(b',');
+    }
+    serde_json::to_writer(body, item)
+}
+
 fn schema(value: Value) -> Arc<JsonObject> {
     match value {
         Value::Object(map) => Arc::new(map),
@@ -164,35 +172,23 @@ impl AaiServer {
         body.extend_from_slice(before);
         let (head, tail) = self.fixed_tools(registry);
         let empty = schema(json!({"type": "object"}));
-        let mut first = true;
-        let mut comma = |body: &mut Vec<u8>| {
-            if !std::mem::take(&mut first) {
-                body.push(b',');
-            }
-        };
-        for tool in &head {
-            comma(&mut body);
-            if serde_json::to_writer(&mut body, tool).is_err() {
-                return everything();
-            }
-        }
         // Each app's entry written from what the registry holds (no `Tool` made for it).
-        for app in self.listed_apps(registry) {
-            comma(&mut body);
-            let entry = AppEntry {
-                name: &app.slug,
-                description: &app.listing,
-                input_schema: &empty,
-            };
-            if serde_json::to_writer(&mut body, &entry).is_err() {
-                return everything();
-            }
-        }
-        for tool in &tail {
-            comma(&mut body);
-            if serde_json::to_writer(&mut body, tool).is_err() {
-                return everything();
-            }
+        let written = head
+            .iter()
+            .try_for_each(|tool| push_item(&mut body, tool))
+            .and_then(|()| {
+                self.listed_apps(registry).iter().try_for_each(|app| {
+                    let entry = AppEntry {
+                        name: &app.slug,
+                        description: &app.listing,
+                        input_schema: &empty,
+                    };
+                    push_item(&mut body, &entry)
+                })
+            })
+            .and_then(|()| tail.iter().try_for_each(|tool| push_item(&mut body, tool)));
+        if written.is_err() {
+            return everything();
         }
         body.extend_from_slice(after);
         body.shrink_to_fit();
