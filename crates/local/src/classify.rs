@@ -55,6 +55,9 @@ fn classify_depth(
         return Some("too deeply nested to judge".into());
     }
     let parsed = parse(script, vars);
+    if parsed.too_deep {
+        return Some("too deeply nested to judge".into());
+    }
     for nested in &parsed.nested {
         if let Some(reason) = classify_depth(nested, vars, depth + 1) {
             return Some(reason);
@@ -1284,6 +1287,81 @@ mod tests {
             missed.is_empty() && false_alarms.is_empty(),
             "missed: {missed:#?}\nfalse alarms: {false_alarms:#?}"
         );
+    }
+
+    /// Agent text is arbitrary: every prefix of every case (cut quotes, brackets, here-documents)
+    /// is judged without a panic.
+    #[test]
+    fn cut_commands_never_panic() {
+        let mut judged = 0;
+        for line in CASES.lines().filter(|l| !l.starts_with('#')) {
+            let Some(command) = line.splitn(3, ' ').nth(2) else {
+                continue;
+            };
+            let command = command.replace('⏎', "\n");
+            for (at, _) in command.char_indices() {
+                let _ = classify(&command[..at]);
+                let _ = plain_commands(&command[..at]);
+                judged += 1;
+            }
+        }
+        assert!(judged > 10_000);
+    }
+
+    /// Random text over the characters the parsers care about never makes them panic.
+    #[test]
+    fn random_text_never_panics() {
+        const ALPHABET: &[char] = &[
+            ' ', '\n', '\t', '\'', '"', '`', '$', '{', '}', '(', ')', '[', ']', '<', '>', '|', '&',
+            ';', '\\', '#', '=', ',', '.', '/', '-', '*', '?', '%', '@', ':', '~', '!', 'r', 'm',
+            'x', 'q', 's', 'y', 'c', 'e', 'a', '0', '\u{E000}', '\u{E001}', 'é',
+        ];
+        const WORDS: &[&str] = &[
+            "python3 -c ",
+            "perl -e ",
+            "awk ",
+            "node -e ",
+            "ruby -e ",
+            "php -r ",
+            "bash -c ",
+            "<<EOF\n",
+            "\nEOF\n",
+            "<<<",
+            "system(",
+            "os.system(",
+            "qx{",
+            "%x(",
+            "f\"",
+            "eval ",
+            "xargs ",
+            "find . -exec ",
+            "IFS=,;",
+            "$'\\x",
+            "${",
+            "$(",
+            "r''m",
+            "-rf ",
+            "unlink ",
+        ];
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            for _ in 0..next() % 40 {
+                let pick = next();
+                if pick % 4 == 0 {
+                    text.push_str(WORDS[(pick / 4 % WORDS.len() as u64) as usize]);
+                } else {
+                    text.push(ALPHABET[(pick / 4 % ALPHABET.len() as u64) as usize]);
+                }
+            }
+            let _ = classify(&text);
+        }
     }
 
     #[test]

@@ -226,7 +226,12 @@ pub(super) fn judge_program(lang: Lang, code: &str, depth: usize) -> Option<Stri
         return Some("too deeply nested to judge".into());
     }
     let tokens = lex(lang, code);
-    let mentions = |module: &str| code.contains(module);
+    // Modules whose functions have common names (`run`, `exec`, `rm`): looked up once.
+    let known: Vec<&str> = ["subprocess", "child_process", "fs"]
+        .into_iter()
+        .filter(|m| code.contains(m))
+        .collect();
+    let mentions = |module: &str| known.contains(&module);
     for (at, token) in tokens.iter().enumerate() {
         let reason = match token {
             Tok::Shell(pieces) => shell_call(
@@ -374,7 +379,7 @@ fn sink(
             _ => None,
         },
         Lang::Js => {
-            let fs = mentions("fs") || q_in(&["Deno"]);
+            let fs = || mentions("fs") || q_in(&["Deno"]);
             match name {
                 "execSync" | "execFileSync" | "spawnSync" => Some(Kind::Shell),
                 "exec" | "execFile" | "spawn" if mentions("child_process") => Some(Kind::Shell),
@@ -385,7 +390,7 @@ fn sink(
                 }
                 "rimraf" | "rimrafSync" | "removeSync" | "emptyDir" | "emptyDirSync" => recursive,
                 "rm" | "rmSync" | "rmdir" | "rmdirSync" | "unlink" | "unlinkSync" | "remove"
-                    if fs && q.is_some() =>
+                    if q.is_some() && fs() =>
                 {
                     delete
                 }
@@ -763,6 +768,12 @@ fn by_name(lang: Lang, tokens: &[Tok], at: usize, pieces: &[Piece]) -> Option<St
     let [Piece::Text(name)] = pieces else {
         return None;
     };
+    let dangerous = sink(lang, name, None, &|_| true)
+        .or_else(|| sink(lang, name, Some("os"), &|_| true))
+        .is_some_and(|k| !matches!(k, Kind::Write { .. }));
+    if !dangerous {
+        return None;
+    }
     let callers = [
         "array_map",
         "array_walk",
@@ -779,10 +790,8 @@ fn by_name(lang: Lang, tokens: &[Tok], at: usize, pieces: &[Piece]) -> Option<St
         Some(Tok::Word(w)) => w.as_str(),
         _ => return None,
     };
-    let dangerous = sink(lang, name, None, &|_| true)
-        .or_else(|| sink(lang, name, Some("os"), &|_| true))
-        .is_some_and(|k| !matches!(k, Kind::Write { .. }));
-    (callers.contains(&caller) && dangerous)
+    callers
+        .contains(&caller)
         .then(|| format!("{name} called by name in {}", lang.name()))
 }
 
@@ -1206,4 +1215,58 @@ fn string(
     }
     flush(&mut text, &mut out, false);
     (out, c.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sources_of(line: &str) -> Sources {
+        let words: Vec<String> = line.split(' ').map(str::to_owned).collect();
+        let lang = language(&words[0]).unwrap_or(Lang::Python);
+        sources(lang, &words)
+    }
+
+    #[test]
+    fn interpreters_say_where_their_program_comes_from() {
+        let s = sources_of("python3 -m json.tool");
+        assert!(s.inline.is_empty() && !s.reads_stdin);
+        let s = sources_of("python3 -Ic CODE arg");
+        assert!(s.inline == ["CODE"] && !s.reads_stdin);
+        assert!(sources_of("python3").reads_stdin && sources_of("python3 -").reads_stdin);
+        assert!(!sources_of("python3 script.py -").reads_stdin);
+        let s = sources_of("perl -pi -e CODE a b");
+        assert!(s.inline == ["CODE"] && s.in_place == ["a", "b"]);
+        let s = sources_of("perl -ne CODE log");
+        assert!(s.inline == ["CODE"] && s.in_place.is_empty());
+        let s = sources_of("awk -F: PROG /etc/passwd");
+        assert!(s.inline == ["PROG"] && !s.reads_stdin);
+        assert!(sources_of("awk -f - data").reads_stdin);
+        let s = sources_of("node --eval CODE");
+        assert!(s.inline == ["CODE"] && !s.reads_stdin);
+        assert!(sources_of("node").reads_stdin && !sources_of("node build.js").reads_stdin);
+        assert_eq!(sources_of("deno eval CODE").inline, ["CODE"]);
+        assert_eq!(sources_of("php -r CODE").inline, ["CODE"]);
+        assert_eq!(sources_of("ruby -rfileutils -e CODE").inline, ["CODE"]);
+    }
+
+    #[test]
+    fn literals_join_and_computed_parts_are_marked() {
+        let text = |lang, code| match lex(lang, code).as_slice() {
+            [Tok::Word(_), Tok::Punct('('), rest @ .., Tok::Punct(')')] => raw(&pieces(rest)),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(text(Lang::Python, r#"f("r" + 'm -rf /')"#), "rm -rf /");
+        assert_eq!(text(Lang::Python, r#"f('\x72m')"#), "rm");
+        assert_eq!(
+            text(Lang::Python, r#"f(f"rm -rf {p}")"#),
+            format!("rm -rf {FANOUT}")
+        );
+        assert_eq!(text(Lang::Ruby, r#"f("rm #{x}")"#), format!("rm {FANOUT}"));
+        assert_eq!(text(Lang::Perl, r#"f("rm $x")"#), format!("rm {FANOUT}"));
+        assert_eq!(text(Lang::Perl, r#"f('rm $x')"#), "rm $x");
+        assert_eq!(text(Lang::Js, "f(`rm ${x}`)"), format!("rm {FANOUT}"));
+        assert_eq!(text(Lang::Awk, r#"f("rm " $0)"#), format!("rm {FANOUT}"));
+        assert_eq!(text(Lang::Python, r#"f(cmd)"#), FANOUT.to_string());
+    }
 }

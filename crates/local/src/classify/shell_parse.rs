@@ -15,6 +15,9 @@ const BRACE_COMMA: char = '\u{E004}';
 const BRACE_CLOSE: char = '\u{E005}';
 /// Brace expansion stops growing a word's expansions here: enough to see any command name.
 const MOST_EXPANSIONS: usize = 64;
+/// Substitutions nested deeper than this are not parsed: the parse's recursion stays bounded
+/// whatever the agent sends.
+const MOST_NESTING: usize = 16;
 
 /// One simple command.
 #[derive(Debug, Default)]
@@ -37,12 +40,19 @@ pub(super) struct Parsed {
     /// Scripts inside `$(…)`, backticks and `<(…)`/`>(…)`.
     pub(super) nested: Vec<String>,
     pub(super) fork_bomb: Option<String>,
+    /// Substitutions nest deeper than `MOST_NESTING`: not parsed further (nor judged).
+    pub(super) too_deep: bool,
 }
 
-#[allow(unused_assignments)] // the macros reset state the last word does not read again
 /// Splits `script` into simple commands, removing quotes and escapes and expanding the
 /// variables assigned in it.
 pub(super) fn parse(script: &str, vars: &mut HashMap<String, String>) -> Parsed {
+    parse_nested(script, vars, 0)
+}
+
+/// `parse` of a script found `nesting` substitutions deep.
+#[allow(unused_assignments)] // the macros reset state the last word does not read again
+fn parse_nested(script: &str, vars: &mut HashMap<String, String>, nesting: usize) -> Parsed {
     let chars: Vec<char> = script.chars().collect();
     let mut parsed = Parsed::default();
     let mut command = Command::default();
@@ -186,7 +196,7 @@ pub(super) fn parse(script: &str, vars: &mut HashMap<String, String>) -> Parsed 
                     // Process substitution.
                     let end = matching(&chars, i + 1, '(', ')').unwrap_or(chars.len());
                     let body: String = chars[i + 2..end.min(chars.len())].iter().collect();
-                    note_nested(&mut command, &mut parsed, body);
+                    note_nested(&mut command, &mut parsed, body, nesting);
                     in_word = true;
                     word.push_str("/dev/fd/63");
                     i = end + 1;
@@ -234,7 +244,15 @@ pub(super) fn parse(script: &str, vars: &mut HashMap<String, String>) -> Parsed 
                             i += 2;
                         }
                         '$' | '`' => {
-                            i = dollar(&chars, i, &mut word, &mut command, &mut parsed, vars, true);
+                            i = dollar(
+                                &chars,
+                                i,
+                                &mut word,
+                                &mut command,
+                                &mut parsed,
+                                vars,
+                                (true, nesting),
+                            );
                         }
                         other => {
                             word.push(other);
@@ -246,7 +264,15 @@ pub(super) fn parse(script: &str, vars: &mut HashMap<String, String>) -> Parsed 
             }
             '$' | '`' => {
                 in_word = true;
-                i = dollar(&chars, i, &mut word, &mut command, &mut parsed, vars, false);
+                i = dollar(
+                    &chars,
+                    i,
+                    &mut word,
+                    &mut command,
+                    &mut parsed,
+                    vars,
+                    (false, nesting),
+                );
             }
             other => {
                 in_word = true;
@@ -336,8 +362,13 @@ fn brace_expand(word: &str, out: &mut Vec<String>) {
     out.push(word.to_owned());
 }
 
-fn note_nested(command: &mut Command, parsed: &mut Parsed, body: String) {
-    let inner = parse(&body, &mut HashMap::new());
+fn note_nested(command: &mut Command, parsed: &mut Parsed, body: String, nesting: usize) {
+    if nesting >= MOST_NESTING {
+        parsed.too_deep = true;
+        return;
+    }
+    let inner = parse_nested(&body, &mut HashMap::new(), nesting + 1);
+    parsed.too_deep |= inner.too_deep;
     if inner
         .commands
         .iter()
@@ -356,7 +387,7 @@ fn dollar(
     command: &mut Command,
     parsed: &mut Parsed,
     vars: &HashMap<String, String>,
-    quoted: bool,
+    (quoted, nesting): (bool, usize),
 ) -> usize {
     // Outside double quotes a variable's value is split at its `IFS` characters.
     let ifs = vars.get("IFS").map_or(" \t\n", String::as_str);
@@ -373,7 +404,7 @@ fn dollar(
             .position(|&c| c == '`')
             .map_or(chars.len(), |p| i + 1 + p);
         let body: String = chars[i + 1..end.min(chars.len())].iter().collect();
-        note_nested(command, parsed, body);
+        note_nested(command, parsed, body, nesting);
         word.push(UNKNOWN);
         word.push_str("$(…)");
         return end + 1;
@@ -382,7 +413,7 @@ fn dollar(
         Some('(') => {
             let end = matching(chars, i + 1, '(', ')').unwrap_or(chars.len());
             let body: String = chars[i + 2..end.min(chars.len())].iter().collect();
-            note_nested(command, parsed, body);
+            note_nested(command, parsed, body, nesting);
             word.push(UNKNOWN);
             word.push_str("$(…)");
             end + 1
@@ -503,4 +534,61 @@ fn matching(chars: &[char], open_at: usize, open: char, close: char) -> Option<u
         i += 1;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(script: &str) -> Vec<Vec<String>> {
+        parse(script, &mut HashMap::new())
+            .commands
+            .into_iter()
+            .map(|c| c.words)
+            .collect()
+    }
+
+    #[test]
+    fn braces_expand_only_when_unquoted_and_with_a_comma() {
+        assert_eq!(words("{rm,-rf,/}"), [["rm", "-rf", "/"]]);
+        assert_eq!(words("r{m,} x"), [["rm", "r", "x"]]);
+        assert_eq!(words("mkdir -p a/{b,c}"), [["mkdir", "-p", "a/b", "a/c"]]);
+        assert_eq!(
+            words("echo '{a,b}' \"{c,d}\""),
+            [["echo", "{a,b}", "{c,d}"]]
+        );
+        assert_eq!(
+            words("find . -exec gzip {} ;"),
+            [["find", ".", "-exec", "gzip", "{}"]]
+        );
+        assert_eq!(words("cut -d, -f1"), [["cut", "-d,", "-f1"]]);
+        assert_eq!(
+            words("x={a,b}; echo $x"),
+            [vec!["x={a,b}"], vec!["echo", "{a,b}"]]
+        );
+    }
+
+    #[test]
+    fn unquoted_expansions_split_on_ifs() {
+        assert_eq!(words("c='rm -rf /'; $c")[1], ["rm", "-rf", "/"]);
+        assert_eq!(words("c='rm -rf /'; \"$c\"")[1], ["rm -rf /"]);
+        assert_eq!(words("IFS=,; c=rm,-rf,/; $c")[2], ["rm", "-rf", "/"]);
+        assert_eq!(
+            words("IFS=,; c=rm,-rf,/; echo \"$c\"")[2],
+            ["echo", "rm,-rf,/"]
+        );
+    }
+
+    #[test]
+    fn here_documents_belong_to_the_command_that_reads_them() {
+        let parsed = parse(
+            "cat <<EOF | sh\nrm -rf x\nEOF\necho done",
+            &mut HashMap::new(),
+        );
+        let heredocs: Vec<&Vec<String>> = parsed.commands.iter().map(|c| &c.heredocs).collect();
+        assert_eq!(heredocs, [&vec!["rm -rf x\n".to_owned()], &vec![], &vec![]]);
+        // A here-string is not a here-document: the next line is a command.
+        let parsed = parse("bash <<< 'echo hi'\nrm -rf y", &mut HashMap::new());
+        assert_eq!(parsed.commands[1].words, ["rm", "-rf", "y"]);
+    }
 }
