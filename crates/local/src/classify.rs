@@ -915,6 +915,12 @@ fn git(args: &[String]) -> Option<String> {
         "clean" if (short('f') || has("--force")) && !(short('n') || has("--dry-run")) => {
             return Some("mass deletion of untracked files (git clean -f)".into());
         }
+        "stash" if rest.first().is_some_and(|a| a == "clear") => {
+            return Some("discarding all stashed work (git stash clear)".into());
+        }
+        "branch" if short('D') || (short('d') && (short('f') || has("--force"))) => {
+            return Some("deleting an unmerged branch (git branch -D)".into());
+        }
         "reset" if has("--hard") => {
             return Some("discarding uncommitted work (git reset --hard)".into());
         }

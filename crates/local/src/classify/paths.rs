@@ -154,6 +154,9 @@ const SCRATCH: &[&str] = &[
     "/dev/pts",
     "/proc/self/fd",
     "/private/tmp",
+    // macOS's per-user temporary folders (`$TMPDIR`).
+    "/var/folders",
+    "/private/var/folders",
 ];
 
 fn under(path: &str, root: &str) -> bool {
@@ -262,6 +265,7 @@ mod tests {
             "~/project/file",
             "/home/alice/src/a.rs",
             "./.bashrc",
+            "/private/var/folders/xy/T/build.log",
         ] {
             assert!(!is_protected(path), "{path}");
         }

@@ -484,10 +484,17 @@ fn ansi_escape(rest: &[char]) -> (char, usize) {
     match rest.first() {
         Some('n') => ('\n', 1),
         Some('t') => ('\t', 1),
-        Some('x') => {
+        Some('r') => ('\r', 1),
+        Some('e' | 'E') => ('\u{1b}', 1),
+        Some(&c @ ('x' | 'u' | 'U')) => {
+            let most = match c {
+                'x' => 2,
+                'u' => 4,
+                _ => 8,
+            };
             let hex: String = rest[1..]
                 .iter()
-                .take(2)
+                .take(most)
                 .take_while(|c| c.is_ascii_hexdigit())
                 .collect();
             let value = u32::from_str_radix(&hex, 16)
