@@ -15,6 +15,7 @@ pub mod desktop;
 pub mod files;
 pub mod input;
 pub mod ocr;
+pub mod own_listeners;
 pub mod sandbox;
 pub mod screen;
 pub mod system;

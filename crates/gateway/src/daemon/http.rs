@@ -96,6 +96,8 @@ pub async fn serve(
         format!("cannot listen on {addr} (is another gateway running? `aai-gateway status`; or pick a port with --listen 127.0.0.1:PORT, 0 for any)")
     })?;
     let addr = listener.local_addr()?;
+    // The agent's tools (its browser) never connect to the gateway's own listener.
+    let own = aai_local::own_listeners::register(addr);
     let port = addr.port();
     let token = new_token();
     let host = if addr.is_ipv6() {
@@ -185,7 +187,7 @@ pub async fn serve(
     tracing::info!(%url, "aai-gateway serving MCP over Streamable HTTP");
     let serving = cancel.clone();
     let done = tokio::spawn(async move {
-        let _files = files;
+        let (_files, _own) = (files, own);
         // Small frames (an SSE event, a JSON-RPC answer) go out at once: without TCP_NODELAY,
         // Nagle's algorithm and the peer's delayed ACK hold each one back ~40 ms.
         let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
