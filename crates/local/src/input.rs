@@ -247,6 +247,20 @@ impl Toolset for Input {
             let key = call_key(call.caller, call.tool, call.args);
             blocking(move || {
                 let x = desktop.x11()?;
+                let protected = x
+                    .windows()
+                    .into_iter()
+                    .filter(|w| !w.minimized)
+                    .filter_map(|w| config.protects(&w).map(|pattern| (w, pattern)))
+                    .collect();
+                let work = Work {
+                    x: &x,
+                    space: Space::new(x.desktop(), config.max_edge()),
+                    protected,
+                    stop: &stop,
+                };
+                // Protected apps refuse first, whatever the judgement.
+                work.refuse_protected(None)?;
                 // The judgement is made again now: the target may have changed since the gate
                 // judged the call (a window that took the focus, a line typed into meanwhile).
                 let mut lines = typing
@@ -268,18 +282,6 @@ impl Toolset for Input {
                     }
                     _ => {}
                 }
-                let protected = x
-                    .windows()
-                    .into_iter()
-                    .filter(|w| !w.minimized)
-                    .filter_map(|w| config.protects(&w).map(|pattern| (w, pattern)))
-                    .collect();
-                let work = Work {
-                    x: &x,
-                    space: Space::new(x.desktop(), config.max_edge()),
-                    protected,
-                    stop: &stop,
-                };
                 let result = work.run(&tool, &args);
                 if let (landing::Landing::Terminal { window, .. }, Some(effect)) =
                     (&now.landing, &now.effect)
@@ -608,10 +610,22 @@ impl Work<'_> {
             .ok_or_else(|| invalid("`text` is required"))?;
         let delay =
             Duration::from_millis(args.get("delay_ms").and_then(Value::as_u64).unwrap_or(10));
+        // The text was judged for the window focused when the call began: if another window
+        // takes the focus while it is typed, the rest is not typed into that one.
+        let target = self.x.active();
         let mut typed = 0usize;
         for c in text.chars() {
             if self.stop.load(Ordering::SeqCst) {
                 return Err(cancelled());
+            }
+            if self.x.active() != target {
+                return Err(AaiError::new(
+                    ErrorKind::PermissionDenied,
+                    format!(
+                        "another window took the focus while the text was typed; {typed} characters were typed, the rest was not. Look at the screen and call again."
+                    ),
+                )
+                .with_detail(json!({"reason": "focus_moved", "typed": typed})));
             }
             if c == '\r' {
                 continue;
