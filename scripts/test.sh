@@ -18,6 +18,9 @@ command -v xrandr >/dev/null 2>&1 || missing+=(x11-xserver-utils)
 # a GTK test app run by Debian's own python3 (GObject introspection).
 command -v openbox >/dev/null 2>&1 || missing+=(openbox)
 command -v xterm >/dev/null 2>&1 || missing+=(xterm)
+# A second terminal emulator (st) and a window that is no terminal (xmessage): input judging.
+command -v st >/dev/null 2>&1 || missing+=(stterm)
+command -v xmessage >/dev/null 2>&1 || missing+=(x11-utils)
 # The emergency stop's hotkey is pressed by a program of its own, as a person would.
 command -v xdotool >/dev/null 2>&1 || missing+=(xdotool)
 command -v tesseract >/dev/null 2>&1 || missing+=(tesseract-ocr tesseract-ocr-eng)

@@ -290,3 +290,68 @@ async def test_batch_desktop_steps_take_turns_while_other_steps_run(home, screen
     first_move_done = next(r["id"] for r in rows if r["tool"] == "mouse_move" and r["result"] == "success")
     terminal_started = next(r["id"] for r in rows if r["tool"] == "bash_execute" and r["result"] == "started")
     assert terminal_started < first_move_done, "the terminal step ran while the mouse moved"
+
+
+def default_client(home, screen, monkeypatch):
+    """A client under the default policy profile (development: high asks, critical is blocked)."""
+    env = gateway_env(home, screen["bus"])
+    env["DISPLAY"] = screen["display"]
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    return Client(StdioServerParameters(command=str(GATEWAY), args=[], env=env), mode="legacy", cache=None)
+
+
+@pytest.mark.parametrize("terminal", ["xterm", "st"])
+async def test_typing_into_a_terminal_is_judged_as_the_shell_command(home, screen, monkeypatch, tmp_path, terminal):
+    """The walk-around of issue 26, by effect: `app_launch` of a terminal, then `type_text` of a
+    critical command, is blocked exactly as `bash_execute` of it (the canary survives); a
+    high-risk command is asked as bash_execute (this client cannot answer: not run); the terminal
+    grant that lets bash_execute run lets the typed command run; the gateway's own window takes
+    no input."""
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    (canary / "keep").write_text("x")
+    marker = tmp_path / "typed-marker"
+    with anyio.fail_after(TIMEOUT):
+        async with default_client(home, screen, monkeypatch) as client:
+            launched = (await call(client, "local.apps", "app_launch", {"name": terminal})).structured_content
+            await call(client, "local.apps", "window_manage", {"window_title": launched["window"]["title"], "action": "focus"})
+            for text in (f"rm -rf {canary}\n", f"rm -rf {canary}"):
+                typed = await client.call_tool("aai_exec", {"app": "local.input", "tool": "type_text", "args": {"text": text}})
+                assert typed.is_error, text_of(typed)
+                assert typed.structured_content["detail"]["reason"] == "blocked", text_of(typed)
+                assert "local.terminal:bash_execute" in text_of(typed)
+            shell = await client.call_tool("aai_exec", {"app": "local.terminal", "tool": "bash_execute", "args": {"command": f"rm -rf {canary}"}})
+            assert shell.is_error and shell.structured_content["detail"]["reason"] == "blocked", text_of(shell)
+            # High risk, as bash_execute: asked, and this client cannot answer.
+            typed = await client.call_tool("aai_exec", {"app": "local.input", "tool": "type_text", "args": {"text": f"touch {marker}\n"}})
+            assert typed.is_error, text_of(typed)
+            shell = await client.call_tool("aai_exec", {"app": "local.terminal", "tool": "bash_execute", "args": {"command": f"touch {marker}"}})
+            assert shell.is_error and shell.structured_content["detail"]["reason"] == typed.structured_content["detail"]["reason"]
+            assert not marker.exists()
+            # The terminal's grant covers the typed command as it covers bash_execute.
+            subprocess.run([str(GATEWAY), "consent", "grant", "local.terminal", "bash_execute", "--client", "mcp"],
+                           env=gateway_env(home, None), check=True, timeout=30, capture_output=True)
+            await call(client, "local.input", "type_text", {"text": f"touch {marker}\n"})
+            wait_until(marker.exists, 10, "the granted command typed into the terminal did not run")
+            # Critical stays blocked under the grant.
+            typed = await client.call_tool("aai_exec", {"app": "local.input", "tool": "type_text", "args": {"text": f"rm -rf {canary}\n"}})
+            assert typed.is_error and typed.structured_content["detail"]["reason"] == "blocked", text_of(typed)
+            await call(client, "local.apps", "app_close", {"name": terminal})
+    assert (canary / "keep").exists(), "the canary was deleted through the terminal"
+
+
+async def test_app_launch_of_a_command_is_judged_as_the_shell_command(home, screen, monkeypatch, tmp_path):
+    """`app_launch` of a shell, a command-line tool, a wrapper or a terminal told to run something
+    is blocked as bash_execute of that command line; the canary survives."""
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    (canary / "keep").write_text("x")
+    with anyio.fail_after(TIMEOUT):
+        async with default_client(home, screen, monkeypatch) as client:
+            for name, args in (("sh", ["-c", f"rm -rf {canary}"]), ("rm", ["-rf", str(canary)]),
+                               ("/usr/bin/rm", ["-rf", str(canary)]), ("env", ["rm", "-rf", str(canary)]),
+                               ("xterm", ["-e", f"rm -rf {canary}"])):
+                launched = await client.call_tool("aai_exec", {"app": "local.apps", "tool": "app_launch", "args": {"name": name, "args": args}})
+                assert launched.is_error, f"{name}: {text_of(launched)}"
+                assert launched.structured_content["detail"]["reason"] == "blocked", f"{name}: {text_of(launched)}"
+    assert (canary / "keep").exists(), "a launched command deleted the canary"

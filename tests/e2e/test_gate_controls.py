@@ -287,3 +287,63 @@ async def test_a_stdio_gateway_waits_for_a_slow_daemon_instead_of_serving_around
         async with Client(params, mode="legacy", cache=None,
                           client_info=Implementation(name="after-wait", version="1")) as c:
             assert (await c.list_tools()).tools
+
+
+async def test_a_granted_shell_cannot_act_as_the_user_on_the_gate(home, bus, tmp_path, monkeypatch):
+    """Under a standing "always allow the terminal" grant, the agent's shell tries every way
+    it once had to reach the gate's controls; each fails, and by effect nothing changed."""
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    work = tmp_path / "work"
+    work.mkdir()
+    (home / "tokens").mkdir(mode=0o700)
+    (home / "tokens" / "com.example.json").write_text('{"api_key": "SECRET-API-KEY"}')
+    (home / "config.json").write_text(json.dumps({
+        "approval_wait_seconds": 1,
+        "local": {"sandbox": {"allowed_directories": [str(work)]}},
+        "policy": {"default_profile": "ask", "profiles": {"ask": {"preset": "development", "risk_policies": {
+            "low": "require_approval", "medium": "require_approval", "high": "require_approval"}}}},
+    }))
+    config_before = (home / "config.json").read_text()
+    d = Daemon(home, gateway_env(home, bus))
+    try:
+        granted = d.cli("consent", "grant", "local.terminal", "--client", "shell-agent")
+        assert granted.returncode == 0, granted.stderr
+        with anyio.fail_after(TIMEOUT):
+            async with d.client(name="shell-agent") as c:
+                pending = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "queued"}})
+                approval = pending.structured_content["detail"]["approval_id"]
+
+                async def sh(command):
+                    got = await c.call_tool("aai_exec", {"app": "local.terminal", "tool": "bash_execute", "args": {
+                        "command": command, "working_dir": str(work)}})
+                    return got, json.dumps(got.structured_content or {}) + text(got)
+
+                ok, out = await sh("echo inside > inside.txt && cat inside.txt")
+                assert not ok.is_error and "inside" in out, out
+                gw = str(GATEWAY)
+                for attempt in (
+                    f"{gw} approvals approve {approval}",
+                    f"{gw} consent grant local.terminal --client shell-agent-2",
+                    f"{gw} resume",
+                    f"{gw} dashboard --no-open",
+                    f"{gw} schedule add evil --cron '* * * * *' --workflow x --grant local.terminal:bash_execute",
+                ):
+                    _, out = await sh(f"AAI_HOME={home} {attempt}; echo EXIT=$?")
+                    assert "EXIT=0" not in out, (attempt, out)
+                    assert "control credential" in out or "PERMISSION_DENIED" in out, (attempt, out)
+                for secret in ("run/token", "run/control", "tokens/com.example.json", "data.db"):
+                    _, out = await sh(f"cat {home / secret} | head -c 200; echo EXIT=$?")
+                    assert "SECRET-API-KEY" not in out and d.token not in out, (secret, out)
+                _, out = await sh(f"""echo '{{"policy": {{"default_profile": "x"}}}}' > {home / 'config.json'}; echo EXIT=$?""")
+                _, out = await sh(f"curl -s -X POST {d.base}/control/approvals/answer -H 'Authorization: Bearer '$(cat {home}/run/token) "
+                                  f"-d '{{\"id\": \"{approval}\", \"answer\": \"always_app\"}}'; echo")
+                assert "answered" not in out, out
+        # By effect: the approval still waits, no grant was added, the config is unchanged.
+        listed = d.cli("approvals")
+        assert approval in listed.stdout, listed.stdout + listed.stderr
+        grants = d.cli("consent", "list").stdout
+        assert "shell-agent-2" not in grants, grants
+        assert (home / "config.json").read_text() == config_before
+        assert (work / "inside.txt").read_text().strip() == "inside"
+    finally:
+        d.close()

@@ -1194,3 +1194,226 @@ async fn terminal_sessions_belong_to_their_client() {
     let alices = listed("alice").await;
     assert!(alices.contains("\"work\""), "{alices}");
 }
+
+/// `app_launch` of a command — a shell, a command-line tool, a wrapper, a terminal told to
+/// run something — is judged exactly as `bash_execute` of that command line: the critical ones
+/// are blocked as the shell command is, and the canary folder survives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launching_a_command_is_judged_as_the_shell_command() {
+    let s = Setup::new();
+    let canary = s.path("allowed/canary");
+    std::fs::create_dir_all(&canary).expect("canary");
+    std::fs::write(canary.join("keep"), "x").expect("keep");
+    let c = canary.display().to_string();
+    for (name, args, command) in [
+        (
+            "sh",
+            json!(["-c", format!("rm -rf {c}")]),
+            format!("sh -c 'rm -rf {c}'"),
+        ),
+        ("rm", json!(["-rf", c]), format!("rm -rf {c}")),
+        (
+            "/usr/bin/rm",
+            json!(["-rf", c]),
+            format!("/usr/bin/rm -rf {c}"),
+        ),
+        ("env", json!(["rm", "-rf", c]), format!("env rm -rf {c}")),
+        (
+            "xterm",
+            json!(["-e", format!("rm -rf {c}")]),
+            format!("rm -rf {c}"),
+        ),
+    ] {
+        let launched = s
+            .call(
+                "local.apps",
+                "app_launch",
+                json!({"name": name, "args": args}),
+            )
+            .await
+            .expect_err("blocked");
+        let shell = s
+            .call(
+                "local.terminal",
+                "bash_execute",
+                json!({"command": command}),
+            )
+            .await
+            .expect_err("blocked");
+        for error in [&launched, &shell] {
+            assert_eq!(
+                error.kind,
+                ErrorKind::PermissionDenied,
+                "{name}: {}",
+                error.message
+            );
+            assert_eq!(
+                error.detail.as_ref().and_then(|d| d["reason"].as_str()),
+                Some("blocked"),
+                "{name}: {error:?}"
+            );
+            assert!(
+                error.message.contains("critical"),
+                "{name}: {}",
+                error.message
+            );
+        }
+    }
+    assert!(canary.join("keep").exists(), "a launched command ran");
+}
+
+/// The grants that cover `bash_execute` cover a launch judged as it, and only those: the
+/// question names the shell tool and why, its answer is a terminal grant, and with that grant
+/// the shell command and the launch run unasked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launch_judged_as_a_command_is_asked_and_granted_as_the_terminal() {
+    use aai_gateway::gate::Answer;
+    let s = Setup::with_policy(
+        json!({"default_profile": "p", "profiles": {"p": {"preset": "development"}}}),
+    );
+    let caller = aai_gateway::pipeline::Caller::named("agent");
+    let marker = s.path("allowed/marker").display().to_string();
+    let launch = json!({"name": "sh", "args": ["-c", format!("echo hi > {marker}")]});
+    let first = Scripted::new(&[Answer::AlwaysTool]);
+    let _ = s
+        .gateway
+        .exec_asking(&caller, "local.apps", "app_launch", &launch, Some(&first))
+        .await;
+    let asked = first.asked();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(
+        (asked[0].app_id.as_str(), asked[0].tool.as_str()),
+        ("local.terminal", "bash_execute")
+    );
+    assert!(
+        asked[0]
+            .why
+            .as_deref()
+            .is_some_and(|w| w.contains("judged as the shell command")),
+        "{:?}",
+        asked[0].why
+    );
+    // The answer was a terminal grant: bash_execute runs unasked now, and so does the launch
+    // (whatever the launch itself then does on this machine's display).
+    let quiet = Scripted::new(&[]);
+    s.gateway
+        .exec_asking(
+            &caller,
+            "local.terminal",
+            "bash_execute",
+            &json!({"command": "echo granted"}),
+            Some(&quiet),
+        )
+        .await
+        .expect("granted");
+    let again = s
+        .gateway
+        .exec_asking(&caller, "local.apps", "app_launch", &launch, Some(&quiet))
+        .await;
+    if let Err(error) = &again {
+        assert_ne!(error.kind, ErrorKind::PermissionDenied, "{error:?}");
+    }
+    assert!(quiet.asked().is_empty(), "{:?}", quiet.asked());
+    // A plain application is not a command: its own risk and grants, as before.
+    let plain = Scripted::new(&[]);
+    let _ = s
+        .gateway
+        .exec_asking(
+            &caller,
+            "local.apps",
+            "app_launch",
+            &json!({"name": "xterm"}),
+            Some(&plain),
+        )
+        .await;
+    assert!(plain.asked().is_empty(), "{:?}", plain.asked());
+}
+
+/// File tools never write inside `AAI_HOME` (here inside an allowed folder), whatever way the
+/// path takes: a new file in it or its subfolders, `..` and relative paths, a symlinked folder
+/// or file leading into it, a hard link to one of its files, and an allowed folder that is the
+/// home itself or lies inside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_tools_never_write_inside_aai_home() {
+    let s = Setup::new();
+    let home = s.path("allowed/aai-home");
+    std::fs::create_dir_all(home.join("run")).expect("run");
+    std::fs::write(home.join("run/token"), "secret-token").expect("token");
+    std::os::unix::fs::symlink(&home, s.path("allowed/homelink")).expect("dir symlink");
+    std::os::unix::fs::symlink(home.join("config.json"), s.path("allowed/cfglink"))
+        .expect("file symlink");
+    std::fs::hard_link(home.join("config.json"), s.path("allowed/cfghard")).expect("hard link");
+    let writes = [
+        (s.p("allowed/aai-home/config.json"), "the config"),
+        (s.p("allowed/aai-home/new.json"), "a new file in the home"),
+        (s.p("allowed/aai-home/run/token"), "the token"),
+        (s.p("allowed/aai-home/run/serve.json"), "a new runtime file"),
+        (s.p("allowed/sub/../aai-home/config.json"), "a path with .."),
+        ("aai-home/config.json".to_owned(), "a relative path"),
+        (s.p("allowed/homelink/config.json"), "a symlinked folder"),
+        (
+            s.p("allowed/homelink/fresh.json"),
+            "a new file through a symlinked folder",
+        ),
+        (s.p("allowed/cfglink"), "a symlinked file"),
+        (s.p("allowed/cfghard"), "a hard link"),
+        (s.p("allowed/aai-home/"), "the home itself"),
+    ];
+    for (path, what) in &writes {
+        denied(
+            s.files(
+                "file_write",
+                json!({"path": path, "content": "{\"pwned\": true}"}),
+            )
+            .await,
+            what,
+        );
+        denied(
+            s.files(
+                "file_edit",
+                json!({"path": path, "old_string": "{}", "new_string": "{\"pwned\": true}"}),
+            )
+            .await,
+            what,
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(home.join("config.json")).expect("config"),
+        "{}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join("run/token")).expect("token"),
+        "secret-token"
+    );
+    for fresh in ["new.json", "run/serve.json", "fresh.json"] {
+        assert!(!home.join(fresh).exists(), "{fresh} was written");
+    }
+
+    // An allowed folder that is the home, or inside it: still refused.
+    for allowed in ["", "workflows"] {
+        let dir = tempfile::tempdir().expect("dir");
+        let home = dir.path().join("aai-home");
+        let inside = home.join(allowed);
+        std::fs::create_dir_all(&inside).expect("inside");
+        let config: Config = serde_json::from_value(json!({
+            "local": {"sandbox": {"allowed_directories": [inside]}},
+            "web": {"cache_dir": dir.path().join("cache")}
+        }))
+        .expect("config");
+        let options = aai_gateway::discovery::ScanOptions::new(&home, &config, false);
+        let registry = aai_gateway::scan_once(&options, &[Platform::Linux]);
+        let gateway =
+            aai_gateway::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
+        let target = inside.join("planted.json");
+        let written = gateway
+            .exec(
+                "test",
+                "local.files",
+                "file_write",
+                &json!({"path": target, "content": "x"}),
+            )
+            .await;
+        denied(written, &format!("allowed folder {allowed:?} in the home"));
+        assert!(!target.exists());
+    }
+}

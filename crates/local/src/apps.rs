@@ -1,6 +1,10 @@
 //! The apps toolset (`local.apps`): `app_launch`, `app_switch`, `app_list`, `app_close`,
 //! `window_manage`. Programs start from their desktop entry (or a path, or a name on PATH)
 //! as argv — never through a shell; windows are handled through the window manager (EWMH).
+//! A launch that is a command rather than an application is judged by the gate as one
+//! ([`commands`]).
+
+pub mod commands;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
@@ -102,6 +106,22 @@ impl Toolset for Apps {
                     (Ok(_), Err(why), _) => crate::Check::failed(tool, why.clone()),
                 })
                 .collect()
+        })
+    }
+
+    fn judged_as<'a>(
+        &'a self,
+        call: &'a Call<'a>,
+    ) -> BoxFuture<'a, Result<Option<crate::Judged>, AaiError>> {
+        Box::pin(async move {
+            if call.tool != "app_launch" {
+                return Ok(None);
+            }
+            let Ok(argv) = launch_argv(call.args) else {
+                // Not startable: the call fails when it runs, and nothing starts.
+                return Ok(None);
+            };
+            Ok(commands::as_command(&argv).map(|c| crate::Judged::shell(c.command, c.why)))
         })
     }
 
@@ -378,12 +398,8 @@ pub fn resolve_program(name: &str) -> Result<Vec<String>, AaiError> {
     }
 }
 
-fn launch(
-    x: &X11,
-    space: &Space,
-    args: &Map<String, Value>,
-    display: Option<&str>,
-) -> Result<Value, AaiError> {
+/// The argv an `app_launch` call starts: the program `name` resolves to, and `args`.
+fn launch_argv(args: &Map<String, Value>) -> Result<Vec<String>, AaiError> {
     let name = text(args, "name")?;
     let extra: Vec<String> = args
         .get("args")
@@ -396,6 +412,17 @@ fn launch(
         .unwrap_or_default();
     let mut argv = resolve_program(name)?;
     argv.extend(extra);
+    Ok(argv)
+}
+
+fn launch(
+    x: &X11,
+    space: &Space,
+    args: &Map<String, Value>,
+    display: Option<&str>,
+) -> Result<Value, AaiError> {
+    let name = text(args, "name")?;
+    let argv = launch_argv(args)?;
     let before: Vec<u32> = x.windows().iter().map(|w| w.id).collect();
     let mut command = std::process::Command::new(&argv[0]);
     command

@@ -545,7 +545,8 @@ impl Tools<'_> {
         if let Ok(parsed) = url::Url::parse(&url) {
             let host_refused = parsed
                 .host_str()
-                .and_then(|h| refused.iter().find(|r| r["host"] == h));
+                .and_then(policy::normalize_host)
+                .and_then(|h| refused.iter().find(|r| r["host"] == h.as_str()));
             if let Some(r) = host_refused {
                 return Err(AaiError::new(
                     ErrorKind::PermissionDenied,

@@ -3,9 +3,19 @@
 //! Points are in the agent's space. Input is refused while a protected app's window is
 //! focused, or when a click would land on one — no grant allows it. A call that is cancelled,
 //! times out or fails releases every key and button it pressed.
+//!
+//! Input is judged by where it lands ([`landing`]): keys going to a terminal emulator's window
+//! are judged by the gate as `bash_execute` of the line they type or submit ([`line`]) — the
+//! same risk, classifier and grants — and input aimed at the gateway's own dashboard or
+//! consent dialog is refused. The judgement is made again when the call runs: a call whose
+//! target became a terminal (or whose line changed) since it was judged is refused.
 
+pub mod landing;
+pub mod line;
+
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use aai_descriptor::{AaiError, Descriptor, ErrorKind};
@@ -29,6 +39,7 @@ const STEP: Duration = Duration::from_millis(10);
 pub struct Input {
     config: DesktopConfig,
     desktop: Arc<Desktop>,
+    typing: Arc<Typing>,
 }
 
 impl Input {
@@ -36,8 +47,161 @@ impl Input {
         Self {
             config: setup.desktop.clone(),
             desktop: setup.display.clone(),
+            typing: Arc::default(),
         }
     }
+}
+
+/// What the input tools remember about terminals: each terminal window's pending line, and
+/// the judgements the gate was given, to check again when the calls run.
+#[derive(Default)]
+struct Typing {
+    /// By window id. Held while a call that lands on a terminal runs, so its check, its keys
+    /// and the line's update are one step.
+    lines: Mutex<HashMap<u32, line::Line>>,
+    /// The latest judgements, by call (caller, tool, arguments).
+    judged: Mutex<VecDeque<(String, Verdict)>>,
+}
+
+/// Judgements kept for the run-time check; older ones are dropped (their calls are refused
+/// if they ever run, and can be made again).
+const KEPT_VERDICTS: usize = 64;
+
+/// Where one call lands and what it does there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Verdict {
+    landing: landing::Landing,
+    /// What it does to a terminal's line (for input landing on one).
+    effect: Option<line::Effect>,
+}
+
+fn call_key(caller: &str, tool: &str, args: &Map<String, Value>) -> String {
+    format!("{caller}\u{0}{tool}\u{0}{}", Value::Object(args.clone()))
+}
+
+impl Typing {
+    /// Where `tool` with `args` lands on this desktop now.
+    fn verdict(
+        &self,
+        x: &X11,
+        config: &DesktopConfig,
+        tool: &str,
+        args: &Map<String, Value>,
+        lines: &HashMap<u32, line::Line>,
+    ) -> Result<Verdict, AaiError> {
+        let space = Space::new(x.desktop(), config.max_edge());
+        let at = |kx: &str, ky: &str| -> Result<Option<Window>, AaiError> {
+            let (px, py) = space.to_physical(number(args, kx)?, number(args, ky)?);
+            Ok(x.window_at(px, py))
+        };
+        let line_of = |id: u32| lines.get(&id).cloned().unwrap_or_default();
+        let verdict = |window: Option<&Window>, effect: &dyn Fn(&line::Line) -> line::Effect| {
+            let landing = landing::landing(window);
+            let effect = match &landing {
+                landing::Landing::Terminal { window, .. } => Some(effect(&line_of(*window))),
+                _ => None,
+            };
+            Verdict { landing, effect }
+        };
+        Ok(match tool {
+            "type_text" => {
+                let text = args.get("text").and_then(Value::as_str).unwrap_or_default();
+                let focused = x.windows().into_iter().find(|w| w.focused);
+                verdict(focused.as_ref(), &|l| line::typed(l, text))
+            }
+            "key_press" | "hotkey" => {
+                let syms: Vec<u32> = args
+                    .get("keys")
+                    .and_then(Value::as_array)
+                    .map(|k| {
+                        k.iter()
+                            .filter_map(Value::as_str)
+                            .filter_map(keys::keysym)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let focused = x.windows().into_iter().find(|w| w.focused);
+                verdict(focused.as_ref(), &|l| line::pressed(l, &syms))
+            }
+            // A right click opens a terminal's menu, whose Paste pastes.
+            "right_click" => verdict(at("x", "y")?.as_ref(), &line::pasted),
+            // Dropping dragged text into a terminal types it; a drag starting on the gateway's
+            // window is refused like a click on it.
+            "mouse_drag" => {
+                let from = landing::landing(at("from_x", "from_y")?.as_ref());
+                if matches!(from, landing::Landing::Gate { .. }) {
+                    Verdict {
+                        landing: from,
+                        effect: None,
+                    }
+                } else {
+                    verdict(at("to_x", "to_y")?.as_ref(), &line::pasted)
+                }
+            }
+            // Clicking or scrolling a terminal types nothing; the gateway's windows are
+            // refused all the same.
+            "left_click" | "double_click" | "scroll" => {
+                let landing = landing::landing(at("x", "y")?.as_ref());
+                let landing = match landing {
+                    landing::Landing::Terminal { .. } => landing::Landing::Elsewhere,
+                    other => other,
+                };
+                Verdict {
+                    landing,
+                    effect: None,
+                }
+            }
+            _ => Verdict {
+                landing: landing::Landing::Elsewhere,
+                effect: None,
+            },
+        })
+    }
+
+    fn remember(&self, key: String, verdict: Verdict) {
+        let mut judged = self
+            .judged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        judged.retain(|(k, _)| *k != key);
+        judged.push_back((key, verdict));
+        while judged.len() > KEPT_VERDICTS {
+            judged.pop_front();
+        }
+    }
+
+    /// Takes the judgement the gate was given for this call.
+    fn take(&self, key: &str) -> Option<Verdict> {
+        let mut judged = self
+            .judged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = judged.iter().position(|(k, _)| k == key)?;
+        judged.remove(at).map(|(_, v)| v)
+    }
+}
+
+/// The refusal of input aimed at the gateway's own window.
+fn gate_refusal(label: &str) -> AaiError {
+    AaiError::new(
+        ErrorKind::PermissionDenied,
+        format!(
+            "input to {label} is refused: it is the gateway's own window (its dashboard or a consent dialog), which only the user may answer; no approval can allow it."
+        ),
+    )
+    .with_detail(json!({"reason": "gateway_window", "window": label}))
+}
+
+/// What the gate is told about input landing on a terminal.
+fn judged_for(label: &str, effect: &line::Effect) -> crate::Judged {
+    let mut judged = crate::Judged::shell(
+        effect.command.clone(),
+        format!(
+            "This input goes to the terminal window {label}, where it runs as a shell command: it is judged as bash_execute of the text shown."
+        ),
+    );
+    judged.ask_every_time = effect.unknown.map(str::to_owned);
+    judged
 }
 
 /// Sets the flag when the call's future is dropped (cancelled, timed out): the blocking work
@@ -79,6 +243,8 @@ impl Toolset for Input {
             if desktop.wayland_only() {
                 return wayland::run(&desktop, &config, &tool, &args, &stop).await;
             }
+            let typing = self.typing.clone();
+            let key = call_key(call.caller, call.tool, call.args);
             blocking(move || {
                 let x = desktop.x11()?;
                 let protected = x
@@ -93,7 +259,92 @@ impl Toolset for Input {
                     protected,
                     stop: &stop,
                 };
-                work.run(&tool, &args)
+                // Protected apps refuse first, whatever the judgement.
+                work.refuse_protected(None)?;
+                // The judgement is made again now: the target may have changed since the gate
+                // judged the call (a window that took the focus, a line typed into meanwhile).
+                let mut lines = typing
+                    .lines
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let now = typing.verdict(&x, &config, &tool, &args, &lines)?;
+                let judged = typing.take(&key);
+                match &now.landing {
+                    landing::Landing::Gate { label } => return Err(gate_refusal(label)),
+                    landing::Landing::Terminal { label, .. } if judged.as_ref() != Some(&now) => {
+                        return Err(AaiError::new(
+                            ErrorKind::PermissionDenied,
+                            format!(
+                                "this input now goes to the terminal window {label}, which is not where it went when the call was judged (or that terminal's line changed since): it was not typed. Call it again to have it judged as a shell command."
+                            ),
+                        )
+                        .with_detail(json!({"reason": "target_changed", "window": label})));
+                    }
+                    _ => {}
+                }
+                let result = work.run(&tool, &args);
+                if let (landing::Landing::Terminal { window, .. }, Some(effect)) =
+                    (&now.landing, &now.effect)
+                {
+                    // A call cut short leaves a line the gateway cannot know.
+                    let after = match &result {
+                        Ok(_) => effect.after.clone(),
+                        Err(_) => line::Line {
+                            unknown: true,
+                            ..effect.after.clone()
+                        },
+                    };
+                    let open: Vec<u32> = x.windows().iter().map(|w| w.id).collect();
+                    lines.retain(|id, _| open.contains(id));
+                    lines.insert(*window, after);
+                }
+                result
+            })
+            .await
+        })
+    }
+
+    fn judged_as<'a>(
+        &'a self,
+        call: &'a Call<'a>,
+    ) -> BoxFuture<'a, Result<Option<crate::Judged>, AaiError>> {
+        let (desktop, config, typing) = (
+            self.desktop.clone(),
+            self.config.clone(),
+            self.typing.clone(),
+        );
+        let (tool, args, key) = (
+            call.tool.to_owned(),
+            call.args.clone(),
+            call_key(call.caller, call.tool, call.args),
+        );
+        Box::pin(async move {
+            // Other systems' desktops do not say what a window runs; Wayland input is off
+            // unless the user turns it on knowing no window can be checked.
+            if crate::desktop::remote::native().is_some() || desktop.wayland_only() {
+                return Ok(None);
+            }
+            blocking(move || {
+                let Ok(x) = desktop.x11() else {
+                    // No desktop: the call fails when it runs.
+                    return Ok(None);
+                };
+                let verdict = {
+                    let lines = typing
+                        .lines
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    typing.verdict(&x, &config, &tool, &args, &lines)?
+                };
+                let judged = match (&verdict.landing, &verdict.effect) {
+                    (landing::Landing::Gate { label }, _) => return Err(gate_refusal(label)),
+                    (landing::Landing::Terminal { label, .. }, Some(effect)) => {
+                        Some(judged_for(label, effect))
+                    }
+                    _ => None,
+                };
+                typing.remember(key, verdict);
+                Ok(judged)
             })
             .await
         })
@@ -359,10 +610,22 @@ impl Work<'_> {
             .ok_or_else(|| invalid("`text` is required"))?;
         let delay =
             Duration::from_millis(args.get("delay_ms").and_then(Value::as_u64).unwrap_or(10));
+        // The text was judged for the window focused when the call began: if another window
+        // takes the focus while it is typed, the rest is not typed into that one.
+        let target = self.x.active();
         let mut typed = 0usize;
         for c in text.chars() {
             if self.stop.load(Ordering::SeqCst) {
                 return Err(cancelled());
+            }
+            if self.x.active() != target {
+                return Err(AaiError::new(
+                    ErrorKind::PermissionDenied,
+                    format!(
+                        "another window took the focus while the text was typed; {typed} characters were typed, the rest was not. Look at the screen and call again."
+                    ),
+                )
+                .with_detail(json!({"reason": "focus_moved", "typed": typed})));
             }
             if c == '\r' {
                 continue;

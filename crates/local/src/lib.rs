@@ -15,6 +15,7 @@ pub mod desktop;
 pub mod files;
 pub mod input;
 pub mod ocr;
+pub mod own_listeners;
 pub mod sandbox;
 pub mod screen;
 pub mod system;
@@ -124,6 +125,37 @@ pub struct Call<'a> {
     pub approved: bool,
 }
 
+/// The call the gate judges in place of a built-in call that does what another tool does:
+/// text typed into a terminal window is a shell command, and so is an app launch of a shell.
+/// The gate rates, decides, asks and remembers grants as for this call; the original still
+/// runs, and is audited as itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub app: String,
+    pub tool: String,
+    pub args: Map<String, Value>,
+    /// Why the call is judged so, for the user's question.
+    pub why: String,
+    /// Why it must be asked every time, when what it would run cannot be known (a paste
+    /// into a terminal, a line edited with keys the gateway cannot follow).
+    pub ask_every_time: Option<String>,
+}
+
+impl Judged {
+    /// The call as `bash_execute` of `command`.
+    pub fn shell(command: impl Into<String>, why: impl Into<String>) -> Self {
+        let mut args = Map::new();
+        args.insert("command".into(), Value::String(command.into()));
+        Self {
+            app: terminal::DESCRIPTOR.app_id.clone(),
+            tool: "bash_execute".into(),
+            args,
+            why: why.into(),
+            ask_every_time: None,
+        }
+    }
+}
+
 /// A built-in app: its descriptor, and how it runs a call.
 pub trait Toolset: Send + Sync + std::any::Any {
     /// The descriptor, parsed once from the toolset's `aai.json`.
@@ -141,6 +173,17 @@ pub trait Toolset: Send + Sync + std::any::Any {
     /// remembered grants say (a password typed into a page), looking at the app's state now.
     fn must_ask<'a>(&'a self, _call: &'a Call<'a>) -> BoxFuture<'a, Option<String>> {
         Box::pin(async { None })
+    }
+
+    /// The call the gate judges in this one's place, looking at what it does where it lands
+    /// now (see [`Judged`]); an error refuses the call outright (input aimed at the gateway's
+    /// own dashboard). A toolset that judges so checks again when it runs that the judgement
+    /// still holds.
+    fn judged_as<'a>(
+        &'a self,
+        _call: &'a Call<'a>,
+    ) -> BoxFuture<'a, Result<Option<Judged>, AaiError>> {
+        Box::pin(async { Ok(None) })
     }
 
     /// How long this call waits on purpose, in milliseconds (a command's `timeout_ms`, a
@@ -370,6 +413,17 @@ impl Toolsets {
     /// See [`Toolset::must_ask`]: why this call is asked every time, if it is.
     pub async fn must_ask(&self, app: &str, call: &Call<'_>) -> Option<String> {
         self.get(app)?.must_ask(call).await
+    }
+
+    /// See [`Toolset::judged_as`]: the call the gate judges in this one's place, if any.
+    ///
+    /// # Errors
+    /// The toolset refuses the call whatever the gate would say.
+    pub async fn judged_as(&self, app: &str, call: &Call<'_>) -> Result<Option<Judged>, AaiError> {
+        match self.get(app) {
+            Some(set) => set.judged_as(call).await,
+            None => Ok(None),
+        }
     }
 
     /// Every toolset's checks, by app id (`aai-gateway doctor`).

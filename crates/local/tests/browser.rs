@@ -19,6 +19,14 @@ struct World {
     allowed: TestServer,
     denied: TestServer,
     paypal: TestServer,
+    /// Stand-ins for the gateway's own listeners: one registered (as the daemon, the OAuth
+    /// redirect listener register themselves), one named by `run/serve.json` only (a daemon
+    /// another process runs).
+    own: TestServer,
+    daemon: TestServer,
+    /// A loopback server of nobody's: the browser reaches it.
+    benign: TestServer,
+    _own_registered: aai_local::own_listeners::Registered,
     files: tempfile::TempDir,
     _home: tempfile::TempDir,
 }
@@ -78,6 +86,17 @@ fn allowed_pages(request: &Request) -> Response {
         "/jsurl" => page(&format!(
             r#"<a id="j" href="javascript:location='{deny}/jsurl'">go there</a>"#
         )),
+        // Every way a page reaches a loopback port given as `?port=N`.
+        "/own" => page(
+            r#"<h1>Reaching</h1><script>const p = new URLSearchParams(location.search).get('port');
+               for (const h of ['127.0.0.1', 'localhost', '[::1]', '0.0.0.0']) {
+                 fetch(`http://${h}:${p}/fetch`).catch(() => {});
+                 const i = document.createElement('img'); i.src = `http://${h}:${p}/img`; document.body.appendChild(i);
+                 try { new WebSocket(`ws://${h}:${p}/ws`); } catch (e) {}
+                 const f = document.createElement('iframe'); f.src = `http://${h}:${p}/frame`; document.body.appendChild(f);
+               }
+               setTimeout(() => { location.href = `http://127.0.0.1:${p}/moved`; }, 300);</script>"#,
+        ),
         "/sensitive" => page(r#"<a id="pp" href="https://www.paypal.com/checkout">Pay with PayPal</a>"#),
         "/login" => page(
             r#"<form action="/second"><label>User <input name="user"></label>
@@ -108,7 +127,20 @@ fn world() -> &'static World {
         let allowed = TestServer::https(&ca, allowed_pages);
         let denied = TestServer::https(&ca, |_| page("<h1>DENIED CONTENT</h1>"));
         let paypal = TestServer::https(&ca, |_| page("<h1>PAYPAL</h1>"));
+        let own = TestServer::http(|_| page("<h1>GATEWAY DASHBOARD</h1>"));
+        let daemon = TestServer::http(|_| page("<h1>GATEWAY DAEMON</h1>"));
+        let benign = TestServer::http(|_| page("<h1>BENIGN LOOPBACK</h1>"));
+        let own_registered = aai_local::own_listeners::register(own.addr);
         let home = tempfile::tempdir().expect("home");
+        std::fs::create_dir_all(home.path().join("run")).expect("run");
+        std::fs::write(
+            home.path().join("run/serve.json"),
+            format!(
+                r#"{{"url": "http://127.0.0.1:{}/mcp", "pid": 1}}"#,
+                daemon.addr.port()
+            ),
+        )
+        .expect("serve.json");
         let files = tempfile::tempdir().expect("files");
         let ca_path = home.path().join("ca.pem");
         std::fs::write(&ca_path, &ca.pem).expect("ca");
@@ -126,6 +158,14 @@ fn world() -> &'static World {
                 .resolve
                 .insert(format!("{host}:443"), server.addr.to_string());
         }
+        // Names that resolve to the gateway's listeners.
+        for server in [&own, &daemon] {
+            let port = server.addr.port();
+            setup
+                .browser
+                .resolve
+                .insert(format!("gateway.test:{port}"), server.addr.to_string());
+        }
         setup.extra_ca_certs = vec![ca_path];
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -138,6 +178,10 @@ fn world() -> &'static World {
             allowed,
             denied,
             paypal,
+            own,
+            daemon,
+            benign,
+            _own_registered: own_registered,
             files,
             _home: home,
         }
@@ -189,6 +233,14 @@ impl Drop for Turn {
                 0,
                 "the sensitive default host saw a connection"
             );
+            for own in [&w.own, &w.daemon] {
+                assert_eq!(
+                    own.connections.load(Ordering::SeqCst),
+                    0,
+                    "the gateway's own listener saw a connection: {:?}",
+                    own.seen().iter().map(|r| r.uri.clone()).collect::<Vec<_>>()
+                );
+            }
         }
     }
 }
@@ -454,6 +506,95 @@ fn blocked_urls_name_their_rule() {
         let e = call("browser_tabs", json!({"action": "open", "url": target})).unwrap_err();
         assert_eq!(e.kind, ErrorKind::PermissionDenied, "{target}");
     }
+}
+
+/// This host's own addresses other than loopback (`hostname -I`), as URL hosts.
+fn own_addresses() -> Vec<String> {
+    let out = std::process::Command::new("hostname")
+        .arg("-I")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    out.split_whitespace()
+        .filter_map(|a| a.parse::<std::net::IpAddr>().ok())
+        .map(|ip| match ip {
+            std::net::IpAddr::V4(v4) => v4.to_string(),
+            std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+        })
+        .collect()
+}
+
+/// The gateway's own listeners (the daemon with its dashboard, a sign-in redirect listener)
+/// are never reached by the browser, by any name of this host — loopback spellings, the
+/// unspecified address, the host's name and addresses, a name resolving to them — nor by what
+/// a page loads, fetches, frames or opens a WebSocket to; the browser's allow list is empty
+/// here, which allows every host. A loopback server of nobody's is reached as before.
+#[test]
+fn the_gateways_own_listeners_are_never_reached_by_any_name() {
+    let _t = turn();
+    let w = world();
+    let hostname = std::process::Command::new("hostname")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let mut names: Vec<String> = [
+        "127.0.0.1",
+        "localhost",
+        "127.0.0.2",
+        "127.1",
+        "2130706433",
+        "0.0.0.0",
+        "[::1]",
+        "[::ffff:127.0.0.1]",
+        "gateway.test",
+        "LOCALHOST.",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    names.push(hostname);
+    names.extend(own_addresses());
+    for server in [&w.own, &w.daemon] {
+        let port = server.addr.port();
+        for name in &names {
+            let target = format!("http://{name}:{port}/control/approvals");
+            let went = call("browser_navigate", json!({"url": target}));
+            let shown = match &went {
+                Ok(v) => text(v),
+                Err(e) => e.message.clone(),
+            };
+            assert!(!shown.contains("GATEWAY"), "{target}: {shown}");
+            if let Ok(page) = call("browser_snapshot", json!({})) {
+                assert!(!text(&page).contains("GATEWAY"), "{target}: {page}");
+            }
+        }
+        // What a page on an allowed host loads, fetches, frames, opens or moves to.
+        let _ = call(
+            "browser_navigate",
+            json!({"url": url(&format!("/own?port={port}"))}),
+        );
+        let waited = call(
+            "browser_wait",
+            json!({"text": "GATEWAY", "timeout_ms": 1500}),
+        );
+        assert!(waited.is_err(), "the gateway's page showed: {waited:?}");
+    }
+    // One refusal names why.
+    let e = call(
+        "browser_navigate",
+        json!({"url": format!("http://127.0.0.1:{}/", w.own.addr.port())}),
+    )
+    .expect_err("refused");
+    assert_eq!(e.kind, ErrorKind::PermissionDenied, "{e:?}");
+    assert!(e.message.contains("own listener"), "{}", e.message);
+    // A loopback server of nobody's is reached.
+    let went = call(
+        "browser_navigate",
+        json!({"url": format!("http://127.0.0.1:{}/", w.benign.addr.port())}),
+    )
+    .expect("a benign loopback server");
+    let page = call("browser_snapshot", json!({})).expect("snapshot");
+    assert!(text(&page).contains("BENIGN LOOPBACK"), "{went} {page}");
 }
 
 /// Every way a page can move the browser to a denied host is stopped at the proxy.

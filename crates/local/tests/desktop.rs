@@ -660,3 +660,222 @@ fn ctrl_shift_esc_reaches_the_stop_watcher() {
     let _ = editor.kill();
     let _ = editor.wait();
 }
+
+/// Starts `argv` on the shared display and waits for a window titled `title`.
+fn program_window(desk: &Desk, argv: &[&str], title: &str) -> Child {
+    let child = Command::new(argv[0])
+        .args(&argv[1..])
+        .env("DISPLAY", &desk.display)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {argv:?}: {e} (scripts/test.sh installs it)"));
+    let x = X11::connect(Some(&desk.display)).expect("connect");
+    wait(&format!("the {title:?} window"), 10, || {
+        x.windows().iter().any(|w| w.title == title)
+    });
+    child
+}
+
+/// What the gate is told about an input call now.
+fn judged(
+    rt: &tokio::runtime::Runtime,
+    sets: &Toolsets,
+    tool: &str,
+    args: Value,
+) -> Result<Option<aai_local::Judged>, AaiError> {
+    let args: Map<String, Value> = args.as_object().cloned().unwrap_or_default();
+    rt.block_on(async {
+        let call = aai_local::Call {
+            tool,
+            args: &args,
+            roots: &[],
+            progress: None,
+            caller: "",
+            approved: false,
+        };
+        sets.judged_as("local.input", &call).await
+    })
+}
+
+fn focus(rt: &tokio::runtime::Runtime, sets: &Toolsets, title: &str) {
+    let switched = rt
+        .block_on(call(
+            sets,
+            "local.apps",
+            "window_manage",
+            json!({"window_title": title, "action": "focus"}),
+        ))
+        .unwrap_or_else(|e| panic!("focus {title}: {e:?}"));
+    assert_eq!(switched["now"]["focused"], true, "{switched}");
+}
+
+/// Keys going to a terminal window — xterm and st, by their class, and an xterm renamed with
+/// `-class` by the pseudo-terminal its process holds — are judged as `bash_execute` of the line
+/// they type or submit, pieces and Return included; a window that is no terminal is not; the
+/// judgement is made again when the call runs (a terminal that took the focus since is refused,
+/// nothing typed); the gateway's own windows take no input at all.
+#[test]
+fn input_to_terminals_is_judged_as_shell_commands_and_the_gateways_windows_refuse_it() {
+    let desk = desk();
+    let _one = lock();
+    let sets = toolsets(desk);
+    let rt = runtime();
+    let dir = tempfile::tempdir().expect("dir");
+    let marker = dir.path().join("typed");
+    let mut children = vec![
+        program_window(
+            desk,
+            &["xterm", "-title", "Term X", "-geometry", "60x10+100+600"],
+            "Term X",
+        ),
+        program_window(
+            desk,
+            &["st", "-t", "Term St", "-g", "60x10+700+600"],
+            "Term St",
+        ),
+        program_window(
+            desk,
+            &[
+                "xterm",
+                "-class",
+                "Notes",
+                "-name",
+                "notes",
+                "-title",
+                "Renamed Term",
+                "-geometry",
+                "60x10+1300+600",
+            ],
+            "Renamed Term",
+        ),
+        xterm(desk, "AAI Gateway", "40x5+100+100"),
+    ];
+    for title in ["Term X", "Term St", "Renamed Term"] {
+        focus(&rt, &sets, title);
+        // Typed in pieces: each judged as the line it makes, the Return as the whole line.
+        let first = judged(&rt, &sets, "type_text", json!({"text": "touch "}))
+            .expect("judged")
+            .unwrap_or_else(|| panic!("{title}: typing into a terminal is judged"));
+        assert_eq!(
+            (first.app.as_str(), first.tool.as_str()),
+            ("local.terminal", "bash_execute")
+        );
+        assert_eq!(first.args["command"], "touch ", "{title}");
+        rt.block_on(call(
+            &sets,
+            "local.input",
+            "type_text",
+            json!({"text": "touch "}),
+        ))
+        .expect("typed");
+        let path = marker.display().to_string();
+        let second = judged(&rt, &sets, "type_text", json!({"text": path}))
+            .expect("judged")
+            .expect("a terminal");
+        assert_eq!(second.args["command"], format!("touch {path}"), "{title}");
+        rt.block_on(call(
+            &sets,
+            "local.input",
+            "type_text",
+            json!({"text": path}),
+        ))
+        .expect("typed");
+        let enter = judged(&rt, &sets, "key_press", json!({"keys": ["enter"]}))
+            .expect("judged")
+            .expect("a terminal");
+        assert_eq!(enter.args["command"], format!("touch {path}\n"), "{title}");
+        assert_eq!(enter.ask_every_time, None);
+        rt.block_on(call(
+            &sets,
+            "local.input",
+            "key_press",
+            json!({"keys": ["enter"]}),
+        ))
+        .expect("pressed");
+        wait(&format!("the command typed into {title} runs"), 10, || {
+            marker.exists()
+        });
+        std::fs::remove_file(&marker).expect("remove");
+        // A paste is asked every time.
+        let paste = judged(
+            &rt,
+            &sets,
+            "key_press",
+            json!({"keys": ["shift", "insert"]}),
+        )
+        .expect("judged")
+        .expect("a terminal");
+        assert!(paste.ask_every_time.is_some(), "{title}");
+    }
+    // A window that is no terminal is not judged so; judged there, a call whose target became a
+    // terminal before it ran is refused and types nothing.
+    children.push(program_window(
+        desk,
+        &[
+            "xmessage",
+            "-title",
+            "Plain window",
+            "-geometry",
+            "+1900+100",
+            "plain",
+        ],
+        "Plain window",
+    ));
+    focus(&rt, &sets, "Plain window");
+    let path = marker.display().to_string();
+    let sneaky = json!({"text": format!("touch {path}\n")});
+    assert_eq!(
+        judged(&rt, &sets, "type_text", sneaky.clone()).expect("judged"),
+        None
+    );
+    focus(&rt, &sets, "Term X");
+    let refused = rt
+        .block_on(call(&sets, "local.input", "type_text", sneaky))
+        .expect_err("the target changed to a terminal");
+    assert_eq!(refused.kind, ErrorKind::PermissionDenied);
+    assert!(
+        refused.message.contains("not where it went"),
+        "{}",
+        refused.message
+    );
+    // Commands run in order: once a later one has run, the refused one never will.
+    let later = dir.path().join("later");
+    let fine = json!({"text": format!("touch {}\n", later.display())});
+    assert!(
+        judged(&rt, &sets, "type_text", fine.clone())
+            .expect("judged")
+            .is_some()
+    );
+    rt.block_on(call(&sets, "local.input", "type_text", fine))
+        .expect("typed");
+    wait("the later command runs", 10, || later.exists());
+    assert!(!marker.exists(), "the refused text was typed");
+    // The gateway's own windows (a consent dialog's title) take no input.
+    focus(&rt, &sets, "AAI Gateway");
+    let refused =
+        judged(&rt, &sets, "type_text", json!({"text": "x"})).expect_err("the gateway's window");
+    assert_eq!(refused.kind, ErrorKind::PermissionDenied);
+    assert!(
+        refused.message.contains("gateway's own window"),
+        "{}",
+        refused.message
+    );
+    let refused = rt
+        .block_on(call(
+            &sets,
+            "local.input",
+            "left_click",
+            json!({"x": 60, "y": 50}),
+        ))
+        .expect_err("a click on the gateway's window");
+    assert!(
+        refused.message.contains("gateway's own window"),
+        "{}",
+        refused.message
+    );
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

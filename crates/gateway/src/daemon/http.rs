@@ -139,6 +139,8 @@ pub async fn serve(
         format!("cannot listen on {addr} (is another gateway running? `aai-gateway status`; or pick a port with --listen 127.0.0.1:PORT, 0 for any)")
     })?;
     let addr = listener.local_addr()?;
+    // The agent's tools (its browser) never connect to the gateway's own listener.
+    let own = aai_local::own_listeners::register(addr);
     let port = addr.port();
     let token = new_token();
     let control_credential = crate::control::credential(home)
@@ -229,7 +231,7 @@ pub async fn serve(
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(url.clone());
     tracing::info!(%url, "aai-gateway serving MCP over Streamable HTTP");
     let done = tokio::spawn(async move {
-        let _files = files;
+        let (_files, _own) = (files, own);
         accept(listener, app, cancel).await;
         Ok(())
     });

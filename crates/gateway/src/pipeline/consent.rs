@@ -27,6 +27,7 @@ impl Gateway {
         profile_name: &str,
         raised: Option<Risk>,
         must_ask: Option<&str>,
+        judged: Option<&str>,
         asker: Option<&dyn Asker>,
     ) -> Result<String, AaiError> {
         let caller = who.name.as_str();
@@ -93,7 +94,10 @@ impl Gateway {
                     guide::shorten(&step.call.args.to_string(), 200),
                 );
                 question.once_only = critical;
-                question.why = must_ask.map(str::to_owned);
+                question.why = match (must_ask, judged) {
+                    (Some(ask), Some(judged)) => Some(format!("{judged} {ask}")),
+                    (ask, judged) => ask.or(judged).map(str::to_owned),
+                };
                 question.session = who.session.is_some();
                 question.prefix = self.toolsets.offered_prefix(app.id(), &spec.name, args);
                 let answer = match asker {

@@ -391,8 +391,45 @@ impl Gateway {
         {
             return Err(self.refuse(&step, "none", "failed", error));
         }
+        // A built-in call that does what another tool does is judged as that call — text
+        // typed into a terminal window is a shell command, and so is an app launch of a
+        // shell: the other's risk, classifier, policy, grants and question. It still runs
+        // (and is audited) as itself; its toolset checks at run time that the judgement holds.
+        let judged = match self.judged_as(who, app, spec, &args).await {
+            Ok(judged) => judged,
+            Err(error) => return Err(self.refuse(&step, "none", "denied", error)),
+        };
+        let stand_in = match &judged {
+            Some(judged) => match self
+                .find(&registry, &judged.app)
+                .and_then(|found| found.descriptor().map(|descriptor| (found, descriptor)))
+            {
+                Ok(found) => Some(found),
+                Err(_) => return Err(self.refuse(&step, "none", "denied", judged_off(judged))),
+            },
+            None => None,
+        };
+        let (gate_app, gate_spec, gate_args): (&App, &ToolCommon, &Map<String, Value>) =
+            match (&judged, &stand_in) {
+                (Some(judged), Some((found, descriptor))) => {
+                    match find_tool(found, descriptor, &judged.tool) {
+                        Ok(spec) => (found, spec, &judged.args),
+                        Err(_) => {
+                            return Err(self.refuse(&step, "none", "denied", judged_off(judged)));
+                        }
+                    }
+                }
+                _ => (app, spec, &args),
+            };
+        if judged.is_some() {
+            call.risk = call.risk.max(derive_risk(
+                gate_spec.risk,
+                gate_spec.read_only,
+                gate_spec.destructive,
+            ));
+        }
         // Risk: the tool's own, raised by what this call does (a critical shell command).
-        let raised = self.raised_risk(app, spec, &args);
+        let raised = self.raised_risk(gate_app, gate_spec, gate_args);
         call.risk = call.risk.max(raised.unwrap_or(Risk::Low));
         let step = Step {
             call: &call,
@@ -406,23 +443,27 @@ impl Gateway {
         if let Some(error) = who
             .task
             .as_ref()
-            .and_then(|task| task.refusal(app.id(), &spec.name, call.risk))
+            .and_then(|task| task.refusal(gate_app.id(), &gate_spec.name, call.risk))
         {
             return Err(self.refuse(&step, "task_grant", "denied", error));
         }
-        let (mut action, profile_name) = self.policy(who, app, spec, call.risk, raised);
+        let (mut action, profile_name) = self.policy(who, gate_app, gate_spec, call.risk, raised);
         // A task's call of a tool it was not granted goes to the user (its layer refused it
         // already unless the task queues such calls).
         if who
             .task
             .as_ref()
-            .is_some_and(|task| !task.covers(app.id(), &spec.name))
+            .is_some_and(|task| !task.covers(gate_app.id(), &gate_spec.name))
         {
             action = action.max(Action::RequireApproval);
         }
-        // A call its toolset says must be asked every time (a password typed into a page)
-        // is put to the user whatever the profile and the grants say; only a block stays.
-        let must_ask = self.must_ask(who, app, spec, &args).await;
+        // A call its toolset says must be asked every time (a password typed into a page, a
+        // paste into a terminal) is put to the user whatever the profile and the grants say;
+        // only a block stays.
+        let must_ask = match self.must_ask(who, app, spec, &args).await {
+            Some(why) => Some(why),
+            None => judged.as_ref().and_then(|j| j.ask_every_time.clone()),
+        };
         if must_ask.is_some() && action != Action::AlwaysBlock {
             action = Action::RequireApproval;
         }
@@ -430,13 +471,14 @@ impl Gateway {
             .consent(
                 &step,
                 who,
-                app,
-                spec,
-                &args,
+                gate_app,
+                gate_spec,
+                gate_args,
                 action,
                 &profile_name,
                 raised,
                 must_ask.as_deref(),
+                judged.as_ref().map(|j| j.why.as_str()),
                 asker,
             )
             .await?;
@@ -530,6 +572,29 @@ impl Gateway {
         (app.platform == Platform::Local)
             .then(|| self.toolsets.call_risk(app.id(), &spec.name, args))
             .flatten()
+    }
+
+    /// The call the gate judges in place of a built-in call, when its toolset names one
+    /// ([`aai_local::Toolset::judged_as`]).
+    async fn judged_as(
+        &self,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+    ) -> Result<Option<aai_local::Judged>, AaiError> {
+        if app.platform != Platform::Local {
+            return Ok(None);
+        }
+        let call = aai_local::Call {
+            tool: &spec.name,
+            args,
+            roots: &who.roots,
+            progress: None,
+            caller: &who.name,
+            approved: false,
+        };
+        self.toolsets.judged_as(app.id(), &call).await
     }
 
     /// Why a built-in call must be asked every time, judged by its toolset from the app's
@@ -699,6 +764,21 @@ impl Gateway {
             })?;
         result
     }
+}
+
+/// PERMISSION_DENIED for a call judged as a tool that is not on (the terminal turned off in
+/// config.json): it does what that tool does, so it cannot run either.
+fn judged_off(judged: &aai_local::Judged) -> AaiError {
+    AaiError::new(
+        ErrorKind::PermissionDenied,
+        format!(
+            "{} It is judged as {}:{}, which is not on in this gateway, so it does not run.",
+            judged.why, judged.app, judged.tool
+        ),
+    )
+    .with_detail(
+        json!({"reason": "judged_as_off", "judged_as": format!("{}:{}", judged.app, judged.tool)}),
+    )
 }
 
 /// A call between the gate's steps: its audit identity and when it began.

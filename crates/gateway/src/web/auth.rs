@@ -353,7 +353,10 @@ impl GatewayAuth {
                     format!("cannot listen on 127.0.0.1 for the OAuth redirect: {e}"),
                 )
             })?;
-        let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+        let bound = listener.local_addr().ok();
+        let port = bound.map(|a| a.port()).unwrap_or_default();
+        // The agent's browser must not deliver a sign-in it started itself.
+        let own = bound.map(aai_local::own_listeners::register);
         let redirect_uri = format!("http://127.0.0.1:{port}/callback");
         let verifier = random_token()?;
         let state = random_token()?;
@@ -387,6 +390,7 @@ impl GatewayAuth {
         };
         let (fail, done) = (failure.clone(), finished.clone());
         tokio::spawn(async move {
+            let _own = own;
             let outcome = tokio::time::timeout(AUTHORIZATION_WAIT, exchange.wait(listener)).await;
             let reason = match outcome {
                 Ok(Ok(())) => None,

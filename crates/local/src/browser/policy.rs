@@ -260,6 +260,10 @@ pub fn normalize_host(host: &str) -> Option<String> {
     if host.is_empty() || host.contains(['/', '@', '?', '#', ' ']) {
         return None;
     }
+    // An IPv6 address without its brackets (a CONNECT target, once split from its port).
+    if let Ok(ip) = host.parse::<std::net::Ipv6Addr>() {
+        return Some(ip.to_string());
+    }
     let url = Url::parse(&format!("http://{host}/")).ok()?;
     let parsed = match url.host()? {
         url::Host::Domain(d) => d.trim_end_matches('.').to_owned(),

@@ -2,10 +2,13 @@
 //! for every scheme and for loopback too, so each connection it opens — a navigation, a
 //! redirect, a subresource, a WebSocket, a preconnect — arrives here as `CONNECT host:port`
 //! or an absolute-form `GET http://host/…`, and a host the policy refuses is answered `403`
-//! without any connection, DNS look-up included, being made on its behalf.
+//! without any connection, DNS look-up included, being made on its behalf. A host the policy
+//! allows is resolved here, and each address is checked before it is connected to: the
+//! gateway's own listeners ([`crate::own_listeners`]) are never reached, by any name.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -42,6 +45,16 @@ pub struct Proxy {
     pub addr: SocketAddr,
     log: Arc<Mutex<Log>>,
     stop: CancellationToken,
+    /// The proxy is one of the gateway's listeners: a request through it to itself is refused.
+    _own: crate::own_listeners::Registered,
+}
+
+/// What the proxy connects for: the policy, the `resolve` overrides and the gateway's home
+/// (whose `run/serve.json` names the daemon's port).
+struct Route {
+    policy: Arc<DomainPolicy>,
+    resolve: Resolve,
+    home: Option<PathBuf>,
 }
 
 /// Where the proxy connects for a host and port: the `resolve` override (`"host:port"` →
@@ -49,16 +62,26 @@ pub struct Proxy {
 type Resolve = BTreeMap<String, String>;
 
 impl Proxy {
-    /// Starts the proxy for `policy`.
+    /// Starts the proxy for `policy`; `home` is the gateway's home folder, whose daemon it
+    /// never connects to.
     ///
     /// # Errors
     /// When no port on 127.0.0.1 can be bound.
-    pub async fn start(policy: Arc<DomainPolicy>, resolve: Resolve) -> std::io::Result<Self> {
+    pub async fn start(
+        policy: Arc<DomainPolicy>,
+        resolve: Resolve,
+        home: Option<PathBuf>,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
+        let own = crate::own_listeners::register(addr);
         let log = Arc::new(Mutex::new(Log::default()));
         let stop = CancellationToken::new();
-        let resolve = Arc::new(resolve);
+        let route = Arc::new(Route {
+            policy,
+            resolve,
+            home,
+        });
         let (task_log, task_stop) = (log.clone(), stop.clone());
         tokio::spawn(async move {
             loop {
@@ -67,21 +90,21 @@ impl Proxy {
                     accepted = listener.accept() => accepted,
                 };
                 let Ok((client, _)) = accepted else { continue };
-                let (policy, resolve, log, stop) = (
-                    policy.clone(),
-                    resolve.clone(),
-                    task_log.clone(),
-                    task_stop.clone(),
-                );
+                let (route, log, stop) = (route.clone(), task_log.clone(), task_stop.clone());
                 tokio::spawn(async move {
                     tokio::select! {
                         () = stop.cancelled() => {}
-                        () = serve(client, &policy, &resolve, &log) => {}
+                        () = serve(client, &route, &log) => {}
                     }
                 });
             }
         });
-        Ok(Self { addr, log, stop })
+        Ok(Self {
+            addr,
+            log,
+            stop,
+            _own: own,
+        })
     }
 
     /// The count of refusals so far: [`Proxy::refused_since`] with it gives the later ones.
@@ -153,7 +176,22 @@ async fn read_head(client: &mut TcpStream) -> Option<Head> {
     })
 }
 
-async fn serve(mut client: TcpStream, policy: &DomainPolicy, resolve: &Resolve, log: &Mutex<Log>) {
+/// Writes a refusal to the log the tools read.
+fn note_refusal(log: &Mutex<Log>, host: &str, port: u16, rule: &str) {
+    if let Ok(mut log) = log.lock() {
+        let seq = log.next;
+        log.next += 1;
+        log.refusals.push(Refusal {
+            seq,
+            host: host.to_owned(),
+            port,
+            rule: rule.to_owned(),
+        });
+    }
+    tracing::info!(host = %host, port, rule = %rule, "browser connection refused");
+}
+
+async fn serve(mut client: TcpStream, route: &Route, log: &Mutex<Log>) {
     let Some(head) = read_head(&mut client).await else {
         return;
     };
@@ -186,22 +224,21 @@ async fn serve(mut client: TcpStream, policy: &DomainPolicy, resolve: &Resolve, 
             Some(path),
         )
     };
-    if let Err(blocked) = policy.check_host(&host) {
-        if let Ok(mut log) = log.lock() {
-            let seq = log.next;
-            log.next += 1;
-            log.refusals.push(Refusal {
-                seq,
-                host: blocked.target.clone(),
-                port,
-                rule: blocked.rule.clone(),
-            });
-        }
-        tracing::info!(host = %blocked.target, port, rule = %blocked.rule, "browser connection refused");
+    if let Err(blocked) = route.policy.check_host(&host) {
+        note_refusal(log, &blocked.target, port, &blocked.rule);
         return answer(&mut client, 403, &blocked.message()).await;
     }
-    let Some(mut upstream) = connect(&host, port, resolve).await else {
-        return answer(&mut client, 502, "the host could not be reached").await;
+    let mut upstream = match connect(&host, port, route).await {
+        Ok(upstream) => upstream,
+        Err(Unreached::Own(rule)) => {
+            let normal = normalize_host(&host).unwrap_or_else(|| host.clone());
+            note_refusal(log, &normal, port, &rule);
+            let message = format!("{host}:{port} is blocked: {rule}.");
+            return answer(&mut client, 403, &message).await;
+        }
+        Err(Unreached::Failed) => {
+            return answer(&mut client, 502, "the host could not be reached").await;
+        }
     };
     let sent = match origin_form {
         None => client
@@ -247,9 +284,21 @@ fn split_authority(authority: &str, default: u16) -> Option<(String, u16)> {
     (!host.is_empty()).then(|| (host.to_owned(), port))
 }
 
-async fn connect(host: &str, port: u16, resolve: &Resolve) -> Option<TcpStream> {
-    let normal = normalize_host(host)?;
-    let target = resolve
+/// Why the proxy made no connection.
+enum Unreached {
+    /// Every address the name resolves to is one of the gateway's own listeners.
+    Own(String),
+    /// The name did not resolve, or no address answered.
+    Failed,
+}
+
+/// Connects to `host:port` (or where `resolve` sends it): the name is resolved once and each
+/// address checked before it is connected to, so what is checked is what is reached — a name
+/// that resolves to this host (or re-resolves to it later) never reaches the gateway itself.
+async fn connect(host: &str, port: u16, route: &Route) -> Result<TcpStream, Unreached> {
+    let normal = normalize_host(host).ok_or(Unreached::Failed)?;
+    let target = route
+        .resolve
         .get(&format!("{normal}:{port}"))
         .cloned()
         .unwrap_or_else(|| {
@@ -259,10 +308,25 @@ async fn connect(host: &str, port: u16, resolve: &Resolve) -> Option<TcpStream> 
                 format!("{normal}:{port}")
             }
         });
-    tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(target))
-        .await
-        .ok()?
-        .ok()
+    let addrs: Vec<SocketAddr> =
+        tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host(target))
+            .await
+            .map_err(|_| Unreached::Failed)?
+            .map_err(|_| Unreached::Failed)?
+            .collect();
+    let mut refused = None;
+    for addr in addrs {
+        if let Some(rule) = crate::own_listeners::refusal(addr, route.home.as_deref()) {
+            refused = Some(rule);
+            continue;
+        }
+        if let Ok(Ok(stream)) =
+            tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await
+        {
+            return Ok(stream);
+        }
+    }
+    Err(refused.map_or(Unreached::Failed, Unreached::Own))
 }
 
 async fn answer(client: &mut TcpStream, status: u16, message: &str) {
@@ -308,7 +372,7 @@ mod tests {
             ("allowed.test:443".to_owned(), up.to_string()),
             ("denied.test:443".to_owned(), up.to_string()),
         ]);
-        let proxy = Proxy::start(policy, resolve).await.expect("proxy");
+        let proxy = Proxy::start(policy, resolve, None).await.expect("proxy");
         let addr = proxy.addr;
         let ask = |target: &'static str| async move {
             let mut c = TcpStream::connect(addr).await.expect("connect");
@@ -334,5 +398,85 @@ mod tests {
             .accept()
             .await
             .expect("the allowed host is reached");
+    }
+
+    /// The gateway's own listener is refused by every name of this host — loopback spellings,
+    /// the unspecified address, a name that resolves to it — even when the allow list names
+    /// them all, and sees no connection; another loopback server is reached.
+    #[tokio::test]
+    async fn the_gateways_own_listeners_are_refused_by_every_name() {
+        let own = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let own_addr = own.local_addr().expect("addr");
+        let _registered = crate::own_listeners::register(own_addr);
+        let other = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let other_addr = other.local_addr().expect("addr");
+        let allow: Vec<String> = [
+            "127.0.0.1",
+            "127.0.0.2",
+            "localhost",
+            "0.0.0.0",
+            "ours.test",
+            "[::1]",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let policy = Arc::new(DomainPolicy::new(&allow, &[], false));
+        let port = own_addr.port();
+        let resolve = BTreeMap::from([(format!("ours.test:{port}"), own_addr.to_string())]);
+        let proxy = Proxy::start(policy, resolve, None).await.expect("proxy");
+        let addr = proxy.addr;
+        let ask = |request: String| async move {
+            let mut c = TcpStream::connect(addr).await.expect("connect");
+            c.write_all(request.as_bytes()).await.expect("write");
+            let mut got = vec![0u8; 512];
+            let n = c.read(&mut got).await.expect("read");
+            String::from_utf8_lossy(&got[..n]).into_owned()
+        };
+        for host in [
+            "127.0.0.1",
+            "127.0.0.2",
+            "localhost",
+            "0.0.0.0",
+            "ours.test",
+            "[::1]",
+        ] {
+            let connect = ask(format!(
+                "CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n"
+            ))
+            .await;
+            assert!(
+                connect.starts_with("HTTP/1.1 403"),
+                "CONNECT {host}: {connect}"
+            );
+            assert!(connect.contains("own listener"), "{connect}");
+            let get = ask(format!(
+                "GET http://{host}:{port}/ HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n"
+            ))
+            .await;
+            assert!(get.starts_with("HTTP/1.1 403"), "GET {host}: {get}");
+        }
+        // The proxy itself is one of the gateway's listeners.
+        let me = ask(format!(
+            "CONNECT 127.0.0.1:{} HTTP/1.1\r\n\r\n",
+            addr.port()
+        ))
+        .await;
+        assert!(me.starts_with("HTTP/1.1 403"), "{me}");
+        let accepted = tokio::time::timeout(Duration::from_millis(200), own.accept()).await;
+        assert!(
+            accepted.is_err(),
+            "the gateway's listener must see no connection"
+        );
+        let ok = ask(format!(
+            "CONNECT localhost:{} HTTP/1.1\r\n\r\n",
+            other_addr.port()
+        ))
+        .await;
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        other
+            .accept()
+            .await
+            .expect("another loopback server is reached");
     }
 }

@@ -37,6 +37,24 @@ pub struct Session {
     pub current: usize,
     pub profile: Option<PathBuf>,
     _lock: Option<std::fs::File>,
+    /// The browser's debugging endpoint is one of the gateway's listeners: a page must not
+    /// drive its own browser through it.
+    _own: Option<crate::own_listeners::Registered>,
+}
+
+/// Registers the debugging endpoint at `ws` (`ws://127.0.0.1:PORT/devtools/…`) as one of the
+/// gateway's listeners.
+fn register_endpoint(ws: &str) -> Option<crate::own_listeners::Registered> {
+    let url = url::Url::parse(ws).ok()?;
+    let port = url.port_or_known_default()?;
+    let ip = match url.host()? {
+        url::Host::Ipv4(ip) => std::net::IpAddr::V4(ip),
+        url::Host::Ipv6(ip) => std::net::IpAddr::V6(ip),
+        url::Host::Domain(_) => std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+    };
+    Some(crate::own_listeners::register(std::net::SocketAddr::new(
+        ip, port,
+    )))
 }
 
 /// A failure to start, worded for the agent.
@@ -55,13 +73,14 @@ impl Session {
         display: Option<&str>,
     ) -> Result<Self, StartError> {
         let failed = |m: String| (aai_descriptor::ErrorKind::AutomationFailed, m);
-        let proxy = Proxy::start(policy, config.resolve.clone())
+        let proxy = Proxy::start(policy, config.resolve.clone(), Some(home.to_path_buf()))
             .await
             .map_err(|e| failed(format!("cannot start the browser's policy proxy: {e}")))?;
         let proxy_url = format!("http://{}", proxy.addr);
         if let Some(endpoint) = &config.attach {
             let ws = websocket_url(endpoint).await.map_err(failed)?;
             let cdp = Cdp::connect(&ws).await.map_err(failed)?;
+            let own = register_endpoint(&ws);
             let context = cdp
                 .send(
                     None,
@@ -83,6 +102,7 @@ impl Session {
                 current: 0,
                 profile: None,
                 _lock: None,
+                _own: own,
             };
             session.open_tab().await.map_err(failed)?;
             return Ok(session);
@@ -129,6 +149,7 @@ impl Session {
         })?;
         let ws = devtools_url(&mut child).await.map_err(failed)?;
         let cdp = Cdp::connect(&ws).await.map_err(failed)?;
+        let own = register_endpoint(&ws);
         let mut session = Self {
             cdp,
             proxy,
@@ -138,6 +159,7 @@ impl Session {
             current: 0,
             profile: Some(profile),
             _lock: Some(lock),
+            _own: own,
         };
         session.sync_tabs().await.map_err(failed)?;
         if session.tabs.is_empty() {

@@ -32,6 +32,7 @@ fn x11<E: std::fmt::Display>(error: E) -> AaiError {
 x11rb::atom_manager! {
     Atoms: AtomsCookie {
         _NET_CLIENT_LIST,
+        _NET_CLIENT_LIST_STACKING,
         _NET_ACTIVE_WINDOW,
         _NET_WM_NAME,
         _NET_WM_PID,
@@ -377,6 +378,25 @@ impl X11 {
             focused: active == Some(id),
             minimized: state.contains(&self.atoms._NET_WM_STATE_HIDDEN),
         })
+    }
+
+    /// The visible top-level window whose client area holds the physical point `(x, y)`: the
+    /// topmost by the window manager's stacking order (`_NET_CLIENT_LIST_STACKING`), else the
+    /// last such in the client list.
+    pub fn window_at(&self, x: i32, y: i32) -> Option<Window> {
+        let stacking = self.property32(
+            self.root,
+            self.atoms._NET_CLIENT_LIST_STACKING,
+            AtomEnum::WINDOW,
+        );
+        let windows = self.windows();
+        let rank = |w: &Window| stacking.iter().position(|id| *id == w.id);
+        windows
+            .into_iter()
+            .enumerate()
+            .filter(|(_, w)| !w.minimized && w.bounds.contains(x, y))
+            .max_by_key(|(listed, w)| (rank(w), *listed))
+            .map(|(_, w)| w)
     }
 
     /// Whether an EWMH window manager runs (windows can be listed, focused, moved by it).
