@@ -11,6 +11,8 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use aai_descriptor::visible::visible;
+
 use crate::feed::{Event, Feed};
 use crate::gate::{Answer, Asker, Question, Unanswered};
 
@@ -101,12 +103,17 @@ impl Approvals {
             .into_iter()
             .map(|(answer, label)| json!({"answer": answer.key(), "label": label}))
             .collect();
+        // The question whole: the arguments are never cut, and their size is given so a
+        // long one is seen to be long.
         let shown = json!({
             "id": id,
             "client": question.caller,
             "app": call.app,
             "tool": call.tool,
             "message": question.message(),
+            "args": question.args,
+            "args_chars": question.args.chars().count(),
+            "args_bytes": question.args.len(),
             "choices": choices,
         });
         if let Ok(mut entries) = self.entries.lock() {
@@ -280,7 +287,9 @@ impl Asker for QueueAsker<'_> {
                     tracing::info!(approval = %id, app = %self.call.app, tool = %self.call.tool, client = %self.call.caller, "waiting for the user's approval");
                     let mut note = format!(
                         "{} asks to run {}:{}. Answer with `aai-gateway approvals` (id {id})",
-                        self.call.caller, self.call.app, self.call.tool
+                        visible(self.call.caller),
+                        visible(self.call.app),
+                        visible(self.call.tool)
                     );
                     match self.approvals.link() {
                         Some(link) => note.push_str(&format!(" or in the dashboard: {link}")),
