@@ -226,6 +226,14 @@ impl DialogAsker {
             let _ = stdin.write_all(text.as_bytes()).await;
         }
         match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
+            // A call the dialog could not show whole was only ever offered *Deny*: the agent
+            // is told why, and where it could be allowed.
+            Ok(Ok(_)) if question.message_within(DIALOG_ARGS_MAX).1 => {
+                Err(Unanswered::Declined(format!(
+                    "its arguments ({}) are too long to show whole in a dialog, so the dialog could only deny it; a client of the daemon (`aai-gateway serve`) is asked in the approval queue, where the user reads it whole",
+                    question.args_size()
+                )))
+            }
             Ok(Ok(output)) => Ok(self.kind.answer(
                 question,
                 output.status.code(),
