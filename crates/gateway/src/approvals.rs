@@ -111,6 +111,7 @@ impl Approvals {
             "app": call.app,
             "tool": call.tool,
             "message": question.message(),
+            "heading": question.heading(),
             "args": question.args,
             "args_chars": question.args.chars().count(),
             "args_bytes": question.args.len(),

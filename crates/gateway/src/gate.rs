@@ -439,6 +439,12 @@ impl Question {
         self.message_with(&self.args, true)
     }
 
+    /// [`Question::message`] with the arguments left for the reader to print after it
+    /// (`approvals show` prints them once, as pretty JSON).
+    pub fn heading(&self) -> String {
+        self.message_with("(below)", false)
+    }
+
     /// The argument text's size, as the question states it.
     pub fn args_size(&self) -> String {
         let chars = self.args.chars().count();
@@ -655,6 +661,9 @@ mod tests {
         let message = question.message();
         assert!(message.contains(&args), "{message}");
         assert!(message.contains(&format!("({} characters, shown whole)", args.len())));
+        let heading = question.heading();
+        assert!(heading.ends_with(&format!("Arguments ({} characters): (below)", args.len())));
+        assert!(!heading.contains("HIDDEN-TAIL"));
         let short = Question::new("c", "a.b", "A", "t", Risk::Low, "{\"x\":1}".into());
         assert!(short.message().ends_with("Arguments: {\"x\":1}"));
         let mut wide = short.clone();

@@ -223,7 +223,13 @@ pub fn approval(pending: Option<&Vec<serde_json::Value>>, id: &str) -> anyhow::R
         cell(found["client"].as_str().unwrap_or_default()),
         cell(found["app"].as_str().unwrap_or_default()),
         cell(found["tool"].as_str().unwrap_or_default()),
-        question_text(found),
+        // The question without its arguments, which follow once, whole.
+        aai_descriptor::visible::visible_lines(
+            found["heading"]
+                .as_str()
+                .or_else(|| found["message"].as_str())
+                .unwrap_or_default()
+        ),
         found["args_chars"],
         found["args_bytes"],
         aai_descriptor::visible::visible_lines(&pretty),
