@@ -188,10 +188,10 @@ def desktop(bus, tmp_path):
 
 
 class Daemon:
-    def __init__(self, home: Path, env: dict):
+    def __init__(self, home: Path, env: dict, prefix=()):
         self.home = home
         self.env = env
-        self.proc = subprocess.Popen([str(GATEWAY), "serve", "--listen", "127.0.0.1:0"], env=env,
+        self.proc = subprocess.Popen([*prefix, str(GATEWAY), "serve", "--listen", "127.0.0.1:0"], env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         info = home / "run" / "serve.json"
         wait_until(lambda: info.exists() or self.proc.poll() is not None, 20, "serve.json")

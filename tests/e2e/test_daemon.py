@@ -344,9 +344,11 @@ async def test_clients_of_the_daemon_hear_when_apps_change(daemon):
                 assert "app_org_aai_added" in {t.name for t in (await c.list_tools()).tools}
 
 
-async def test_a_daemon_that_does_not_answer_is_not_forwarded_to(home, bus, monkeypatch):
-    """Runtime files naming a live process whose port accepts but never answers (a hung
-    daemon): stdio clients are served in-process instead of waiting forever."""
+async def test_stale_runtime_files_naming_another_program_are_not_forwarded_to(home, bus, monkeypatch):
+    """Runtime files naming a live process that is no gateway daemon (a crashed daemon's files,
+    its pid since given to another program) whose port accepts but never answers: stdio
+    clients are served in-process instead of waiting forever. (A live daemon that is slow is
+    waited for: test_gate_controls.py.)"""
     import socket
 
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")

@@ -315,26 +315,29 @@ async def test_a_page_on_another_origin_cannot_use_the_dashboard(dashboard, chro
         page.close()
 
 
-async def test_a_queued_approval_notifies_with_a_link_to_the_dashboard(home, bus, desktop, chromium, monkeypatch):
+async def test_a_queued_approval_notifies_without_a_login_link(home, bus, desktop, chromium, monkeypatch):
+    """The notification is readable by the agent's own notification and screen tools: it says
+    where to answer, and carries no link or code that would let the agent answer itself."""
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
     d = queue_daemon(home, bus, 20)
     try:
         with anyio.fail_after(TIMEOUT):
             async with d.client(name="notified-client") as c:
-                async def follow_the_link():
+                async def answer_in_the_dashboard():
                     record = desktop["record"]
                     await anyio.to_thread.run_sync(lambda: wait_until(
-                        lambda: record.exists() and "/login?code=" in record.read_text(), 10, "the notification"))
-                    link = re.search(r"http://\S+/login\?code=[0-9a-f]+", record.read_text()).group(0)
-                    assert "notified-client" in record.read_text()
-                    page = open_dashboard(d, chromium, link)
+                        lambda: record.exists() and "notified-client" in record.read_text(), 10, "the notification"))
+                    note = record.read_text()
+                    assert "aai-gateway dashboard" in note, note
+                    assert "http" not in note and "code=" not in note and "/login" not in note, note
+                    page = open_dashboard(d, chromium)
                     try:
                         await wait_in_page(page, "document.querySelector('#approvals li button[data-answer=allow_once]')")
                         click(page, "#approvals li button[data-answer=allow_once]")
                     finally:
                         page.close()
 
-                result = await echo_while(c, "from the notification", follow_the_link)
+                result = await echo_while(c, "from the notification", answer_in_the_dashboard)
                 assert not result.is_error, text(result)
     finally:
         d.close()

@@ -39,13 +39,7 @@ pub struct Approvals {
     entries: Mutex<HashMap<String, Entry>>,
     /// Told when an approval is opened or answered.
     feed: Feed,
-    /// Makes a one-time link to the dashboard for the desktop notification (set by the
-    /// daemon while it serves one).
-    link: Mutex<Option<LinkMaker>>,
 }
-
-/// Makes a one-time dashboard login link.
-pub type LinkMaker = std::sync::Arc<dyn Fn() -> String + Send + Sync>;
 
 /// A call that waits for the user, as the queue keeps it.
 pub struct Pending<'a> {
@@ -75,19 +69,6 @@ impl Approvals {
             feed,
             ..Self::default()
         }
-    }
-
-    /// Where the desktop notification of a new approval links to.
-    pub fn set_link(&self, maker: Option<LinkMaker>) {
-        *self
-            .link
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = maker;
-    }
-
-    fn link(&self) -> Option<String> {
-        let maker = self.link.lock().ok()?.clone()?;
-        Some(maker())
     }
 
     /// Opens an approval for `question` about `call`; returns its id and where the answer lands.
@@ -286,16 +267,14 @@ impl Asker for QueueAsker<'_> {
                 None => {
                     let (id, receiver) = self.approvals.open(question, &self.call);
                     tracing::info!(approval = %id, app = %self.call.app, tool = %self.call.tool, client = %self.call.caller, "waiting for the user's approval");
-                    let mut note = format!(
-                        "{} asks to run {}:{}. Answer with `aai-gateway approvals` (id {id})",
+                    // No login link or code: a notification is readable by the agent's own
+                    // screen and notification tools, and a link would let it answer itself.
+                    let note = format!(
+                        "{} asks to run {}:{}. Answer in the dashboard (`aai-gateway dashboard`) or with `aai-gateway approvals` (id {id}).",
                         visible(self.call.caller),
                         visible(self.call.app),
                         visible(self.call.tool)
                     );
-                    match self.approvals.link() {
-                        Some(link) => note.push_str(&format!(" or in the dashboard: {link}")),
-                        None => note.push('.'),
-                    }
                     tokio::spawn(async move {
                         let _ = aai_local::system::notify("Approval needed", &note, "normal").await;
                     });

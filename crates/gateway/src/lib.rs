@@ -7,6 +7,7 @@
 pub mod approvals;
 pub mod catalog;
 pub mod config;
+pub mod control;
 pub mod daemon;
 pub mod dialog;
 pub mod discovery;

@@ -27,16 +27,34 @@ use crate::pipeline::Gateway;
 const KILL_BUDGET: Duration = Duration::from_millis(900);
 
 /// The switch: stopped or not, and the token every running call watches.
+///
+/// Besides its own flag it honours the home's stop marker ([`crate::control::stop_marker`]),
+/// which every gateway of the user shares: a stop pressed anywhere — the daemon, another
+/// in-process server, `aai-gateway stop` with no daemon at all — refuses calls here too.
 #[derive(Debug, Default)]
 pub struct EmergencyStop {
     stopped: AtomicBool,
     calls: Mutex<CancellationToken>,
     by: Mutex<Option<String>>,
+    marker: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 impl EmergencyStop {
+    /// Shares the stop with every gateway of the home whose marker is `path`.
+    pub fn use_marker(&self, path: std::path::PathBuf) {
+        let _ = self.marker.set(path);
+    }
+
+    /// Whether the stop is on: here, or for the whole home.
     pub fn is_stopped(&self) -> bool {
-        self.stopped.load(Ordering::SeqCst)
+        self.stopped.load(Ordering::SeqCst) || self.marked().is_some()
+    }
+
+    /// The home's stop marker, when it is there.
+    fn marked(&self) -> Option<crate::control::Marker> {
+        let path = self.marker.get()?;
+        let home = path.parent()?.parent()?;
+        crate::control::marker(home)
     }
 
     /// The refusal a call gets while the stop is on.
@@ -47,6 +65,7 @@ impl EmergencyStop {
                 .lock()
                 .ok()
                 .and_then(|b| b.clone())
+                .or_else(|| self.marked().map(|m| m.by))
                 .unwrap_or_else(|| "the user".into());
             AaiError::new(
                 ErrorKind::PermissionDenied,
@@ -75,12 +94,78 @@ impl EmergencyStop {
             token.cancel();
             *token = CancellationToken::new();
         }
+        if let Some(path) = self.marker.get()
+            && let Some(home) = path.parent().and_then(std::path::Path::parent)
+            && crate::control::marker(home).is_none()
+            && let Err(error) = crate::control::write_marker(home, by)
+        {
+            tracing::error!(%error, "the stop marker could not be written; other gateways of this home do not see the stop");
+        }
         !was
     }
 
-    /// Turns the stop off; false when it was not on.
+    /// Turns the stop off, here and for the whole home; false when it was not on.
     pub fn clear(&self) -> bool {
-        self.stopped.swap(false, Ordering::SeqCst)
+        let was = self.stopped.swap(false, Ordering::SeqCst);
+        let marked = self
+            .marker
+            .get()
+            .and_then(|path| path.parent()?.parent())
+            .is_some_and(crate::control::clear_marker);
+        was || marked
+    }
+
+    /// Whether this gateway's own flag disagrees with the home's marker: `Some(by)` when the
+    /// marker is there and the flag is not (stop here too), `None` when they agree or only
+    /// the flag is set while the marker is gone (`Some("")`: resume here).
+    fn drift(&self) -> Option<String> {
+        self.marker.get()?;
+        let flag = self.stopped.load(Ordering::SeqCst);
+        match (flag, self.marked()) {
+            (false, Some(marker)) => Some(marker.by),
+            (true, None) => Some(String::new()),
+            _ => None,
+        }
+    }
+}
+
+/// Keeps this gateway's stop in step with the home's stop marker until `cancel` fires: a
+/// marker that appears stops every call here (and kills their processes), one that is
+/// removed (by `aai-gateway resume`) lifts the stop here.
+pub fn watch_marker(gateway: std::sync::Arc<Gateway>, cancel: CancellationToken) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(crate::control::MARKER_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = every.tick() => {}
+                () = cancel.cancelled() => return,
+            }
+            match gateway.stop.drift() {
+                Some(by) if by.is_empty() => {
+                    gateway.resume("the stop marker was removed (aai-gateway resume)");
+                }
+                Some(by) => {
+                    let report = gateway.emergency_stop(&by).await;
+                    acknowledge(&gateway.home, &report);
+                }
+                None => {}
+            }
+        }
+    });
+}
+
+/// Leaves what a stop seen through the marker did where `aai-gateway stop` looks for it.
+fn acknowledge(home: &std::path::Path, report: &Value) {
+    let mut report = report.clone();
+    report["pid"] = json!(std::process::id());
+    if let Ok(bytes) = serde_json::to_vec(&report) {
+        let path = home
+            .join("run")
+            .join(format!("stopped.{}", std::process::id()));
+        if let Err(error) = crate::daemon::write_private(&path, &bytes) {
+            tracing::debug!(%error, "the stop's report could not be left for `aai-gateway stop`");
+        }
     }
 }
 

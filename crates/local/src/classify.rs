@@ -1,21 +1,44 @@
 //! Which shell commands are critical (`spec/desktop-control.zh.md` §7.4): privilege
-//! escalation, recursive or mass deletion, disk and filesystem destruction, fork bombs,
-//! downloads piped into a shell, dropping or truncating tables, force pushes.
+//! escalation, recursive or mass deletion — by `rm` or by any other program (`find -delete`,
+//! `xargs rm`, `rsync --delete`, `shred`, truncation, `git reset --hard`, …) — destroying or
+//! overwriting system and credential files, disk and filesystem destruction, fork bombs,
+//! downloads piped into a shell, reverse shells, sending credentials away, dropping or
+//! truncating tables, force pushes.
 //!
-//! The command is parsed as shell syntax, not searched as text: quotes and escapes are
-//! removed, `$(…)`, backticks, `<(…)`, `bash -c` and `eval` bodies are parsed in turn,
-//! variables assigned earlier are expanded, wrappers (`env`, `command`, `exec`, `nohup`,
-//! `nice`, `timeout`, `xargs`, …) are looked through, and `/usr/bin/rm` is `rm`.
+//! The command is parsed as shell syntax, not searched as text (`shell_parse`): quotes,
+//! escapes and ANSI-C quoting are removed, variables assigned earlier are expanded and split
+//! by `IFS`, braces are expanded, `$(…)`, backticks, `<(…)`, `bash -c`, `eval`, aliases and
+//! here-documents fed to shells are parsed in turn, wrappers (`env`, `command`, `exec`,
+//! `nice`, `timeout`, `busybox`, `xargs`, `watch`, …) are looked through, and `/usr/bin/rm`
+//! is `rm`. A command name known only when it runs is critical. Programs handed to an
+//! interpreter (`python3 -c`, `perl -e`, `node -e`, `awk`, a here-document into `ruby`…) are
+//! read for what they call (`program`), and deletions and writes are judged by their targets
+//! (`paths`).
+
+mod paths;
+mod program;
+mod shell_parse;
 
 use std::collections::HashMap;
+
+use paths::{
+    deletes_dangerously, is_block_device, is_credential_path, is_protected, is_root_target,
+    is_system,
+};
+use program::{judge_program, language, sources};
+use shell_parse::parse;
 
 /// Marks, inside a word, text that is only known when the command runs: an unknown variable,
 /// a parameter operator, a command substitution. (A private-use character no command has.)
 const UNKNOWN: char = '\u{E000}';
 
+/// Marks names given to a command at run time, possibly many: what `xargs` and `find -exec`
+/// append, and text a program computes. A deletion of such names is a mass deletion.
+const FANOUT: char = '\u{E001}';
+
 /// Whether a word holds something only known at run time.
 fn unknown(word: &str) -> bool {
-    word.contains(UNKNOWN)
+    word.contains([UNKNOWN, FANOUT])
 }
 
 /// Why `script` is critical, or `None` when nothing critical was found.
@@ -32,6 +55,9 @@ fn classify_depth(
         return Some("too deeply nested to judge".into());
     }
     let parsed = parse(script, vars);
+    if parsed.too_deep {
+        return Some("too deeply nested to judge".into());
+    }
     for nested in &parsed.nested {
         if let Some(reason) = classify_depth(nested, vars, depth + 1) {
             return Some(reason);
@@ -43,6 +69,8 @@ fn classify_depth(
     let mut previous_in_pipe: Vec<String> = Vec::new();
     let mut previous_words: Vec<String> = Vec::new();
     let mut piped_text: Vec<String> = Vec::new();
+    // Literal text the previous stage writes into the pipe (`echo …`, `cat <<EOF`).
+    let mut fed_by_previous: Option<String> = None;
     // Something earlier in this pipeline reads a credential file or dumps a keychain.
     let mut pipe_secret = false;
     for command in &parsed.commands {
@@ -50,11 +78,7 @@ fn classify_depth(
             previous_in_pipe.clear();
             piped_text.clear();
             pipe_secret = false;
-        }
-        for (_, text) in &command.redirects {
-            if is_block_device(text) {
-                return Some(format!("writing to the disk device {text}"));
-            }
+            fed_by_previous = None;
         }
         let words = unwrap(&command.words);
         let name = words.first().map(|w| base(w)).unwrap_or_default();
@@ -69,13 +93,23 @@ fn classify_depth(
         {
             return Some("a command name chosen by a glob pattern".into());
         }
-        for (op, text) in &command.redirects {
-            if text.starts_with("/dev/tcp/") || text.starts_with("/dev/udp/") {
-                return Some(format!(
-                    "a network connection through {text} (a reverse shell)"
-                ));
-            }
-            if is_shell(&name) && op == "<<<" {
+        if let Some(reason) = redirections(&command.redirects) {
+            return Some(reason);
+        }
+        // What this command may read as code: here-documents, here-strings, piped text.
+        let mut fed: Vec<&String> = command.heredocs.iter().collect();
+        fed.extend(
+            command
+                .redirects
+                .iter()
+                .filter(|(op, _)| op == "<<<")
+                .map(|(_, text)| text),
+        );
+        fed.extend(fed_by_previous.as_ref().filter(|_| command.piped));
+        let lang = language(&name);
+        let interpreter = lang.map(|l| (l, sources(l, &words)));
+        if is_shell(&name) {
+            for text in &fed {
                 if unknown(text) {
                     return Some("a generated script fed to a shell".into());
                 }
@@ -84,13 +118,33 @@ fn classify_depth(
                 }
             }
         }
-        if is_shell(&name) && !is_interpreter(&name) {
-            for body in &command.heredocs {
-                if let Some(reason) = classify_depth(body, vars, depth + 1) {
+        if let Some((lang, sources)) = &interpreter {
+            for code in &sources.inline {
+                if let Some(reason) = judge_program(*lang, code, depth + 1) {
                     return Some(reason);
                 }
             }
+            if sources.in_place.iter().any(|f| is_protected(f)) {
+                return Some(format!(
+                    "editing a system or credential file in place ({name} -i)"
+                ));
+            }
+            if sources.reads_stdin {
+                for text in &fed {
+                    if unknown(text) {
+                        return Some(format!("a generated program fed to {name}"));
+                    }
+                    if let Some(reason) = judge_program(*lang, text, depth + 1) {
+                        return Some(reason);
+                    }
+                }
+            }
         }
+        // Shells always read a pipe as code; interpreters when no program was named.
+        let reads_code = is_shell(&name)
+            || interpreter
+                .as_ref()
+                .is_some_and(|(_, sources)| sources.reads_stdin);
         let reads_secret = words
             .iter()
             .chain(command.redirects.iter().map(|(_, t)| t))
@@ -102,7 +156,7 @@ fn classify_depth(
         if reads_secret {
             pipe_secret = true;
         }
-        if is_shell(&name)
+        if reads_code
             && command.piped
             && let Some(previous) = previous_in_pipe.last()
         {
@@ -115,18 +169,6 @@ fn classify_depth(
                 return Some(format!(
                     "network input ({previous}) piped into {name} (a reverse shell)"
                 ));
-            }
-            if !is_interpreter(&name) && matches!(previous.as_str(), "echo" | "printf") {
-                let text = previous_words
-                    .iter()
-                    .skip(1)
-                    .filter(|w| !w.starts_with('-'))
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                if let Some(reason) = classify_depth(&text, vars, depth + 1) {
-                    return Some(reason);
-                }
             }
         }
         if matches!(name.as_str(), "nc" | "ncat" | "netcat" | "telnet" | "socat")
@@ -147,21 +189,96 @@ fn classify_depth(
         if let Some(reason) = judge(&words, vars, depth) {
             return Some(reason);
         }
-        if is_shell(&name) && previous_in_pipe.iter().any(|p| is_downloader(p)) {
-            return Some("a download piped into a shell".into());
+        if reads_code && previous_in_pipe.iter().any(|p| is_downloader(p)) {
+            return Some(if is_shell(&name) {
+                "a download piped into a shell".into()
+            } else {
+                format!("a download piped into {name}")
+            });
         }
-        if is_shell(&name) && command.substituted_downloads {
+        if (is_shell(&name) || interpreter.is_some()) && command.substituted_downloads {
             return Some("a download run by a shell".into());
         }
+        fed_by_previous = written_text(&name, &words, command);
         previous_in_pipe.push(name);
         previous_words = words;
     }
     None
 }
 
-/// Interpreters other than shells (they read code, but not shell syntax).
-fn is_interpreter(name: &str) -> bool {
-    matches!(name, "python" | "python3" | "perl" | "ruby" | "node")
+/// The literal text a command writes to its output, when it only prints what it was given:
+/// `echo`/`printf` arguments, `cat`'s here-documents and here-strings.
+fn written_text(name: &str, words: &[String], command: &shell_parse::Command) -> Option<String> {
+    match name {
+        "echo" | "printf" => Some(
+            words
+                .iter()
+                .skip(1)
+                .filter(|w| !w.starts_with('-'))
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        "cat" if words.len() == 1 => {
+            let mut text: Vec<String> = command.heredocs.clone();
+            text.extend(
+                command
+                    .redirects
+                    .iter()
+                    .filter(|(op, _)| op == "<<<")
+                    .map(|(_, t)| t.clone()),
+            );
+            (!text.is_empty()).then(|| text.join("\n"))
+        }
+        _ => None,
+    }
+}
+
+/// Redirections that destroy: raw writes to a disk, network connections, truncating a
+/// protected file (`: > /etc/hosts`, `> ~/.bashrc`) or appending to a system one.
+fn redirections(redirects: &[(String, String)]) -> Option<String> {
+    for (op, text) in redirects {
+        if text.starts_with("/dev/tcp/") || text.starts_with("/dev/udp/") {
+            return Some(format!(
+                "a network connection through {text} (a reverse shell)"
+            ));
+        }
+        let duplicates = op.ends_with('&') && text.chars().all(|c| c.is_ascii_digit() || c == '-');
+        if !op.contains('>') || duplicates {
+            continue;
+        }
+        if is_block_device(text) {
+            return Some(format!("writing to the disk device {text}"));
+        }
+        let appends = op.contains(">>");
+        if is_protected(text) && (!appends || is_system(text)) {
+            return Some(format!(
+                "overwriting a system or credential file by redirection ({op} {text})"
+            ));
+        }
+    }
+    None
+}
+
+/// Whether a shell command line reads the program it runs from its input: a shell or an
+/// interpreter started without a script (`sh`, `bash -s`, `python3 -`).
+fn reads_stdin_as_code(script: &str) -> bool {
+    parse(script, &mut HashMap::new())
+        .commands
+        .iter()
+        .any(|command| {
+            let words = unwrap(&command.words);
+            let name = words.first().map(|w| base(w)).unwrap_or_default();
+            if is_shell(&name) {
+                let has_script = words.iter().skip(1).any(|w| {
+                    !w.starts_with('-')
+                        || w == "-c"
+                        || (w.starts_with('-') && !w.starts_with("--") && w.ends_with('c'))
+                });
+                return !has_script;
+            }
+            language(&name).is_some_and(|l| sources(l, &words).reads_stdin)
+        })
 }
 
 /// A stage that turns its input into other text: what it feeds a shell nobody has read.
@@ -196,34 +313,6 @@ fn is_network_tool(name: &str, words: &[String]) -> bool {
     }
 }
 
-/// Paths that hold credentials: SSH and GPG keys, cloud and registry credentials, netrc,
-/// keychains, password stores.
-fn is_credential_path(word: &str) -> bool {
-    const PATTERNS: [&str; 16] = [
-        ".ssh/",
-        "/.ssh",
-        "id_rsa",
-        "id_ed25519",
-        "id_ecdsa",
-        "id_dsa",
-        ".aws/",
-        ".gnupg",
-        ".netrc",
-        ".git-credentials",
-        ".config/gcloud",
-        ".kube/config",
-        ".docker/config.json",
-        "keychain",
-        ".password-store",
-        "/etc/shadow",
-    ];
-    let lower = word.to_ascii_lowercase();
-    let pub_key = lower.ends_with(".pub")
-        || lower.ends_with("known_hosts")
-        || lower.ends_with("/config") && lower.contains(".ssh");
-    !pub_key && PATTERNS.iter().any(|p| lower.contains(p)) || lower == "~/.ssh" || lower == "~/.aws"
-}
-
 /// Commands that print secrets from a keychain or key store.
 fn is_secret_dump(words: &[String]) -> bool {
     let name = words.first().map(|w| base(w)).unwrap_or_default();
@@ -239,38 +328,6 @@ fn is_secret_dump(words: &[String]) -> bool {
         "pass" => words.len() > 1,
         _ => false,
     }
-}
-
-/// System or home roots, where a recursive permission change breaks or opens the machine.
-fn is_root_target(word: &str) -> bool {
-    let trimmed = word.trim_end_matches("/*").trim_end_matches('/');
-    let home = word.contains(UNKNOWN) && word.contains("HOME");
-    home || matches!(
-        trimmed,
-        "" | "~"
-            | "/etc"
-            | "/usr"
-            | "/bin"
-            | "/sbin"
-            | "/lib"
-            | "/lib64"
-            | "/var"
-            | "/boot"
-            | "/opt"
-            | "/home"
-            | "/root"
-            | "/System"
-            | "/Library"
-            | "/Users"
-            | "/private"
-            | "/dev"
-            | "/proc"
-            | "/sys"
-            | "/Applications"
-            | "/srv"
-            | "/snap"
-    ) || (trimmed.starts_with("/home/") || trimmed.starts_with("/Users/"))
-        && trimmed.matches('/').count() == 2
 }
 
 /// The simple commands of `script` as plain words, when it is nothing but plain commands
@@ -336,22 +393,11 @@ fn base(word: &str) -> String {
     word.rsplit('/').next().unwrap_or(word).to_owned()
 }
 
+/// Shells, and the builtins that run a file in the current shell.
 fn is_shell(name: &str) -> bool {
     matches!(
         name,
-        "sh" | "bash"
-            | "zsh"
-            | "dash"
-            | "ksh"
-            | "fish"
-            | "ash"
-            | "source"
-            | "."
-            | "python"
-            | "python3"
-            | "perl"
-            | "ruby"
-            | "node"
+        "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "fish" | "ash" | "source" | "."
     )
 }
 
@@ -362,25 +408,10 @@ fn is_downloader(name: &str) -> bool {
     )
 }
 
-fn is_block_device(path: &str) -> bool {
-    [
-        "/dev/sd",
-        "/dev/hd",
-        "/dev/vd",
-        "/dev/xvd",
-        "/dev/nvme",
-        "/dev/mmcblk",
-        "/dev/disk",
-        "/dev/dm-",
-        "/dev/md",
-        "/dev/loop",
-    ]
-    .iter()
-    .any(|p| path.starts_with(p))
-}
-
 /// The words with wrappers and leading assignments removed: `env X=1 nice -n 5 rm -rf x` →
-/// `rm -rf x`.
+/// `rm -rf x`. A wrapper that hands its command names read at run time (`xargs`,
+/// `parallel`) leaves a `FANOUT` word in their place; `watch` and `flock -c` hand a
+/// command line to `sh -c`.
 fn unwrap(words: &[String]) -> Vec<String> {
     let mut words: Vec<String> = words.to_vec();
     loop {
@@ -408,27 +439,111 @@ fn unwrap(words: &[String]) -> Vec<String> {
                 }
             }
         };
+        let drop_operand = |words: &mut Vec<String>| {
+            if !words.is_empty() {
+                words.remove(0);
+            }
+        };
         match name.as_str() {
             // Reserved words before a command: the command follows them.
             "if" | "then" | "do" | "else" | "elif" | "while" | "until" | "!" | "{" => {
                 words.remove(0);
             }
-            "env" => skip_options(&mut words, &["-u", "-C", "-S", "--unset", "--chdir"]),
-            "command" | "builtin" | "exec" | "nohup" | "time" | "busybox" | "stdbuf" | "setsid"
-            | "unbuffer" => {
+            "env" => {
+                // `env -S 'rm -rf /'` splits its string into the command.
+                let split = words
+                    .iter()
+                    .position(|w| w == "-S" || w == "--split-string");
+                if let Some(at) = split
+                    && at + 1 < words.len()
+                {
+                    let inner: Vec<String> = words[at + 1]
+                        .split_whitespace()
+                        .map(str::to_owned)
+                        .collect();
+                    words.splice(at..at + 2, inner);
+                } else if let Some(at) = words.iter().position(|w| {
+                    (w.starts_with("-S") && w.len() > 2) || w.starts_with("--split-string=")
+                }) {
+                    let text = words[at]
+                        .trim_start_matches("--split-string=")
+                        .trim_start_matches("-S")
+                        .to_owned();
+                    let inner: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
+                    words.splice(at..at + 1, inner);
+                }
+                skip_options(&mut words, &["-u", "-C", "--unset", "--chdir"]);
+            }
+            "command" | "builtin" | "nohup" | "time" | "busybox" | "toybox" | "stdbuf"
+            | "setsid" | "unbuffer" | "chronic" => {
                 skip_options(&mut words, &[]);
             }
-            "nice" | "ionice" | "chrt" | "taskset" => skip_options(&mut words, &["-n", "-c", "-p"]),
+            "exec" => skip_options(&mut words, &["-a"]),
+            "nice" | "ionice" => skip_options(&mut words, &["-n", "-c", "-p"]),
+            // The CPU mask or priority comes before the command.
+            "taskset" | "chrt" => {
+                skip_options(&mut words, &[]);
+                drop_operand(&mut words);
+            }
             "timeout" => {
                 skip_options(&mut words, &["-s", "-k", "--signal", "--kill-after"]);
-                if !words.is_empty() {
-                    words.remove(0); // the duration
+                drop_operand(&mut words); // the duration
+            }
+            "strace" | "ltrace" => skip_options(
+                &mut words,
+                &[
+                    "-o", "-e", "-p", "-s", "-u", "-E", "-P", "-I", "-b", "-a", "-X", "-O", "-S",
+                ],
+            ),
+            "flock" => {
+                if let Some(at) = words.iter().position(|w| w == "-c" || w == "--command")
+                    && let Some(script) = words.get(at + 1).cloned()
+                {
+                    words = vec!["sh".into(), "-c".into(), script];
+                } else {
+                    skip_options(
+                        &mut words,
+                        &["-w", "-E", "--timeout", "--conflict-exit-code"],
+                    );
+                    drop_operand(&mut words); // the lock file
                 }
             }
-            "xargs" => skip_options(
-                &mut words,
-                &["-I", "-n", "-P", "-d", "-L", "-s", "-E", "-a"],
-            ),
+            "watch" => {
+                let exec = words.iter().any(|w| w == "-x" || w == "--exec");
+                skip_options(&mut words, &["-n", "--interval", "-q", "--equexit"]);
+                if !exec && !words.is_empty() {
+                    words = vec!["sh".into(), "-c".into(), words.join(" ")];
+                }
+            }
+            "xargs" | "parallel" => {
+                skip_options(
+                    &mut words,
+                    &[
+                        "-I",
+                        "-n",
+                        "-P",
+                        "-d",
+                        "-L",
+                        "-s",
+                        "-E",
+                        "-a",
+                        "-j",
+                        "--jobs",
+                        "--arg-file",
+                    ],
+                );
+                if let Some(at) = words.iter().position(|w| w == ":::" || w == "::::") {
+                    words.truncate(at);
+                }
+                if words.is_empty() {
+                    return words; // `xargs` alone runs `echo`
+                }
+                let fanout = FANOUT.to_string();
+                if !words.iter().any(|w| w.contains(&fanout)) {
+                    words.push(fanout);
+                }
+                return words;
+            }
             _ => return words,
         }
     }
@@ -440,6 +555,23 @@ fn is_assignment(word: &str) -> bool {
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             && !name.starts_with(|c: char| c.is_ascii_digit())
     })
+}
+
+/// The arguments that are not options (everything after `--` counts).
+fn operands(args: &[String]) -> Vec<&String> {
+    let mut after_dashes = false;
+    args.iter()
+        .filter(|a| {
+            if after_dashes {
+                return true;
+            }
+            if *a == "--" {
+                after_dashes = true;
+                return false;
+            }
+            !a.starts_with('-') || a.as_str() == "-"
+        })
+        .collect()
 }
 
 /// The rules, on one command's words.
@@ -454,6 +586,9 @@ fn judge(words: &[String], vars: &mut HashMap<String, String>, depth: usize) -> 
                     && a[1..].chars().any(|c| short.contains(&c)))
         })
     };
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    let targets = operands(args);
+    let dangerous_target = || targets.iter().any(|t| deletes_dangerously(t));
     match name.as_str() {
         "sudo" | "su" | "doas" | "pkexec" | "run0" | "runas" => {
             return Some(format!("privilege escalation ({name})"));
@@ -462,44 +597,95 @@ fn judge(words: &[String], vars: &mut HashMap<String, String>, depth: usize) -> 
             if flags(&['r', 'R'], &["--recursive"]) {
                 return Some("recursive deletion (rm -r)".into());
             }
-            if args.iter().any(|a| {
-                !a.starts_with('-')
-                    && (a.contains('*') || matches!(a.as_str(), "/" | "~" | "." | ".."))
-            }) {
-                return Some("mass deletion (rm with a wildcard)".into());
+            if let Some(what) = targets.iter().find_map(|t| dangerous_deletion(t)) {
+                return Some(format!("{what} (rm)"));
             }
+        }
+        "unlink" if dangerous_target() => {
+            let what = targets.iter().find_map(|t| dangerous_deletion(t));
+            return what.map(|what| format!("{what} (unlink)"));
         }
         "rmdir" if flags(&['p'], &["--parents"]) => {
             return Some("recursive deletion (rmdir -p)".into());
         }
-        "find" | "fd"
-            if args
-                .iter()
-                .position(|a| {
-                    matches!(
-                        a.as_str(),
-                        "-exec" | "-execdir" | "-ok" | "-okdir" | "-x" | "--exec"
-                    )
-                })
-                .is_some_and(|at| {
-                    let end = args[at + 1..]
-                        .iter()
-                        .position(|a| a == ";" || a == "+")
-                        .map_or(args.len(), |p| at + 1 + p);
-                    let inner = unwrap(&args[at + 1..end]);
-                    let inner_name = inner.first().map(|w| base(w)).unwrap_or_default();
-                    inner_name != "rm" && judge(&inner, vars, depth + 1).is_some()
-                }) =>
-        {
-            return Some("a critical command run by find -exec".into());
+        "truncate" if shrinks(args) && dangerous_target() => {
+            return Some(
+                "truncating a protected file, a wildcard or names given at run time (truncate)"
+                    .into(),
+            );
         }
-        "find"
-            if args.iter().any(|a| a == "-delete")
-                || args
-                    .windows(2)
-                    .any(|w| (w[0] == "-exec" || w[0] == "-execdir") && base(&w[1]) == "rm") =>
+        "mv" if targets.len() >= 2 => {
+            let (sources, destination) = targets.split_at(targets.len() - 1);
+            if destination[0].as_str() == "/dev/null" {
+                return Some("deletion by moving into /dev/null (mv)".into());
+            }
+            if sources.iter().any(|s| deletes_dangerously(s)) {
+                return Some("moving away a protected path or a wildcard (mv)".into());
+            }
+        }
+        "cp" | "install" | "ln" => {
+            let target_dir = args
+                .iter()
+                .position(|a| a == "-t" || a == "--target-directory")
+                .and_then(|at| args.get(at + 1));
+            let valued = [
+                "-t", "-S", "-m", "-o", "-g", "--suffix", "--mode", "--owner", "--group",
+            ];
+            let operands: Vec<&String> = args
+                .iter()
+                .enumerate()
+                .filter(|(at, a)| {
+                    let option_value = *at > 0 && valued.contains(&args[at - 1].as_str());
+                    !a.starts_with('-') && !option_value
+                })
+                .map(|(_, a)| a)
+                .collect();
+            let destination = target_dir.or(if operands.len() >= 2 {
+                operands.last().copied()
+            } else {
+                None
+            });
+            if destination.is_some_and(|d| is_protected(d)) {
+                return Some(format!("overwriting a system or credential file ({name})"));
+            }
+        }
+        "tee" if targets.iter().any(|t| is_protected(t)) => {
+            return Some("overwriting a system or credential file (tee)".into());
+        }
+        "sed"
+            if args.iter().any(|a| {
+                a.starts_with("--in-place")
+                    || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains('i'))
+            }) && targets.iter().any(|t| is_protected(t)) =>
         {
-            return Some("mass deletion (find -delete)".into());
+            return Some("editing a system or credential file in place (sed -i)".into());
+        }
+        "rsync"
+            if args.iter().any(|a| {
+                a.starts_with("--delete")
+                    || a == "--del"
+                    || a == "--remove-source-files"
+                    || a == "--remove-sent-files"
+            }) =>
+        {
+            return Some("mass deletion (rsync --delete)".into());
+        }
+        "tar" if has("--remove-files") => {
+            return Some("deleting the archived files (tar --remove-files)".into());
+        }
+        "zip" if flags(&['m'], &["--move"]) => {
+            return Some("deleting the archived files (zip -m)".into());
+        }
+        "7z" | "7za" | "7zr" if has("-sdel") => {
+            return Some("deleting the archived files (7z -sdel)".into());
+        }
+        "find" | "fd" => {
+            if name == "find" && has("-delete") {
+                return Some("mass deletion (find -delete)".into());
+            }
+            if let Some(reason) = find_exec(&name, args, vars, depth) {
+                return Some(reason);
+            }
         }
         "chmod" | "chown" | "chgrp"
             if flags(&['R'], &["--recursive"])
@@ -549,38 +735,35 @@ fn judge(words: &[String], vars: &mut HashMap<String, String>, depth: usize) -> 
                 "a network shell in a {name} one-liner (a reverse shell)"
             ));
         }
-        "shred" | "wipefs" | "mkswap" | "fdisk" | "sfdisk" | "cfdisk" | "parted" | "sgdisk"
-        | "gdisk" | "mke2fs" | "blkdiscard" => {
-            return Some(format!("disk or filesystem destruction ({name})"));
+        "shred" | "wipe" | "srm" | "wipefs" | "mkswap" | "fdisk" | "sfdisk" | "cfdisk"
+        | "parted" | "sgdisk" | "gdisk" | "mke2fs" | "blkdiscard" => {
+            return Some(format!("disk, filesystem or file destruction ({name})"));
         }
         n if n.starts_with("mkfs") => return Some(format!("filesystem destruction ({name})")),
-        "dd" if args.iter().any(|a| {
-            a.strip_prefix("of=")
-                .is_some_and(|t| t.starts_with("/dev/") && t != "/dev/null")
-        }) =>
-        {
-            return Some("writing raw data to a device (dd of=/dev/…)".into());
-        }
-        "git" => {
-            if let Some(at) = args.iter().position(|a| a == "push") {
-                let rest = &args[at + 1..];
-                let forced = rest.iter().any(|a| {
-                    matches!(
-                        a.as_str(),
-                        "--force" | "--force-with-lease" | "--force-if-includes" | "--mirror"
-                    ) || a.starts_with("--force-with-lease=")
-                        || (a.starts_with('-') && !a.starts_with("--") && a.contains('f'))
-                        || (a.starts_with('+') && a.len() > 1)
-                });
-                if forced {
-                    return Some("a force push (git push --force)".into());
+        "dd" => {
+            for target in args.iter().filter_map(|a| a.strip_prefix("of=")) {
+                if target.starts_with("/dev/") && target != "/dev/null" {
+                    return Some("writing raw data to a device (dd of=/dev/…)".into());
+                }
+                if is_protected(target) {
+                    return Some("overwriting a system or credential file (dd of=…)".into());
                 }
             }
-            if args.iter().any(|a| a == "clean")
-                && flags(&['f'], &["--force"])
-                && flags(&['x', 'd'], &[])
+        }
+        "git" => {
+            if let Some(reason) = git(args) {
+                return Some(reason);
+            }
+        }
+        "alias" => {
+            // An alias is code the shell runs when its name is typed.
+            for value in args
+                .iter()
+                .filter_map(|a| a.split_once('=').map(|(_, v)| v))
             {
-                return Some("mass deletion (git clean -fdx)".into());
+                if let Some(reason) = classify_depth(value, vars, depth + 1) {
+                    return Some(reason);
+                }
             }
         }
         _ => {}
@@ -600,6 +783,157 @@ fn judge(words: &[String], vars: &mut HashMap<String, String>, depth: usize) -> 
         if let Some(reason) = classify_depth(&script, vars, depth + 1) {
             return Some(reason);
         }
+    }
+    None
+}
+
+/// What makes deleting `target` critical, in words.
+fn dangerous_deletion(target: &str) -> Option<&'static str> {
+    if !deletes_dangerously(target) {
+        None
+    } else if target.contains(FANOUT) {
+        Some("deletion of names given at run time (by xargs, find -exec or a program)")
+    } else if is_protected(target) {
+        Some("deleting a system or credential file or a root")
+    } else {
+        Some("mass deletion (a wildcard or a root)")
+    }
+}
+
+/// Whether `truncate`'s size makes files smaller: `-s 0`, `--size=0K`, `-s -10`, `-s <5M`.
+fn shrinks(args: &[String]) -> bool {
+    let size = args.iter().enumerate().find_map(|(at, a)| {
+        if a == "-s" || a == "--size" {
+            args.get(at + 1).cloned()
+        } else {
+            a.strip_prefix("--size=")
+                .or_else(|| a.strip_prefix("-s"))
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        }
+    });
+    size.is_some_and(|s| {
+        s.starts_with(['-', '<', '/', '%'])
+            || s.trim_end_matches(|c: char| c.is_ascii_alphabetic())
+                .parse::<u64>()
+                .is_ok_and(|n| n == 0)
+    })
+}
+
+/// `find -exec`/`-execdir`/`-ok`/`-okdir` and `fd -x`/`-X` run a command on every name found:
+/// it is judged with the names as a `FANOUT` word.
+fn find_exec(
+    name: &str,
+    args: &[String],
+    vars: &mut HashMap<String, String>,
+    depth: usize,
+) -> Option<String> {
+    let starts = |a: &String| {
+        if name == "fd" {
+            matches!(a.as_str(), "-x" | "-X" | "--exec" | "--exec-batch")
+        } else {
+            matches!(a.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir")
+        }
+    };
+    let mut at = 0;
+    while let Some(found) = args[at..].iter().position(starts) {
+        let start = at + found + 1;
+        let end = args[start..]
+            .iter()
+            .position(|a| a == ";" || a == "+")
+            .map_or(args.len(), |p| start + p);
+        let mut inner: Vec<String> = args[start..end]
+            .iter()
+            .map(|a| a.replace("{}", &FANOUT.to_string()))
+            .collect();
+        if name == "fd" && !inner.iter().any(|w| w.contains(FANOUT)) {
+            inner.push(FANOUT.to_string());
+        }
+        let inner = unwrap(&inner);
+        if inner.first().is_some_and(|w| unknown(w)) {
+            return Some(format!(
+                "a command known only when it runs, run by {name} -exec"
+            ));
+        }
+        if let Some(reason) = judge(&inner, vars, depth + 1) {
+            return Some(format!("{reason}, run by {name} on every file found"));
+        }
+        at = end.min(args.len());
+        if at >= args.len() {
+            break;
+        }
+        at += 1;
+    }
+    None
+}
+
+/// Git commands that destroy work or history: force pushes and remote deletions, `clean -f`,
+/// `reset --hard`, and checking out or restoring over uncommitted changes.
+fn git(args: &[String]) -> Option<String> {
+    // Global options come before the subcommand; some take a value.
+    let mut at = 0;
+    while let Some(arg) = args.get(at)
+        && arg.starts_with('-')
+    {
+        let takes_value = matches!(
+            arg.as_str(),
+            "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--config-env"
+        );
+        at += 1 + usize::from(takes_value);
+    }
+    let subcommand = args.get(at)?.as_str();
+    let rest = &args[at + 1..];
+    let has = |flag: &str| rest.iter().any(|a| a == flag);
+    let short = |c: char| {
+        rest.iter()
+            .any(|a| a.starts_with('-') && !a.starts_with("--") && a[1..].contains(c))
+    };
+    let everything = || {
+        rest.iter()
+            .any(|a| matches!(a.as_str(), "." | "./" | ":/" | "*" | ":/*"))
+    };
+    match subcommand {
+        "push" => {
+            let forced = rest.iter().any(|a| {
+                matches!(
+                    a.as_str(),
+                    "--force" | "--force-with-lease" | "--force-if-includes" | "--mirror"
+                ) || a.starts_with("--force-with-lease=")
+                    || (a.starts_with('-') && !a.starts_with("--") && a.contains('f'))
+                    || (a.starts_with('+') && a.len() > 1)
+            });
+            if forced {
+                return Some("a force push (git push --force)".into());
+            }
+            if has("--delete")
+                || short('d')
+                || rest.iter().any(|a| a.starts_with(':') && a.len() > 1)
+            {
+                return Some("deleting a remote branch (git push --delete)".into());
+            }
+        }
+        "clean" if (short('f') || has("--force")) && !(short('n') || has("--dry-run")) => {
+            return Some("mass deletion of untracked files (git clean -f)".into());
+        }
+        "stash" if rest.first().is_some_and(|a| a == "clear") => {
+            return Some("discarding all stashed work (git stash clear)".into());
+        }
+        "branch" if short('D') || (short('d') && (short('f') || has("--force"))) => {
+            return Some("deleting an unmerged branch (git branch -D)".into());
+        }
+        "reset" if has("--hard") => {
+            return Some("discarding uncommitted work (git reset --hard)".into());
+        }
+        "checkout" if short('f') || has("--force") || everything() => {
+            return Some("discarding uncommitted changes (git checkout -f / .)".into());
+        }
+        "restore"
+            if (!has("--staged") && !short('S') || has("--worktree") || short('W'))
+                && everything() =>
+        {
+            return Some("discarding uncommitted changes (git restore .)".into());
+        }
+        _ => {}
     }
     None
 }
@@ -636,394 +970,6 @@ fn sql(text: &str) -> Option<String> {
         ("truncate", _) => Some("truncating a table (TRUNCATE)".to_owned()),
         _ => None,
     })
-}
-
-/// One simple command.
-#[derive(Debug, Default)]
-struct Command {
-    words: Vec<String>,
-    /// Fed by the previous command through a pipe.
-    piped: bool,
-    redirects: Vec<(String, String)>,
-    heredocs: Vec<String>,
-    /// A `$(…)`/`<(…)` in its words runs a downloader.
-    substituted_downloads: bool,
-}
-
-#[derive(Debug, Default)]
-struct Parsed {
-    commands: Vec<Command>,
-    /// Scripts inside `$(…)`, backticks and `<(…)`/`>(…)`.
-    nested: Vec<String>,
-    fork_bomb: Option<String>,
-}
-
-#[allow(unused_assignments)] // the macros reset state the last word does not read again
-/// Splits `script` into simple commands, removing quotes and escapes and expanding the
-/// variables assigned in it.
-fn parse(script: &str, vars: &mut HashMap<String, String>) -> Parsed {
-    let chars: Vec<char> = script.chars().collect();
-    let mut parsed = Parsed::default();
-    let mut command = Command::default();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut pending_redirect: Option<String> = None;
-    let mut pending_heredocs: Vec<String> = Vec::new();
-    let mut i = 0;
-    macro_rules! end_word {
-        () => {
-            if in_word {
-                let text = std::mem::take(&mut word);
-                if let Some(op) = pending_redirect.take() {
-                    if op.starts_with("<<") {
-                        pending_heredocs.push(text.clone());
-                    }
-                    command.redirects.push((op, text));
-                } else {
-                    command.words.push(text);
-                }
-                in_word = false;
-            }
-        };
-    }
-    macro_rules! end_command {
-        ($piped:expr) => {
-            end_word!();
-            let done = std::mem::take(&mut command);
-            if done.words.iter().all(|w| is_assignment(w)) {
-                for w in &done.words {
-                    if let Some((k, v)) = w.split_once('=') {
-                        vars.insert(k.to_owned(), v.to_owned());
-                    }
-                }
-            }
-            if !done.words.is_empty() || !done.redirects.is_empty() || !done.heredocs.is_empty() {
-                parsed.commands.push(done);
-            }
-            command.piped = $piped;
-        };
-    }
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            ' ' | '\t' => {
-                end_word!();
-                i += 1;
-            }
-            '\n' => {
-                end_command!(false);
-                i += 1;
-                // Here-documents start on the next line.
-                for delimiter in pending_heredocs.drain(..) {
-                    let mut body = String::new();
-                    while i < chars.len() {
-                        let end = chars[i..]
-                            .iter()
-                            .position(|&c| c == '\n')
-                            .map_or(chars.len(), |p| i + p);
-                        let line: String = chars[i..end].iter().collect();
-                        i = (end + 1).min(chars.len().max(end + 1));
-                        if line.trim() == delimiter {
-                            break;
-                        }
-                        body.push_str(&line);
-                        body.push('\n');
-                    }
-                    if let Some(last) = parsed.commands.last_mut() {
-                        last.heredocs.push(body);
-                    }
-                }
-            }
-            '#' if !in_word => {
-                while i < chars.len() && chars[i] != '\n' {
-                    i += 1;
-                }
-            }
-            ';' | '&' | '|' | '(' | ')' => {
-                let next = chars.get(i + 1).copied();
-                if c == '&' && next == Some('>') {
-                    end_word!();
-                    pending_redirect = Some("&>".into());
-                    i += 2;
-                    continue;
-                }
-                let piped = c == '|' && next != Some('|');
-                if c == '(' && chars.get(i + 1) == Some(&')') && in_word {
-                    // `name()`: a function definition.
-                    let name = word.clone();
-                    i += 2;
-                    let body_start = chars[i..].iter().position(|&c| c == '{').map(|p| i + p + 1);
-                    if let Some(start) = body_start {
-                        let end = matching(&chars, start - 1, '{', '}').unwrap_or(chars.len());
-                        let body: String = chars[start..end.min(chars.len())].iter().collect();
-                        let calls = body.matches(name.as_str()).count();
-                        if calls >= 2 || (calls >= 1 && body.contains('&')) {
-                            parsed.fork_bomb =
-                                Some("a fork bomb (a function that starts itself)".into());
-                        }
-                        parsed.nested.push(body);
-                        i = (end + 1).min(chars.len());
-                    }
-                    word.clear();
-                    in_word = false;
-                    continue;
-                }
-                end_command!(piped);
-                i += if next == Some(c) || (c == '|' && next == Some('&')) {
-                    2
-                } else {
-                    1
-                };
-            }
-            '{' | '}'
-                if !in_word
-                    && chars
-                        .get(i + 1)
-                        .is_none_or(|n| n.is_whitespace() || *n == ';') =>
-            {
-                end_command!(false);
-                i += 1;
-            }
-            '>' | '<' => {
-                let next = chars.get(i + 1).copied();
-                if next == Some('(') {
-                    // Process substitution.
-                    let end = matching(&chars, i + 1, '(', ')').unwrap_or(chars.len());
-                    let body: String = chars[i + 2..end.min(chars.len())].iter().collect();
-                    note_nested(&mut command, &mut parsed, body);
-                    in_word = true;
-                    word.push_str("/dev/fd/63");
-                    i = end + 1;
-                    continue;
-                }
-                // A file descriptor number before it belongs to the operator.
-                if in_word && word.chars().all(|c| c.is_ascii_digit()) {
-                    word.clear();
-                    in_word = false;
-                }
-                end_word!();
-                let mut op = c.to_string();
-                i += 1;
-                while i < chars.len() && matches!(chars[i], '>' | '<' | '&' | '|' | '-') {
-                    op.push(chars[i]);
-                    i += 1;
-                }
-                pending_redirect = Some(op);
-            }
-            '\\' => {
-                in_word = true;
-                if let Some(&next) = chars.get(i + 1)
-                    && next != '\n'
-                {
-                    word.push(next);
-                }
-                i += 2;
-            }
-            '\'' => {
-                in_word = true;
-                let end = chars[i + 1..]
-                    .iter()
-                    .position(|&c| c == '\'')
-                    .map_or(chars.len(), |p| i + 1 + p);
-                word.extend(&chars[i + 1..end.min(chars.len())]);
-                i = end + 1;
-            }
-            '"' => {
-                in_word = true;
-                i += 1;
-                while i < chars.len() && chars[i] != '"' {
-                    match chars[i] {
-                        '\\' if matches!(chars.get(i + 1), Some('$' | '`' | '"' | '\\' | '\n')) => {
-                            word.push(chars[i + 1]);
-                            i += 2;
-                        }
-                        '$' | '`' => {
-                            i = dollar(&chars, i, &mut word, &mut command, &mut parsed, vars);
-                        }
-                        other => {
-                            word.push(other);
-                            i += 1;
-                        }
-                    }
-                }
-                i += 1;
-            }
-            '$' | '`' => {
-                in_word = true;
-                i = dollar(&chars, i, &mut word, &mut command, &mut parsed, vars);
-            }
-            other => {
-                in_word = true;
-                word.push(other);
-                i += 1;
-            }
-        }
-    }
-    end_word!();
-    let last = std::mem::take(&mut command);
-    if !last.words.is_empty() || !last.redirects.is_empty() {
-        parsed.commands.push(last);
-    }
-    parsed
-}
-
-fn note_nested(command: &mut Command, parsed: &mut Parsed, body: String) {
-    let inner = parse(&body, &mut HashMap::new());
-    if inner
-        .commands
-        .iter()
-        .any(|c| c.words.first().is_some_and(|w| is_downloader(&base(w))))
-    {
-        command.substituted_downloads = true;
-    }
-    parsed.nested.push(body);
-}
-
-/// Reads a `$…` or backtick expansion at `i` into `word`; returns the index after it.
-fn dollar(
-    chars: &[char],
-    i: usize,
-    word: &mut String,
-    command: &mut Command,
-    parsed: &mut Parsed,
-    vars: &HashMap<String, String>,
-) -> usize {
-    if chars[i] == '`' {
-        let end = chars[i + 1..]
-            .iter()
-            .position(|&c| c == '`')
-            .map_or(chars.len(), |p| i + 1 + p);
-        let body: String = chars[i + 1..end.min(chars.len())].iter().collect();
-        note_nested(command, parsed, body);
-        word.push(UNKNOWN);
-        word.push_str("$(…)");
-        return end + 1;
-    }
-    match chars.get(i + 1) {
-        Some('(') => {
-            let end = matching(chars, i + 1, '(', ')').unwrap_or(chars.len());
-            let body: String = chars[i + 2..end.min(chars.len())].iter().collect();
-            note_nested(command, parsed, body);
-            word.push(UNKNOWN);
-            word.push_str("$(…)");
-            end + 1
-        }
-        Some('\'') => {
-            // ANSI-C quoting: $'…' with backslash escapes.
-            let mut j = i + 2;
-            while j < chars.len() && chars[j] != '\'' {
-                if chars[j] == '\\' && j + 1 < chars.len() {
-                    let (decoded, used) = ansi_escape(&chars[j + 1..]);
-                    word.push(decoded);
-                    j += 1 + used;
-                } else {
-                    word.push(chars[j]);
-                    j += 1;
-                }
-            }
-            j + 1
-        }
-        Some('{') => {
-            let end = matching(chars, i + 1, '{', '}').unwrap_or(chars.len());
-            let inner: String = chars[i + 2..end.min(chars.len())].iter().collect();
-            let name = inner
-                .split([':', '-', '=', '+', '#', '%', '/', '^', ',', '@', '[', '!'])
-                .next()
-                .unwrap_or_default();
-            match vars.get(name) {
-                // A parameter operator can turn any value into any other: unknown.
-                Some(value) if inner == name => word.push_str(value),
-                _ => {
-                    word.push(UNKNOWN);
-                    word.push_str(&format!("${{{inner}}}"));
-                }
-            }
-            end + 1
-        }
-        Some(c) if c.is_ascii_alphabetic() || *c == '_' => {
-            let mut j = i + 1;
-            while j < chars.len() && (chars[j].is_ascii_alphanumeric() || chars[j] == '_') {
-                j += 1;
-            }
-            let name: String = chars[i + 1..j].iter().collect();
-            match vars.get(&name) {
-                Some(value) => word.push_str(value),
-                None => {
-                    word.push(UNKNOWN);
-                    word.push('$');
-                    word.push_str(&name);
-                }
-            }
-            j
-        }
-        Some(c) if "@*#?$!-0123456789".contains(*c) => {
-            // Positional and special parameters: known only when it runs.
-            word.push(UNKNOWN);
-            word.push('$');
-            word.push(*c);
-            i + 2
-        }
-        _ => {
-            word.push('$');
-            i + 1
-        }
-    }
-}
-
-fn ansi_escape(rest: &[char]) -> (char, usize) {
-    match rest.first() {
-        Some('n') => ('\n', 1),
-        Some('t') => ('\t', 1),
-        Some('x') => {
-            let hex: String = rest[1..]
-                .iter()
-                .take(2)
-                .take_while(|c| c.is_ascii_hexdigit())
-                .collect();
-            let value = u32::from_str_radix(&hex, 16)
-                .ok()
-                .and_then(char::from_u32)
-                .unwrap_or('?');
-            (value, 1 + hex.len())
-        }
-        Some(c) if c.is_digit(8) => {
-            let oct: String = rest.iter().take(3).take_while(|c| c.is_digit(8)).collect();
-            let value = u32::from_str_radix(&oct, 8)
-                .ok()
-                .and_then(char::from_u32)
-                .unwrap_or('?');
-            (value, oct.len())
-        }
-        Some(&c) => (c, 1),
-        None => ('\\', 0),
-    }
-}
-
-/// The index of the bracket closing the one at `open_at`, skipping quotes.
-fn matching(chars: &[char], open_at: usize, open: char, close: char) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut i = open_at;
-    let mut quote: Option<char> = None;
-    while i < chars.len() {
-        let c = chars[i];
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some('"') if c == '\\' => i += 1,
-            Some(_) => {}
-            None if c == '\'' || c == '"' => quote = Some(c),
-            None if c == '\\' => i += 1,
-            None if c == open => depth += 1,
-            None if c == close => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i);
-                }
-            }
-            None => {}
-        }
-        i += 1;
-    }
-    None
 }
 
 #[cfg(test)]
@@ -1287,6 +1233,141 @@ mod tests {
         );
         assert!(missed.is_empty(), "missed: {missed:#?}");
         assert!(false_alarms.is_empty(), "false alarms: {false_alarms:#?}");
+    }
+
+    /// The enlarged labelled set (`tests/classify_cases.txt`): one case a line, `EXPECTED
+    /// FAMILY COMMAND`, `⏎` standing for a newline.
+    const CASES: &str = include_str!("../tests/classify_cases.txt");
+
+    /// Precision and recall of critical detection on the enlarged set, with a floor: every
+    /// critical case found, no everyday command flagged.
+    #[test]
+    fn enlarged_set_precision_and_recall() {
+        let (mut positives, mut negatives, mut true_positives) = (0usize, 0usize, 0usize);
+        let mut missed = Vec::new();
+        let mut false_alarms = Vec::new();
+        for (number, line) in CASES.lines().enumerate() {
+            if line.trim().is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut fields = line.splitn(3, ' ');
+            let (Some(expected), Some(family), Some(command)) =
+                (fields.next(), fields.next(), fields.next())
+            else {
+                panic!("line {}: not `EXPECTED FAMILY COMMAND`: {line}", number + 1);
+            };
+            let command = command.replace('⏎', "\n");
+            let found = classify(&command);
+            if std::env::var_os("CLASSIFY_SHOW").is_some() {
+                eprintln!("{expected}\t{command}\t{found:?}");
+            }
+            match expected {
+                "critical" => {
+                    positives += 1;
+                    if found.is_some() {
+                        true_positives += 1;
+                    } else {
+                        missed.push(format!("{family}: {command}"));
+                    }
+                }
+                "normal" => {
+                    negatives += 1;
+                    if let Some(reason) = found {
+                        false_alarms.push(format!("{family}: {command} ({reason})"));
+                    }
+                }
+                other => panic!("line {}: unknown label {other}", number + 1),
+            }
+        }
+        let flagged = true_positives + false_alarms.len();
+        let precision = true_positives as f64 / flagged.max(1) as f64;
+        let recall = true_positives as f64 / positives.max(1) as f64;
+        eprintln!(
+            "enlarged set: {positives} critical, {negatives} normal; {true_positives} found, \
+             {} missed, {} false alarms; precision {precision:.3}, recall {recall:.3}",
+            missed.len(),
+            false_alarms.len()
+        );
+        assert!(positives >= 250 && negatives >= 100, "the set shrank");
+        assert!(
+            missed.is_empty() && false_alarms.is_empty(),
+            "missed: {missed:#?}\nfalse alarms: {false_alarms:#?}"
+        );
+    }
+
+    /// Agent text is arbitrary: every prefix of every case (cut quotes, brackets, here-documents)
+    /// is judged without a panic.
+    #[test]
+    fn cut_commands_never_panic() {
+        let mut judged = 0;
+        for line in CASES.lines().filter(|l| !l.starts_with('#')) {
+            let Some(command) = line.splitn(3, ' ').nth(2) else {
+                continue;
+            };
+            let command = command.replace('⏎', "\n");
+            for (at, _) in command.char_indices() {
+                let _ = classify(&command[..at]);
+                let _ = plain_commands(&command[..at]);
+                judged += 1;
+            }
+        }
+        assert!(judged > 10_000);
+    }
+
+    /// Random text over the characters the parsers care about never makes them panic.
+    #[test]
+    fn random_text_never_panics() {
+        const ALPHABET: &[char] = &[
+            ' ', '\n', '\t', '\'', '"', '`', '$', '{', '}', '(', ')', '[', ']', '<', '>', '|', '&',
+            ';', '\\', '#', '=', ',', '.', '/', '-', '*', '?', '%', '@', ':', '~', '!', 'r', 'm',
+            'x', 'q', 's', 'y', 'c', 'e', 'a', '0', '\u{E000}', '\u{E001}', 'é',
+        ];
+        const WORDS: &[&str] = &[
+            "python3 -c ",
+            "perl -e ",
+            "awk ",
+            "node -e ",
+            "ruby -e ",
+            "php -r ",
+            "bash -c ",
+            "<<EOF\n",
+            "\nEOF\n",
+            "<<<",
+            "system(",
+            "os.system(",
+            "qx{",
+            "%x(",
+            "f\"",
+            "eval ",
+            "xargs ",
+            "find . -exec ",
+            "IFS=,;",
+            "$'\\x",
+            "${",
+            "$(",
+            "r''m",
+            "-rf ",
+            "unlink ",
+        ];
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            for _ in 0..next() % 40 {
+                let pick = next();
+                if pick % 4 == 0 {
+                    text.push_str(WORDS[(pick / 4 % WORDS.len() as u64) as usize]);
+                } else {
+                    text.push(ALPHABET[(pick / 4 % ALPHABET.len() as u64) as usize]);
+                }
+            }
+            let _ = classify(&text);
+        }
     }
 
     #[test]

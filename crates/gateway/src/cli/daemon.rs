@@ -111,7 +111,18 @@ pub enum Control {
 
 /// Sends a control request to the running daemon and prints its answer.
 pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
+    match what {
+        Control::Stop => return stop(home).await,
+        Control::Resume => return resume(home).await,
+        _ => {}
+    }
     let Some(running) = daemon::running(home) else {
+        if matches!(what, Control::Status) && aai_gateway::control::marker(home).is_some() {
+            super::output::line(
+                "no gateway daemon is running; EMERGENCY STOP ON for every gateway of this user (`aai-gateway resume` lifts it)",
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
         anyhow::bail!(
             "no gateway daemon is running for {} (start one with `aai-gateway serve`); gateways that MCP clients started on stdio without a daemon stop when their client closes them",
             home.display()
@@ -119,11 +130,14 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
     };
     let base = running.info.url.trim_end_matches("/mcp").to_owned();
     let client = daemon::forward::loopback_client()?;
+    // The status takes the MCP token; everything else here answers for the person and takes
+    // the control credential (checked before the command ran).
+    let credential = match what {
+        Control::Status => running.token.clone(),
+        _ => aai_gateway::control::credential(home)?,
+    };
     let request = match &what {
-        Control::Stop => client
-            .post(format!("{base}/control/stop"))
-            .json(&serde_json::json!({"by": "aai-gateway stop"})),
-        Control::Resume => client.post(format!("{base}/control/resume")),
+        Control::Stop | Control::Resume => unreachable!("handled above"),
         Control::Status => client.get(format!("{base}/control/status")),
         Control::Approvals | Control::ShowApproval { .. } => {
             client.get(format!("{base}/control/approvals"))
@@ -134,7 +148,7 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
             .json(&serde_json::json!({"id": id, "answer": answer})),
     };
     let response = request
-        .bearer_auth(&running.token)
+        .bearer_auth(&credential)
         .timeout(http::CONTROL_TIMEOUT)
         .send()
         .await
@@ -149,14 +163,7 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
             .map_or_else(|| format!("the gateway refused: {status}"), str::to_owned)
     );
     let text = match what {
-        Control::Stop => format!(
-            "emergency stop on: {} process(es) killed, {} key(s)/button(s) released in {} ms; nothing runs until `aai-gateway resume`",
-            body["killed"], body["input_released"], body["took_ms"]
-        ),
-        Control::Resume if body["resumed"] == true => {
-            "emergency stop lifted: calls run again".to_owned()
-        }
-        Control::Resume => "the emergency stop was not on".to_owned(),
+        Control::Stop | Control::Resume => unreachable!("handled above"),
         Control::Approvals => super::output::approvals(body["pending"].as_array()),
         Control::ShowApproval { id } => super::output::approval(body["pending"].as_array(), &id)?,
         Control::Answer { .. } => format!(
@@ -166,15 +173,14 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
         ),
         Control::Dashboard { open } => {
             let url = body["url"].as_str().unwrap_or_default();
-            let opened = open && open_in_browser(url);
-            format!(
-                "{}{url}\n(a one-time login link, valid for 10 minutes)",
-                if opened {
-                    "opened the dashboard in your browser: "
-                } else {
-                    "open the dashboard: "
-                }
-            )
+            // Once opened, the link is not printed: a one-time code on the screen could be
+            // read by an agent's screenshot before the browser has used it.
+            if open && open_in_browser(url) {
+                "opened the dashboard in your browser (a one-time login, used by the browser)"
+                    .to_owned()
+            } else {
+                format!("open the dashboard: {url}\n(a one-time login link, valid for 2 minutes)")
+            }
         }
         Control::Status => format!(
             "serving at {} (pid {}, version {}){}",
@@ -189,6 +195,119 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
         ),
     };
     super::output::line(&text);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The emergency stop, from the command line: the stop marker first (every gateway of this
+/// user sees it within [`aai_gateway::control::MARKER_EVERY`], whatever state the daemon's
+/// listener is in), then the daemon's own report of what it killed.
+async fn stop(home: &Path) -> anyhow::Result<ExitCode> {
+    let since = std::time::SystemTime::now();
+    let already = aai_gateway::control::marker(home).is_some();
+    if !already {
+        aai_gateway::control::write_marker(home, "aai-gateway stop").with_context(|| {
+            format!(
+                "cannot write the stop marker {}",
+                aai_gateway::control::stop_marker(home).display()
+            )
+        })?;
+    }
+    let Some(running) = daemon::running(home) else {
+        super::output::line(
+            "emergency stop on: every gateway of this user refuses calls until `aai-gateway resume` (no daemon runs; gateways that clients started stop within 0.1 s)",
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    let report = home
+        .join("run")
+        .join(format!("stopped.{}", running.info.pid));
+    let fresh = || -> Option<serde_json::Value> {
+        let modified = std::fs::metadata(&report).ok()?.modified().ok()?;
+        if modified < since {
+            return None;
+        }
+        serde_json::from_slice(&std::fs::read(&report).ok()?).ok()
+    };
+    let mut body = None;
+    if !already {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while std::time::Instant::now() < until {
+            if let Some(found) = fresh() {
+                body = Some(found);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+    if body.is_none() {
+        // Already on, or the daemon did not confirm through the marker: ask it directly.
+        let base = running.info.url.trim_end_matches("/mcp").to_owned();
+        let client = daemon::forward::loopback_client()?;
+        let answered = client
+            .post(format!("{base}/control/stop"))
+            .json(&serde_json::json!({"by": "aai-gateway stop"}))
+            .timeout(std::time::Duration::from_secs(2))
+            .send()
+            .await
+            .ok()
+            .filter(|r| r.status().is_success());
+        if let Some(response) = answered {
+            body = response.json().await.ok();
+        }
+    }
+    let text = match body {
+        Some(body) => format!(
+            "emergency stop on: {} process(es) killed, {} key(s)/button(s) released in {} ms; nothing runs until `aai-gateway resume`",
+            body["killed"], body["input_released"], body["took_ms"]
+        ),
+        None => format!(
+            "emergency stop on (the stop marker is written, and every gateway refuses calls as soon as it looks); the daemon (pid {}) did not confirm what it killed",
+            running.info.pid
+        ),
+    };
+    super::output::line(&text);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Lifts the emergency stop everywhere: the marker goes, and the daemon is told at once.
+async fn resume(home: &Path) -> anyhow::Result<ExitCode> {
+    let credential = aai_gateway::control::credential(home)?;
+    let mut resumed = aai_gateway::control::clear_marker(home);
+    for entry in std::fs::read_dir(home.join("run"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if entry.file_name().to_string_lossy().starts_with("stopped.") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    if let Some(running) = daemon::running(home) {
+        let base = running.info.url.trim_end_matches("/mcp").to_owned();
+        let client = daemon::forward::loopback_client()?;
+        let response = client
+            .post(format!("{base}/control/resume"))
+            .bearer_auth(&credential)
+            .timeout(http::CONTROL_TIMEOUT)
+            .send()
+            .await
+            .with_context(|| format!("the gateway at {base} did not answer"))?;
+        let status = response.status();
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        anyhow::ensure!(
+            status.is_success(),
+            "{}",
+            body["error"]
+                .as_str()
+                .map_or_else(|| format!("the gateway refused: {status}"), str::to_owned)
+        );
+        resumed |= body["resumed"] == true;
+    }
+    super::output::line(if resumed {
+        "emergency stop lifted: calls run again"
+    } else {
+        "the emergency stop was not on"
+    });
     Ok(ExitCode::SUCCESS)
 }
 

@@ -224,9 +224,39 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Whether `command` changes the gate (who may run what, with which credentials, whether the
+/// stop is on): such commands answer for the person and need the control credential, which
+/// nothing an agent starts can read ([`aai_gateway::control`]).
+fn changes_gate(command: &Command) -> bool {
+    match command {
+        Command::Consent { action } => !matches!(action, consent::Action::List),
+        Command::Auth { action } => !matches!(action, auth::Action::Status),
+        Command::Schedule { action } => matches!(
+            action,
+            schedule::Action::Add(_)
+                | schedule::Action::Enable { .. }
+                | schedule::Action::RunNow { .. }
+        ),
+        Command::Store { action } => matches!(
+            action,
+            store::Action::Install { .. }
+                | store::Action::Update { .. }
+                | store::Action::Uninstall { .. }
+        ),
+        Command::Service { action } => !matches!(action, service::Action::Status),
+        Command::Approvals { .. } | Command::Resume | Command::Dashboard { .. } => true,
+        _ => false,
+    }
+}
+
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let home = aai_gateway::config::aai_home();
     aai_gateway::private::tighten_and_log(&home);
+    if let Some(command) = &cli.command
+        && changes_gate(command)
+    {
+        aai_gateway::control::credential(&home)?;
+    }
     match cli.command {
         Some(Command::Validate { files }) => Ok(validate::run(&files)),
         Some(Command::Auth { action }) => auth::run(&home, false, action),

@@ -41,6 +41,8 @@ pub(super) fn start_gateway(
         home.join(DATA_DB),
         home,
     );
+    // A stop pressed anywhere for this user (the marker) stops this gateway too.
+    aai_gateway::stop::watch_marker(gateway.clone(), cancel.clone());
     if gateway.config.store.url.is_some() {
         // The app store's index for install hints, read in the background.
         let refreshing = gateway.clone();
@@ -92,18 +94,35 @@ pub(super) fn start_gateway(
     (gateway, registry)
 }
 
-/// The daemon this stdio client should be forwarded to: one whose runtime files name a live
-/// process that answers. One that does not answer is passed over (the client is served here).
+/// The daemon this stdio client should be forwarded to: the one whose runtime files name a
+/// live process. A daemon that is alive but slow (busy, or flooded) is waited for — serving
+/// the client here instead would walk around the daemon's gate and its stop — with a log line
+/// saying why every few seconds; only a daemon whose process is gone is passed over.
 async fn daemon_to_forward_to(
     home: &std::path::Path,
 ) -> Option<(reqwest::Client, aai_gateway::daemon::Running)> {
     let running = aai_gateway::daemon::running(home)?;
     let client = aai_gateway::daemon::forward::loopback_client().ok()?;
-    if aai_gateway::daemon::forward::answers(&client, &running).await {
-        Some((client, running))
-    } else {
-        tracing::warn!(url = %running.info.url, "a gateway daemon is recorded but does not answer; serving this client here");
-        None
+    let started = std::time::Instant::now();
+    let mut said: Option<std::time::Instant> = None;
+    loop {
+        if aai_gateway::daemon::forward::answers(&client, &running).await {
+            return Some((client, running));
+        }
+        if !aai_gateway::daemon::is_daemon(running.info.pid) {
+            tracing::warn!(url = %running.info.url, pid = running.info.pid, "the gateway daemon recorded for this user is gone (its process exited or is another program); serving this client here");
+            return None;
+        }
+        if said.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(5)) {
+            tracing::warn!(
+                url = %running.info.url,
+                pid = running.info.pid,
+                waited_s = started.elapsed().as_secs(),
+                "the gateway daemon is alive but does not answer yet; waiting for it (this client is never served around the daemon's gate). `aai-gateway status` shows it; `aai-gateway stop` works regardless"
+            );
+            said = Some(std::time::Instant::now());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
 

@@ -2,9 +2,18 @@
 //! protocol eras) and the control endpoints, on loopback only.
 //!
 //! Every request passes one guard before anything else reads it: the `Host` must name this
-//! listener (DNS rebinding), an `Origin`, when a browser sends one, must be this origin, the
-//! bearer token must match (compared in constant time), and a token bucket bounds the request
-//! rate. Bodies are bounded by `max_request_bytes`; session ids are rmcp's random UUIDs.
+//! listener (DNS rebinding), an `Origin`, when a browser sends one, must be this origin, and
+//! the credential must fit the path (compared in constant time): the MCP bearer token opens
+//! `/mcp` only; the control credential ([`crate::control`]) the control endpoints that answer,
+//! resume or log in; stopping and the status are open to every local caller (stopping is
+//! always safe). Only then is the caller's own token bucket charged, so an unauthenticated
+//! flood costs nobody else's rate. Bodies are bounded by `max_request_bytes`; session ids are
+//! rmcp's random UUIDs.
+//!
+//! Connections are served by hand (not `axum::serve`) so that a connection that has not sent
+//! a complete request head within [`HEAD_TIMEOUT`] is closed, answers to unauthenticated
+//! requests close their connection, and the number of open connections stays below the
+//! descriptor limit (raised at start) with a reserve for everything else.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -33,16 +42,50 @@ use crate::server::AaiServer;
 const RATE_PER_SECOND: f64 = 200.0;
 const RATE_BURST: f64 = 400.0;
 
+/// How long a connection may take to send a complete request head (and how long it may sit
+/// idle between requests) before it is closed.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Descriptors kept free of connections, for the database, logs, child processes and pipes.
+const FD_RESERVE: u64 = 256;
+/// Open connections at most, however high the descriptor limit.
+const MAX_CONNECTIONS: u64 = 4096;
+
+/// Who a request comes from, as far as its credential says: each has its own token bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Principal {
+    /// The MCP bearer token (agents' clients, the stdio forwarder).
+    Mcp,
+    /// A scheduled task's run token.
+    Task,
+    /// The control credential (the person's command line).
+    Control,
+    /// A logged-in dashboard session.
+    Dashboard,
+    /// No credential: the status, the login page (stopping takes no bucket at all).
+    Open,
+}
+
+const PRINCIPALS: usize = 5;
+
+impl Principal {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// What the guard checks requests against.
 struct Guard {
     token: String,
+    /// The control credential (`run/control`).
+    control: String,
     /// `Host` values that name this listener.
     hosts: Vec<String>,
     /// `Origin` values of this listener (the dashboard's own pages).
     origins: Vec<String>,
     /// The largest request body taken (`max_request_bytes`); rmcp also counts while reading.
     max_body: usize,
-    bucket: Mutex<Bucket>,
+    buckets: [Mutex<Bucket>; PRINCIPALS],
     /// The dashboard's sessions (its pages and API take a session cookie, not the token).
     logins: Arc<Logins>,
     gateway: Arc<Gateway>,
@@ -98,6 +141,8 @@ pub async fn serve(
     let addr = listener.local_addr()?;
     let port = addr.port();
     let token = new_token();
+    let control_credential = crate::control::credential(home)
+        .with_context(|| "cannot make the control credential".to_owned())?;
     let host = if addr.is_ipv6() {
         format!("[{}]", addr.ip())
     } else {
@@ -145,12 +190,15 @@ pub async fn serve(
     let logins = Arc::new(Logins::default());
     let guard = Arc::new(Guard {
         token,
+        control: control_credential,
         hosts,
         origins: origins.clone(),
         max_body: max_request_bytes,
-        bucket: Mutex::new(Bucket {
-            tokens: RATE_BURST,
-            at: Instant::now(),
+        buckets: std::array::from_fn(|_| {
+            Mutex::new(Bucket {
+                tokens: RATE_BURST,
+                at: Instant::now(),
+            })
         }),
         logins: logins.clone(),
         gateway: gateway.clone(),
@@ -160,11 +208,8 @@ pub async fn serve(
         cancel: cancel.clone(),
         logins,
         base: format!("http://{host}:{port}"),
+        stopping: Arc::default(),
     };
-    let linked = control.clone();
-    gateway
-        .approvals
-        .set_link(Some(Arc::new(move || dashboard::login_link(&linked))));
     let app = Router::new()
         .route_service("/mcp", mcp)
         .route("/control/stop", axum::routing::post(stop))
@@ -183,24 +228,87 @@ pub async fn serve(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(url.clone());
     tracing::info!(%url, "aai-gateway serving MCP over Streamable HTTP");
-    let serving = cancel.clone();
     let done = tokio::spawn(async move {
         let _files = files;
-        // Small frames (an SSE event, a JSON-RPC answer) go out at once: without TCP_NODELAY,
-        // Nagle's algorithm and the peer's delayed ACK hold each one back ~40 ms.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            if let Err(error) = tcp.set_nodelay(true) {
-                tracing::debug!(%error, "cannot set TCP_NODELAY");
-            }
-        });
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { serving.cancelled().await })
-            .await
-            .context("the HTTP server failed");
-        gateway.approvals.set_link(None);
-        served
+        accept(listener, app, cancel).await;
+        Ok(())
     });
     Ok(Listening { url, done })
+}
+
+/// Raises this process's open-file limit to its hard limit; the connections it may hold.
+fn connection_budget() -> u64 {
+    #[cfg(unix)]
+    {
+        use nix::sys::resource::{Resource, getrlimit, setrlimit};
+        if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+            let raised = if hard > soft && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+                hard
+            } else {
+                soft
+            };
+            return raised.saturating_sub(FD_RESERVE).clamp(16, MAX_CONNECTIONS);
+        }
+    }
+    1024 - FD_RESERVE
+}
+
+/// Accepts connections until `cancel` fires, each served on its own task within the budget;
+/// then lets the open ones finish their requests (at most a few seconds).
+async fn accept(listener: tokio::net::TcpListener, app: Router, cancel: CancellationToken) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let budget = connection_budget();
+    tracing::debug!(budget, "connections the daemon holds at most");
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        usize::try_from(budget).unwrap_or(1024),
+    ));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = cancel.cancelled() => break,
+        };
+        let tcp = match accepted {
+            Ok((tcp, _)) => tcp,
+            Err(error) => {
+                // Out of descriptors (or another passing error): back off a moment instead of
+                // spinning; connections that time out free theirs.
+                tracing::debug!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            // Full: closed at once rather than left waiting in the backlog.
+            drop(tcp);
+            continue;
+        };
+        // Small frames (an SSE event, a JSON-RPC answer) go out at once: without TCP_NODELAY,
+        // Nagle's algorithm and the peer's delayed ACK hold each one back ~40 ms.
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let connection = builder.serve_connection(TokioIo::new(tcp), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::trace!(%error, "connection ended");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(HEAD_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::debug!("connections still open at shutdown were dropped");
+    }
 }
 
 /// Byte-wise comparison whose time does not depend on where the first difference is.
@@ -239,13 +347,23 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 }
 
 async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
-    match refusal(
+    let (principal, refusal) = judge(
         &guard,
         request.method(),
         request.uri().path(),
         request.headers(),
-    ) {
-        None => next.run(request).await,
+    );
+    match refusal {
+        None => {
+            let mut response = next.run(request).await;
+            if principal == Principal::Open {
+                // Unauthenticated callers do not keep connections open between requests.
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            response
+        }
         Some(mut refusal) => {
             // The body was never read: the connection cannot carry another request, so the
             // client is told to open a new one instead of finding this one closed under it.
@@ -257,25 +375,113 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     }
 }
 
-/// The guard's checks, in order: the refusal to send, if any. MCP and the control endpoints
-/// take the bearer token; the dashboard its session cookie (and, for changes, its CSRF token).
-fn refusal(guard: &Guard, method: &Method, path: &str, headers: &HeaderMap) -> Option<Response> {
+/// What a path needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    /// The MCP token (or a scheduled run's).
+    Mcp,
+    /// The control credential.
+    Control,
+    /// Nothing: stopping (no bucket either).
+    Stop,
+    /// Nothing, or any credential (it then counts in that caller's bucket): the status.
+    Status,
+    /// A dashboard session (the dashboard checks it).
+    Dashboard,
+}
+
+fn needs(path: &str) -> Needs {
+    match path {
+        "/control/stop" => Needs::Stop,
+        "/control/status" => Needs::Status,
+        _ if path == "/mcp" || path.starts_with("/mcp/") => Needs::Mcp,
+        _ if path.starts_with("/control/") => Needs::Control,
+        _ => Needs::Dashboard,
+    }
+}
+
+/// The guard's checks, in order: who the caller is, and the refusal to send, if any. Nothing
+/// shared (a token bucket) is charged before the credential is checked.
+fn judge(
+    guard: &Guard,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+) -> (Principal, Option<Response>) {
     let host = header_str(headers, header::HOST).unwrap_or_default();
     if !guard.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
-        return Some(refuse(
-            StatusCode::FORBIDDEN,
-            "this gateway answers only requests addressed to its own loopback address (Host header)",
-        ));
+        return (
+            Principal::Open,
+            Some(refuse(
+                StatusCode::FORBIDDEN,
+                "this gateway answers only requests addressed to its own loopback address (Host header)",
+            )),
+        );
     }
     if let Some(origin) = header_str(headers, header::ORIGIN)
         && !guard.origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
     {
-        return Some(refuse(
-            StatusCode::FORBIDDEN,
-            "requests from other web pages are refused (Origin header)",
-        ));
+        return (
+            Principal::Open,
+            Some(refuse(
+                StatusCode::FORBIDDEN,
+                "requests from other web pages are refused (Origin header)",
+            )),
+        );
     }
-    let allowed = guard.bucket.lock().map(|mut b| b.take()).unwrap_or(true);
+    let presented = header_str(headers, header::AUTHORIZATION)
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default()
+        .trim();
+    let is_mcp = same_secret(presented.as_bytes(), guard.token.as_bytes());
+    let is_control = same_secret(presented.as_bytes(), guard.control.as_bytes());
+    let principal = match needs(path) {
+        Needs::Stop => return (Principal::Open, None),
+        Needs::Status if is_control => Principal::Control,
+        Needs::Status if is_mcp => Principal::Mcp,
+        Needs::Status => Principal::Open,
+        Needs::Mcp if is_mcp => Principal::Mcp,
+        // An agent a scheduled task started may reach MCP (nothing else) with its run's token
+        // while the run lasts.
+        Needs::Mcp
+            if !presented.is_empty() && guard.gateway.schedule.token(presented).is_some() =>
+        {
+            Principal::Task
+        }
+        Needs::Mcp => {
+            return (
+                Principal::Open,
+                Some(refuse(
+                    StatusCode::UNAUTHORIZED,
+                    "a bearer token is required: it is in AAI_HOME/run/token (run MCP clients through `aai-gateway`, which forwards to this daemon with it)",
+                )),
+            );
+        }
+        Needs::Control if is_control => Principal::Control,
+        Needs::Control => {
+            return (
+                Principal::Open,
+                Some(refuse(
+                    StatusCode::UNAUTHORIZED,
+                    "this control answers approvals, resumes or logs in, which only the person may do: it takes the control credential (AAI_HOME/run/control), not the MCP token; run `aai-gateway` on the command line yourself",
+                )),
+            );
+        }
+        Needs::Dashboard => {
+            if let Some(refusal) = guard.logins.refusal(method, path, headers, &guard.origins) {
+                return (Principal::Open, Some(refusal));
+            }
+            if path == "/login" {
+                Principal::Open
+            } else {
+                Principal::Dashboard
+            }
+        }
+    };
+    let allowed = guard.buckets[principal.index()]
+        .lock()
+        .map(|mut b| b.take())
+        .unwrap_or(true);
     if !allowed {
         let mut response = refuse(
             StatusCode::TOO_MANY_REQUESTS,
@@ -284,37 +490,23 @@ fn refusal(guard: &Guard, method: &Method, path: &str, headers: &HeaderMap) -> O
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return Some(response);
-    }
-    let bearer = path == "/mcp" || path.starts_with("/mcp/") || path.starts_with("/control/");
-    if !bearer {
-        return guard.logins.refusal(method, path, headers, &guard.origins);
-    }
-    let presented = header_str(headers, header::AUTHORIZATION)
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default()
-        .trim();
-    // An agent a scheduled task started may reach MCP (not the control endpoints) with its
-    // run's token while the run lasts.
-    let task_run = path.starts_with("/mcp") && guard.gateway.schedule.token(presented).is_some();
-    if !same_secret(presented.as_bytes(), guard.token.as_bytes()) && !task_run {
-        return Some(refuse(
-            StatusCode::UNAUTHORIZED,
-            "a bearer token is required: it is in AAI_HOME/run/token (run MCP clients through `aai-gateway`, which forwards to this daemon with it)",
-        ));
+        return (principal, Some(response));
     }
     let declared =
         header_str(headers, header::CONTENT_LENGTH).and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > guard.max_body) {
-        return Some(refuse(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!(
-                "the request is larger than max_request_bytes ({} bytes)",
-                guard.max_body
-            ),
-        ));
+        return (
+            principal,
+            Some(refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!(
+                    "the request is larger than max_request_bytes ({} bytes)",
+                    guard.max_body
+                ),
+            )),
+        );
     }
-    None
+    (principal, None)
 }
 
 /// What the control endpoints and the dashboard work with.
@@ -325,15 +517,28 @@ pub(crate) struct Control {
     pub(crate) logins: Arc<Logins>,
     /// `http://127.0.0.1:PORT`.
     pub(crate) base: String,
+    /// Held while a stop runs.
+    pub(crate) stopping: Arc<tokio::sync::Mutex<()>>,
 }
 
+/// Open to every local caller: stopping is always safe. One stop runs at a time; callers that
+/// come while it runs are told it is on (a flood of stops costs one kill pass, not many).
 async fn stop(State(control): State<Control>, body: Body) -> Response {
     let bytes = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
     let reason: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-    let by = reason["by"]
+    let by: String = reason["by"]
         .as_str()
         .unwrap_or("aai-gateway stop")
-        .to_owned();
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(100)
+        .collect();
+    let Ok(_only) = control.stopping.try_lock() else {
+        control.gateway.stop.trip(&by);
+        return json_response(
+            &json!({"stopped": true, "already": true, "killed": 0, "input_released": 0, "took_ms": 0}),
+        );
+    };
     let report = control.gateway.emergency_stop(&by).await;
     json_response(&report)
 }
@@ -390,6 +595,28 @@ mod tests {
         assert!(!same_secret(b"abcd", b"abce"));
         assert!(!same_secret(b"abcd", b"abc"));
         assert!(!same_secret(b"", b"a"));
+    }
+
+    #[test]
+    fn each_path_needs_its_own_credential() {
+        for (path, want) in [
+            ("/mcp", Needs::Mcp),
+            ("/mcp/anything", Needs::Mcp),
+            ("/control/stop", Needs::Stop),
+            ("/control/status", Needs::Status),
+            ("/control/approvals", Needs::Control),
+            ("/control/approvals/answer", Needs::Control),
+            ("/control/login", Needs::Control),
+            ("/control/resume", Needs::Control),
+            ("/control/shutdown", Needs::Control),
+            ("/control/stop/../resume", Needs::Control),
+            ("/control/", Needs::Control),
+            ("/", Needs::Dashboard),
+            ("/api/approvals/answer", Needs::Dashboard),
+            ("/mcpx", Needs::Dashboard),
+        ] {
+            assert_eq!(needs(path), want, "{path}");
+        }
     }
 
     #[test]

@@ -105,7 +105,7 @@ pub fn running(home: &Path) -> Option<Running> {
 }
 
 #[cfg(unix)]
-pub(crate) fn alive(pid: u32) -> bool {
+pub fn alive(pid: u32) -> bool {
     let Ok(pid) = i32::try_from(pid) else {
         return false;
     };
@@ -114,7 +114,28 @@ pub(crate) fn alive(pid: u32) -> bool {
 }
 
 #[cfg(not(unix))]
-pub(crate) fn alive(_pid: u32) -> bool {
+pub fn alive(_pid: u32) -> bool {
+    true
+}
+
+/// Whether `pid` is a live gateway daemon (`aai-gateway … serve`), not merely a live process:
+/// runtime files a crashed daemon left may name a pid the system has since given to another
+/// program. Where the command line cannot be read, a live process counts.
+pub fn is_daemon(pid: u32) -> bool {
+    if !alive(pid) {
+        return false;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            return true;
+        };
+        let mut args = cmdline.split(|b| *b == 0);
+        let program = args.next().unwrap_or_default();
+        let name = program.rsplit(|b| *b == b'/').next().unwrap_or_default();
+        name.starts_with(b"aai-gateway") && args.any(|a| a == b"serve")
+    }
+    #[cfg(not(target_os = "linux"))]
     true
 }
 

@@ -150,6 +150,8 @@ impl Gateway {
         let schedule = crate::schedule::runner::Hub::new(data_db.clone());
         let gate = Gate::new(data_db);
         let approvals = Arc::new(crate::approvals::Approvals::new(gate.feed.clone()));
+        let stop = Arc::new(crate::stop::EmergencyStop::default());
+        stop.use_marker(crate::control::stop_marker(home));
         Arc::new(Self {
             registry,
             policy: std::sync::RwLock::new(Arc::new(config.policy.clone())),
@@ -159,7 +161,7 @@ impl Gateway {
             gate,
             web,
             toolsets,
-            stop: Arc::default(),
+            stop,
             approvals,
             queue_approvals: std::sync::atomic::AtomicBool::new(false),
             desktop: tokio::sync::Mutex::new(()),

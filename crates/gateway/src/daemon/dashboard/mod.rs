@@ -52,7 +52,7 @@ const COOKIE: &str = "aai_dashboard";
 /// The header a change carries its CSRF token in.
 pub const CSRF_HEADER: &str = "x-aai-csrf";
 /// How long a login link works (once).
-const CODE_LIFETIME: Duration = Duration::from_secs(10 * 60);
+const CODE_LIFETIME: Duration = Duration::from_secs(2 * 60);
 /// How long a dashboard session lasts.
 const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 /// Rows the page starts with, and the most one history page holds.
