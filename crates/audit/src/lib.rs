@@ -16,5 +16,5 @@ mod log;
 mod redact;
 
 pub use grants::{Grant, Grants, Held, Scope};
-pub use log::{AuditError, AuditLog, BadRow, Entry, Filter, Row, format_ts, now_ms};
+pub use log::{ARGS_IN_ROW, AuditError, AuditLog, BadRow, Entry, Filter, Row, format_ts, now_ms};
 pub use redact::{REDACTED, redact, shrink};

@@ -12,6 +12,11 @@ use sha2::{Digest, Sha256};
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 /// How long a write waits for another connection's lock before it fails.
 const BUSY_WAIT: Duration = Duration::from_secs(2);
+/// The longest argument text a row holds itself (bytes). Longer text is kept whole in the
+/// `audit_args` table under its SHA-256, which the row holds and the chain covers.
+pub const ARGS_IN_ROW: usize = 64 * 1024;
+/// How much of such a text the row keeps to be read at a glance (characters).
+const ARGS_HEAD: usize = 1024;
 
 /// Why the log could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +62,37 @@ pub struct Entry {
     /// hash when absent, so rows written before the column existed still verify.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// Set when the arguments were longer than [`ARGS_IN_ROW`]: the SHA-256 of the whole
+    /// text, kept in the `audit_args` table ([`AuditLog::whole_args`]); `args` then holds a
+    /// JSON summary with its head. Left out of the hash when absent, like `output`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args_sha256: Option<String>,
+}
+
+impl Entry {
+    /// The entry as its row stores it, and the whole argument text when it goes to the side
+    /// table: arguments longer than [`ARGS_IN_ROW`] become a summary holding their head, size
+    /// and SHA-256.
+    pub fn stored(&self) -> (std::borrow::Cow<'_, Self>, Option<&str>) {
+        if self.args.len() <= ARGS_IN_ROW || self.args_sha256.is_some() {
+            return (std::borrow::Cow::Borrowed(self), None);
+        }
+        let hex = format!("{:x}", Sha256::digest(self.args.as_bytes()));
+        let head: String = self.args.chars().take(ARGS_HEAD).collect();
+        let summary = serde_json::json!({
+            "$whole": format!("sha256:{hex}"),
+            "chars": self.args.chars().count(),
+            "bytes": self.args.len(),
+            "head": head,
+            "read": "aai-gateway audit show --full",
+        });
+        let stored = Self {
+            args: summary.to_string(),
+            args_sha256: Some(hex),
+            ..self.clone()
+        };
+        (std::borrow::Cow::Owned(stored), Some(&self.args))
+    }
 }
 
 /// A stored row with its place in the chain.
@@ -99,7 +135,7 @@ pub struct AuditLog {
 }
 
 /// A row's columns, in the order [`read_row`] reads them.
-const SELECT_ROWS: &str = "SELECT id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash, output
+const SELECT_ROWS: &str = "SELECT id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash, output, args_sha256
              FROM audit_log";
 
 /// The current time in milliseconds since the Unix epoch.
@@ -188,21 +224,24 @@ impl AuditLog {
                 prev_hash TEXT NOT NULL, hash TEXT NOT NULL, output TEXT);
              CREATE INDEX IF NOT EXISTS audit_app_tool ON audit_log(app, tool);
              CREATE TABLE IF NOT EXISTS audit_head (
-                one INTEGER PRIMARY KEY CHECK (one = 1), last_id INTEGER NOT NULL, last_hash TEXT NOT NULL);",
+                one INTEGER PRIMARY KEY CHECK (one = 1), last_id INTEGER NOT NULL, last_hash TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS audit_args (sha256 TEXT PRIMARY KEY, text TEXT NOT NULL);",
         )
         .map_err(fail)?;
-        // Logs from before the `output` column gain it in place.
-        let has_output: bool = conn
-            .query_row(
-                "SELECT COUNT(*) FROM pragma_table_info('audit_log') WHERE name = 'output'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .map_err(fail)?
-            > 0;
-        if !has_output {
-            conn.execute_batch("ALTER TABLE audit_log ADD COLUMN output TEXT")
-                .map_err(fail)?;
+        // Logs from before the `output` and `args_sha256` columns gain them in place.
+        for column in ["output", "args_sha256"] {
+            let present: bool = conn
+                .query_row(
+                    "SELECT COUNT(*) FROM pragma_table_info('audit_log') WHERE name = ?1",
+                    [column],
+                    |r| r.get::<_, i64>(0),
+                )
+                .map_err(fail)?
+                > 0;
+            if !present {
+                conn.execute_batch(&format!("ALTER TABLE audit_log ADD COLUMN {column} TEXT"))
+                    .map_err(fail)?;
+            }
         }
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
@@ -268,13 +307,23 @@ impl AuditLog {
             .map_err(fail)?;
         let (last_id, prev_hash) = head.unwrap_or((0, GENESIS.to_owned()));
         let id = last_id + 1;
-        let hash = row_hash(&prev_hash, entry);
+        let (entry, whole) = entry.stored();
+        if let (Some(text), Some(sha256)) = (whole, entry.args_sha256.as_deref()) {
+            // The same text approved twice is kept once.
+            tx.execute(
+                "INSERT OR IGNORE INTO audit_args (sha256, text) VALUES (?1, ?2)",
+                params![sha256, text],
+            )
+            .map_err(fail)?;
+        }
+        let hash = row_hash(&prev_hash, &entry);
         tx.execute(
-            "INSERT INTO audit_log (id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash, output)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            "INSERT INTO audit_log (id, ts_ms, call_id, caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash, output, args_sha256)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             params![
                 id, entry.ts_ms, entry.call_id, entry.caller, entry.app, entry.tool, entry.args, entry.decision,
-                entry.result, entry.risk, entry.duration_ms, entry.error, prev_hash, hash, entry.output
+                entry.result, entry.risk, entry.duration_ms, entry.error, prev_hash, hash, entry.output,
+                entry.args_sha256
             ],
         )
         .map_err(fail)?;
@@ -337,6 +386,32 @@ impl AuditLog {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// The whole argument text of `row`: its own `args`, or the text the side table keeps
+    /// under its hash.
+    ///
+    /// # Errors
+    /// [`AuditError::Read`]; a missing side text is reported as the row's own summary
+    /// (`verify` names it).
+    pub fn whole_args(&self, row: &Row) -> Result<String, AuditError> {
+        match &row.entry.args_sha256 {
+            Some(sha256) => Ok(self
+                .side_text(sha256)?
+                .unwrap_or_else(|| row.entry.args.clone())),
+            None => Ok(row.entry.args.clone()),
+        }
+    }
+
+    fn side_text(&self, sha256: &str) -> Result<Option<String>, AuditError> {
+        Ok(self
+            .lock()
+            .query_row(
+                "SELECT text FROM audit_args WHERE sha256 = ?1",
+                [sha256],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
     /// Every caller that has a row, by name.
     ///
     /// # Errors
@@ -396,6 +471,21 @@ impl AuditLog {
                     reason: "was edited: its contents do not match its hash".into(),
                 });
             }
+            if let Some(sha256) = &row.entry.args_sha256 {
+                let reason = match self.side_text(sha256) {
+                    Ok(Some(text))
+                        if format!("{:x}", Sha256::digest(text.as_bytes())) == *sha256 =>
+                    {
+                        None
+                    }
+                    Ok(Some(_)) => Some("its whole arguments in audit_args were edited".to_owned()),
+                    Ok(None) => Some("its whole arguments are missing from audit_args".to_owned()),
+                    Err(error) => Some(error.to_string()),
+                };
+                if let Some(reason) = reason {
+                    return Err(BadRow { id: row.id, reason });
+                }
+            }
             prev_hash.clone_from(&row.hash);
             expected_id += 1;
         }
@@ -446,6 +536,7 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
             duration_ms: r.get(10)?,
             error: r.get(11)?,
             output: r.get(14)?,
+            args_sha256: r.get(15)?,
         },
         prev_hash: r.get(12)?,
         hash: r.get(13)?,
@@ -498,6 +589,7 @@ mod tests {
             duration_ms: 3,
             error: None,
             output: None,
+            args_sha256: None,
         }
     }
 
@@ -594,7 +686,7 @@ mod tests {
         conn.execute("UPDATE audit_log SET id = id - 99 WHERE id >= 100", [])
             .expect("shift back");
         conn.execute(
-            "INSERT INTO audit_log SELECT 6, ts_ms, 'forged', caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash, output FROM audit_log WHERE id = 5",
+            "INSERT INTO audit_log SELECT 6, ts_ms, 'forged', caller, app, tool, args, decision, result, risk, duration_ms, error, prev_hash, hash, output, args_sha256 FROM audit_log WHERE id = 5",
             [],
         )
         .expect("insert");
@@ -652,6 +744,51 @@ mod tests {
         conn.execute_batch("ROLLBACK").expect("unlock");
         assert_eq!(log.append(&entry(2)).expect("append after unlock"), 2);
         assert_eq!(log.verify(), Ok(2));
+    }
+
+    /// Arguments past the row's cap are kept whole beside the chain: the row holds their
+    /// head, size and hash, `whole_args` gives the text back, and an edited or removed side
+    /// text breaks `verify` at that row.
+    #[test]
+    fn long_arguments_are_kept_whole_beside_the_chain() {
+        let (dir, log) = log_with(2);
+        let command = "echo ".to_owned() + &"a".repeat(ARGS_IN_ROW) + "; touch /tmp/HIDDEN-TAIL";
+        let mut long = entry(3);
+        long.args = serde_json::json!({"command": command}).to_string();
+        assert_eq!(log.append(&long).expect("append"), 3);
+        assert_eq!(log.append(&long).expect("the same text again"), 4);
+        assert_eq!(log.verify(), Ok(4));
+        let rows = log.query(&Filter::default()).expect("rows");
+        let row = &rows[2];
+        assert!(row.entry.args.len() < 8 * 1024, "the row holds a summary");
+        assert!(!row.entry.args.contains("HIDDEN-TAIL"));
+        let summary: serde_json::Value = serde_json::from_str(&row.entry.args).expect("json");
+        let sha256 = row.entry.args_sha256.clone().expect("hash");
+        assert_eq!(summary["$whole"], format!("sha256:{sha256}"));
+        assert_eq!(summary["bytes"], long.args.len());
+        assert_eq!(log.whole_args(row).expect("whole"), long.args);
+        assert_eq!(log.whole_args(&rows[0]).expect("short"), rows[0].entry.args);
+        let conn = raw(&dir);
+        let one: i64 = conn
+            .query_row("SELECT COUNT(*) FROM audit_args", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(one, 1, "kept once");
+        conn.execute(
+            "UPDATE audit_args SET text = replace(text, 'HIDDEN-TAIL', 'harmless')",
+            [],
+        )
+        .expect("edit");
+        let bad = log.verify().expect_err("edited side text");
+        assert_eq!(bad.id, 3);
+        assert!(bad.reason.contains("edited"), "{bad}");
+        conn.execute("DELETE FROM audit_args", []).expect("delete");
+        let bad = log.verify().expect_err("removed side text");
+        assert_eq!(bad.id, 3);
+        assert!(bad.reason.contains("missing"), "{bad}");
+        // The hash in the row is covered by the chain like every other field.
+        conn.execute("UPDATE audit_log SET args_sha256 = NULL WHERE id = 3", [])
+            .expect("edit");
+        assert_eq!(log.verify().expect_err("row edited").id, 3);
     }
 
     /// A log written before the `output` column existed opens, gains the column, and its

@@ -22,6 +22,7 @@ mod parse;
 pub mod script;
 pub mod template;
 pub mod url;
+pub mod visible;
 
 pub use error::{AaiError, ErrorKind, LoadError, Problem};
 pub use model::*;

@@ -11,6 +11,8 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use aai_descriptor::visible::visible;
+
 use crate::feed::{Event, Feed};
 use crate::gate::{Answer, Asker, Question, Unanswered};
 
@@ -82,12 +84,18 @@ impl Approvals {
             .into_iter()
             .map(|(answer, label)| json!({"answer": answer.key(), "label": label}))
             .collect();
+        // The question whole: the arguments are never cut, and their size is given so a
+        // long one is seen to be long.
         let shown = json!({
             "id": id,
             "client": question.caller,
             "app": call.app,
             "tool": call.tool,
             "message": question.message(),
+            "heading": question.heading(),
+            "args": question.args,
+            "args_chars": question.args.chars().count(),
+            "args_bytes": question.args.len(),
             "choices": choices,
         });
         if let Ok(mut entries) = self.entries.lock() {
@@ -263,7 +271,9 @@ impl Asker for QueueAsker<'_> {
                     // screen and notification tools, and a link would let it answer itself.
                     let note = format!(
                         "{} asks to run {}:{}. Answer in the dashboard (`aai-gateway dashboard`) or with `aai-gateway approvals` (id {id}).",
-                        self.call.caller, self.call.app, self.call.tool
+                        visible(self.call.caller),
+                        visible(self.call.app),
+                        visible(self.call.tool)
                     );
                     tokio::spawn(async move {
                         let _ = aai_local::system::notify("Approval needed", &note, "normal").await;

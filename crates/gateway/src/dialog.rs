@@ -12,6 +12,9 @@ use tokio::io::AsyncWriteExt;
 use crate::gate::{Answer, Asker, Question, Unanswered};
 
 const TITLE: &str = "AAI Gateway";
+/// The most argument text (characters) a dialog shows; a longer call is shown by its head
+/// and tail and can only be denied there, never allowed unseen.
+pub const DIALOG_ARGS_MAX: usize = 800;
 
 /// The dialog programs this module knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,8 +75,7 @@ impl Kind {
 
     /// The plan that asks `question`, offering exactly its choices.
     pub fn plan(self, question: &Question) -> Plan {
-        let message = question.message();
-        let choices = question.choices();
+        let (message, choices) = offered(question);
         let labels: Vec<String> = choices.iter().map(|(_, label)| label.clone()).collect();
         match self {
             Self::Zenity => {
@@ -144,7 +146,20 @@ impl Kind {
         if code != Some(0) {
             return Answer::Deny;
         }
-        question.answer_for(picked).unwrap_or(Answer::Deny)
+        offered(question)
+            .1
+            .into_iter()
+            .find(|(answer, label)| label == picked || answer.key() == picked)
+            .map_or(Answer::Deny, |(answer, _)| answer)
+    }
+}
+
+/// What a dialog shows and offers: the whole question when its arguments fit, else their
+/// head and tail with *Deny* alone.
+fn offered(question: &Question) -> (String, Vec<(Answer, String)>) {
+    match question.message_within(DIALOG_ARGS_MAX) {
+        (message, false) => (message, question.choices()),
+        (message, true) => (message, question.choices_unseen()),
     }
 }
 
@@ -211,6 +226,14 @@ impl DialogAsker {
             let _ = stdin.write_all(text.as_bytes()).await;
         }
         match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
+            // A call the dialog could not show whole was only ever offered *Deny*: the agent
+            // is told why, and where it could be allowed.
+            Ok(Ok(_)) if question.message_within(DIALOG_ARGS_MAX).1 => {
+                Err(Unanswered::Declined(format!(
+                    "its arguments ({}) are too long to show whole in a dialog, so the dialog could only deny it; a client of the daemon (`aai-gateway serve`) is asked in the approval queue, where the user reads it whole",
+                    question.args_size()
+                )))
+            }
             Ok(Ok(output)) => Ok(self.kind.answer(
                 question,
                 output.status.code(),
@@ -288,6 +311,82 @@ mod tests {
         let stdin: serde_json::Value =
             serde_json::from_str(ps.stdin.as_deref().unwrap_or_default()).expect("json");
         assert_eq!(stdin["choices"], serde_json::json!(labels));
+    }
+
+    /// A call too long for a dialog is shown by its head and its tail — never cut where the
+    /// rest would run unseen — and the dialog offers only *Deny*.
+    #[test]
+    fn a_call_too_long_for_a_dialog_shows_its_tail_and_cannot_be_allowed_there() {
+        let mut q = question(Some("bash"));
+        q.args = format!(
+            r#"{{"command":"echo {}; touch /tmp/HIDDEN-TAIL"}}"#,
+            "a".repeat(1280)
+        );
+        for kind in [
+            Kind::Zenity,
+            Kind::Kdialog,
+            Kind::Osascript,
+            Kind::PowerShell,
+        ] {
+            let plan = kind.plan(&q);
+            let all = format!(
+                "{:?}{}",
+                plan.args,
+                plan.stdin.as_deref().unwrap_or_default()
+            );
+            assert!(all.contains("HIDDEN-TAIL"), "{kind:?}: the tail is shown");
+            assert!(all.contains("characters not shown"), "{kind:?}");
+            assert!(
+                all.contains(&format!("({} characters)", q.args.chars().count())),
+                "{kind:?}: the size is stated"
+            );
+            assert!(
+                !all.contains("Allow once"),
+                "{kind:?}: nothing but Deny offered"
+            );
+            assert_eq!(kind.answer(&q, Some(0), "Allow once"), Answer::Deny);
+            assert_eq!(kind.answer(&q, Some(0), "allow_once"), Answer::Deny);
+        }
+        q.args = r#"{"command":"ls"}"#.into();
+        assert_eq!(
+            Kind::Zenity.answer(&q, Some(0), "Allow once"),
+            Answer::AllowOnce
+        );
+    }
+
+    /// Escapes and bidi controls a client or a descriptor put in its names never reach the
+    /// dialog as themselves.
+    #[test]
+    fn hostile_names_reach_dialogs_as_visible_escapes() {
+        let mut q = Question::new(
+            "evil\u{1b}]52;c;aGk=\u{7}\u{202e}",
+            "org.example\u{200b}.mail",
+            "Mail\u{1b}[2K\rRisk: low",
+            "send\u{2066}",
+            Risk::High,
+            r#"{"to":"\u{202e}moc.elpmaxe"}"#.to_owned(),
+        );
+        q.why = Some("a\u{7}b".into());
+        for kind in [
+            Kind::Zenity,
+            Kind::Kdialog,
+            Kind::Osascript,
+            Kind::PowerShell,
+        ] {
+            let plan = kind.plan(&q);
+            let all = format!(
+                "{}{}",
+                plan.args.join(" "),
+                plan.stdin.as_deref().unwrap_or_default()
+            );
+            for c in ['\u{1b}', '\u{7}', '\u{202e}', '\u{200b}', '\r', '\u{2066}'] {
+                assert!(!all.contains(c), "{kind:?} carries {c:?}");
+            }
+            assert!(
+                all.contains(r"\u202e") && all.contains(r"\u001b"),
+                "{kind:?}"
+            );
+        }
     }
 
     #[test]

@@ -12,7 +12,12 @@ use aai_descriptor::{AaiError, ErrorKind, Risk};
 use aai_policy::Action;
 use serde_json::{Value, json};
 
+use aai_descriptor::visible::{visible, visible_lines};
+
 use crate::feed::Event;
+
+/// Arguments longer than this (characters) are announced with their size.
+const LONG_ARGS: usize = 200;
 
 /// Opens the store lazily and hands out the audit log and the grants.
 pub struct Gate {
@@ -306,6 +311,7 @@ impl Gate {
             error: error
                 .map(|e| format!("{} ({}): {}", e.kind.type_name(), e.kind.code(), e.message)),
             output,
+            args_sha256: None,
         };
         // Written where the call runs; only when another process holds the write lock does
         // the append move to a thread that may wait for it (every move of a runtime worker's
@@ -322,7 +328,7 @@ impl Gate {
         })?;
         // Every call writes rows: the live copy is made only while someone watches.
         if self.feed.watched() {
-            let mut row = serde_json::to_value(&entry).unwrap_or_default();
+            let mut row = serde_json::to_value(entry.stored().0).unwrap_or_default();
             row["id"] = json!(id);
             self.feed.send(Event::Row { row });
         }
@@ -381,7 +387,7 @@ pub struct Question {
     pub app_name: String,
     pub tool: String,
     pub risk: Risk,
-    /// The redacted arguments, shortened.
+    /// The redacted arguments, whole: a question never cuts what would run.
     pub args: String,
     /// "Always allow commands starting with …" is offered for these words (terminal).
     pub prefix: Option<String>,
@@ -426,29 +432,82 @@ impl Question {
         }
     }
 
+    /// The question as every asker shows it, arguments whole. Every text a client or a
+    /// descriptor chose (names, arguments, reasons) is shown through [`visible`]: no control
+    /// or bidi character of theirs reaches the person's screen as itself.
     pub fn message(&self) -> String {
+        self.message_with(&self.args, true)
+    }
+
+    /// [`Question::message`] with the arguments left for the reader to print after it
+    /// (`approvals show` prints them once, as pretty JSON).
+    pub fn heading(&self) -> String {
+        self.message_with("(below)", false)
+    }
+
+    /// The argument text's size, as the question states it.
+    pub fn args_size(&self) -> String {
+        let chars = self.args.chars().count();
+        if chars == self.args.len() {
+            format!("{chars} characters")
+        } else {
+            format!("{chars} characters, {} bytes", self.args.len())
+        }
+    }
+
+    /// [`Question::message`] for a window that holds at most `max` characters of arguments:
+    /// longer ones are shown by their head and tail around a line saying how much is not
+    /// shown, and then `true` says the question must not be allowed from that window
+    /// ([`Question::choices_unseen`]).
+    pub fn message_within(&self, max: usize) -> (String, bool) {
+        let chars = self.args.chars().count();
+        if chars <= max {
+            return (self.message(), false);
+        }
+        let head: String = self.args.chars().take(max * 3 / 5).collect();
+        let tail: String = self.args.chars().skip(chars - max * 2 / 5).collect();
+        let hidden = chars - head.chars().count() - tail.chars().count();
+        let shown = format!(
+            "{head}\n[{hidden} characters not shown — this window cannot hold them, so it offers only Deny. A client served by the daemon (`aai-gateway serve`) is asked in its queue instead: read it whole on the dashboard or with `aai-gateway approvals show ID`]\n{tail}"
+        );
+        (self.message_with(&shown, false), true)
+    }
+
+    fn message_with(&self, args: &str, whole: bool) -> String {
+        let caller = visible(&self.caller);
         if let Some(count) = self.batch {
             return format!(
-                "Allow {} to run {count} step(s) of {} that need your approval?\nClient: {} (the name it reported).\n{}",
-                self.caller, self.app_name, self.caller, self.args
+                "Allow {caller} to run {count} step(s) of {} that need your approval?\nClient: {caller} (the name it reported).\n{}",
+                visible(&self.app_name),
+                visible_lines(args)
             );
         }
+        let size = if !whole {
+            format!(" ({})", self.args_size())
+        } else if self.args.chars().count() > LONG_ARGS {
+            format!(" ({}, shown whole)", self.args_size())
+        } else {
+            String::new()
+        };
         let mut text = format!(
-            "Allow {} to run \"{}\" in {} ({})?\nClient: {} (the name it reported).\nRisk: {}. Arguments: {}",
-            self.caller,
-            self.tool,
-            self.app_name,
-            self.app_id,
-            self.caller,
+            "Allow {caller} to run \"{}\" in {} ({})?\nClient: {caller} (the name it reported).\nRisk: {}. Arguments{size}: {}",
+            visible(&self.tool),
+            visible(&self.app_name),
+            visible(&self.app_id),
             risk_name(self.risk),
-            self.args
+            visible_lines(args)
         );
         if let Some(why) = &self.why {
             text.push_str("\nAsked because ");
-            text.push_str(why);
+            text.push_str(&visible(why));
             text.push('.');
         }
         text
+    }
+
+    /// What a window that could not show the whole arguments offers: *Deny* only.
+    pub fn choices_unseen(&self) -> Vec<(Answer, String)> {
+        vec![(Answer::Deny, "Deny".to_owned())]
     }
 
     /// The choices offered, in order, each with its label as every asker shows it.
@@ -468,7 +527,7 @@ impl Question {
             return choices;
         }
         if let Some(label) = &self.always_label {
-            choices.push((Answer::AlwaysTool, label.clone()));
+            choices.push((Answer::AlwaysTool, visible(label).into_owned()));
             return choices;
         }
         if self.session {
@@ -480,7 +539,7 @@ impl Question {
         if let Some(prefix) = &self.prefix {
             choices.push((
                 Answer::AlwaysPrefix,
-                format!("Always allow commands starting with `{prefix}`"),
+                format!("Always allow commands starting with `{}`", visible(prefix)),
             ));
         }
         choices.push((Answer::AlwaysTool, "Always allow this tool".to_owned()));
@@ -575,5 +634,94 @@ pub fn read_elicit_result(question: &Question, result: &Value) -> Result<Answer,
         }
         Some("decline") => Err(Unanswered::Declined("the user declined".to_owned())),
         _ => Err(Unanswered::Declined("the user cancelled".to_owned())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn long_question() -> (Question, String) {
+        let command = format!("echo {}; touch /tmp/HIDDEN-TAIL", "a".repeat(1270));
+        let args = json!({ "command": command }).to_string();
+        let question = Question::new(
+            "claude",
+            "local.terminal",
+            "Terminal",
+            "bash_execute",
+            Risk::High,
+            args.clone(),
+        );
+        (question, args)
+    }
+
+    #[test]
+    fn a_question_shows_long_arguments_whole_with_their_size() {
+        let (question, args) = long_question();
+        let message = question.message();
+        assert!(message.contains(&args), "{message}");
+        assert!(message.contains(&format!("({} characters, shown whole)", args.len())));
+        let heading = question.heading();
+        assert!(heading.ends_with(&format!("Arguments ({} characters): (below)", args.len())));
+        assert!(!heading.contains("HIDDEN-TAIL"));
+        let short = Question::new("c", "a.b", "A", "t", Risk::Low, "{\"x\":1}".into());
+        assert!(short.message().ends_with("Arguments: {\"x\":1}"));
+        let mut wide = short.clone();
+        wide.args = "é".repeat(300);
+        assert!(
+            wide.message()
+                .contains("(300 characters, 600 bytes, shown whole)")
+        );
+    }
+
+    #[test]
+    fn a_window_too_small_shows_head_and_tail_and_says_what_it_left_out() {
+        let (question, args) = long_question();
+        let (message, cut) = question.message_within(800);
+        assert!(cut);
+        assert!(message.contains("HIDDEN-TAIL") && message.contains("{\"command\":\"echo aaa"));
+        let hidden = args.chars().count() - 480 - 320;
+        assert!(
+            message.contains(&format!("[{hidden} characters not shown")),
+            "{message}"
+        );
+        assert!(message.contains(&format!("({} characters)", args.len())));
+        assert_eq!(
+            question.message_within(usize::MAX),
+            (question.message(), false)
+        );
+        assert_eq!(
+            question.choices_unseen(),
+            [(Answer::Deny, "Deny".to_owned())]
+        );
+    }
+
+    #[test]
+    fn hostile_names_arguments_and_labels_are_shown_as_escapes() {
+        let hostile = "x\u{1b}]52;c;aGk=\u{7}\u{1b}[2K\rRisk: low\u{202e}\n";
+        let mut question = Question::new(
+            hostile,
+            hostile,
+            hostile,
+            hostile,
+            Risk::Critical,
+            json!({ "text": hostile }).to_string(),
+        );
+        question.why = Some(hostile.into());
+        question.prefix = Some(hostile.into());
+        let message = question.message();
+        let labels: String = question.choices().into_iter().map(|(_, l)| l).collect();
+        for text in [message.as_str(), labels.as_str()] {
+            assert!(
+                !text.contains(['\u{1b}', '\u{7}', '\r', '\u{202e}']),
+                "{text:?}"
+            );
+        }
+        assert!(message.contains(r"x\u001b]52;c;aGk=\u0007\u001b[2K\rRisk: low\u202e\n"));
+        // Only the question's own line breaks remain: none of the client's.
+        assert_eq!(message.lines().count(), 4, "{message}");
+        let form = consent_form(&question);
+        assert_eq!(form["message"], message.as_str());
+        assert!(question.answer_for(&question.choices()[3].1).is_some());
     }
 }

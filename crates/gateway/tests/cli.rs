@@ -340,6 +340,7 @@ fn a_closed_pipe_ends_quietly_with_status_0() {
             duration_ms: 1,
             error: None,
             output: None,
+            args_sha256: None,
         })
         .expect("append");
     }

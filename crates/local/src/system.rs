@@ -136,8 +136,11 @@ async fn clipboard(text: Option<String>) -> Result<Value, AaiError> {
 }
 
 /// A desktop notification: freedesktop Notifications over D-Bus on Linux, the platform's own
-/// elsewhere.
+/// elsewhere. Title and body are shown through [`visible`](aai_descriptor::visible): an agent's
+/// or a client's text carries no control or bidi character onto the screen.
 pub async fn notify(title: &str, body: &str, urgency: &str) -> Result<Value, AaiError> {
+    let title = &*aai_descriptor::visible::visible(title);
+    let body = &*aai_descriptor::visible::visible_lines(body);
     #[cfg(target_os = "linux")]
     {
         let level: u8 = match urgency {

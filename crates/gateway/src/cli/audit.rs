@@ -21,7 +21,15 @@ pub enum Action {
         follow: bool,
     },
     /// Rows filtered by app, tool and age (`--since 2h`, `--since 2026-11-22T10:00:00Z`).
+    /// Arguments the user approved are kept whole; `--full` prints those too long for their
+    /// row from where they are kept beside it.
     Show {
+        /// Only this row (its number, as `tail` prints it).
+        #[arg(long)]
+        id: Option<i64>,
+        /// Print long arguments whole instead of their head and hash.
+        #[arg(long)]
+        full: bool,
         /// Only this appId.
         #[arg(long)]
         app: Option<String>,
@@ -71,7 +79,7 @@ pub fn run(db: &std::path::Path, action: Action) -> anyhow::Result<ExitCode> {
         Action::Tail { count, follow } => {
             let rows = log.tail(count)?;
             let mut last = rows.last().map_or(0, |r| r.id);
-            output::rows(&rows);
+            output::rows(&rows, None);
             // `-f` follows until interrupted, like `tail -f`.
             if follow {
                 loop {
@@ -81,19 +89,42 @@ pub fn run(db: &std::path::Path, action: Action) -> anyhow::Result<ExitCode> {
                         ..Default::default()
                     })?;
                     last = new.last().map_or(last, |r| r.id);
-                    output::rows(&new);
+                    output::rows(&new, None);
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
-        Action::Show { app, tool, since } => {
+        Action::Show {
+            id,
+            full,
+            app,
+            tool,
+            since,
+        } => {
             let since_ms = since.as_deref().map(parse_since).transpose()?;
-            output::rows(&log.query(&aai_audit::Filter {
+            let mut rows = log.query(&aai_audit::Filter {
                 app,
                 tool,
                 since_ms,
+                after_id: id.map(|id| id - 1),
+                limit: id.map(|_| 1),
                 ..Default::default()
-            })?);
+            })?;
+            rows.retain(|row| id.is_none_or(|id| row.id == id));
+            if let Some(id) = id {
+                anyhow::ensure!(
+                    !rows.is_empty(),
+                    "the audit log has no row {id} that matches"
+                );
+            }
+            let whole = |row: &aai_audit::Row| {
+                log.whole_args(row)
+                    .unwrap_or_else(|error| format!("(cannot be read: {error})"))
+            };
+            output::rows(
+                &rows,
+                full.then_some(&whole as &dyn Fn(&aai_audit::Row) -> String),
+            );
             Ok(ExitCode::SUCCESS)
         }
         Action::Export { format } => {

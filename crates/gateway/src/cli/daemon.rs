@@ -95,6 +95,10 @@ pub enum Control {
     Resume,
     Status,
     Approvals,
+    /// One waiting approval, whole.
+    ShowApproval {
+        id: String,
+    },
     Answer {
         id: String,
         answer: String,
@@ -135,7 +139,9 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
     let request = match &what {
         Control::Stop | Control::Resume => unreachable!("handled above"),
         Control::Status => client.get(format!("{base}/control/status")),
-        Control::Approvals => client.get(format!("{base}/control/approvals")),
+        Control::Approvals | Control::ShowApproval { .. } => {
+            client.get(format!("{base}/control/approvals"))
+        }
         Control::Dashboard { .. } => client.post(format!("{base}/control/login")),
         Control::Answer { id, answer } => client
             .post(format!("{base}/control/approvals/answer"))
@@ -158,33 +164,8 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
     );
     let text = match what {
         Control::Stop | Control::Resume => unreachable!("handled above"),
-        Control::Approvals => {
-            let pending = body["pending"].as_array().cloned().unwrap_or_default();
-            if pending.is_empty() {
-                "no approvals are waiting".to_owned()
-            } else {
-                pending
-                    .iter()
-                    .map(|p| {
-                        let choices: Vec<&str> = p["choices"]
-                            .as_array()
-                            .map(|c| c.iter().filter_map(|c| c["answer"].as_str()).collect())
-                            .unwrap_or_default();
-                        format!(
-                            "{}  {}\n    answer: aai-gateway approvals answer {} <{}>",
-                            p["id"].as_str().unwrap_or_default(),
-                            p["message"]
-                                .as_str()
-                                .unwrap_or_default()
-                                .replace('\n', "\n    "),
-                            p["id"].as_str().unwrap_or_default(),
-                            choices.join("|")
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            }
-        }
+        Control::Approvals => super::output::approvals(body["pending"].as_array()),
+        Control::ShowApproval { id } => super::output::approval(body["pending"].as_array(), &id)?,
         Control::Answer { .. } => format!(
             "answered {} with {}; the agent resumes the call with its id",
             body["answered"].as_str().unwrap_or_default(),

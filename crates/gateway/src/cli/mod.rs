@@ -181,8 +181,10 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum ApprovalAction {
-    /// The calls waiting (the default).
+    /// The calls waiting (the default), each question whole.
     List,
+    /// One waiting call whole: its question and every argument, with their size.
+    Show { id: String },
     /// Answer one: deny, allow_once, allow_session, always_tool, always_app (as it offers).
     Answer { id: String, answer: String },
     /// Allow it once.
@@ -211,7 +213,12 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             // Printed once, for the person at the keyboard (not also as a log line).
-            eprintln!("aai-gateway: error: {error:#}");
+            // The chain can quote a client's or a descriptor's text: shown, never obeyed.
+            let error = format!("{error:#}");
+            eprintln!(
+                "aai-gateway: error: {}",
+                aai_descriptor::visible::visible_lines(&error)
+            );
             ExitCode::from(2)
         }
     }
@@ -271,6 +278,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Approvals { action }) => {
             let what = match action {
                 None | Some(ApprovalAction::List) => daemon::Control::Approvals,
+                Some(ApprovalAction::Show { id }) => daemon::Control::ShowApproval { id },
                 Some(ApprovalAction::Answer { id, answer }) => {
                     daemon::Control::Answer { id, answer }
                 }

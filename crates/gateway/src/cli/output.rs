@@ -15,8 +15,14 @@ macro_rules! println {
 
 /// Writes one line to stdout. A closed pipe ends the process with status 0, as `head` users
 /// expect; another write error ends it with status 1 and a message.
+///
+/// Whatever the line holds — names, descriptions and arguments from clients and descriptors,
+/// a tool's output — no control or bidi character reaches the terminal as itself: each is
+/// shown as its JSON escape (which keeps printed JSON valid and equal).
 pub fn emit(line: std::fmt::Arguments<'_>) {
     use std::io::Write;
+    let line = line.to_string();
+    let line = aai_descriptor::visible::visible_lines(&line);
     let mut out = std::io::stdout().lock();
     if let Err(error) = writeln!(out, "{line}").and_then(|()| out.flush()) {
         if error.kind() == std::io::ErrorKind::BrokenPipe {
@@ -64,7 +70,7 @@ pub fn scan_report(registry: &Registry, home: &std::path::Path, platforms: &[Pla
         println!(
             "  {:<40} {:<24} {:<8} {tools:>3} tools  {}  ({})",
             app.id(),
-            app.name(),
+            cell(app.name()),
             app.platform.key(),
             app.slug,
             app.source().display()
@@ -164,6 +170,91 @@ pub fn line(text: &str) {
     println!("{text}");
 }
 
+/// Text from the daemon, a client or a descriptor, fit for a terminal: one line.
+fn cell(text: &str) -> std::borrow::Cow<'_, str> {
+    aai_descriptor::visible::visible(text)
+}
+
+/// `approvals`: every waiting question whole (arguments are never cut), sanitized.
+pub fn approvals(pending: Option<&Vec<serde_json::Value>>) -> String {
+    let pending = pending.map(Vec::as_slice).unwrap_or_default();
+    if pending.is_empty() {
+        return "no approvals are waiting".to_owned();
+    }
+    pending
+        .iter()
+        .map(|p| {
+            let id = cell(p["id"].as_str().unwrap_or_default());
+            format!(
+                "{id}  {}\n    read it alone: aai-gateway approvals show {id}\n    answer: aai-gateway approvals answer {id} <{}>",
+                question_text(p).replace('\n', "\n    "),
+                choice_keys(p).join("|")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `approvals show ID`: one waiting question, then its arguments whole and their size.
+///
+/// # Errors
+/// No approval `id` is waiting.
+pub fn approval(pending: Option<&Vec<serde_json::Value>>, id: &str) -> anyhow::Result<String> {
+    let found = pending
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .find(|p| p["id"] == id)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no approval {:?} is waiting (`aai-gateway approvals` lists them)",
+                cell(id)
+            )
+        })?;
+    let args = found["args"].as_str().unwrap_or_default();
+    // Pretty JSON puts each argument on its own line; its strings stay escaped JSON.
+    let pretty = serde_json::from_str::<serde_json::Value>(args)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| args.to_owned());
+    Ok(format!(
+        "{}  client {}  {}:{}\n{}\n\narguments ({} characters, {} bytes), whole:\n{}\n\nanswer: aai-gateway approvals answer {} <{}>",
+        cell(id),
+        cell(found["client"].as_str().unwrap_or_default()),
+        cell(found["app"].as_str().unwrap_or_default()),
+        cell(found["tool"].as_str().unwrap_or_default()),
+        // The question without its arguments, which follow once, whole.
+        aai_descriptor::visible::visible_lines(
+            found["heading"]
+                .as_str()
+                .or_else(|| found["message"].as_str())
+                .unwrap_or_default()
+        ),
+        found["args_chars"],
+        found["args_bytes"],
+        aai_descriptor::visible::visible_lines(&pretty),
+        cell(id),
+        choice_keys(found).join("|")
+    ))
+}
+
+/// A question's text as the daemon sent it, shown again through the sanitizer (a daemon of
+/// another version may not have).
+fn question_text(p: &serde_json::Value) -> String {
+    aai_descriptor::visible::visible_lines(p["message"].as_str().unwrap_or_default()).into_owned()
+}
+
+fn choice_keys(p: &serde_json::Value) -> Vec<String> {
+    p["choices"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter_map(|c| c["answer"].as_str().map(|k| cell(k).into_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// `consent list`: the remembered grants (how long they last, since when, how given), then
 /// the calls allowed once (from the audit log; nothing was remembered for them).
 pub fn grants(grants: &[aai_audit::Grant], once: &[aai_audit::Row]) {
@@ -173,22 +264,27 @@ pub fn grants(grants: &[aai_audit::Grant], once: &[aai_audit::Row]) {
     for grant in grants {
         let what = match &grant.prefix {
             Some(prefix) => format!(
-                "{}:{} commands starting with `{prefix}`",
-                grant.app,
-                grant.tool.as_deref().unwrap_or("*")
+                "{}:{} commands starting with `{}`",
+                cell(&grant.app),
+                cell(grant.tool.as_deref().unwrap_or("*")),
+                cell(prefix)
             ),
-            None => format!("{}:{}", grant.app, grant.tool.as_deref().unwrap_or("*")),
+            None => format!(
+                "{}:{}",
+                cell(&grant.app),
+                cell(grant.tool.as_deref().unwrap_or("*"))
+            ),
         };
         let scope = match grant.scope {
             aai_audit::Scope::Always => "always".to_owned(),
             aai_audit::Scope::Session => format!(
                 "session {} (until the client disconnects)",
-                grant.session.as_deref().unwrap_or("?")
+                cell(grant.session.as_deref().unwrap_or("?"))
             ),
         };
         println!(
             "client={} {what}  {scope}  since {} via {}",
-            grant.client,
+            cell(&grant.client),
             aai_audit::format_ts(grant.created_ms),
             if grant.via.is_empty() {
                 "?"
@@ -204,38 +300,43 @@ pub fn grants(grants: &[aai_audit::Grant], once: &[aai_audit::Row]) {
         let e = &row.entry;
         println!(
             "client={} {}:{}  once  at {} (audit row {})",
-            e.caller,
-            e.app,
-            e.tool,
+            cell(&e.caller),
+            cell(&e.app),
+            cell(&e.tool),
             aai_audit::format_ts(e.ts_ms),
             row.id
         );
     }
 }
 
-/// Audit rows, one line each.
-pub fn rows(rows: &[aai_audit::Row]) {
+/// Audit rows, one line each; with `whole`, a row whose arguments were too long for it
+/// prints them whole, as `whole` reads them from beside the chain.
+pub fn rows(rows: &[aai_audit::Row], whole: Option<&dyn Fn(&aai_audit::Row) -> String>) {
     for row in rows {
         let e = &row.entry;
+        let args = match (whole, &e.args_sha256) {
+            (Some(whole), Some(_)) => whole(row),
+            _ => e.args.clone(),
+        };
         println!(
             "{:>6} {} {:<16} {}:{} {} {} risk={} {}ms args={}{}{}",
             row.id,
             aai_audit::format_ts(e.ts_ms),
-            e.caller,
-            e.app,
-            e.tool,
-            e.decision,
-            e.result,
-            e.risk,
+            cell(&e.caller),
+            cell(&e.app),
+            cell(&e.tool),
+            cell(&e.decision),
+            cell(&e.result),
+            cell(&e.risk),
             e.duration_ms,
-            e.args,
+            cell(&args),
             e.error
                 .as_deref()
-                .map(|err| format!(" error={err}"))
+                .map(|err| format!(" error={}", cell(err)))
                 .unwrap_or_default(),
             e.output
                 .as_deref()
-                .map(|out| format!(" output={out}"))
+                .map(|out| format!(" output={}", cell(out)))
                 .unwrap_or_default()
         );
     }

@@ -12,7 +12,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use aai_descriptor::{AaiError, ErrorKind, Parameters, Risk, guide};
+use aai_descriptor::visible::visible;
+use aai_descriptor::{AaiError, ErrorKind, Parameters, Risk};
 use aai_policy::{Action, derive_risk};
 use futures::future::join_all;
 use serde_json::{Map, Value, json};
@@ -398,14 +399,10 @@ impl Gateway {
                         return Ok(Gatecheck::Runs);
                     }
                 }
-                // Exactly the text the step's own question will carry.
-                let redacted = aai_audit::shrink(
-                    &aai_audit::redact(&step.args, schema.as_ref()),
-                    self.config.audit.max_arg_chars,
-                );
+                // Exactly the text the step's own question will carry: whole.
                 Ok(Gatecheck::Asks {
                     app: app.id().to_owned(),
-                    shown: guide::shorten(&redacted.to_string(), 200),
+                    shown: super::consent::question_args(spec, &args).to_string(),
                 })
             }
         }
@@ -425,7 +422,15 @@ impl Gateway {
         };
         let list: Vec<String> = asked
             .iter()
-            .map(|(i, shown)| format!("{i}. {}:{} {shown}", steps[*i].app, steps[*i].tool))
+            // One line per step: names and arguments shown so that none can start a line.
+            .map(|(i, shown)| {
+                format!(
+                    "{i}. {}:{} {}",
+                    visible(&steps[*i].app),
+                    visible(&steps[*i].tool),
+                    visible(shown)
+                )
+            })
             .collect();
         let mut question = Question::new(
             &who.name,

@@ -2,7 +2,7 @@
 //! remembered grant or the user's answer (elicitation, a dialog, the queue), and a refusal
 //! tells the agent what to do.
 
-use aai_descriptor::{AaiError, ErrorKind, Risk, ToolCommon, guide};
+use aai_descriptor::{AaiError, ErrorKind, Risk, ToolCommon};
 use aai_policy::Action;
 use serde_json::{Map, Value, json};
 
@@ -14,7 +14,9 @@ use crate::registry::App;
 
 impl Gateway {
     /// The consent step: a blocked call is refused; one that needs approval runs on a
-    /// remembered grant or the user's answer. Returns the decision the audit rows carry.
+    /// remembered grant or the user's answer. Returns the decision the audit rows carry and,
+    /// when the user was asked, the arguments the question showed (redacted, whole): the
+    /// call's later rows keep them so the log shows what was approved.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn consent(
         &self,
@@ -29,7 +31,7 @@ impl Gateway {
         must_ask: Option<&str>,
         judged: Option<&str>,
         asker: Option<&dyn Asker>,
-    ) -> Result<String, AaiError> {
+    ) -> Result<(String, Option<Value>), AaiError> {
         let caller = who.name.as_str();
         let risk = step.call.risk;
         let mut decision = action_name(action).to_owned();
@@ -50,7 +52,7 @@ impl Gateway {
                 };
                 Err(self.refuse(step, &decision, "blocked", error))
             }
-            Action::AutoApprove | Action::NotifyOnly => Ok(decision),
+            Action::AutoApprove | Action::NotifyOnly => Ok((decision, None)),
             Action::RequireApproval => {
                 let critical = raised.is_some() || must_ask.is_some();
                 // A task's granted tools were approved when the user added the task: they run
@@ -63,7 +65,7 @@ impl Gateway {
                         .is_some_and(|task| task.covers(app.id(), &spec.name))
                 {
                     decision.push_str(":task_grant");
-                    return Ok(decision);
+                    return Ok((decision, None));
                 }
                 // No grant covers a call whose risk was raised, or that must be asked each
                 // time: it is asked each time.
@@ -83,15 +85,25 @@ impl Gateway {
                     } else {
                         ":granted"
                     });
-                    return Ok(decision);
+                    return Ok((decision, None));
                 }
+                let shown = question_args(spec, args);
+                let asked = super::Call {
+                    id: step.call.id.clone(),
+                    args: &shown,
+                    ..*step.call
+                };
+                let step = &Step {
+                    call: &asked,
+                    started: step.started,
+                };
                 let mut question = Question::new(
                     caller,
                     app.id(),
                     app.name(),
                     &spec.name,
                     risk,
-                    guide::shorten(&step.call.args.to_string(), 200),
+                    shown.to_string(),
                 );
                 question.once_only = critical;
                 question.why = match (must_ask, judged) {
@@ -139,7 +151,7 @@ impl Gateway {
                         }
                         decision.push(':');
                         decision.push_str(answer.decision());
-                        Ok(decision)
+                        Ok((decision, Some(shown)))
                     }
                     // Not answered yet: the call returns pending, resumed by its id.
                     Err(Unanswered::Queued(id)) => {
@@ -192,6 +204,16 @@ impl Gateway {
             }
         }
     }
+}
+
+/// The arguments a question shows: redacted by the tool's schema, never shortened — the
+/// person sees every character that would run.
+pub(super) fn question_args(spec: &ToolCommon, args: &Map<String, Value>) -> Value {
+    let schema = spec
+        .parameters
+        .as_ref()
+        .map(aai_descriptor::Parameters::schema);
+    aai_audit::redact(&Value::Object(args.clone()), schema.as_ref())
 }
 
 /// PERMISSION_DENIED for a call refused while `config.json` is invalid: the fix is the file,

@@ -467,7 +467,7 @@ impl Gateway {
         if must_ask.is_some() && action != Action::AlwaysBlock {
             action = Action::RequireApproval;
         }
-        let decision = self
+        let (decision, shown) = self
             .consent(
                 &step,
                 who,
@@ -482,6 +482,16 @@ impl Gateway {
                 asker,
             )
             .await?;
+        // A call the user was asked about is recorded with exactly what they saw.
+        let asked = shown.as_ref().map(|args| Call {
+            id: call.id.clone(),
+            args,
+            ..call
+        });
+        let step = Step {
+            call: asked.as_ref().unwrap_or(&call),
+            started,
+        };
         let once_binding = match self.confirm_authorization(&who.name, app, asker).await {
             Ok(once) => once,
             Err(error) if waits_for_input(&error) => return Err(error),
@@ -492,7 +502,7 @@ impl Gateway {
             return Err(self.refuse(&step, &decision, "denied", error));
         }
         // The intent row is durable before anything runs: no call happens unrecorded.
-        self.gate.record(&call, &decision, "started", 0, None)?;
+        self.gate.record(step.call, &decision, "started", 0, None)?;
         let result = self
             .execute(
                 &step,

@@ -30,7 +30,21 @@ use super::http::{Control, json_response, refuse};
 use crate::feed::Event;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
-const APP_JS: &str = include_str!("assets/app.js");
+const APP_JS_SOURCE: &str = include_str!("assets/app.js");
+/// The page's script, its class of hidden characters made from the sanitizer's own table.
+static APP_JS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let class: String = aai_descriptor::visible::HIDDEN
+        .iter()
+        .map(|(first, last)| {
+            format!(
+                "\\u{{{:x}}}-\\u{{{:x}}}",
+                u32::from(*first),
+                u32::from(*last)
+            )
+        })
+        .collect();
+    APP_JS_SOURCE.replace("__AAI_HIDDEN__", &class)
+});
 const APP_CSS: &str = include_str!("assets/app.css");
 
 /// The name of the session cookie.
@@ -172,7 +186,7 @@ pub(crate) fn routes() -> Router<Control> {
         )
         .route(
             "/assets/app.js",
-            get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
+            get(|| async { asset("text/javascript; charset=utf-8", APP_JS.as_str()) }),
         )
         .route(
             "/assets/app.css",
@@ -555,6 +569,23 @@ fn settled(control: &Control, result: Result<(), String>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The page hides exactly what the CLI hides: its class is the sanitizer's table.
+    #[test]
+    fn the_page_script_hides_the_sanitizers_characters() {
+        assert!(!APP_JS.contains("__AAI_HIDDEN__"));
+        for range in [
+            r"\u{202a}-\u{202e}",
+            r"\u{0}-\u{1f}",
+            r"\u{e0000}-\u{e007f}",
+        ] {
+            assert!(APP_JS.contains(range), "{range}");
+        }
+        assert_eq!(
+            APP_JS.matches(r"-\u{").count(),
+            aai_descriptor::visible::HIDDEN.len()
+        );
+    }
 
     #[test]
     fn a_code_logs_in_once_and_the_session_needs_its_token_to_change_things() {

@@ -2,6 +2,24 @@
 // come from agents and are shown, never interpreted.
 'use strict';
 
+// The characters aai_descriptor::visible hides, filled in from that one table when the page
+// is served: no control, bidi or invisible character of a client's or a descriptor's text is
+// shown as itself, but as the same JSON escape the CLI prints (new lines and tabs stay).
+const HIDDEN = /[__AAI_HIDDEN__]/gu;
+
+function visible(text) {
+  return String(text ?? '').replace(HIDDEN, (c) => {
+    if (c === '\n' || c === '\t') return c;
+    if (c === '\r') return '\\r';
+    let escaped = '';
+    for (let i = 0; i < c.length; i += 1) escaped += `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`;
+    return escaped;
+  });
+}
+
+// Attributes a person reads; every other attribute is data (dataset, values) and kept exact.
+const SHOWN_ATTRIBUTES = new Set(['title', 'aria-label', 'placeholder', 'alt']);
+
 const LIVE_ROWS = 200;
 let csrf = '';
 let oldest = null;
@@ -15,17 +33,17 @@ function el(tag, props, ...children) {
     else if (key === 'class') node.className = value;
     else if (key === 'dataset') Object.assign(node.dataset, value);
     else if (value === true) node.setAttribute(key, '');
-    else if (value !== false && value != null) node.setAttribute(key, value);
+    else if (value !== false && value != null) node.setAttribute(key, SHOWN_ATTRIBUTES.has(key) ? visible(value) : value);
   }
   for (const child of children) {
-    node.append(child instanceof Node ? child : document.createTextNode(String(child ?? '')));
+    node.append(child instanceof Node ? child : document.createTextNode(visible(child)));
   }
   return node;
 }
 
 function showError(message) {
   const box = $('error');
-  box.textContent = message || '';
+  box.textContent = visible(message || '');
   box.hidden = !message;
 }
 
@@ -90,7 +108,7 @@ async function verify() {
   out.className = answer.ok ? 'ok' : 'bad';
   out.textContent = answer.ok
     ? `intact: ${answer.rows} rows`
-    : `BROKEN at row ${answer.id}: ${answer.reason || answer.error}`;
+    : visible(`BROKEN at row ${answer.id}: ${answer.reason || answer.error}`);
 }
 
 function showStopped(stopped) {
@@ -100,11 +118,18 @@ function showStopped(stopped) {
   $('stop').disabled = stopped;
 }
 
+function size(item) {
+  const chars = item.args_chars ?? 0;
+  const bytes = item.args_bytes ?? chars;
+  return chars === bytes ? `${chars} characters` : `${chars} characters, ${bytes} bytes`;
+}
+
+// A question is shown whole: a long one scrolls inside its card, with its size, never cut.
 function showApprovals(pending) {
   $('no-approvals').hidden = pending.length > 0;
   $('approvals').replaceChildren(...pending.map((item) => el('li', { dataset: { id: item.id } },
-    el('p', { class: 'question' }, item.message),
-    el('p', { class: 'meta' }, `${item.client} · ${item.app}:${item.tool} · ${item.id}`),
+    el('pre', { class: 'question', tabindex: '0' }, item.message),
+    el('p', { class: 'meta' }, `${item.client} · ${item.app}:${item.tool} · ${item.id} · arguments: ${size(item)}`),
     el('div', { class: 'choices' }, ...item.choices.map((choice) => el('button', {
       class: choice.answer === 'deny' ? 'deny' : '',
       dataset: { answer: choice.answer },
@@ -130,7 +155,7 @@ function showGrants(grants) {
 }
 
 function showClients(clients, profiles, fallback) {
-  $('default-profile').textContent = fallback;
+  $('default-profile').textContent = visible(fallback);
   $('clients').replaceChildren(...clients.map((client) => {
     const choose = el('select', {
       dataset: { client: client.name },
