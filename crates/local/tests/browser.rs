@@ -112,6 +112,12 @@ fn allowed_pages(request: &Request) -> Response {
             "<table><thead><tr><th>Name</th><th>Qty</th></tr></thead><tbody><tr><td>Apple</td><td>3</td></tr><tr><td>Pear</td><td>5</td></tr></tbody></table>",
         ),
         "/long" => page(&(0..600).map(|i| format!("<p>Paragraph {i} of a long article with words in it.</p>")).collect::<String>()),
+        "/download" => Response::new(200, "DOWNLOADED PAYLOAD")
+            .header("content-type", "application/octet-stream")
+            .header("content-disposition", "attachment; filename=\"payload-aai.bin\""),
+        "/download-page" => page(
+            r#"<a id="dl" href="/download" download="payload-aai.bin">get</a><script>document.getElementById('dl').click();</script>"#,
+        ),
         "/wait" => page("<p id='s'>loading</p><script>setTimeout(() => document.getElementById('s').textContent = 'ready now', 300);</script>"),
         _ => Response::new(404, "not here"),
     }
@@ -1021,5 +1027,66 @@ impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// Every file under `dir` whose name starts with `prefix`.
+fn files_named(dir: &std::path::Path, prefix: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(path);
+            } else if entry.file_name().to_string_lossy().starts_with(prefix) {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn downloads_are_refused_and_write_nothing() {
+    let _turn = turn();
+    let w = world();
+    let seen_before = w
+        .allowed
+        .seen()
+        .iter()
+        .filter(|r| r.uri.ends_with("/download"))
+        .count();
+    // A page that downloads on load, and a direct navigation to an attachment.
+    let _ = call(
+        "browser_navigate",
+        json!({"url": "https://allowed.test/download-page"}),
+    );
+    let _ = call(
+        "browser_navigate",
+        json!({"url": "https://allowed.test/download"}),
+    );
+    // The server answered both; a later page load shows the browser went on past them.
+    let served = w
+        .allowed
+        .seen()
+        .iter()
+        .filter(|r| r.uri.ends_with("/download"))
+        .count();
+    assert!(served > seen_before, "the download was never requested");
+    let shown = call(
+        "browser_navigate",
+        json!({"url": "https://allowed.test/second"}),
+    )
+    .expect("a page after the downloads");
+    assert!(shown.to_string().contains("/second"), "{shown}");
+    for dir in [w._home.path(), w.files.path()] {
+        let written = files_named(dir, "payload-aai");
+        assert!(written.is_empty(), "a download was written: {written:?}");
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        let downloads = std::path::Path::new(&home).join("Downloads");
+        let written = files_named(&downloads, "payload-aai");
+        assert!(written.is_empty(), "a download was written: {written:?}");
     }
 }

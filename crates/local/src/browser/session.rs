@@ -57,6 +57,20 @@ fn register_endpoint(ws: &str) -> Option<crate::own_listeners::Registered> {
     )))
 }
 
+/// Refuses every download of the browser (in `context`, else all of it): a page must not
+/// write files — under the profile (which lies in `AAI_HOME`) or anywhere else — past the
+/// file tools' sandbox.
+async fn deny_downloads(cdp: &Cdp, context: Option<&str>) -> Result<(), String> {
+    let mut params = json!({"behavior": "deny"});
+    if let Some(context) = context {
+        params["browserContextId"] = json!(context);
+    }
+    cdp.send(None, "Browser.setDownloadBehavior", params)
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("cannot turn the browser's downloads off: {e}"))
+}
+
 /// A failure to start, worded for the agent.
 pub type StartError = (aai_descriptor::ErrorKind, String);
 
@@ -93,6 +107,7 @@ impl Session {
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
+            deny_downloads(&cdp, Some(&context)).await.map_err(failed)?;
             let mut session = Self {
                 cdp,
                 proxy,
@@ -150,6 +165,7 @@ impl Session {
         let ws = devtools_url(&mut child).await.map_err(failed)?;
         let cdp = Cdp::connect(&ws).await.map_err(failed)?;
         let own = register_endpoint(&ws);
+        deny_downloads(&cdp, None).await.map_err(failed)?;
         let mut session = Self {
             cdp,
             proxy,
