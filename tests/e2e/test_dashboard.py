@@ -284,10 +284,16 @@ async def test_a_page_on_another_origin_cannot_use_the_dashboard(dashboard, chro
         cookie = next(c for c in page.call("Network.getCookies", urls=[dashboard.base + "/"])["cookies"] if c["name"] == "aai_dashboard")
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
         jar = {"Cookie": f"aai_dashboard={cookie['value']}"}
+        # The page holds the session's key in its own origin's sessionStorage; the cookie alone
+        # (which every port of 127.0.0.1 receives) reads nothing.
+        csrf = page.eval("sessionStorage.getItem('aai-dashboard-key')")
+        assert csrf and len(csrf) == 64, csrf
+        assert "#" not in page.eval("location.href"), "the key left the address bar"
         async with httpx2.AsyncClient(timeout=10) as http:
             state = await http.get(dashboard.base + "/api/state", headers=jar)
-            assert state.status_code == 200
-            csrf = state.json()["csrf"]
+            assert state.status_code == 403, state.text
+            state = await http.get(dashboard.base + "/api/state", headers={**jar, "X-AAI-CSRF": csrf})
+            assert state.status_code == 200 and "csrf" not in state.json()
             for headers, status in [
                 ({**jar}, 403),
                 ({**jar, "Origin": dashboard.base}, 403),
@@ -298,7 +304,7 @@ async def test_a_page_on_another_origin_cannot_use_the_dashboard(dashboard, chro
                 r = await http.post(dashboard.base + "/api/stop", headers=headers, json={})
                 assert r.status_code == status, (headers, r.status_code, r.text)
             assert "EMERGENCY STOP" not in dashboard.cli("status").stdout
-            r = await http.get(dashboard.base + "/api/state", headers={**jar, "Origin": "http://evil.example"})
+            r = await http.get(dashboard.base + "/api/state", headers={**jar, "X-AAI-CSRF": csrf, "Origin": "http://evil.example"})
             assert r.status_code == 403
             r = await http.get(dashboard.base + "/api/state", headers={**jar, "Host": "evil.example"})
             assert r.status_code == 403

@@ -92,7 +92,21 @@ pub fn write_marker(home: &Path, by: &str) -> std::io::Result<()> {
         at,
     };
     let json = serde_json::to_vec(&marker).map_err(std::io::Error::other)?;
-    crate::daemon::write_private(&stop_marker(home), &json)
+    match crate::daemon::write_private(&stop_marker(home), &json) {
+        Ok(()) => Ok(()),
+        // A full disk still has room for an empty file (an inode, no data block), and an
+        // empty marker means "stopped" like any other: the stop never waits on free space.
+        Err(error) => {
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create(true).truncate(false);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt as _;
+                options.mode(0o600);
+            }
+            options.open(stop_marker(home)).map(drop).map_err(|_| error)
+        }
+    }
 }
 
 /// Removes the stop marker; whether there was one.

@@ -99,7 +99,7 @@ impl EmergencyStop {
             && crate::control::marker(home).is_none()
             && let Err(error) = crate::control::write_marker(home, by)
         {
-            tracing::error!(%error, "the stop marker could not be written; other gateways of this home do not see the stop");
+            tracing::error!(%error, "the stop marker could not be written; other gateways of this home may not see the stop (this one stays stopped until `aai-gateway resume`)");
         }
         !was
     }
@@ -115,42 +115,46 @@ impl EmergencyStop {
         was || marked
     }
 
-    /// Whether this gateway's own flag disagrees with the home's marker: `Some(by)` when the
-    /// marker is there and the flag is not (stop here too), `None` when they agree or only
-    /// the flag is set while the marker is gone (`Some("")`: resume here).
-    fn drift(&self) -> Option<String> {
+    /// Whether the home's marker is there now (`None`: this gateway shares no marker).
+    fn marker_present(&self) -> Option<bool> {
         self.marker.get()?;
-        let flag = self.stopped.load(Ordering::SeqCst);
-        match (flag, self.marked()) {
-            (false, Some(marker)) => Some(marker.by),
-            (true, None) => Some(String::new()),
-            _ => None,
-        }
+        Some(self.marked().is_some())
+    }
+
+    fn flag(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
     }
 }
 
 /// Keeps this gateway's stop in step with the home's stop marker until `cancel` fires: a
-/// marker that appears stops every call here (and kills their processes), one that is
-/// removed (by `aai-gateway resume`) lifts the stop here.
+/// marker that appears stops every call here (and kills their processes); one that this
+/// watch saw and that is then removed (by `aai-gateway resume`) lifts the stop here. A stop
+/// whose marker could not be written (a full disk) is never lifted by the watch: only a
+/// removal it saw counts.
 pub fn watch_marker(gateway: std::sync::Arc<Gateway>, cancel: CancellationToken) {
     tokio::spawn(async move {
         let mut every = tokio::time::interval(crate::control::MARKER_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut seen = false;
         loop {
             tokio::select! {
                 _ = every.tick() => {}
                 () = cancel.cancelled() => return,
             }
-            match gateway.stop.drift() {
-                Some(by) if by.is_empty() => {
-                    gateway.resume("the stop marker was removed (aai-gateway resume)");
-                }
-                Some(by) => {
-                    let report = gateway.emergency_stop(&by).await;
-                    acknowledge(&gateway.home, &report);
-                }
-                None => {}
+            let Some(present) = gateway.stop.marker_present() else {
+                return;
+            };
+            if present && !gateway.stop.flag() {
+                let by = gateway
+                    .stop
+                    .marked()
+                    .map_or_else(|| "the stop marker".to_owned(), |m| m.by);
+                let report = gateway.emergency_stop(&by).await;
+                acknowledge(&gateway.home, &report);
+            } else if !present && seen && gateway.stop.flag() {
+                gateway.resume("the stop marker was removed (aai-gateway resume)");
             }
+            seen = present;
         }
     });
 }

@@ -133,7 +133,11 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
     // The status takes the MCP token; everything else here answers for the person and takes
     // the control credential (checked before the command ran).
     let credential = match what {
-        Control::Status => running.token.clone(),
+        // The person's own credential where it can be read (its own rate bucket), else the
+        // MCP token.
+        Control::Status => {
+            aai_gateway::control::credential(home).unwrap_or_else(|_| running.token.clone())
+        }
         _ => aai_gateway::control::credential(home)?,
     };
     let request = match &what {
@@ -174,8 +178,13 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
         Control::Dashboard { open } => {
             let url = body["url"].as_str().unwrap_or_default();
             // Once opened, the link is not printed: a one-time code on the screen could be
-            // read by an agent's screenshot before the browser has used it.
-            if open && open_in_browser(url) {
+            // read by an agent's screenshot before the browser has used it. Nor is it handed to
+            // the browser as an argument (every process can read another's arguments): the
+            // browser opens a private page that posts the code.
+            if open
+                && let Some(page) = login_page(home, url)
+                && open_in_browser(&format!("file://{}", page.display()))
+            {
                 "opened the dashboard in your browser (a one-time login, used by the browser)"
                     .to_owned()
             } else {
@@ -196,6 +205,37 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
     };
     super::output::line(&text);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the page that logs the browser in by posting `link`'s code to the dashboard, as a
+/// 0600 file under `AAI_HOME/run` (which contained processes cannot read); pages left from
+/// earlier logins are removed (their codes are used or expired).
+fn login_page(home: &Path, link: &str) -> Option<std::path::PathBuf> {
+    let (action, code) = link.split_once("?code=")?;
+    let safe = |text: &str| {
+        text.chars()
+            .all(|c| c.is_ascii_alphanumeric() || ":/.[]-_".contains(c))
+    };
+    if !safe(action) || !safe(code) {
+        return None;
+    }
+    let run = home.join("run");
+    for entry in std::fs::read_dir(&run).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with("login-") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    let page = run.join(format!(
+        "login-{}.html",
+        &aai_gateway::daemon::new_token()[..16]
+    ));
+    let html = format!(
+        "<!doctype html><meta charset=utf-8><title>aai-gateway dashboard</title>\
+         <body onload=\"document.forms[0].submit()\"><form method=post action=\"{action}\">\
+         <input type=hidden name=code value=\"{code}\"><noscript><button>Open the dashboard</button></noscript></form>"
+    );
+    aai_gateway::daemon::write_private(&page, html.as_bytes()).ok()?;
+    Some(page)
 }
 
 /// The emergency stop, from the command line: the stop marker first (every gateway of this

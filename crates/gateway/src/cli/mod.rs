@@ -257,6 +257,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     {
         aai_gateway::control::credential(&home)?;
     }
+    // A gateway started from inside an agent's sandbox would take its consent from the agent
+    // (its elicitation, its terminal) and could not keep an audit log: it does not serve.
+    let serves = match &cli.command {
+        None => !cli.scan,
+        Some(Command::Serve { .. } | Command::Call { .. }) => true,
+        Some(Command::Workflow { action }) => matches!(action, workflow::Action::Run { .. }),
+        _ => false,
+    };
+    if serves && let Err(error) = aai_gateway::control::credential(&home) {
+        anyhow::bail!(
+            "aai-gateway does not serve or run calls from inside an agent's sandbox: {error}"
+        );
+    }
     match cli.command {
         Some(Command::Validate { files }) => Ok(validate::run(&files)),
         Some(Command::Auth { action }) => auth::run(&home, false, action),

@@ -46,6 +46,9 @@ const RATE_BURST: f64 = 400.0;
 /// idle between requests) before it is closed.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The largest request head (request line and headers) read.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+
 /// Descriptors kept free of connections, for the database, logs, child processes and pipes.
 const FD_RESERVE: u64 = 256;
 /// Open connections at most, however high the descriptor limit.
@@ -268,7 +271,10 @@ async fn accept(listener: tokio::net::TcpListener, app: Router, cancel: Cancella
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(HEAD_TIMEOUT);
+        .header_read_timeout(HEAD_TIMEOUT)
+        // A request head larger than this is refused (hyper's default of ~400 KB let each
+        // of many connections hold that much before its head was complete).
+        .max_buf_size(MAX_HEAD_BYTES);
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -353,10 +359,22 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         &guard,
         request.method(),
         request.uri().path(),
+        request.uri().query(),
         request.headers(),
     );
     match refusal {
         None => {
+            // The body is read whole here, within the same time a head gets: a request whose
+            // body trickles (or never comes) cannot hold its connection, token or not.
+            let request = match whole_body(request, guard.max_body).await {
+                Ok(request) => request,
+                Err(mut refusal) => {
+                    refusal
+                        .headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                    return refusal;
+                }
+            };
             let mut response = next.run(request).await;
             if principal == Principal::Open {
                 // Unauthenticated callers do not keep connections open between requests.
@@ -374,6 +392,26 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
             refusal
         }
+    }
+}
+
+/// `request` with its body read whole (at most `max` bytes, within [`HEAD_TIMEOUT`]).
+async fn whole_body(request: Request, max: usize) -> Result<Request, Response> {
+    use axum::body::HttpBody as _;
+    let (parts, body) = request.into_parts();
+    if body.is_end_stream() {
+        return Ok(Request::from_parts(parts, body));
+    }
+    match tokio::time::timeout(HEAD_TIMEOUT, axum::body::to_bytes(body, max)).await {
+        Ok(Ok(bytes)) => Ok(Request::from_parts(parts, Body::from(bytes))),
+        Ok(Err(_)) => Err(refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the request body is larger than max_request_bytes ({max} bytes) or broken"),
+        )),
+        Err(_) => Err(refuse(
+            StatusCode::REQUEST_TIMEOUT,
+            "the request body did not arrive in time",
+        )),
     }
 }
 
@@ -408,6 +446,7 @@ fn judge(
     guard: &Guard,
     method: &Method,
     path: &str,
+    query: Option<&str>,
     headers: &HeaderMap,
 ) -> (Principal, Option<Response>) {
     let host = header_str(headers, header::HOST).unwrap_or_default();
@@ -420,7 +459,11 @@ fn judge(
             )),
         );
     }
+    // The login page `aai-gateway dashboard` writes is a local file (`Origin: null`) posting
+    // its one-time code; the code is the credential there, whoever's page sends it.
+    let login = path == "/login";
     if let Some(origin) = header_str(headers, header::ORIGIN)
+        && !login
         && !guard.origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
     {
         return (
@@ -469,15 +512,18 @@ fn judge(
                 )),
             );
         }
+        // A login is a single-use code's check, cheap and unguessable: like the stop it takes
+        // no bucket, so a flood cannot keep the person out of their dashboard.
+        Needs::Dashboard if path == "/login" => return (Principal::Open, None),
         Needs::Dashboard => {
-            if let Some(refusal) = guard.logins.refusal(method, path, headers, &guard.origins) {
+            if let Some(refusal) =
+                guard
+                    .logins
+                    .refusal(method, path, query, headers, &guard.origins)
+            {
                 return (Principal::Open, Some(refusal));
             }
-            if path == "/login" {
-                Principal::Open
-            } else {
-                Principal::Dashboard
-            }
+            Principal::Dashboard
         }
     };
     let allowed = guard.buckets[principal.index()]

@@ -72,7 +72,7 @@ impl Drop for RuntimeFiles {
 
 /// Writes `bytes` to `path` through a private temporary file renamed into place, so a reader
 /// never sees half a file and the file is never readable by others, not even for a moment.
-pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let mut file = tempfile::NamedTempFile::new_in(dir)?;
@@ -88,9 +88,15 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The daemon the runtime files under `home` describe, when its process is alive. Files a
-/// crashed daemon left behind are ignored (and the next `serve` replaces them).
+/// The daemon the runtime files under `home` describe, when its process is alive and is a
+/// gateway daemon. Files a crashed daemon left behind are ignored (and the next `serve`
+/// replaces them).
 pub fn running(home: &Path) -> Option<Running> {
+    recorded(home).filter(|running| is_daemon(running.info.pid))
+}
+
+/// What the runtime files under `home` say, whether or not their daemon lives.
+pub fn recorded(home: &Path) -> Option<Running> {
     let dir = run_dir(home);
     let info: ServeInfo =
         serde_json::from_slice(&std::fs::read(dir.join("serve.json")).ok()?).ok()?;
@@ -98,7 +104,9 @@ pub fn running(home: &Path) -> Option<Running> {
         .ok()?
         .trim()
         .to_owned();
-    if token.is_empty() || !alive(info.pid) {
+    // (A live pid is not enough for `running`: a crashed daemon's pid may since belong to
+    // another program, and whoever holds its old port must not be sent a credential.)
+    if token.is_empty() {
         return None;
     }
     Some(Running { info, token })
@@ -165,11 +173,13 @@ mod tests {
                 assert_eq!(meta.permissions().mode() & 0o777, mode, "{name}");
             }
         }
-        let found = running(home.path()).expect("running");
+        let found = recorded(home.path()).expect("recorded");
         assert_eq!(found.info, info);
         assert_eq!(found.token, token);
-        drop(files);
+        // This test's own process is alive but is no gateway daemon.
         assert!(running(home.path()).is_none());
+        drop(files);
+        assert!(recorded(home.path()).is_none());
         assert!(!home.path().join("run/token").exists());
     }
 

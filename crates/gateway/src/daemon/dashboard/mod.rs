@@ -122,13 +122,20 @@ impl Logins {
             .map(|(_, s)| s.csrf.clone())
     }
 
-    /// Whether a dashboard request may go on: `None` when it may, else the refusal. Pages and
-    /// reads need the session cookie; changes (`POST`) also their session's CSRF token and
-    /// this listener's `Origin`.
+    /// Whether a dashboard request may go on: `None` when it may, else the refusal. Pages
+    /// need the session cookie; every `/api/` request (reads too) also its session's key —
+    /// the `X-AAI-CSRF` header, or `k` in the query for the event stream, which cannot send
+    /// headers — and changes (`POST`) this listener's `Origin`.
+    ///
+    /// The cookie alone opens nothing of value: browsers send a `127.0.0.1` cookie to every
+    /// port of that host, so a listener the agent runs on another port could be handed it.
+    /// The key reaches the page only in the login redirect's fragment, and the page keeps it
+    /// in `sessionStorage`, which browsers keep per origin (port included).
     pub fn refusal(
         &self,
         method: &axum::http::Method,
         path: &str,
+        query: Option<&str>,
         headers: &HeaderMap,
         origins: &[String],
     ) -> Option<Response> {
@@ -138,27 +145,35 @@ impl Logins {
         let Some(csrf) = self.csrf(headers) else {
             return Some(refuse(
                 StatusCode::UNAUTHORIZED,
-                "not logged in: run `aai-gateway dashboard`, which opens this page with a one-time login link",
+                "not logged in: run `aai-gateway dashboard`, which opens this page with a one-time login",
             ));
         };
-        if method == axum::http::Method::GET || method == axum::http::Method::HEAD {
+        let reads = method == axum::http::Method::GET || method == axum::http::Method::HEAD;
+        if reads && !path.starts_with("/api/") {
             return None;
         }
-        let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
-        if !origin.is_some_and(|o| origins.iter().any(|ours| ours.eq_ignore_ascii_case(o))) {
-            return Some(refuse(
-                StatusCode::FORBIDDEN,
-                "changes are taken only from the dashboard's own page (Origin header)",
-            ));
+        if !reads {
+            let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+            if !origin.is_some_and(|o| origins.iter().any(|ours| ours.eq_ignore_ascii_case(o))) {
+                return Some(refuse(
+                    StatusCode::FORBIDDEN,
+                    "changes are taken only from the dashboard's own page (Origin header)",
+                ));
+            }
         }
+        let in_query = url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+            .find(|(k, _)| k == "k")
+            .map(|(_, v)| v.into_owned());
         let presented = headers
             .get(CSRF_HEADER)
             .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .or(in_query)
             .unwrap_or_default();
         if !super::http::same_secret(presented.as_bytes(), csrf.as_bytes()) {
             return Some(refuse(
                 StatusCode::FORBIDDEN,
-                "the change lacks this session's CSRF token; reload the dashboard",
+                "the request lacks this session's key; open the dashboard again with `aai-gateway dashboard`",
             ));
         }
         None
@@ -192,7 +207,7 @@ pub(crate) fn routes() -> Router<Control> {
             "/assets/app.css",
             get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),
         )
-        .route("/login", get(login))
+        .route("/login", get(login).post(login))
         .route("/api/state", get(state))
         .route("/api/events", get(events))
         .route("/api/audit", get(audit))
@@ -242,9 +257,18 @@ fn query(uri: &Uri) -> HashMap<String, String> {
         .collect()
 }
 
-async fn login(State(control): State<Control>, uri: Uri) -> Response {
-    let code = query(&uri).remove("code").unwrap_or_default();
-    let Some((session, _)) = control.logins.redeem(&code) else {
+/// Trades a one-time code — in the query, or in a form posted by the login page
+/// `aai-gateway dashboard` writes (so the code is in no URL and no process's arguments) — for
+/// a session: the cookie, and the session's key in the redirect's fragment (never sent to a
+/// server, read once by the page).
+async fn login(State(control): State<Control>, uri: Uri, body: axum::body::Body) -> Response {
+    let form = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let code = url::form_urlencoded::parse(&form)
+        .find(|(k, _)| k == "code")
+        .map(|(_, v)| v.into_owned())
+        .or_else(|| query(&uri).remove("code"))
+        .unwrap_or_default();
+    let Some((session, key)) = control.logins.redeem(&code) else {
         return (
             StatusCode::UNAUTHORIZED,
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
@@ -256,7 +280,8 @@ async fn login(State(control): State<Control>, uri: Uri) -> Response {
         "{COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
         SESSION_LIFETIME.as_secs()
     );
-    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
+    let location = format!("/#k={key}");
+    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response();
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
@@ -264,7 +289,7 @@ async fn login(State(control): State<Control>, uri: Uri) -> Response {
 }
 
 /// Everything the page shows when it loads.
-async fn state(State(control): State<Control>, headers: HeaderMap) -> Response {
+async fn state(State(control): State<Control>) -> Response {
     let gateway = &control.gateway;
     let grants = gateway.gate.grants().map_err(|e| e.message);
     let (recent, mut clients) = match gateway.gate.log() {
@@ -284,7 +309,6 @@ async fn state(State(control): State<Control>, headers: HeaderMap) -> Response {
         .map(|c| json!({"name": c, "profile": policy.profile_for(c, &[]).0}))
         .collect();
     json_response(&json!({
-        "csrf": control.logins.csrf(&headers),
         "stopped": gateway.stop.is_stopped(),
         "pending": gateway.approvals.list(),
         "grants": grants.unwrap_or_default(),
@@ -610,7 +634,7 @@ mod tests {
         let get = axum::http::Method::GET;
         let status = |method: &axum::http::Method, h: &HeaderMap| {
             logins
-                .refusal(method, "/api/stop", h, &ours)
+                .refusal(method, "/api/stop", None, h, &ours)
                 .map(|r| r.status().as_u16())
         };
         assert_eq!(status(&get, &headers(&[])), Some(401));
@@ -618,7 +642,32 @@ mod tests {
             status(&get, &headers(&[("cookie", &format!("{COOKIE}=x"))])),
             Some(401)
         );
-        assert_eq!(status(&get, &headers(&[("cookie", &cookie)])), None);
+        // The cookie alone reads nothing (it reaches every port of the host); the key does.
+        assert_eq!(status(&get, &headers(&[("cookie", &cookie)])), Some(403));
+        assert_eq!(
+            status(&get, &headers(&[("cookie", &cookie), (CSRF_HEADER, &csrf)])),
+            None
+        );
+        let streamed = |query: &str| {
+            logins
+                .refusal(
+                    &get,
+                    "/api/events",
+                    Some(query),
+                    &headers(&[("cookie", &cookie)]),
+                    &ours,
+                )
+                .map(|r| r.status().as_u16())
+        };
+        assert_eq!(streamed(&format!("k={csrf}")), None);
+        assert_eq!(streamed("k=0"), Some(403));
+        assert_eq!(
+            logins
+                .refusal(&get, "/", None, &headers(&[("cookie", &cookie)]), &ours)
+                .map(|r| r.status().as_u16()),
+            None,
+            "the page itself holds nothing"
+        );
         assert_eq!(
             status(&post, &headers(&[("cookie", &cookie)])),
             Some(403),
@@ -638,7 +687,7 @@ mod tests {
         assert_eq!(status(&post, &headers(&forged)), Some(403));
         assert_eq!(
             logins
-                .refusal(&get, "/login", &headers(&[]), &ours)
+                .refusal(&get, "/login", None, &headers(&[]), &ours)
                 .map(|r| r.status()),
             None
         );

@@ -21,7 +21,15 @@ function visible(text) {
 const SHOWN_ATTRIBUTES = new Set(['title', 'aria-label', 'placeholder', 'alt']);
 
 const LIVE_ROWS = 200;
-let csrf = '';
+// The session's key: handed over once in the login redirect's fragment, then kept in this
+// origin's sessionStorage (never in a cookie, which every port of the host would receive).
+const KEY = 'aai-dashboard-key';
+if (location.hash.startsWith('#k=')) {
+  sessionStorage.setItem(KEY, decodeURIComponent(location.hash.slice(3)));
+  history.replaceState(null, '', location.pathname);
+}
+let csrf = sessionStorage.getItem(KEY) || '';
+const keyed = { credentials: 'same-origin', headers: { 'X-AAI-CSRF': csrf } };
 let oldest = null;
 
 const $ = (id) => document.getElementById(id);
@@ -94,7 +102,7 @@ function showHistory(rows, append) {
 async function search(append) {
   const params = new URLSearchParams({ q: $('query').value, limit: '100' });
   if (append && oldest != null) params.set('before', String(oldest));
-  const response = await fetch(`/api/audit?${params}`, { credentials: 'same-origin' });
+  const response = await fetch(`/api/audit?${params}`, keyed);
   const answer = await response.json().catch(() => ({}));
   if (!response.ok) return showError(answer.error || 'the audit log could not be searched');
   showHistory(answer.rows, append);
@@ -102,7 +110,7 @@ async function search(append) {
 
 async function verify() {
   $('verified').textContent = 'checking…';
-  const response = await fetch('/api/audit/verify', { credentials: 'same-origin' });
+  const response = await fetch('/api/audit/verify', keyed);
   const answer = await response.json().catch(() => ({}));
   const out = $('verified');
   out.className = answer.ok ? 'ok' : 'bad';
@@ -211,13 +219,12 @@ function showSchedules(schedules) {
 }
 
 async function load() {
-  const response = await fetch('/api/state', { credentials: 'same-origin' });
-  if (response.status === 401) {
+  const response = await fetch('/api/state', keyed);
+  if (response.status === 401 || response.status === 403) {
     $('status').textContent = 'not logged in: run `aai-gateway dashboard`';
     return false;
   }
   const state = await response.json();
-  csrf = state.csrf;
   showStopped(state.stopped);
   showApprovals(state.pending);
   showGrants(state.grants);
@@ -229,7 +236,7 @@ async function load() {
 }
 
 function listen() {
-  const events = new EventSource('/api/events');
+  const events = new EventSource(`/api/events?k=${encodeURIComponent(csrf)}`);
   events.onopen = () => { document.body.dataset.live = 'yes'; };
   events.onerror = () => { document.body.dataset.live = 'no'; };
   events.onmessage = (message) => {
