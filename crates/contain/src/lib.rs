@@ -58,6 +58,10 @@ pub struct Profile {
     pub read: Vec<PathBuf>,
     /// The call's cgroup (`cgroup.procs`), entered before anything else.
     pub cgroup: Option<PathBuf>,
+    /// Abstract Unix sockets made outside may be reached. X11 clients need it: libxcb tries
+    /// the display's abstract socket first and gives up when that is refused (EPERM) instead
+    /// of falling back to the socket file, so launched apps get it; terminal commands do not.
+    pub abstract_sockets: bool,
 }
 
 /// How the launcher was asked to run: the first stage, the second (restrict and exec), or a
@@ -119,6 +123,9 @@ impl Profile {
         for file in &self.read {
             push("--read", file);
         }
+        if self.abstract_sockets {
+            out.push("--abstract-sockets".to_owned());
+        }
         out
     }
 
@@ -142,6 +149,7 @@ impl Profile {
                 "--" => break,
                 "--stage2" => stage = Stage::Second,
                 "--probe" => stage = Stage::Probe,
+                "--abstract-sockets" => profile.abstract_sockets = true,
                 "--cgroup" => profile.cgroup = Some(value(arg)?),
                 "--temp" => profile.temp = Some(value(arg)?),
                 "--home" => home = Some(value(arg)?),
@@ -232,6 +240,7 @@ mod tests {
             protect: vec!["/h/.cache/aai-gateway".into()],
             read: vec!["/h/.aai/run/task-1.mcp.json".into()],
             cgroup: Some("/sys/fs/cgroup/x/cgroup.procs".into()),
+            abstract_sockets: true,
         }
     }
 

@@ -63,7 +63,14 @@ pub fn enforce(plan: &Plan) -> Result<Enforced, String> {
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(handled)
-        .and_then(|r| r.scope(Scope::from_all(TARGET)))
+        .and_then(|r| {
+            let scopes = if plan.abstract_sockets {
+                Scope::from_all(TARGET) & !Scope::AbstractUnixSocket
+            } else {
+                Scope::from_all(TARGET)
+            };
+            r.scope(scopes)
+        })
         .and_then(Ruleset::create)
         .map_err(|e| format!("cannot make a Landlock ruleset: {e}"))?;
     let file_rights = AccessFs::from_file(TARGET);
@@ -153,8 +160,19 @@ pub fn describe(abi: i32) -> String {
     parts.join("; ")
 }
 
+/// Set in the gateway's environment, this makes it act as on a kernel without Landlock (for
+/// tests of the refusal). It can only make the gateway refuse more: nothing it starts is run
+/// with fewer restrictions because of it.
+pub const PRETEND_NONE: &str = "AAI_NO_LANDLOCK";
+
 /// Which sandbox applies here.
 pub fn support() -> Support {
+    if std::env::var_os(PRETEND_NONE).is_some() {
+        return Support {
+            sandbox: None,
+            detail: format!("Landlock is treated as absent ({PRETEND_NONE} is set)"),
+        };
+    }
     match abi() {
         0 => Support {
             sandbox: None,

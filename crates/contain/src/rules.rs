@@ -63,6 +63,8 @@ pub struct Plan {
     pub write: Vec<PathBuf>,
     /// Written and `ioctl`ed: the devices of [`DEVICES`] that exist.
     pub devices: Vec<PathBuf>,
+    /// Abstract Unix sockets made outside may be reached (see [`crate::Profile`]).
+    pub abstract_sockets: bool,
 }
 
 /// The entries of a folder, links not followed; nothing when it cannot be read.
@@ -211,6 +213,7 @@ impl crate::Profile {
             read,
             write,
             devices,
+            abstract_sockets: self.abstract_sockets,
         }
     }
 }

@@ -111,6 +111,7 @@ mod tests {
             protect: vec!["/Users/me/Library/Caches/aai-gateway".into()],
             read: vec!["/Users/me/.aai/run/task-1.mcp.json".into()],
             cgroup: None,
+            abstract_sockets: false,
         };
         let (program, argv) = command(&profile_, "/bin/zsh", &["-c".into(), "rm -rf ~".into()]);
         assert_eq!(program, SANDBOX_EXEC);

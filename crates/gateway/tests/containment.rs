@@ -369,7 +369,10 @@ async fn a_double_forked_escapee_dies_with_the_stop() {
     let pid = read_pid(&pidfile).await;
     assert!(alive(pid));
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-    assert!(environ.is_empty(), "the escapee cleared its environment");
+    assert!(
+        !String::from_utf8_lossy(&environ).contains(aai_executor::process::TAG_VAR),
+        "the escapee dropped the gateway's tag"
+    );
     let stopped = s.gateway.emergency_stop("test").await;
     assert!(
         gone_within(pid, Duration::from_secs(5)).await,
@@ -517,4 +520,224 @@ async fn work_outside_the_sandbox_is_asked_every_time_and_never_granted() {
     // The sandboxed default session is not asked (the profile auto-approves).
     let plain = s.bash("true").await.expect("unasked");
     assert_eq!(plain["exit_code"], 0);
+}
+
+/// Where no sandbox can apply, the terminal refuses and says how to run uncontained; only an
+/// explicit `"containment": "none"` runs it. `doctor` says which applies and why.
+#[test]
+fn without_a_sandbox_the_terminal_refuses_unless_the_config_says_none() {
+    let _serial = SERIAL.blocking_lock();
+    let base = tempfile::Builder::new()
+        .prefix("no-sandbox-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("base");
+    let home = base.path().join("home");
+    let work = base.path().join("work");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(&work).expect("work");
+    let write_config = |containment: Option<&str>| {
+        let mut local = json!({"sandbox": {"allowed_directories": [work]}});
+        if let Some(mode) = containment {
+            local["containment"] = json!(mode);
+        }
+        let config = json!({"local": local, "policy": {"default_profile": "p", "profiles":
+            {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}}});
+        std::fs::write(home.join("config.json"), config.to_string()).expect("config");
+    };
+    let run = |args: &[&str], no_landlock: bool| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aai-gateway"));
+        command
+            .args(args)
+            .env("AAI_HOME", &home)
+            .env("AAI_LOG", "warn")
+            .stdin(std::process::Stdio::null());
+        if no_landlock {
+            command.env("AAI_NO_LANDLOCK", "1");
+        }
+        let out = command.output().expect("aai-gateway");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let call = [
+        "call",
+        "local.terminal",
+        "bash_execute",
+        "--args",
+        r#"{"command": "echo ran"}"#,
+    ];
+    let containment = |json_text: &str| -> Value {
+        let report: Value = serde_json::from_str(json_text).expect("doctor json");
+        report
+            .as_array()
+            .and_then(|apps| apps.iter().find(|a| a["app"] == "aai-gateway"))
+            .and_then(|a| a["tools"].as_array())
+            .and_then(|t| t.iter().find(|c| c["tool"] == "containment"))
+            .cloned()
+            .expect("a containment line")
+    };
+
+    write_config(None);
+    let (ok, text) = run(&call, true);
+    assert!(!ok, "ran uncontained: {text}");
+    assert!(
+        text.contains("\"containment\": \"none\"") && !text.contains("ran\\n"),
+        "{text}"
+    );
+    let (_, doctor) = run(&["doctor", "--json"], true);
+    let line = containment(&doctor);
+    assert!(
+        line["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("refuse")),
+        "{line}"
+    );
+
+    // Here, with Landlock: the doctor names the ABI and what a probe launcher enforced.
+    let (_, doctor) = run(&["doctor", "--json"], false);
+    let line = containment(&doctor);
+    let backend = line["backend"].as_str().unwrap_or_default();
+    assert!(
+        backend.starts_with("Landlock ABI") && backend.contains("fully enforced"),
+        "{line}"
+    );
+    let (ok, text) = run(&call, false);
+    assert!(ok && text.contains("ran"), "{text}");
+
+    write_config(Some("none"));
+    let (ok, text) = run(&call, true);
+    assert!(ok && text.contains("ran"), "{text}");
+    let (_, doctor) = run(&["doctor", "--json"], true);
+    assert!(
+        containment(&doctor)["backend"]
+            .as_str()
+            .is_some_and(|b| b.starts_with("off"))
+    );
+}
+
+/// Kills a child when dropped (a test's X server and window manager).
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An app the agent launches runs in the sandbox too: an xterm whose shell tries to delete a
+/// canary outside the allowed folders (it survives) and writes inside them (that works); its
+/// window is found under the launcher.
+#[test]
+fn a_launched_app_and_what_it_runs_are_contained() {
+    let _serial = SERIAL.blocking_lock();
+    for tool in ["Xvfb", "openbox", "xterm"] {
+        assert!(
+            std::process::Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .stdout(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success()),
+            "{tool} is missing: run scripts/test.sh, which installs xvfb openbox xterm"
+        );
+    }
+    let number = (700..900)
+        .map(|n| n + std::process::id() % 100)
+        .find(|n| !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists())
+        .expect("a free display");
+    let display = format!(":{number}");
+    let _xvfb = Reaped(
+        std::process::Command::new("Xvfb")
+            .args([&display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("Xvfb"),
+    );
+    let until = Instant::now() + Duration::from_secs(10);
+    while aai_local::desktop::x11::X11::connect(Some(&display)).is_err() {
+        assert!(Instant::now() < until, "Xvfb did not answer");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _wm = Reaped(
+        std::process::Command::new("openbox")
+            .env("DISPLAY", &display)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("openbox"),
+    );
+    let x = aai_local::desktop::x11::X11::connect(Some(&display)).expect("x");
+    while !x.has_window_manager() {
+        assert!(Instant::now() < until, "openbox did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    aai_contain::set_launcher(env!("CARGO_BIN_EXE_aai-gateway"));
+    let base = tempfile::Builder::new()
+        .prefix("app-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("base");
+    let allowed = base.path().join("allowed");
+    let home = base.path().join("home");
+    let canary = base.path().join("outside/file.txt");
+    for dir in [&allowed, &home, &base.path().join("outside")] {
+        std::fs::create_dir_all(dir).expect("dir");
+    }
+    std::fs::write(&canary, "keep").expect("canary");
+    let mut config = aai_local::LocalConfig::default();
+    config.sandbox.allowed_directories = vec![allowed.clone()];
+    config.writable_caches = Vec::new();
+    let mut setup = aai_local::Setup::new(config, vec![home.clone()]);
+    setup.home = home;
+    setup.display = Arc::new(aai_local::desktop::backend::Desktop::on(&display, None));
+    let toolsets = aai_local::Toolsets::new(&setup);
+    let descriptor = aai_local::all_descriptors()
+        .into_iter()
+        .find(|d| d.app_id == "local.apps")
+        .expect("apps");
+    let status = allowed.join("status");
+    let script = format!(
+        "rm -f {}; echo $? > {}; exec sleep 60",
+        canary.display(),
+        status.display()
+    );
+    let args = json!({"name": "xterm", "args": ["-title", "Contained Term", "-e", "sh", "-c", script], "wait_ms": 10_000});
+    let args = args.as_object().cloned().expect("object");
+    let invocation =
+        aai_executor::Invocation::new(&descriptor, "app_launch", &args, Duration::from_secs(30))
+            .with_caller("agent", false);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let launched = runtime
+        .block_on(aai_executor::Executor::call(&toolsets, invocation))
+        .expect("launched");
+    assert_eq!(launched["sandboxed"], true, "{launched}");
+    assert_eq!(launched["window"]["title"], "Contained Term", "{launched}");
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&status).map_or(true, |s| s.trim().is_empty()) {
+        assert!(
+            Instant::now() < until,
+            "the xterm's shell never wrote its status"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_ne!(
+        std::fs::read_to_string(&status).expect("status").trim(),
+        "0"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&canary).ok().as_deref(),
+        Some("keep")
+    );
+    // The launcher is the app's parent; ending it ends the app.
+    let app = u32::try_from(launched["pid"].as_u64().expect("pid")).expect("pid");
+    let launcher = aai_contain::procs::stat(app)
+        .map(|(_, parent)| parent)
+        .expect("parent");
+    assert!(aai_contain::procs::terminate(
+        launcher,
+        Duration::from_secs(5)
+    ));
+    assert!(!alive(app));
 }

@@ -54,7 +54,14 @@ impl Toolset for Apps {
             if crate::contain::asks_outside(&args) {
                 crate::contain::check_outside(&args, call.approved).map(|()| None)
             } else {
-                self.setup.containment(call.roots)
+                // X11 clients reach the display by its abstract socket first (see
+                // `abstract_sockets`).
+                self.setup.containment(call.roots).map(|profile| {
+                    profile.map(|p| aai_contain::Profile {
+                        abstract_sockets: true,
+                        ..p
+                    })
+                })
             }
         } else {
             Ok(None)
@@ -463,10 +470,12 @@ fn launch(
         }
         std::thread::sleep(Duration::from_millis(25));
     };
+    // The app's own pid (its window's), not the launcher's, so app_list names the same one.
+    let app_pid = window.as_ref().and_then(|w| w.pid).unwrap_or(pid);
     Ok(json!({
         "launched": name,
         "argv": argv,
-        "pid": pid,
+        "pid": app_pid,
         "sandboxed": contain.is_some(),
         "window": window.map(|w| window_json(&w, space)),
     }))

@@ -126,6 +126,7 @@ impl Setup {
                 .collect(),
             read: Vec::new(),
             cgroup: None,
+            abstract_sockets: false,
         }))
     }
 }
