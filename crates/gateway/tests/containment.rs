@@ -475,10 +475,14 @@ async fn work_outside_the_sandbox_is_asked_every_time_and_never_granted() {
     assert!(target.is_file(), "it ran outside the sandbox");
     let question = asker.asked.lock().expect("asked")[0].clone();
     assert!(question.once_only, "only Deny and Allow once are offered");
-    let why = question.why.unwrap_or_default();
+    let why = question.why.clone().unwrap_or_default();
     assert!(
         why.contains("OUTSIDE the sandbox") && why.contains("release notes"),
         "{why}"
+    );
+    assert!(
+        question.message().contains("OUTSIDE the sandbox"),
+        "shown to the user"
     );
     let grants = aai_audit::Grants::open(&s.path("allowed/aai-home/data.db")).expect("grants");
     assert!(

@@ -753,7 +753,8 @@ fn kill_session_tree(shell_pid: Option<u32>) {
 fn end_tree(pid: Option<u32>, contained: bool) {
     #[cfg(target_os = "linux")]
     if let (Some(pid), true) = (pid, contained) {
-        aai_contain::procs::terminate(pid, Duration::from_secs(2));
+        // Bounded: the stop answers within a second; what is left falls to the passes after.
+        aai_contain::procs::terminate(pid, Duration::from_millis(500));
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (pid, contained);
