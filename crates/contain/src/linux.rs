@@ -173,7 +173,9 @@ pub fn support() -> Support {
             detail: format!("Landlock is treated as absent ({PRETEND_NONE} is set)"),
         };
     }
-    match abi() {
+    // Asked once: the kernel's ABI does not change while the gateway runs.
+    static ABI_HERE: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    match *ABI_HERE.get_or_init(abi) {
         0 => Support {
             sandbox: None,
             detail: "this kernel has no Landlock (Linux 5.13+ with `landlock` in the lsm= boot list is needed)".to_owned(),
