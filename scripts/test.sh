@@ -10,6 +10,8 @@ missing=()
 command -v dbus-daemon >/dev/null 2>&1 || missing+=(dbus-daemon)
 command -v dbus-send >/dev/null 2>&1 || missing+=(dbus-bin)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
+# The containment tests run real destructive commands of many shapes (rsync --delete among them).
+command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 # A real X server and notification daemon for the local system tools.
 command -v Xvfb >/dev/null 2>&1 || missing+=(xvfb)
 command -v dunst >/dev/null 2>&1 || missing+=(dunst)

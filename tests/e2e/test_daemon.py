@@ -160,7 +160,10 @@ def _cgroups(daemon):
 
 
 async def test_emergency_stop_kills_every_process_and_refuses_calls(daemon, tmp_path):
-    pids = tmp_path / "pids"
+    # In a folder made beforehand: the terminal runs contained, and nothing new can be made
+    # directly in tmp_path, which holds the gateway's home (only what was beside it is writable).
+    (tmp_path / "out").mkdir()
+    pids = tmp_path / "out" / "pids"
     # A plain child, a setsid escapee and a double-forked grandchild, then a long wait; with
     # cgroups also one that left the session, cleared its environment and double-forked,
     # which only its cgroup still holds.

@@ -369,3 +369,71 @@ def test_control_commands_send_the_credential_to_whoever_holds_a_dead_daemons_po
         squatter.shutdown()
 
 
+async def test_typing_into_the_persons_own_terminal_answers_the_agents_approval(home, bus, tmp_path, monkeypatch):
+    """A terminal window the person opened is not contained (it runs as the person, with the
+    control credential readable): text the agent types there runs as the person. With input
+    auto-approved as medium, the agent types `aai-gateway approvals approve <its id>` into it and
+    its own queued call runs. Classifying typed text like `bash_execute` does not cover this:
+    the window is not the agent's contained terminal."""
+    import shutil
+
+    from conftest import start_xvfb
+
+    for tool in ("Xvfb", "openbox", "xterm", "xdotool"):
+        assert shutil.which(tool), f"{tool} is missing: run scripts/test.sh"
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    display, xvfb = start_xvfb(230, "1280x800x24")
+    procs = [xvfb]
+    daemon = None
+    try:
+        desk = {**os.environ, "DISPLAY": display}
+        procs.append(subprocess.Popen(["openbox"], env=desk, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        # The person's own terminal, with their gateway on the PATH.
+        person = {**gateway_env(home, bus), "DISPLAY": display,
+                  "PATH": f"{GATEWAY.parent}:{os.environ['PATH']}", "PS1": "$ "}
+        procs.append(subprocess.Popen(["xterm", "-title", "person's shell", "-geometry", "160x50+0+0",
+                                       "-e", "bash", "--norc", "--noprofile"],
+                                      env=person, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+        def shown():
+            out = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "person's shell"],
+                                 env=desk, capture_output=True, text=True, timeout=5)
+            return out.stdout.strip()
+
+        from conftest import wait_until
+        wait_until(shown, 20, "the person's xterm")
+        window = shown()
+        subprocess.run(["xdotool", "windowactivate", "--sync", window.split()[0]], env=desk, timeout=10)
+        (home / "config.json").write_text(json.dumps({
+            "approval_wait_seconds": 1,
+            "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development",
+                "risk_policies": {"low": "auto_approve", "medium": "auto_approve"},
+                "tool_overrides": {"org.aai.test:echo": "require_approval"}}}}}))
+        daemon = Daemon(home, {**gateway_env(home, bus), "DISPLAY": display})
+        with anyio.fail_after(TIMEOUT):
+            async with daemon.client(name="typist") as c:
+                pending = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "typed-in"}})
+                approval = pending.structured_content["detail"]["approval_id"]
+                typed = await c.call_tool("aai_exec", {"app": "local.input", "tool": "type_text", "args": {
+                    "text": f"aai-gateway approvals approve {approval}\n"}})
+                # Asked every time (not auto-approved as medium, whatever grants exist): this
+                # client cannot answer, so nothing is typed.
+                assert typed.is_error, text(typed)
+                ran = None
+                if not typed.is_error:
+                    deadline = time.monotonic() + 20
+                    while time.monotonic() < deadline:
+                        ran = await c.call_tool("aai_exec", {"approval_id": approval})
+                        if not ran.is_error or "pending" not in text(ran):
+                            break
+                        await anyio.sleep(0.2)
+                assert ran is None or ran.is_error, "typed into the person's terminal, its own call ran: " + text(ran)
+    finally:
+        if daemon:
+            daemon.close()
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()

@@ -385,7 +385,7 @@ def test_unattended_calls_never_wait_and_the_layer_only_tightens(home, tmp_path,
 
 
 AGENT = r'''
-import asyncio, json, sys
+import asyncio, json, os, sys
 import httpx2
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -400,7 +400,15 @@ async def main():
                       client_info=Implementation(name="fake-agent", version="1")) as c:
         done = await c.call_tool("aai_exec", {"app": "org.aai.rec", "tool": "log", "args": {"key": instruction, "step": "agent"}})
         refused = await c.call_tool("aai_exec", {"app": "local.system", "tool": "clipboard_write", "args": {"text": "x"}})
-        print(json.dumps({"done": not done.is_error, "refused": refused.structured_content}))
+        # It runs contained: the gateway's home (its config beside run/) is read-only to it.
+        home = os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[2])))
+        try:
+            open(os.path.join(home, "config.json"), "a").write(" ")
+            home_written = True
+        except OSError:
+            home_written = False
+        print(json.dumps({"done": not done.is_error, "refused": refused.structured_content,
+                          "home_written": home_written}))
         open(sys.argv[3], "w").write(server["headers"]["Authorization"])
 
 asyncio.run(main())
@@ -412,7 +420,10 @@ def test_an_agent_task_reaches_the_gateway_under_the_tasks_layer(home, tmp_path,
     setup(home, rec)
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
-    token_file = tmp_path / "token-used"
+    # Made beforehand: the agent runs contained, and nothing new can be made directly in
+    # tmp_path, which holds the gateway's home.
+    (tmp_path / "out").mkdir()
+    token_file = tmp_path / "out" / "token-used"
     config = json.loads((home / "config.json").read_text())
     config["scheduler"]["agents"] = {"fake": {"command": [sys.executable, str(agent), "{instruction}", "{mcp_config}", str(token_file)],
                                               "timeout_seconds": 60}}
@@ -434,6 +445,7 @@ def test_an_agent_task_reaches_the_gateway_under_the_tasks_layer(home, tmp_path,
     step = report["steps"][0]
     said = json.loads(step["output"])
     assert said["done"] is True
+    assert said["home_written"] is False, said
     assert said["refused"]["type"] == "PERMISSION_DENIED" and "granted_tools" in said["refused"]["message"], said
     assert rec.requests == [("tidy-up; rm -rf ~", "agent")]
     rows = {r["call_id"]: r for r in (json.loads(line) for line in audit(home, "export").splitlines())}

@@ -97,6 +97,12 @@ impl CallGroup {
         ("/bin/sh".to_owned(), args)
     }
 
+    /// The group's `cgroup.procs`: a process that writes `0` to it enters the group (the
+    /// containment launcher does, before it restricts itself).
+    pub fn procs(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
     /// Moves an already started process into the group.
     pub fn adopt(&self, pid: u32) -> bool {
         std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).is_ok()

@@ -189,6 +189,7 @@ fn rest(c: &mut Criterion) {
 /// The built-in local tools through the whole gateway (gate and audit included), and the
 /// sandbox check alone.
 fn local(c: &mut Criterion) {
+    aai_contain::set_launcher(env!("CARGO_BIN_EXE_aai-gateway"));
     let dir = tempfile::tempdir().expect("dir");
     let allowed = dir.path().join("work");
     std::fs::create_dir_all(allowed.join("src/deep")).expect("dirs");
@@ -245,5 +246,80 @@ fn local(c: &mut Criterion) {
     });
 }
 
-criterion_group!(pipeline, benches, gate, rest, local);
+/// What the sandbox launcher adds: a terminal session started (and its first `true` run)
+/// contained and not, and the launcher around `true` alone. Commands after the first run in
+/// the session's shell, so the launcher costs nothing per command.
+fn containment(c: &mut Criterion) {
+    aai_contain::set_launcher(env!("CARGO_BIN_EXE_aai-gateway"));
+    let dir = tempfile::tempdir().expect("dir");
+    let allowed = dir.path().join("work");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&allowed).expect("allowed");
+    std::fs::create_dir_all(&home).expect("home");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut group = c.benchmark_group("containment");
+    group.sample_size(20);
+    for mode in ["sandbox", "none"] {
+        let config: Config = serde_json::from_value(json!({
+            "local": {"sandbox": {"allowed_directories": [allowed]}, "containment": mode},
+            "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}}
+        }))
+        .expect("config");
+        let options = aai_gateway::discovery::ScanOptions::new(&home, &config, false);
+        let registry = aai_gateway::scan_once(&options, &[Platform::Linux]);
+        let gateway = aai_gateway::fixed_gateway(
+            registry,
+            config,
+            Executors::new(),
+            home.join(format!("{mode}.db")),
+        );
+        let exec = |tool: &str, args: Value| {
+            runtime
+                .block_on(gateway.exec("bench", "local.terminal", tool, &args))
+                .expect("call")
+        };
+        group.bench_function(
+            format!("new session + bash_execute `true` (containment {mode})"),
+            |b| {
+                b.iter(|| {
+                    exec(
+                        "bash_session",
+                        json!({"action": "create", "session_id": "b"}),
+                    );
+                    exec(
+                        "bash_execute",
+                        json!({"command": "true", "session_id": "b"}),
+                    );
+                    exec("bash_session", json!({"action": "kill", "session_id": "b"}));
+                })
+            },
+        );
+    }
+    let launcher = env!("CARGO_BIN_EXE_aai-gateway");
+    let home_arg = home.display().to_string();
+    let allowed_arg = allowed.display().to_string();
+    group.bench_function("`true` directly", |b| {
+        b.iter(|| {
+            std::process::Command::new("/bin/true")
+                .status()
+                .expect("true")
+        })
+    });
+    group.bench_function("`true` under the launcher", |b| {
+        b.iter(|| {
+            std::process::Command::new(launcher)
+                .args(["__contain", "--home", &home_arg, "--write", &allowed_arg])
+                .args(["--temp", "/tmp", "--", "/bin/true"])
+                .status()
+                .expect("launcher")
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(pipeline, benches, gate, rest, local, containment);
 criterion_main!(pipeline);

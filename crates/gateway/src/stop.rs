@@ -4,12 +4,15 @@
 //! audit row and tells the user.
 //!
 //! Where the system allows, every call runs in a cgroup of its own
-//! ([`aai_executor::cgroup`]), and the stop kills those first: nothing escapes a cgroup.
-//! Processes are also found two ways, so neither `setsid` nor a double fork escapes: every
-//! process started for a call carries [`aai_executor::process::TAG_VAR`] with this gateway's
-//! tag in its environment (inherited by everything it starts), and every descendant of the
-//! gateway by parent links. Each pass kills what it finds; passes repeat until one finds
-//! nothing, so a process that forks while being killed is caught by the next pass.
+//! ([`aai_executor::cgroup`]), and the stop kills those first. Processes are also found two
+//! ways: every process started for a call carries [`aai_executor::process::TAG_VAR`] with this
+//! gateway's tag in its environment (inherited by everything it starts), and every descendant
+//! of the gateway by parent links. What the agent starts runs under the sandbox launcher
+//! ([`aai_contain`]), a child subreaper: an orphan — after `setsid`, a double fork and a
+//! cleared environment — is re-parented to it, so it stays a descendant. A launcher is killed
+//! only once nothing is left under it (leaves first), so no orphan falls to `init` meanwhile.
+//! Each pass kills what it finds; passes repeat until one finds nothing, so a process that
+//! forks while being killed is caught by the next pass.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -273,12 +276,24 @@ pub fn kill_everything() -> usize {
     // The calls' cgroups first: nothing in them can hide (cleared environment, reparented).
     let in_groups = aai_executor::cgroup::kill_all();
     let mut killed = std::collections::HashSet::new();
+    let launcher = aai_contain::launcher();
     loop {
         // Only live processes are listed: one killed last pass and still here is killed again.
-        let victims = victims(me, tag.as_bytes());
+        let (victims, parents) = victims(me, tag.as_bytes());
         if victims.is_empty() || Instant::now() >= until {
             break;
         }
+        // A launcher with anything left under it is spared this pass: killed first, it would
+        // hand its orphans to init, out of reach. At the end of the budget nothing is spared.
+        let last = Instant::now() + Duration::from_millis(50) >= until;
+        let holds = |pid: u32| {
+            !last
+                && launcher.is_some_and(|l| aai_contain::procs::is_launcher(pid, l))
+                && victims
+                    .iter()
+                    .any(|v| aai_contain::procs::descends(*v, pid, &parents))
+        };
+        let victims: Vec<u32> = victims.iter().copied().filter(|p| !holds(*p)).collect();
         for pid in victims {
             if let Ok(raw) = i32::try_from(pid) {
                 let _ = nix::sys::signal::kill(
@@ -298,11 +313,12 @@ pub fn kill_everything() -> usize {
     0
 }
 
-/// Processes that are alive (not zombies) and either carry the tag or descend from `me`.
+/// Processes that are alive (not zombies) and either carry the tag or descend from `me`, and
+/// every live process's parent.
 #[cfg(target_os = "linux")]
-fn victims(me: u32, tag: &[u8]) -> Vec<u32> {
+fn victims(me: u32, tag: &[u8]) -> (Vec<u32>, std::collections::HashMap<u32, u32>) {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
+        return (Vec::new(), std::collections::HashMap::new());
     };
     let mut parents = std::collections::HashMap::new();
     let mut tagged = Vec::new();
@@ -338,7 +354,7 @@ fn victims(me: u32, tag: &[u8]) -> Vec<u32> {
     found.extend(tagged);
     found.sort_unstable();
     found.dedup();
-    found
+    (found, parents)
 }
 
 #[cfg(target_os = "linux")]

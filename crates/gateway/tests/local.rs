@@ -26,11 +26,16 @@ impl Setup {
     }
 
     fn with_policy(policy: Value) -> Self {
+        // What the terminal and apps start runs under the gateway binary's sandbox launcher.
+        aai_contain::set_launcher(env!("CARGO_BIN_EXE_aai-gateway"));
         let dir = tempfile::tempdir().expect("dir");
         let allowed = dir.path().join("allowed");
         let home = allowed.join("aai-home");
         std::fs::create_dir_all(&home).expect("home");
         std::fs::create_dir_all(dir.path().join("outside")).expect("outside");
+        // Where commands write: nothing new can be made directly in `allowed`, which holds
+        // the gateway's home (the sandbox grants only what was there beside the home).
+        std::fs::create_dir_all(allowed.join("work")).expect("work");
         let config: Config = serde_json::from_value(json!({
             "policy": policy,
             "local": {"sandbox": {"allowed_directories": [allowed], "max_file_size": 2_000_000}},
@@ -817,7 +822,7 @@ async fn killing_a_session_mid_command_reports_it_and_stops_its_processes() {
     )
     .await
     .expect("create");
-    let pidfile = s.path("allowed/pid");
+    let pidfile = s.path("allowed/work/pid");
     let running = {
         let s = s.clone();
         let command = format!("sh -c 'echo $$ > {}; exec sleep 60'", pidfile.display());
@@ -880,7 +885,7 @@ fn nix_alive(pid: i32) -> bool {
 async fn a_cancelled_call_stops_its_command_and_the_session_goes_on() {
     let s = Setup::new();
     run_in(&s, None, "export KEEP=kept").await.expect("setup");
-    let pidfile = s.path("allowed/cancel-pid");
+    let pidfile = s.path("allowed/work/cancel-pid");
     let command = format!("sh -c 'echo $$ > {}; exec sleep 60'", pidfile.display());
     // The client cancels: the call's future is dropped while the command runs.
     let call = s.call(
@@ -1152,9 +1157,12 @@ async fn terminal_sessions_belong_to_their_client() {
             .await
             .unwrap_or_else(|e| panic!("{e}"))
     };
+    // Made here: nothing new can be made directly in `allowed` by a command, since the
+    // gateway's home lies in it.
+    std::fs::create_dir_all(s.path("allowed/alice")).expect("alice");
     bash(
         "alice",
-        format!("mkdir -p {tmp}/alice && cd {tmp}/alice && export SECRET=alice-only"),
+        format!("cd {tmp}/alice && export SECRET=alice-only"),
     )
     .await;
     let bob = bash("bob", "echo \"[$SECRET]\"; pwd".into()).await;

@@ -27,6 +27,7 @@ pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> =
 pub struct Apps {
     config: DesktopConfig,
     desktop: Arc<Desktop>,
+    setup: Setup,
 }
 
 impl Apps {
@@ -34,6 +35,7 @@ impl Apps {
         Self {
             config: setup.desktop.clone(),
             desktop: setup.display.clone(),
+            setup: setup.clone(),
         }
     }
 }
@@ -50,6 +52,24 @@ impl Toolset for Apps {
             call.args.clone(),
             call.tool.to_owned(),
         );
+        // What an app is launched under: the sandbox, unless the user approved this very
+        // launch outside it.
+        let contain = if tool == "app_launch" {
+            if crate::contain::asks_outside(&args) {
+                crate::contain::check_outside(&args, call.approved).map(|()| None)
+            } else {
+                // X11 clients reach the display by its abstract socket first (see
+                // `abstract_sockets`).
+                self.setup.containment(call.roots).map(|profile| {
+                    profile.map(|p| aai_contain::Profile {
+                        abstract_sockets: true,
+                        ..p
+                    })
+                })
+            }
+        } else {
+            Ok(None)
+        };
         if let Some(os) = crate::desktop::remote::native() {
             return Box::pin(async move {
                 crate::desktop::remote::call(os, &tool, &args, &config, Duration::from_secs(60))
@@ -61,7 +81,7 @@ impl Toolset for Apps {
             let space = Space::new(x.desktop(), config.max_edge());
             match tool.as_str() {
                 "app_list" => Ok(list(&x, &space, &args)),
-                "app_launch" => launch(&x, &space, &args, desktop.display()),
+                "app_launch" => launch(&x, &space, &args, desktop.display(), contain?),
                 "app_switch" => switch(&x, &space, &args),
                 "app_close" => close(&x, &args),
                 "window_manage" => manage(&x, &space, &args),
@@ -122,6 +142,13 @@ impl Toolset for Apps {
                 return Ok(None);
             };
             Ok(commands::as_command(&argv).map(|c| crate::Judged::shell(c.command, c.why)))
+        })
+    }
+
+    fn must_ask<'a>(&'a self, call: &'a Call<'a>) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            (call.tool == "app_launch" && crate::contain::asks_outside(call.args))
+                .then(|| crate::contain::outside_question(call.args))
         })
     }
 
@@ -420,13 +447,18 @@ fn launch(
     space: &Space,
     args: &Map<String, Value>,
     display: Option<&str>,
+    contain: Option<aai_contain::Profile>,
 ) -> Result<Value, AaiError> {
     let name = text(args, "name")?;
     let argv = launch_argv(args)?;
     let before: Vec<u32> = x.windows().iter().map(|w| w.id).collect();
-    let mut command = std::process::Command::new(&argv[0]);
+    let (program, program_args) = match &contain {
+        Some(profile) => crate::contain::wrap(profile, &argv[0], &argv[1..])?,
+        None => (argv[0].clone(), argv[1..].to_vec()),
+    };
+    let mut command = std::process::Command::new(&program);
     command
-        .args(&argv[1..])
+        .args(&program_args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
@@ -450,19 +482,28 @@ fn launch(
     let wait = Duration::from_millis(args.get("wait_ms").and_then(Value::as_u64).unwrap_or(5000));
     let until = Instant::now() + wait;
     let window = loop {
-        let found = x
-            .windows()
-            .into_iter()
-            .find(|w| w.pid == Some(pid) || (!before.contains(&w.id) && w.pid.is_none()));
+        // A contained app runs under the sandbox launcher: its window is one of the
+        // launcher's descendants'.
+        let mut ours = vec![pid];
+        #[cfg(target_os = "linux")]
+        if contain.is_some() {
+            ours.extend(aai_contain::procs::descendants(pid));
+        }
+        let found = x.windows().into_iter().find(|w| {
+            w.pid.is_some_and(|p| ours.contains(&p)) || (!before.contains(&w.id) && w.pid.is_none())
+        });
         if found.is_some() || Instant::now() >= until {
             break found;
         }
         std::thread::sleep(Duration::from_millis(25));
     };
+    // The app's own pid (its window's), not the launcher's, so app_list names the same one.
+    let app_pid = window.as_ref().and_then(|w| w.pid).unwrap_or(pid);
     Ok(json!({
         "launched": name,
         "argv": argv,
-        "pid": pid,
+        "pid": app_pid,
+        "sandboxed": contain.is_some(),
         "window": window.map(|w| window_json(&w, space)),
     }))
 }

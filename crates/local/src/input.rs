@@ -193,16 +193,24 @@ fn gate_refusal(label: &str) -> AaiError {
 }
 
 /// What the gate is told about input landing on a terminal.
-fn judged_for(label: &str, effect: &line::Effect) -> crate::Judged {
+fn judged_for(label: &str, effect: &line::Effect, contained: bool) -> crate::Judged {
     let mut judged = crate::Judged::shell(
         effect.command.clone(),
         format!(
             "This input goes to the terminal window {label}, where it runs as a shell command: it is judged as bash_execute of the text shown."
         ),
     );
-    judged.ask_every_time = effect.unknown.map(str::to_owned);
+    judged.ask_every_time = effect.unknown.map(str::to_owned).or_else(|| {
+        // A terminal the gateway did not start contained (the user's own) runs what is typed
+        // with the user's full rights, outside the sandbox — the gate's own command line
+        // included: like `outside_sandbox`, that is asked every time and no grant covers it.
+        (!contained).then(|| OUTSIDE.to_owned())
+    });
     judged
 }
+
+/// Why input to an uncontained terminal is asked every time.
+const OUTSIDE: &str = "this terminal window was not started inside the sandbox, so what is typed there runs with your full rights (it could even answer the gateway's own approvals); typing into it is asked every time";
 
 /// Sets the flag when the call's future is dropped (cancelled, timed out): the blocking work
 /// sees it between steps, stops, and releases what it holds.
@@ -338,9 +346,12 @@ impl Toolset for Input {
                 };
                 let judged = match (&verdict.landing, &verdict.effect) {
                     (landing::Landing::Gate { label }, _) => return Err(gate_refusal(label)),
-                    (landing::Landing::Terminal { label, .. }, Some(effect)) => {
-                        Some(judged_for(label, effect))
-                    }
+                    (
+                        landing::Landing::Terminal {
+                            label, contained, ..
+                        },
+                        Some(effect),
+                    ) => Some(judged_for(label, effect, *contained)),
                     _ => None,
                 };
                 typing.remember(key, verdict);

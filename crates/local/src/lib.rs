@@ -11,6 +11,7 @@ pub mod apps;
 pub mod beneath;
 pub mod browser;
 pub mod classify;
+pub mod contain;
 pub mod desktop;
 pub mod files;
 pub mod input;
@@ -36,9 +37,16 @@ use serde_json::{Map, Value, json};
 pub struct LocalConfig {
     pub terminal: bool,
     /// Terminal sessions may start in, and `cd` by `working_dir` to, any folder (by default
-    /// only inside `sandbox.allowed_directories`). Either way the commands themselves run
-    /// with the user's rights: the file sandbox does not confine a shell.
+    /// only inside `sandbox.allowed_directories`). What the commands may write is decided by
+    /// `containment` either way.
     pub terminal_anywhere: bool,
+    /// How terminal commands, launched apps and scheduled agents are contained: `"sandbox"`
+    /// (Landlock on Linux, Seatbelt on macOS: writes only in the allowed folders, the
+    /// temporary folder and `writable_caches`; the gateway's home read-only and its secrets
+    /// unreadable; refused where no sandbox can apply) or `"none"` (the user's full rights).
+    pub containment: contain::Containment,
+    /// Folders contained processes may also write (build and package caches).
+    pub writable_caches: Vec<PathBuf>,
     pub files: bool,
     pub system: bool,
     /// Screenshots, OCR and finding UI elements (`local.screen`).
@@ -57,6 +65,8 @@ impl Default for LocalConfig {
         Self {
             terminal: true,
             terminal_anywhere: false,
+            containment: contain::Containment::default(),
+            writable_caches: contain::default_caches(),
             files: true,
             system: true,
             screen: true,
@@ -350,6 +360,7 @@ pub fn all_descriptors() -> Vec<Arc<Descriptor>> {
 pub struct Toolsets {
     sets: Vec<Box<dyn Toolset>>,
     display: Arc<desktop::backend::Desktop>,
+    setup: Setup,
 }
 
 impl Toolsets {
@@ -359,7 +370,14 @@ impl Toolsets {
         Self {
             sets: TABLE.iter().map(|entry| (entry.build)(setup)).collect(),
             display: setup.display.clone(),
+            setup: setup.clone(),
         }
+    }
+
+    /// What the toolsets were built with (the containment profile of other processes the
+    /// gateway starts for the agent, such as scheduled agents, comes from it).
+    pub fn setup(&self) -> &Setup {
+        &self.setup
     }
 
     /// Tells every toolset the emergency stop was pressed (see [`Toolset::emergency_stop`]).

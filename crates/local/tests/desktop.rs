@@ -153,7 +153,13 @@ fn lock() -> MutexGuard<'static, ()> {
 }
 
 fn toolsets(desk: &Desk) -> Toolsets {
-    let mut setup = Setup::new(LocalConfig::default(), Vec::new());
+    // Launched apps run uncontained here: the sandbox launcher is the gateway binary, and the
+    // gateway's containment tests launch apps under it.
+    let config = LocalConfig {
+        containment: aai_local::contain::Containment::None,
+        ..LocalConfig::default()
+    };
+    let mut setup = Setup::new(config, Vec::new());
     setup.display = Arc::new(Desktop::on(&desk.display, None));
     Toolsets::new(&setup)
 }

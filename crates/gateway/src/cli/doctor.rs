@@ -20,7 +20,10 @@ pub fn run(home: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
     setup.desktop = config.desktop.clone();
     let toolsets = aai_local::Toolsets::new(&setup);
     let mut report = runtime()?.block_on(toolsets.doctor());
-    report.push(("aai-gateway".to_owned(), vec![process_isolation()]));
+    report.push((
+        "aai-gateway".to_owned(),
+        vec![process_isolation(), containment(&setup)],
+    ));
     let enabled: Vec<String> = aai_local::descriptors(&config.local)
         .iter()
         .map(|d| d.app_id.clone())
@@ -65,4 +68,45 @@ fn process_isolation() -> aai_local::Check {
         "process_isolation",
         "no cgroup per call here (cgroup v2 with a delegated subtree is needed: run the daemon with `aai-gateway service install`, whose unit sets Delegate=yes); calls' processes are tracked by an inherited tag and the process tree instead, which a process that clears its environment and double-forks escapes",
     )
+}
+
+/// Which sandbox what the agent starts runs under, and what a launcher really enforced here
+/// (it restricts a throwaway process with the current config's rules and reports).
+fn containment(setup: &aai_local::Setup) -> aai_local::Check {
+    let mut check = aai_local::contain::doctor(&setup.config);
+    #[cfg(target_os = "linux")]
+    if let (Some(backend), Ok(Some(profile)), Some(launcher)) = (
+        check.backend.as_mut(),
+        setup.containment(&[]),
+        aai_contain::launcher(),
+    ) {
+        let (program, args) = profile.probe_command(launcher);
+        let probed = std::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .ok()
+            .and_then(|out| serde_json::from_slice::<serde_json::Value>(&out.stdout).ok());
+        match probed {
+            Some(p) if p["ruleset"] != "none" => backend.push_str(&format!(
+                ". Probed with this config: Landlock ABI {}, {} ({} path rules), no_new_privs {}",
+                p["abi"],
+                if p["ruleset"] == "full" {
+                    "fully enforced"
+                } else {
+                    "partially enforced (an older kernel: see above)"
+                },
+                p["rules"],
+                p["no_new_privs"]
+            )),
+            other => {
+                let why = other
+                    .and_then(|p| p["error"].as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "the launcher did not report".to_owned());
+                check.problem = Some(format!("the sandbox could not be enforced here: {why}"));
+                check.backend = None;
+            }
+        }
+    }
+    check
 }

@@ -132,7 +132,9 @@ impl Gateway {
                                 prefix: prefix.map(str::to_owned),
                                 ..Grant::always(caller, app.id(), tool, via)
                             };
+                        // A call asked every time is never remembered, whatever was answered.
                         let grant = match answer {
+                            _ if question.once_only => None,
                             Answer::AllowSession => {
                                 Some(scoped(Scope::Session, Some(&spec.name), None))
                             }

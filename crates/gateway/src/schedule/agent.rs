@@ -101,8 +101,16 @@ pub(super) async fn run(
             format!("scheduler.agents.{name}.command is empty"),
         ));
     };
-    let mut process =
-        aai_executor::process::Command::new(program.clone()).args(args.iter().cloned());
+    // The agent runs contained like a terminal command: it may read its MCP config (under
+    // the home's run/, otherwise unreadable) and nothing else of the gateway's.
+    let (program, args) = match gateway.toolsets.setup().containment(&[])? {
+        Some(mut profile) => {
+            profile.read.push(file.clone());
+            aai_local::contain::wrap(&profile, program, args)?
+        }
+        None => (program.clone(), args.to_vec()),
+    };
+    let mut process = aai_executor::process::Command::new(program).args(args);
     for (key, value) in [
         ("AAI_MCP_URL", url.clone()),
         ("AAI_MCP_TOKEN", token.clone()),

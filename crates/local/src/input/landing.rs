@@ -73,8 +73,14 @@ pub const TERMINALS: &[&str] = &[
 /// What a window is to the input tools.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Landing {
-    /// A terminal emulator's window: what is typed there runs as a shell command.
-    Terminal { window: u32, label: String },
+    /// A terminal emulator's window: what is typed there runs as a shell command — inside
+    /// the sandbox when the terminal itself runs under the gateway's sandbox launcher
+    /// (`contained`), else with the user's full rights.
+    Terminal {
+        window: u32,
+        label: String,
+        contained: bool,
+    },
     /// The gateway's own dashboard or consent dialog: no input reaches it.
     Gate { label: String },
     /// Any other window, or none.
@@ -100,6 +106,7 @@ pub fn landing(window: Option<&Window>) -> Landing {
         return Landing::Terminal {
             window: window.id,
             label: label(window),
+            contained: window.pid.is_some_and(runs_contained),
         };
     }
     Landing::Elsewhere
@@ -134,6 +141,29 @@ pub fn is_terminal(window: &Window) -> bool {
         .iter()
         .any(|n| TERMINALS.contains(&n.to_lowercase().as_str()));
     named || window.pid.is_some_and(holds_a_terminal)
+}
+
+/// Whether `pid` runs under the gateway's sandbox launcher: one of its ancestors is an
+/// `… __contain …` process. A process cannot choose its ancestors, so a terminal the user
+/// opened never passes for a contained one.
+fn runs_contained(pid: u32) -> bool {
+    let mut at = pid;
+    for _ in 0..64 {
+        let launcher = std::fs::read(format!("/proc/{at}/cmdline")).is_ok_and(|cmdline| {
+            cmdline
+                .split(|b| *b == 0)
+                .nth(1)
+                .is_some_and(|arg| arg == aai_contain::MARKER.as_bytes())
+        });
+        if launcher {
+            return true;
+        }
+        match parent_of(at) {
+            Some(parent) if parent > 1 => at = parent,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// A process's parent, from `/proc/PID/stat`.

@@ -51,19 +51,61 @@ impl Terminal {
 
     /// Where sessions start: the first allowed folder that exists (a private temporary
     /// folder when none does), and `working_dir` only inside the allowed folders; with
-    /// `terminal_anywhere`, the user's home and any folder.
-    fn place(&self, roots: &[String]) -> Place {
+    /// `terminal_anywhere`, the user's home and any folder. New shells run contained unless
+    /// the call was approved to run `outside` the sandbox.
+    fn place(&self, roots: &[String], outside: Option<String>) -> Place {
+        let contain = match &outside {
+            Some(_) => Ok(None),
+            None => self.setup.containment(roots),
+        };
         if self.setup.config.terminal_anywhere {
             return Place {
                 start: Some(crate::user_home()),
                 sandbox: None,
+                contain,
+                outside,
             };
         }
         let sandbox = self.setup.sandbox(roots);
         Place {
             start: sandbox.allowed().iter().find(|d| d.is_dir()).cloned(),
             sandbox: Some(sandbox),
+            contain,
+            outside,
         }
+    }
+
+    /// `bash_execute` with `outside_sandbox`: in a shell of its own, started uncontained for
+    /// this command and ended after it (its background jobs with it).
+    async fn execute_outside(&self, call: &crate::Call<'_>) -> Result<Value, AaiError> {
+        crate::contain::check_outside(call.args, call.approved)?;
+        let reason = arg_str(call.args, crate::contain::REASON)
+            .unwrap_or_default()
+            .to_owned();
+        let place = self.place(call.roots, Some(reason));
+        let n = self
+            .sessions
+            .next
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // A name no client can give (a control character): the session is this call's alone.
+        let id = format!("\u{1}outside-{n}");
+        let key = scoped(call.caller, &id);
+        self.sessions.create("bash", key.clone(), &place).await?;
+        let mut args = call.args.clone();
+        args.insert("session_id".into(), json!(id));
+        let result = self
+            .sessions
+            .execute(call.caller, &args, &place, call.progress)
+            .await;
+        self.sessions.remove(&key);
+        if let Ok(mut ended) = self.sessions.ended.lock() {
+            ended.remove(&key);
+        }
+        result.map(|mut value| {
+            value["session_id"] = Value::Null;
+            value["outside_sandbox"] = json!(true);
+            value
+        })
     }
 }
 
@@ -74,16 +116,66 @@ impl crate::Toolset for Terminal {
 
     fn run<'a>(&'a self, call: crate::Call<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
         Box::pin(async move {
-            let place = self.place(call.roots);
+            let outside = crate::contain::asks_outside(call.args);
             match call.tool {
+                "bash_execute" if outside && arg_str(call.args, "session_id").is_none() => {
+                    self.execute_outside(&call).await
+                }
                 "bash_execute" => {
+                    let id = arg_str(call.args, "session_id").unwrap_or("default");
+                    let runs_outside = self.sessions.outside(call.caller, id);
+                    if outside && runs_outside.is_none() {
+                        return Err(AaiError::new(
+                            ErrorKind::InvalidParams,
+                            format!("session {id:?} runs in the sandbox; leave session_id out to run this one command outside it, or create a session with bash_session {{\"action\": \"create\", \"outside_sandbox\": true, \"reason\": …}}"),
+                        )
+                        .with_detail(json!({"field": "session_id"})));
+                    }
+                    if runs_outside.is_some() && !call.approved {
+                        return Err(AaiError::new(
+                            ErrorKind::PermissionDenied,
+                            format!(
+                                "session {id:?} runs outside the sandbox: each of its commands runs only when the user approved it just now"
+                            ),
+                        ));
+                    }
+                    let place = self.place(call.roots, None);
                     self.sessions
                         .execute(call.caller, call.args, &place, call.progress)
                         .await
                 }
-                "bash_session" => self.sessions.manage(call.caller, call.args, &place).await,
+                "bash_session" => {
+                    let creates = arg_str(call.args, "action") == Some("create");
+                    let reason = if outside && creates {
+                        crate::contain::check_outside(call.args, call.approved)?;
+                        arg_str(call.args, crate::contain::REASON).map(str::to_owned)
+                    } else {
+                        None
+                    };
+                    let place = self.place(call.roots, reason);
+                    self.sessions.manage(call.caller, call.args, &place).await
+                }
                 other => Err(crate::unknown(&DESCRIPTOR.app_id, other)),
             }
+        })
+    }
+
+    fn must_ask<'a>(&'a self, call: &'a crate::Call<'a>) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            if crate::contain::asks_outside(call.args)
+                && (call.tool == "bash_execute" || arg_str(call.args, "action") == Some("create"))
+            {
+                return Some(crate::contain::outside_question(call.args));
+            }
+            if call.tool != "bash_execute" {
+                return None;
+            }
+            let id = arg_str(call.args, "session_id").unwrap_or("default");
+            self.sessions.outside(call.caller, id).map(|reason| {
+                format!(
+                    "it runs in session {id:?}, which runs OUTSIDE the sandbox with your full rights (asked for every command); the agent's reason when it was made: {reason}"
+                )
+            })
         })
     }
 
@@ -146,6 +238,9 @@ struct Session {
     stderr_file: PathBuf,
     _dir: tempfile::TempDir,
     shell: String,
+    /// The shell's own pid (with a sandbox launcher in between, not the child's).
+    shell_pid: Option<u32>,
+    contained: bool,
     created: Instant,
     /// Set by `bash_session kill`, so the run it ends can say so.
     killed: Arc<std::sync::atomic::AtomicBool>,
@@ -170,7 +265,12 @@ impl Drop for Session {
 struct Entry {
     session: Arc<Mutex<Session>>,
     killer: std::sync::Mutex<Box<dyn ChildKiller + Send + Sync>>,
+    /// The process the terminal started: the shell, or the sandbox launcher that runs it.
     shell_pid: Option<u32>,
+    /// Whether `shell_pid` is the sandbox launcher (ended with SIGTERM, which ends its tree).
+    contained: bool,
+    /// Why the session runs outside the sandbox, when it does.
+    outside: Option<String>,
     killed: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -190,6 +290,10 @@ pub struct Place {
     pub start: Option<PathBuf>,
     /// Checks a `working_dir`; `None`: any directory.
     pub sandbox: Option<crate::sandbox::Sandbox>,
+    /// The profile a new shell runs under (`None`: uncontained), or why none may start.
+    pub contain: Result<Option<aai_contain::Profile>, AaiError>,
+    /// Why a new shell runs outside the sandbox (the user approved it).
+    pub outside: Option<String>,
 }
 
 fn failed(message: String) -> AaiError {
@@ -203,7 +307,11 @@ fn nonce() -> String {
 }
 
 impl Session {
-    fn start(shell: &str, cwd: Option<&std::path::Path>) -> Result<Self, AaiError> {
+    fn start(
+        shell: &str,
+        cwd: Option<&std::path::Path>,
+        contain: Option<&aai_contain::Profile>,
+    ) -> Result<Self, AaiError> {
         let pty = native_pty_system()
             .openpty(PtySize {
                 rows: 50,
@@ -222,16 +330,28 @@ impl Session {
         #[cfg(target_os = "linux")]
         let group = aai_executor::cgroup::CallGroup::new();
         #[cfg(target_os = "linux")]
-        let found = group.as_ref().and_then(|g| {
-            let shell = aai_executor::process::Command::new(shell);
-            Some((g, aai_executor::process::locate(&shell)?))
-        });
-        let (program, args) = match found {
-            Some((group, found)) => group.wrap(&found, &args),
+        let located = aai_executor::process::locate(&aai_executor::process::Command::new(shell));
+        #[cfg(not(target_os = "linux"))]
+        let located: Option<String> = None;
+        let (program, args) = match contain {
+            Some(profile) => {
+                #[allow(unused_mut)]
+                let mut profile = profile.clone();
+                // The launcher enters the session's group before it restricts itself.
+                #[cfg(target_os = "linux")]
+                {
+                    profile.cgroup = group.as_ref().map(aai_executor::cgroup::CallGroup::procs);
+                }
+                crate::contain::wrap(&profile, located.as_deref().unwrap_or(shell), &args)?
+            }
+            #[cfg(target_os = "linux")]
+            None => match (&group, &located) {
+                (Some(group), Some(found)) => group.wrap(found, &args),
+                _ => (shell.to_owned(), args),
+            },
+            #[cfg(not(target_os = "linux"))]
             None => (shell.to_owned(), args),
         };
-        #[cfg(not(target_os = "linux"))]
-        let program = shell;
         let mut command = CommandBuilder::new(program);
         command.args(args);
         command.env("PS1", "");
@@ -285,6 +405,8 @@ impl Session {
             stderr_file: dir.path().join("stderr"),
             _dir: dir,
             shell: shell.to_owned(),
+            shell_pid: None,
+            contained: contain.is_some(),
             created: Instant::now(),
             killed: Arc::default(),
             #[cfg(target_os = "linux")]
@@ -294,17 +416,23 @@ impl Session {
         Ok(session)
     }
 
-    /// Waits until the shell has run its setup (echo off), dropping what it printed so far.
+    /// Waits until the shell has run its setup (echo off), dropping what it printed so far,
+    /// and learns the shell's own pid.
     async fn ready(&mut self) -> Result<(), AaiError> {
         let nonce = nonce();
-        self.send(&format!("printf '\\n__AAI_DONE_%s_%s__\\n' {nonce} 0\n"))?;
+        self.send(&format!(
+            "printf '\\n__AAI_DONE_%s_%s__\\n' {nonce} \"$$\"\n"
+        ))?;
         let mut out = Output::default();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         match self
             .read_until(&format!("__AAI_DONE_{nonce}_"), deadline, &mut out, None)
             .await
         {
-            Read::Marker(_) => Ok(()),
+            Read::Marker(pid) => {
+                self.shell_pid = u32::try_from(pid).ok().filter(|p| *p > 0);
+                Ok(())
+            }
             _ => Err(failed(format!(
                 "`{}` did not start answering within 10 s",
                 self.shell
@@ -515,7 +643,7 @@ impl Session {
     fn kill_foreground(&self) {
         #[cfg(unix)]
         {
-            let shell = self.child.process_id();
+            let shell = self.shell_pid.or_else(|| self.child.process_id());
             if let Some(group) = self.master.process_group_leader()
                 && Some(group as u32) != shell
                 && group > 0
@@ -620,6 +748,18 @@ fn kill_session_tree(shell_pid: Option<u32>) {
     let _ = shell_pid;
 }
 
+/// Ends a sandbox launcher's tree (SIGTERM: it kills everything under it, leaves first, then
+/// exits); nothing for a shell started directly.
+fn end_tree(pid: Option<u32>, contained: bool) {
+    #[cfg(target_os = "linux")]
+    if let (Some(pid), true) = (pid, contained) {
+        // Bounded: the stop answers within a second; what is left falls to the passes after.
+        aai_contain::procs::terminate(pid, Duration::from_millis(500));
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (pid, contained);
+}
+
 /// A session's key: the client's name and the session id it uses.
 fn scoped(caller: &str, id: &str) -> String {
     format!("{caller}\u{0}{id}")
@@ -655,13 +795,24 @@ impl Sessions {
         self.sessions.lock().ok()?.get(id).cloned()
     }
 
+    /// Why `caller`'s session `id` runs outside the sandbox, when it does.
+    pub fn outside(&self, caller: &str, id: &str) -> Option<String> {
+        self.get(&scoped(caller, id))?.outside.clone()
+    }
+
     /// Starts a session under `id` (a [`scoped`] key).
     async fn create(&self, shell: &str, id: String, place: &Place) -> Result<(), AaiError> {
-        let mut session = Session::start(shell, place.start.as_deref())?;
-        session.ready().await?;
+        let contain = place.contain.clone()?;
+        let mut session = Session::start(shell, place.start.as_deref(), contain.as_ref())?;
+        if let Err(error) = session.ready().await {
+            end_tree(session.child.process_id(), session.contained);
+            return Err(error);
+        }
         let entry = Arc::new(Entry {
             killer: std::sync::Mutex::new(session.child.clone_killer()),
             shell_pid: session.child.process_id(),
+            contained: session.contained,
+            outside: place.outside.clone(),
             killed: session.killed.clone(),
             session: Arc::new(Mutex::new(session)),
         });
@@ -684,7 +835,9 @@ impl Sessions {
         entry
             .killed
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        // The shell first, so it cannot report its job's death as the command's status.
+        // The shell first, so it cannot report its job's death as the command's status: a
+        // sandbox launcher ends its whole tree (orphans it adopted included) on SIGTERM.
+        end_tree(entry.shell_pid, entry.contained);
         if let Ok(mut killer) = entry.killer.lock() {
             let _ = killer.kill();
         }
@@ -856,7 +1009,8 @@ impl Sessions {
                 );
                 self.create(shell, scoped(caller, &id), place).await?;
                 Ok(json!({"session_id": id, "shell": shell,
-                    "working_dir": place.start.as_ref().map(|p| p.display().to_string())}))
+                    "working_dir": place.start.as_ref().map(|p| p.display().to_string()),
+                    "outside_sandbox": place.outside.is_some()}))
             }
             Some("list") => {
                 let sessions: Vec<(String, Arc<Entry>)> = self
@@ -865,6 +1019,8 @@ impl Sessions {
                     .map(|s| {
                         s.iter()
                             .filter_map(|(k, v)| Some((unscoped(caller, k)?.to_owned(), v.clone())))
+                            // A one-off shell outside the sandbox is no session of the client's.
+                            .filter(|(id, _)| !id.starts_with('\u{1}'))
                             .collect()
                     })
                     .unwrap_or_default();
@@ -874,9 +1030,8 @@ impl Sessions {
                         Ok(s) => (s.shell.clone(), s.created.elapsed().as_secs(), false),
                         Err(_) => (String::new(), 0, true),
                     };
-                    list.push(
-                        json!({"session_id": id, "shell": shell, "age_seconds": age, "busy": busy}),
-                    );
+                    list.push(json!({"session_id": id, "shell": shell, "age_seconds": age,
+                        "busy": busy, "outside_sandbox": entry.outside.is_some()}));
                 }
                 list.sort_by(|a, b| a["session_id"].as_str().cmp(&b["session_id"].as_str()));
                 Ok(json!({"sessions": list}))
@@ -930,6 +1085,7 @@ impl Drop for Sessions {
     fn drop(&mut self) {
         if let Ok(sessions) = self.sessions.get_mut() {
             for entry in sessions.values() {
+                end_tree(entry.shell_pid, entry.contained);
                 kill_session_tree(entry.shell_pid);
                 if let Ok(mut killer) = entry.killer.lock() {
                     let _ = killer.kill();

@@ -1,0 +1,123 @@
+//! Processes by their parent links (`/proc`): a launcher's tree, and telling a launcher from
+//! what it runs, so that whoever ends a tree kills the leaves before the subreaper that
+//! collects them.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A process's state letter and parent, from `/proc/<pid>/stat`.
+pub fn stat(pid: u32) -> Option<(char, u32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces or parentheses itself.
+    let rest = text.get(text.rfind(')')? + 2..)?;
+    let mut fields = rest.split(' ');
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+/// Whether `pid` is running (not gone, not a zombie).
+pub fn alive(pid: u32) -> bool {
+    stat(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
+}
+
+/// Every live process's parent.
+pub fn parents() -> HashMap<u32, u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return HashMap::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let (state, ppid) = stat(pid)?;
+            (state != 'Z' && state != 'X').then_some((pid, ppid))
+        })
+        .collect()
+}
+
+/// Whether `pid` descends from `ancestor` in `parents`.
+pub fn descends(mut pid: u32, ancestor: u32, parents: &HashMap<u32, u32>) -> bool {
+    for _ in 0..4096 {
+        match parents.get(&pid) {
+            Some(&parent) if parent == ancestor => return true,
+            Some(&parent) if parent > 1 && parent != pid => pid = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// The live descendants of `root`.
+pub fn descendants(root: u32) -> Vec<u32> {
+    let parents = parents();
+    let mut found: Vec<u32> = parents
+        .keys()
+        .copied()
+        .filter(|pid| descends(*pid, root, &parents))
+        .collect();
+    found.sort_unstable();
+    found
+}
+
+/// Whether `pid` is a containment launcher run from `launcher` (its program, and
+/// [`crate::MARKER`] as its first argument). A contained process that names itself so is not
+/// one: its program is not the launcher.
+pub fn is_launcher(pid: u32, launcher: &Path) -> bool {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let same = exe.is_some_and(|exe| {
+        exe == launcher
+            || std::fs::canonicalize(launcher).is_ok_and(|l| l == exe)
+            // A binary replaced on disk while it runs is shown with this suffix.
+            || exe.to_string_lossy().strip_suffix(" (deleted)") == Some(&*launcher.to_string_lossy())
+    });
+    same && std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|line| line.split(|b| *b == 0).nth(1) == Some(crate::MARKER.as_bytes()))
+}
+
+/// Asks the launcher `pid` to end its whole tree (SIGTERM) and waits, at most `within`, for it
+/// to be gone; false when it was still there.
+pub fn terminate(pid: u32, within: Duration) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    let target = nix::unistd::Pid::from_raw(raw);
+    if nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGTERM).is_err() {
+        return !alive(pid);
+    }
+    let until = Instant::now() + within;
+    while alive(pid) {
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    true
+}
+
+/// Kills every descendant of this process, pass after pass (`reap` collects the dead between
+/// passes) until none is left or `within` has passed; how many were killed.
+pub(crate) fn kill_tree(within: Duration, reap: &mut dyn FnMut()) -> usize {
+    let me = std::process::id();
+    let until = Instant::now() + within;
+    let mut killed = std::collections::HashSet::new();
+    loop {
+        reap();
+        let victims = descendants(me);
+        if victims.is_empty() || Instant::now() >= until {
+            break;
+        }
+        for pid in victims {
+            if let Ok(raw) = i32::try_from(pid) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(raw),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                killed.insert(pid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    killed.len()
+}
