@@ -147,6 +147,25 @@ async def test_a_disk_the_agent_filled_turns_the_stop_off_again(small_disk, bus,
         daemon.close()
 
 
+class _CookieCatcher(__import__("http.server").server.BaseHTTPRequestHandler):
+    """The agent's own little server on another loopback port: it keeps every Cookie header."""
+
+    seen: list = []
+
+    def do_GET(self):
+        _CookieCatcher.seen.append(self.headers.get("Cookie") or "")
+        body = b"<!doctype html><title>build report</title><p>ok</p>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+
 async def test_the_dashboard_session_cookie_goes_to_every_port_of_loopback(home, bus, monkeypatch):
     """Cookies are not bound to a port: the dashboard's session cookie (`SameSite=Strict` is
     about sites, and every port of 127.0.0.1 is the same site) is sent by the person's browser

@@ -204,12 +204,14 @@ def test_a_connection_that_sends_no_request_head_is_closed(daemon):
 
 async def test_the_stop_reaches_in_process_gateways_and_the_cli_with_no_daemon(home, bus, tmp_path):
     env = gateway_env(home, bus)
+    work = tmp_path / "work"  # beside AAI_HOME, not its parent: the sandbox writes only here
+    work.mkdir()
     (home / "config.json").write_text(json.dumps({
-        "local": {"sandbox": {"allowed_directories": [str(tmp_path)]}},
+        "local": {"sandbox": {"allowed_directories": [str(work)]}},
         "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"medium": "auto_approve", "high": "auto_approve"}}}},
     }))
     params = StdioServerParameters(command=str(GATEWAY), args=[], env=env)
-    pidfile = tmp_path / "sleeper.pid"
+    pidfile = work / "sleeper.pid"
     with anyio.fail_after(TIMEOUT):
         async with Client(params, mode="legacy", cache=None,
                           client_info=Implementation(name="in-process-client", version="1")) as c:
