@@ -282,6 +282,11 @@ fn containment(c: &mut Criterion) {
                 .block_on(gateway.exec("bench", "local.terminal", tool, &args))
                 .expect("call")
         };
+        exec("bash_execute", json!({"command": "true"}));
+        group.bench_function(
+            format!("bash_execute `true` in a warm session (containment {mode})"),
+            |b| b.iter(|| exec("bash_execute", json!({"command": "true"}))),
+        );
         group.bench_function(
             format!("new session + bash_execute `true` (containment {mode})"),
             |b| {

@@ -54,10 +54,9 @@ impl Terminal {
     /// `terminal_anywhere`, the user's home and any folder. New shells run contained unless
     /// the call was approved to run `outside` the sandbox.
     fn place(&self, roots: &[String], outside: Option<String>) -> Place {
-        let contain = match &outside {
-            Some(_) => Ok(None),
-            None => self.setup.containment(roots),
-        };
+        let contain = outside
+            .is_none()
+            .then(|| (self.setup.clone(), roots.to_vec()));
         if self.setup.config.terminal_anywhere {
             return Place {
                 start: Some(crate::user_home()),
@@ -284,14 +283,15 @@ pub struct Sessions {
 }
 
 /// Where terminal sessions start and which `working_dir`s they accept.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Place {
     /// A new session's directory; `None`: a private temporary folder of its own.
     pub start: Option<PathBuf>,
     /// Checks a `working_dir`; `None`: any directory.
     pub sandbox: Option<crate::sandbox::Sandbox>,
-    /// The profile a new shell runs under (`None`: uncontained), or why none may start.
-    pub contain: Result<Option<aai_contain::Profile>, AaiError>,
+    /// What a new shell's profile is made from (worked out only when one starts, so a command
+    /// in a running session costs nothing more); `None`: uncontained.
+    pub contain: Option<(crate::Setup, Vec<String>)>,
     /// Why a new shell runs outside the sandbox (the user approved it).
     pub outside: Option<String>,
 }
@@ -802,7 +802,10 @@ impl Sessions {
 
     /// Starts a session under `id` (a [`scoped`] key).
     async fn create(&self, shell: &str, id: String, place: &Place) -> Result<(), AaiError> {
-        let contain = place.contain.clone()?;
+        let contain = match &place.contain {
+            Some((setup, roots)) => setup.containment(roots)?,
+            None => None,
+        };
         let mut session = Session::start(shell, place.start.as_deref(), contain.as_ref())?;
         if let Err(error) = session.ready().await {
             end_tree(session.child.process_id(), session.contained);
