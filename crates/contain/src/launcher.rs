@@ -192,6 +192,17 @@ fn remove(dir: Option<&PathBuf>) {
 }
 
 fn second(profile: &Profile, program: &[String]) -> ExitCode {
+    // Before Landlock (which then forbids changing mounts): the user's session sockets out of
+    // sight. Where user namespaces are off nothing is hidden; `doctor` says so.
+    let hidden = !profile.abstract_sockets;
+    if hidden {
+        let paths = crate::sessions::session_paths(
+            &|name| std::env::var_os(name),
+            nix::unistd::getuid().as_raw(),
+        );
+        // A failure leaves them in view; the command still runs under Landlock.
+        let _ = crate::sessions::hide(&paths);
+    }
     let plan = profile.plan(&crate::rules::list);
     match crate::linux::enforce(&plan) {
         Ok(enforced) if enforced.ruleset == "none" => {
@@ -210,7 +221,14 @@ fn second(profile: &Profile, program: &[String]) -> ExitCode {
     if let Err(error) = SigSet::all().thread_unblock() {
         return refuse(&format!("cannot unblock signals: {error}"));
     }
-    let error = std::process::Command::new(name).args(args).exec();
+    let mut command = std::process::Command::new(name);
+    command.args(args);
+    if hidden {
+        for var in crate::sessions::SESSION_VARS {
+            command.env_remove(var);
+        }
+    }
+    let error = command.exec();
     eprintln!("aai-gateway (sandbox): cannot run {name:?}: {error}");
     ExitCode::from(if error.kind() == std::io::ErrorKind::NotFound {
         NOT_FOUND

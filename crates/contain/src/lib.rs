@@ -35,6 +35,7 @@ mod launcher;
 pub mod linux;
 #[cfg(target_os = "linux")]
 pub mod procs;
+pub mod sessions;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -58,9 +59,11 @@ pub struct Profile {
     pub read: Vec<PathBuf>,
     /// The call's cgroup (`cgroup.procs`), entered before anything else.
     pub cgroup: Option<PathBuf>,
-    /// Abstract Unix sockets made outside may be reached. X11 clients need it: libxcb tries
-    /// the display's abstract socket first and gives up when that is refused (EPERM) instead
-    /// of falling back to the socket file, so launched apps get it; terminal commands do not.
+    /// Abstract Unix sockets made outside may be reached, and the user's session sockets
+    /// ([`sessions`]: the display, the session bus, tmux, ssh-agent, docker) stay in view.
+    /// X11 clients need both: libxcb tries the display's abstract socket first and gives up
+    /// when that is refused (EPERM) instead of falling back to the socket file, so launched
+    /// apps get it; terminal commands and scheduled agents do not.
     pub abstract_sockets: bool,
 }
 

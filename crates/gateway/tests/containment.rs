@@ -745,3 +745,54 @@ fn a_launched_app_and_what_it_runs_are_contained() {
     ));
     assert!(!alive(app));
 }
+
+/// The user's running sessions are out of a contained command's reach: a socket where tmux
+/// keeps its servers is not there for it (the folder is covered), while the same socket
+/// answers the gateway outside; the variables that point at sessions are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_reach_the_users_session_sockets() {
+    let _serial = SERIAL.lock().await;
+    let s = Setup::unguarded();
+    let uid = std::fs::metadata("/proc/self").map_or(0, |m| {
+        use std::os::unix::fs::MetadataExt as _;
+        m.uid()
+    });
+    let dir = PathBuf::from(format!("/tmp/tmux-{uid}"));
+    let made = !dir.exists();
+    std::fs::create_dir_all(&dir).expect("tmux folder");
+    let socket = dir.join(format!("aai-contain-test-{}", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    let listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    assert!(
+        std::os::unix::net::UnixStream::connect(&socket).is_ok(),
+        "the socket answers outside the sandbox"
+    );
+    let probe = format!(
+        "python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(\"CONNECTED\")' {} 2>&1; \
+         ls -A {} | wc -l; env | cut -d= -f1 | sort",
+        socket.display(),
+        dir.display()
+    );
+    let out = s.bash(&probe).await.expect("ran");
+    drop(listener);
+    let _ = std::fs::remove_file(&socket);
+    if made {
+        let _ = std::fs::remove_dir(&dir);
+    }
+    let stdout = out["stdout"].as_str().unwrap_or_default();
+    assert!(
+        !stdout.contains("CONNECTED"),
+        "reached the session socket: {out}"
+    );
+    let names: Vec<&str> = stdout.lines().collect();
+    for var in aai_contain::sessions::SESSION_VARS {
+        assert!(!names.contains(var), "{var} is still set: {out}");
+    }
+    let ok = s.bash("echo still-works").await.expect("ran");
+    assert!(
+        ok["stdout"]
+            .as_str()
+            .is_some_and(|o| o.contains("still-works")),
+        "{ok}"
+    );
+}
