@@ -333,7 +333,7 @@ fn victims(me: u32, tag: &[u8]) -> (Vec<u32>, std::collections::HashMap<u32, u32
         if pid == me {
             continue;
         }
-        let Some((state, ppid)) = stat(pid) else {
+        let Some((state, ppid)) = aai_contain::procs::stat(pid) else {
             continue;
         };
         if state == 'Z' || state == 'X' {
@@ -349,38 +349,10 @@ fn victims(me: u32, tag: &[u8]) -> (Vec<u32>, std::collections::HashMap<u32, u32
     let mut found: Vec<u32> = parents
         .keys()
         .copied()
-        .filter(|pid| descends_from(*pid, me, &parents))
+        .filter(|pid| aai_contain::procs::descends(*pid, me, &parents))
         .collect();
     found.extend(tagged);
     found.sort_unstable();
     found.dedup();
     (found, parents)
-}
-
-#[cfg(target_os = "linux")]
-fn descends_from(
-    mut pid: u32,
-    ancestor: u32,
-    parents: &std::collections::HashMap<u32, u32>,
-) -> bool {
-    for _ in 0..256 {
-        match parents.get(&pid) {
-            Some(&parent) if parent == ancestor => return true,
-            Some(&parent) if parent > 1 => pid = parent,
-            _ => return false,
-        }
-    }
-    false
-}
-
-/// A process's state letter and parent from `/proc/<pid>/stat`.
-#[cfg(target_os = "linux")]
-fn stat(pid: u32) -> Option<(char, u32)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may hold spaces or parentheses itself.
-    let rest = &text[text.rfind(')')? + 2..];
-    let mut fields = rest.split(' ');
-    let state = fields.next()?.chars().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    Some((state, ppid))
 }

@@ -151,21 +151,7 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
             .post(format!("{base}/control/approvals/answer"))
             .json(&serde_json::json!({"id": id, "answer": answer})),
     };
-    let response = request
-        .bearer_auth(&credential)
-        .timeout(http::CONTROL_TIMEOUT)
-        .send()
-        .await
-        .with_context(|| format!("the gateway at {base} did not answer"))?;
-    let status = response.status();
-    let body: serde_json::Value = response.json().await.unwrap_or_default();
-    anyhow::ensure!(
-        status.is_success(),
-        "{}",
-        body["error"]
-            .as_str()
-            .map_or_else(|| format!("the gateway refused: {status}"), str::to_owned)
-    );
+    let body = answer(request, &credential, &base).await?;
     let text = match what {
         Control::Stop | Control::Resume => unreachable!("handled above"),
         Control::Approvals => super::output::approvals(body["pending"].as_array()),
@@ -205,6 +191,31 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
     };
     super::output::line(&text);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Sends a control `request` with `credential` and returns the daemon's answer; a refusal
+/// becomes the error it names.
+async fn answer(
+    request: reqwest::RequestBuilder,
+    credential: &str,
+    base: &str,
+) -> anyhow::Result<serde_json::Value> {
+    let response = request
+        .bearer_auth(credential)
+        .timeout(http::CONTROL_TIMEOUT)
+        .send()
+        .await
+        .with_context(|| format!("the gateway at {base} did not answer"))?;
+    let status = response.status();
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    anyhow::ensure!(
+        status.is_success(),
+        "{}",
+        body["error"]
+            .as_str()
+            .map_or_else(|| format!("the gateway refused: {status}"), str::to_owned)
+    );
+    Ok(body)
 }
 
 /// Writes the page that logs the browser in by posting `link`'s code to the dashboard, as a
@@ -325,22 +336,12 @@ async fn resume(home: &Path) -> anyhow::Result<ExitCode> {
     if let Some(running) = daemon::running(home) {
         let base = running.info.url.trim_end_matches("/mcp").to_owned();
         let client = daemon::forward::loopback_client()?;
-        let response = client
-            .post(format!("{base}/control/resume"))
-            .bearer_auth(&credential)
-            .timeout(http::CONTROL_TIMEOUT)
-            .send()
-            .await
-            .with_context(|| format!("the gateway at {base} did not answer"))?;
-        let status = response.status();
-        let body: serde_json::Value = response.json().await.unwrap_or_default();
-        anyhow::ensure!(
-            status.is_success(),
-            "{}",
-            body["error"]
-                .as_str()
-                .map_or_else(|| format!("the gateway refused: {status}"), str::to_owned)
-        );
+        let body = answer(
+            client.post(format!("{base}/control/resume")),
+            &credential,
+            &base,
+        )
+        .await?;
         resumed |= body["resumed"] == true;
     }
     super::output::line(if resumed {
