@@ -39,8 +39,11 @@ def assert_no_raw_controls(data: bytes, where: str):
 
 
 def long_command(tmp_path):
-    """1,303 characters whose last ones do what the first 200 do not show."""
-    tail = f"; touch {tmp_path}/HIDDEN-TAIL"
+    """1,303 characters whose last ones do what the first 200 do not show. The tail writes in
+    a folder beside AAI_HOME made beforehand (the sandboxed terminal makes nothing new directly
+    in a folder that holds the gateway's home)."""
+    (tmp_path / "out").mkdir(exist_ok=True)
+    tail = f"; touch {tmp_path}/out/HIDDEN-TAIL"
     command = "echo " + "a" * (1303 - 5 - len(tail)) + tail
     assert len(command) == 1303
     return command
@@ -73,7 +76,7 @@ async def test_a_long_command_is_shown_whole_and_the_audit_keeps_what_was_approv
                 assert d.cli("approvals", "approve", approval).returncode == 0
                 ran = await c.call_tool("aai_exec", {"approval_id": approval})
                 assert not ran.is_error, text(ran)
-                assert (tmp_path / "HIDDEN-TAIL").exists()
+                assert (tmp_path / "out" / "HIDDEN-TAIL").exists()
                 # Beyond the row's 64 KiB the whole text is kept beside the chain, and shown.
                 huge = "echo " + "b" * (70 * 1024) + "; echo HUGE-TAIL"
                 big = await queued(c, "local.terminal", "bash_execute", {"command": huge})

@@ -310,7 +310,9 @@ async def test_typing_into_a_terminal_is_judged_as_the_shell_command(home, scree
     canary = tmp_path / "canary"
     canary.mkdir()
     (canary / "keep").write_text("x")
-    marker = tmp_path / "typed-marker"
+    # The launched terminal runs contained: it writes beside AAI_HOME in a folder made first.
+    (tmp_path / "out").mkdir()
+    marker = tmp_path / "out" / "typed-marker"
     with anyio.fail_after(TIMEOUT):
         async with default_client(home, screen, monkeypatch) as client:
             launched = (await call(client, "local.apps", "app_launch", {"name": terminal})).structured_content

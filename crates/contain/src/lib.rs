@@ -30,6 +30,8 @@ pub mod seatbelt;
 pub mod windows;
 
 #[cfg(target_os = "linux")]
+pub mod cdp_pipe;
+#[cfg(target_os = "linux")]
 mod launcher;
 #[cfg(target_os = "linux")]
 pub mod linux;
@@ -188,6 +190,14 @@ pub fn launcher() -> Option<&'static Path> {
 /// code; `None` for every other command line. Call it first in `main`, before any thread or
 /// runtime starts.
 pub fn main_if_launcher(args: &[std::ffi::OsString]) -> Option<std::process::ExitCode> {
+    #[cfg(target_os = "linux")]
+    if args.get(1).is_some_and(|a| a == cdp_pipe::MARKER) {
+        let args: Vec<String> = args[2..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return Some(cdp_pipe::exec(&args));
+    }
     if args.get(1).is_none_or(|a| a != MARKER) {
         return None;
     }

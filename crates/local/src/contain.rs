@@ -24,13 +24,13 @@ pub enum Containment {
     None,
 }
 
-/// Caches contained processes may write by default: build and package caches only, never a
-/// folder whose contents the user's own shell later runs (`~/.cargo/bin`, `~/.local/bin`,
-/// `~/.config`), which would let a command leave something behind that runs uncontained.
+/// Caches contained processes may write by default: none. Every package and build cache
+/// holds code the user's own tools run later without checking it again — a virtualenv under
+/// `~/.cache`, a crate's `build.rs` extracted under `~/.cargo/registry/src`, a hook checkout of
+/// pre-commit — so a command that could write one would leave behind what runs uncontained.
+/// A user who wants downloads to land in a cache adds it to `local.writable_caches` knowingly.
 pub fn default_caches() -> Vec<PathBuf> {
-    ["~/.cache", "~/.cargo/registry", "~/.cargo/git", "~/.npm"]
-        .map(PathBuf::from)
-        .to_vec()
+    Vec::new()
 }
 
 /// The argument that asks for a call outside the sandbox, and the one saying why.

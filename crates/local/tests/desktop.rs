@@ -808,7 +808,7 @@ fn input_to_terminals_is_judged_as_shell_commands_and_the_gateways_windows_refus
             json!({"keys": ["enter"]}),
         ))
         .expect("pressed");
-        wait(&format!("the command typed into {title} runs"), 10, || {
+        wait(&format!("the command typed into {title} runs"), 30, || {
             marker.exists()
         });
         std::fs::remove_file(&marker).expect("remove");
@@ -864,7 +864,7 @@ fn input_to_terminals_is_judged_as_shell_commands_and_the_gateways_windows_refus
     );
     rt.block_on(call(&sets, "local.input", "type_text", fine))
         .expect("typed");
-    wait("the later command runs", 10, || later.exists());
+    wait("the later command runs", 30, || later.exists());
     assert!(!marker.exists(), "the refused text was typed");
     // The gateway's own windows (a consent dialog's title) take no input.
     focus(&rt, &sets, "AAI Gateway");

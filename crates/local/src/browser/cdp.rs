@@ -84,32 +84,7 @@ impl Cdp {
                         Some(Ok(_)) => continue,
                         _ => break,
                     };
-                    let Ok(value) = serde_json::from_str::<Value>(&text) else {
-                        continue;
-                    };
-                    if let Some(id) = value.get("id").and_then(Value::as_u64) {
-                        let waiter = pending.lock().ok().and_then(|mut p| p.remove(&id));
-                        if let Some(waiter) = waiter {
-                            let reply = match value.get("error") {
-                                Some(error) => Err(error
-                                    .get("message")
-                                    .and_then(Value::as_str)
-                                    .unwrap_or("DevTools error")
-                                    .to_owned()),
-                                None => Ok(value.get("result").cloned().unwrap_or(Value::Null)),
-                            };
-                            let _ = waiter.send(reply);
-                        }
-                    } else if let Some(method) = value.get("method").and_then(Value::as_str) {
-                        let _ = events.send(Event {
-                            session: value
-                                .get("sessionId")
-                                .and_then(Value::as_str)
-                                .map(str::to_owned),
-                            method: method.to_owned(),
-                            params: value.get("params").cloned().unwrap_or(Value::Null),
-                        });
-                    }
+                    dispatch(&text, &pending, &events);
                 }
                 closed.cancel();
                 // Every command still waiting learns the browser went away.
@@ -125,6 +100,77 @@ impl Cdp {
             next: AtomicU64::new(1),
             closed,
         })
+    }
+
+    /// Speaks to a browser started with `--remote-debugging-pipe`: commands go to `commands`
+    /// (its descriptor 3), replies and events come from `replies` (its descriptor 4), each
+    /// message ended by a NUL byte. No port is open that another process could reach.
+    pub fn over_pipe<W, R>(commands: W, replies: R) -> Self
+    where
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    {
+        use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+        let (out, mut outgoing) = mpsc::unbounded_channel::<Message>();
+        let pending: Pending = Arc::default();
+        let (events, _) = broadcast::channel(4096);
+        let closed = tokio_util::sync::CancellationToken::new();
+        tokio::spawn({
+            let closed = closed.clone();
+            let mut commands = commands;
+            async move {
+                loop {
+                    let message = tokio::select! {
+                        () = closed.cancelled() => break,
+                        message = outgoing.recv() => message,
+                    };
+                    let Some(Message::Text(text)) = message else {
+                        break;
+                    };
+                    let mut bytes = text.as_bytes().to_vec();
+                    bytes.push(0);
+                    if commands.write_all(&bytes).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = commands.shutdown().await;
+            }
+        });
+        tokio::spawn({
+            let (pending, events, closed) = (pending.clone(), events.clone(), closed.clone());
+            async move {
+                let mut replies = tokio::io::BufReader::with_capacity(1 << 20, replies);
+                let mut message = Vec::new();
+                loop {
+                    message.clear();
+                    let read = tokio::select! {
+                        () = closed.cancelled() => break,
+                        read = replies.read_until(0, &mut message) => read,
+                    };
+                    match read {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                    if message.last() == Some(&0) {
+                        message.pop();
+                    }
+                    if let Ok(text) = std::str::from_utf8(&message) {
+                        dispatch(text, &pending, &events);
+                    }
+                }
+                closed.cancel();
+                if let Ok(mut pending) = pending.lock() {
+                    pending.clear();
+                }
+            }
+        });
+        Self {
+            out,
+            pending,
+            events,
+            next: AtomicU64::new(1),
+            closed,
+        }
     }
 
     /// Whether the connection is gone (the browser exited or closed the socket).
@@ -206,5 +252,36 @@ impl Cdp {
 impl Drop for Cdp {
     fn drop(&mut self) {
         self.closed.cancel();
+    }
+}
+
+/// Hands one message of the browser to whoever waits for it: a reply to its command's
+/// waiter, an event to the subscribers.
+fn dispatch(text: &str, pending: &Pending, events: &broadcast::Sender<Event>) {
+    let Ok(value) = serde_json::from_str::<Value>(text) else {
+        return;
+    };
+    if let Some(id) = value.get("id").and_then(Value::as_u64) {
+        let waiter = pending.lock().ok().and_then(|mut p| p.remove(&id));
+        if let Some(waiter) = waiter {
+            let reply = match value.get("error") {
+                Some(error) => Err(error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("DevTools error")
+                    .to_owned()),
+                None => Ok(value.get("result").cloned().unwrap_or(Value::Null)),
+            };
+            let _ = waiter.send(reply);
+        }
+    } else if let Some(method) = value.get("method").and_then(Value::as_str) {
+        let _ = events.send(Event {
+            session: value
+                .get("sessionId")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            method: method.to_owned(),
+            params: value.get("params").cloned().unwrap_or(Value::Null),
+        });
     }
 }

@@ -135,11 +135,39 @@ impl Session {
         } else {
             Some(trust_cas(&profile, extra_ca_certs).await.map_err(failed)?)
         };
-        let mut command = tokio::process::Command::new(&executable);
+        // DevTools over a pipe where the gateway binary can hand one over (see
+        // `aai_contain::cdp_pipe`): a debugging port on loopback would let any local process —
+        // a contained command too — drive this browser.
+        #[cfg(target_os = "linux")]
+        let helper = aai_contain::launcher();
+        #[cfg(not(target_os = "linux"))]
+        let helper: Option<&Path> = None;
+        let mut args = launch_args(config, &profile, &proxy_url);
+        let mut command = match helper {
+            Some(helper) => {
+                for arg in &mut args {
+                    if arg == "--remote-debugging-port=0" {
+                        "--remote-debugging-pipe".clone_into(arg);
+                    }
+                }
+                let mut command = tokio::process::Command::new(helper);
+                #[cfg(target_os = "linux")]
+                command.arg(aai_contain::cdp_pipe::MARKER);
+                command
+                    .arg("--")
+                    .arg(&executable)
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped());
+                command
+            }
+            None => {
+                let mut command = tokio::process::Command::new(&executable);
+                command.stdin(Stdio::null()).stdout(Stdio::null());
+                command
+            }
+        };
         command
-            .args(launch_args(config, &profile, &proxy_url))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .args(&args)
             .stderr(Stdio::piped())
             .env(
                 aai_executor::process::TAG_VAR,
@@ -162,9 +190,17 @@ impl Session {
                 executable.to_string_lossy()
             ))
         })?;
-        let ws = devtools_url(&mut child).await.map_err(failed)?;
-        let cdp = Cdp::connect(&ws).await.map_err(failed)?;
-        let own = register_endpoint(&ws);
+        let (cdp, own) = match (child.stdin.take(), child.stdout.take()) {
+            (Some(commands), Some(replies)) => {
+                drain_stderr(&mut child);
+                (Cdp::over_pipe(commands, replies), None)
+            }
+            _ => {
+                let ws = devtools_url(&mut child).await.map_err(failed)?;
+                let cdp = Cdp::connect(&ws).await.map_err(failed)?;
+                (cdp, register_endpoint(&ws))
+            }
+        };
         deny_downloads(&cdp, None).await.map_err(failed)?;
         let mut session = Self {
             cdp,
@@ -592,6 +628,19 @@ async fn devtools_url(child: &mut tokio::process::Child) -> Result<String, Strin
         }
     });
     Ok(url)
+}
+
+/// Passes what the browser says on stderr to the trace log, so it never blocks on a full pipe.
+fn drain_stderr(child: &mut tokio::process::Child) {
+    use tokio::io::AsyncBufReadExt as _;
+    if let Some(stderr) = child.stderr.take() {
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::trace!(target: "aai_local::browser::chromium", "{line}");
+            }
+        });
+    }
 }
 
 /// The browser's WebSocket endpoint from `attach`: a `ws://` URL as is, else
