@@ -72,6 +72,9 @@ def desktop_client(home, screen, monkeypatch):
     }))
     env = gateway_env(home, screen["bus"])
     env["DISPLAY"] = screen["display"]
+    # Terminals it launches start a shell without the machine's start-up files (which may be
+    # slow, or leave locks behind when a test closes the terminal early).
+    env["SHELL"] = "/bin/sh"
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
     return Client(StdioServerParameters(command=str(GATEWAY), args=[], env=env), mode="legacy", cache=None)
 
@@ -296,6 +299,9 @@ def default_client(home, screen, monkeypatch):
     """A client under the default policy profile (development: high asks, critical is blocked)."""
     env = gateway_env(home, screen["bus"])
     env["DISPLAY"] = screen["display"]
+    # Terminals it launches start a shell without the machine's start-up files (which may be
+    # slow, or leave locks behind when a test closes the terminal early).
+    env["SHELL"] = "/bin/sh"
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
     return Client(StdioServerParameters(command=str(GATEWAY), args=[], env=env), mode="legacy", cache=None)
 

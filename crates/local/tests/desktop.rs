@@ -215,6 +215,9 @@ fn xterm(desk: &Desk, title: &str, geometry: &str) -> Child {
             geometry,
         ])
         .env("DISPLAY", &desk.display)
+        // A shell without start-up files: the machine's ~/.bashrc may run slow or locking
+        // tools (pyenv's rehash lock outlives a terminal closed while it starts).
+        .env("SHELL", "/bin/sh")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -672,6 +675,9 @@ fn program_window(desk: &Desk, argv: &[&str], title: &str) -> Child {
     let child = Command::new(argv[0])
         .args(&argv[1..])
         .env("DISPLAY", &desk.display)
+        // A shell without start-up files: the machine's ~/.bashrc may run slow or locking
+        // tools (pyenv's rehash lock outlives a terminal closed while it starts).
+        .env("SHELL", "/bin/sh")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
