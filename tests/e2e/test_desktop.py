@@ -319,6 +319,22 @@ async def test_typing_into_a_terminal_is_judged_as_the_shell_command(home, scree
     # The launched terminal runs contained: it writes beside AAI_HOME in a folder made first.
     (tmp_path / "out").mkdir()
     marker = tmp_path / "out" / "typed-marker"
+    # A desktop of its own: a window another test left to map late would take the focus
+    # mid-text, and the input tool (rightly) stops typing then.
+    display, xvfb = start_xvfb(240 if terminal == "xterm" else 260, "1280x800x24")
+    wm = subprocess.Popen(["openbox"], env={**os.environ, "DISPLAY": display},
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        await _type_into_a_terminal(home, {**screen, "display": display}, monkeypatch, terminal, canary, marker)
+    finally:
+        wm.terminate()
+        xvfb.terminate()
+        wm.wait(timeout=10)
+        xvfb.wait(timeout=10)
+    assert (canary / "keep").exists(), "the canary was deleted through the terminal"
+
+
+async def _type_into_a_terminal(home, screen, monkeypatch, terminal, canary, marker):
     with anyio.fail_after(TIMEOUT):
         async with default_client(home, screen, monkeypatch) as client:
             launched = (await call(client, "local.apps", "app_launch", {"name": terminal})).structured_content
@@ -339,21 +355,7 @@ async def test_typing_into_a_terminal_is_judged_as_the_shell_command(home, scree
             # The terminal's grant covers the typed command as it covers bash_execute.
             subprocess.run([str(GATEWAY), "consent", "grant", "local.terminal", "bash_execute", "--client", "mcp"],
                            env=gateway_env(home, None), check=True, timeout=30, capture_output=True)
-            # The input tool refuses to go on typing when another window takes the focus
-            # mid-text (by design); on a busy desktop that can happen, so the test puts the
-            # focus back, erases what reached the line and types again (bounded).
-            for _ in range(3):
-                typed = await client.call_tool("aai_exec", {"app": "local.input", "tool": "type_text",
-                                                            "args": {"text": f"touch {marker}\n"}})
-                detail = (typed.structured_content or {}).get("detail") or {}
-                if not typed.is_error or detail.get("reason") != "focus_moved":
-                    break
-                await call(client, "local.apps", "window_manage", {"window_title": launched["window"]["title"], "action": "focus"})
-                if detail.get("typed"):
-                    await call(client, "local.input", "key_press", {"keys": ["backspace"] * 1})
-                    for _ in range(detail["typed"] - 1):
-                        await call(client, "local.input", "key_press", {"keys": ["backspace"]})
-            assert not typed.is_error, text_of(typed)
+            await call(client, "local.input", "type_text", {"text": f"touch {marker}\n"})
             wait_until(marker.exists, 10, "the granted command typed into the terminal did not run")
             # Critical stays blocked under the grant.
             typed = await client.call_tool("aai_exec", {"app": "local.input", "tool": "type_text", "args": {"text": f"rm -rf {canary}\n"}})
