@@ -41,8 +41,53 @@ pub fn router(api: Api) -> Router {
         .route("/api/v1/apps/{app_id}/aai.json", get(descriptor))
         .route("/api/v1/publishers/{name}", get(publisher))
         .route("/healthz", get(|| async { "ok" }))
+        .layer(axum::middleware::from_fn(refuse_nul))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(api)
+}
+
+/// Text PostgreSQL cannot store — a NUL byte — in the path, the query or a JSON body is the
+/// caller's mistake: 400 with where it was, before any handler or the database sees it.
+async fn refuse_nul(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let decoded = |text: &str| {
+        percent_encoding::percent_decode_str(text)
+            .collect::<Vec<u8>>()
+            .contains(&0)
+    };
+    let uri = request.uri();
+    let place = if decoded(uri.path()) {
+        Some("the path")
+    } else if uri.query().is_some_and(decoded) {
+        Some("the query")
+    } else {
+        None
+    };
+    if let Some(place) = place {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            format!("{place} holds a NUL byte, which no app id, version, name or search may hold"),
+        );
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is larger than {MAX_BODY} bytes"),
+        );
+    };
+    // In JSON a NUL is either a raw byte (invalid there anyway) or the escape `\u0000`.
+    let escaped = bytes.windows(6).any(|w| w.eq_ignore_ascii_case(b"\\u0000"));
+    if bytes.contains(&0) || escaped {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "the body holds a NUL byte (\\u0000), which no publisher, descriptor or signature may hold",
+        );
+    }
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
 }
 
 fn reply(status: StatusCode, body: &Value) -> Response {
@@ -59,6 +104,19 @@ fn refuse(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 fn failed(error: &sqlx::Error) -> Response {
+    // SQLSTATE class 22 ("data exception"): text or a value the database cannot take, which
+    // is the request's fault, not the database's.
+    if let Some(database) = error.as_database_error()
+        && database.code().is_some_and(|code| code.starts_with("22"))
+    {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "the request holds a value the registry cannot store: {}",
+                database.message()
+            ),
+        );
+    }
     tracing::error!(%error, "database");
     refuse(
         StatusCode::SERVICE_UNAVAILABLE,

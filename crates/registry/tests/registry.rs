@@ -446,3 +446,51 @@ async fn two_server_processes_on_one_database_answer_the_same() {
         "0.1.0"
     );
 }
+
+/// A NUL byte in any input — the search words, an app id, a version, a publisher's name, and
+/// each field of a publish request (the descriptor's text included) — is the caller's mistake:
+/// 400 with the reason, never 503; nothing changes, and the server keeps serving.
+#[tokio::test]
+async fn nul_bytes_in_any_field_are_a_clear_400() {
+    let pg = support::postgres();
+    let server = server(&pg.database()).await;
+    let acme = publisher(&server.pool, "acme", "com.acme").await;
+    let good = descriptor("com.acme.app", "App", "An app", &["go"], "1.0.0");
+    assert_eq!(publish(&server.base, &acme, &good).await.0, 201);
+    let before = get(&server.base, "/api/v1/apps").await.1;
+    for path in [
+        "/api/v1/search?q=we%00ather",
+        "/api/v1/search?q=%00",
+        "/api/v1/search?q=app&limit=1%00",
+        "/api/v1/apps/com.acme.%00app",
+        "/api/v1/apps/com.acme.app/aai.json?version=1.0.0%00",
+        "/api/v1/apps/com.acme%00.app/aai.json",
+        "/api/v1/publishers/ac%00me",
+    ] {
+        let (status, body) = get(&server.base, path).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(
+            body["error"].as_str().is_some_and(|e| e.contains("NUL")),
+            "{path}: {body}"
+        );
+    }
+    let signature = aai_registry::keys::sign(&acme.secret, good.as_bytes()).expect("sign");
+    let nul_descriptor = descriptor("com.acme.app", "App\u{0}", "An app", &["go"], "2.0.0");
+    for body in [
+        json!({"publisher": "ac\u{0}me", "descriptor": good, "signature": signature}),
+        json!({"publisher": "acme", "descriptor": nul_descriptor, "signature": signature}),
+        json!({"publisher": "acme", "descriptor": good, "signature": format!("{signature}\u{0}")}),
+    ] {
+        let (status, reply) = post(&server.base, &body.to_string()).await;
+        assert_eq!(status, 400, "{body}: {reply}");
+        assert!(
+            reply["error"].as_str().is_some_and(|e| e.contains("NUL")),
+            "{reply}"
+        );
+    }
+    // Nothing changed, and the server still answers.
+    assert_eq!(get(&server.base, "/api/v1/apps").await.1, before);
+    let (status, found) = get(&server.base, "/api/v1/search?q=app").await;
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(ids(&found), vec!["com.acme.app".to_owned()]);
+}
