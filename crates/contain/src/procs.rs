@@ -109,15 +109,23 @@ pub(crate) fn kill_tree(within: Duration, reap: &mut dyn FnMut()) -> usize {
             break;
         }
         for pid in victims {
-            if let Ok(raw) = i32::try_from(pid) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(raw),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
+            if kill(pid) {
                 killed.insert(pid);
             }
         }
         std::thread::sleep(Duration::from_millis(1));
     }
     killed.len()
+}
+
+/// Sends SIGKILL to `pid`; false when `pid` is no process id.
+pub fn kill(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(raw),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    true
 }

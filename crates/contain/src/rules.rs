@@ -91,21 +91,24 @@ pub fn list(dir: &Path) -> Vec<Entry> {
         .collect()
 }
 
-/// `path` resolved (links followed) when it exists, else with `.` and `..` removed lexically.
+/// `path` resolved (links followed) when it exists, else [`normalize`]d.
 pub fn resolve(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| {
-        let mut out = PathBuf::new();
-        for component in path.components() {
-            match component {
-                Component::CurDir => {}
-                Component::ParentDir => {
-                    out.pop();
-                }
-                other => out.push(other),
+    std::fs::canonicalize(path).unwrap_or_else(|_| normalize(path))
+}
+
+/// `path` with `.` and `..` removed lexically (never above the root).
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
             }
+            other => out.push(other),
         }
-        out
-    })
+    }
+    out
 }
 
 /// The paths to grant so that everything beneath `root` is covered except `excluded` (and

@@ -39,13 +39,14 @@ pub struct EmergencyStop {
     stopped: AtomicBool,
     calls: Mutex<CancellationToken>,
     by: Mutex<Option<String>>,
-    marker: std::sync::OnceLock<std::path::PathBuf>,
+    /// The home whose stop marker this stop shares.
+    home: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 impl EmergencyStop {
-    /// Shares the stop with every gateway of the home whose marker is `path`.
-    pub fn use_marker(&self, path: std::path::PathBuf) {
-        let _ = self.marker.set(path);
+    /// Shares the stop with every gateway of `home` (its stop marker).
+    pub fn share_with(&self, home: std::path::PathBuf) {
+        let _ = self.home.set(home);
     }
 
     /// Whether the stop is on: here, or for the whole home.
@@ -55,9 +56,7 @@ impl EmergencyStop {
 
     /// The home's stop marker, when it is there.
     fn marked(&self) -> Option<crate::control::Marker> {
-        let path = self.marker.get()?;
-        let home = path.parent()?.parent()?;
-        crate::control::marker(home)
+        crate::control::marker(self.home.get()?)
     }
 
     /// The refusal a call gets while the stop is on.
@@ -97,8 +96,7 @@ impl EmergencyStop {
             token.cancel();
             *token = CancellationToken::new();
         }
-        if let Some(path) = self.marker.get()
-            && let Some(home) = path.parent().and_then(std::path::Path::parent)
+        if let Some(home) = self.home.get()
             && crate::control::marker(home).is_none()
             && let Err(error) = crate::control::write_marker(home, by)
         {
@@ -111,16 +109,15 @@ impl EmergencyStop {
     pub fn clear(&self) -> bool {
         let was = self.stopped.swap(false, Ordering::SeqCst);
         let marked = self
-            .marker
+            .home
             .get()
-            .and_then(|path| path.parent()?.parent())
-            .is_some_and(crate::control::clear_marker);
+            .is_some_and(|home| crate::control::clear_marker(home));
         was || marked
     }
 
     /// Whether the home's marker is there now (`None`: this gateway shares no marker).
     fn marker_present(&self) -> Option<bool> {
-        self.marker.get()?;
+        self.home.get()?;
         Some(self.marked().is_some())
     }
 
@@ -295,12 +292,7 @@ pub fn kill_everything() -> usize {
         };
         let victims: Vec<u32> = victims.iter().copied().filter(|p| !holds(*p)).collect();
         for pid in victims {
-            if let Ok(raw) = i32::try_from(pid) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(raw),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
+            aai_contain::procs::kill(pid);
             killed.insert(pid);
         }
         std::thread::sleep(Duration::from_millis(5));

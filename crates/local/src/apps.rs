@@ -308,27 +308,28 @@ fn application_dirs() -> Vec<PathBuf> {
         .collect()
 }
 
-/// A desktop entry's `Name` and `Exec` (from its `[Desktop Entry]` group).
-fn read_entry(path: &Path) -> Option<(String, String)> {
+/// The keys of a desktop entry's `[Desktop Entry]` group, each with its first value.
+pub(crate) fn entry_fields(path: &Path) -> Option<std::collections::HashMap<String, String>> {
     let text = std::fs::read_to_string(path).ok()?;
     let mut in_main = false;
-    let (mut name, mut exec) = (None, None);
+    let mut fields = std::collections::HashMap::new();
     for line in text.lines() {
         let line = line.trim();
         if line.starts_with('[') {
             in_main = line == "[Desktop Entry]";
-            continue;
-        }
-        if !in_main {
-            continue;
-        }
-        if let Some(v) = line.strip_prefix("Name=") {
-            name.get_or_insert_with(|| v.to_owned());
-        } else if let Some(v) = line.strip_prefix("Exec=") {
-            exec.get_or_insert_with(|| v.to_owned());
+        } else if in_main && let Some((key, value)) = line.split_once('=') {
+            fields
+                .entry(key.trim().to_owned())
+                .or_insert_with(|| value.to_owned());
         }
     }
-    Some((name?, exec?))
+    Some(fields)
+}
+
+/// A desktop entry's `Name` and `Exec`.
+fn read_entry(path: &Path) -> Option<(String, String)> {
+    let mut fields = entry_fields(path)?;
+    Some((fields.remove("Name")?, fields.remove("Exec")?))
 }
 
 /// An `Exec` value as argv (the desktop entry spec's quoting), without field codes.

@@ -5,7 +5,9 @@
 //! with every symlink followed (for a new file, its parent) and checked again; a file opened
 //! afterwards is checked once more through what the OS says it opened.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use aai_contain::rules::{normalize, resolve};
 
 use aai_descriptor::{AaiError, ErrorKind};
 use globset::{Glob, GlobSet, GlobSetBuilder};
@@ -64,26 +66,6 @@ fn denied(message: String) -> AaiError {
     AaiError::new(ErrorKind::PermissionDenied, message)
 }
 
-/// `path` with `.` and `..` removed lexically (never above the root).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// The resolved form of a directory, or its lexical form when it does not exist.
-fn resolve_dir(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| normalize(path))
-}
-
 /// Whether `path` is `dir` or inside it, component by component (`/a/bc` is not in `/a/b`).
 fn within(path: &Path, dir: &Path) -> bool {
     path.starts_with(dir)
@@ -96,12 +78,12 @@ impl Sandbox {
         let configured: Vec<PathBuf> = config
             .allowed_directories
             .iter()
-            .map(|d| resolve_dir(&crate::expand_home(d)))
+            .map(|d| resolve(&crate::expand_home(d)))
             .collect();
         let roots: Vec<PathBuf> = roots
             .iter()
             .filter_map(|uri| uri.strip_prefix("file://"))
-            .map(|p| resolve_dir(Path::new(&percent_decode(p))))
+            .map(|p| resolve(Path::new(&percent_decode(p))))
             .collect();
         let allowed = if roots.is_empty() {
             configured
@@ -134,7 +116,7 @@ impl Sandbox {
         Self {
             allowed,
             denied: builder.build().unwrap_or_else(|_| GlobSet::empty()),
-            protected: protected.iter().map(|p| resolve_dir(p)).collect(),
+            protected: protected.iter().map(|p| resolve(p)).collect(),
             max_file_size: config.max_file_size,
         }
     }

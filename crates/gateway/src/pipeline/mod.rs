@@ -151,7 +151,7 @@ impl Gateway {
         let gate = Gate::new(data_db);
         let approvals = Arc::new(crate::approvals::Approvals::new(gate.feed.clone()));
         let stop = Arc::new(crate::stop::EmergencyStop::default());
-        stop.use_marker(crate::control::stop_marker(home));
+        stop.share_with(home.to_path_buf());
         Arc::new(Self {
             registry,
             policy: std::sync::RwLock::new(Arc::new(config.policy.clone())),

@@ -165,29 +165,14 @@ struct Entry {
 }
 
 fn read_entry(path: &Path) -> Option<Entry> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let mut in_main = false;
-    let (mut exec, mut terminal, mut emulator, mut application) = (None, false, false, true);
-    for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            in_main = line == "[Desktop Entry]";
-            continue;
-        }
-        if !in_main {
-            continue;
-        }
-        if let Some(v) = line.strip_prefix("Exec=") {
-            exec.get_or_insert_with(|| v.to_owned());
-        } else if let Some(v) = line.strip_prefix("Terminal=") {
-            terminal = v.trim() == "true";
-        } else if let Some(v) = line.strip_prefix("Categories=") {
-            emulator = v.split(';').any(|c| c == "TerminalEmulator");
-        } else if let Some(v) = line.strip_prefix("Type=") {
-            application = v.trim() == "Application";
-        }
-    }
-    let program = super::exec_argv(&exec?).into_iter().next()?;
+    let fields = super::entry_fields(path)?;
+    let field = |key: &str| fields.get(key).map(|v| v.trim());
+    let exec = fields.get("Exec");
+    let terminal = field("Terminal") == Some("true");
+    let emulator =
+        field("Categories").is_some_and(|c| c.split(';').any(|c| c == "TerminalEmulator"));
+    let application = field("Type").is_none_or(|t| t == "Application");
+    let program = super::exec_argv(exec?).into_iter().next()?;
     Some(Entry {
         program,
         terminal,
