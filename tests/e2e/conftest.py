@@ -81,14 +81,26 @@ def wait_until(predicate, seconds, what):
     raise AssertionError(f"{what} within {seconds} s")
 
 
-def start_xvfb(first, size, *extra):
-    """Xvfb on the first free display number from `first`; returns (display, process)."""
+def start_xvfb(size, *extra):
+    """Xvfb on a free display number; returns (display, process) once it accepts clients.
+
+    Xvfb picks the number itself and writes it to `-displayfd` only when it is ready, so nothing
+    here guesses from lock files (another Xvfb of a parallel build may take a number between a
+    check and a start) or from the socket appearing (it appears before the server answers)."""
     assert shutil.which("Xvfb"), "Xvfb is missing: apt-get install -y xvfb"
-    number = next(n for n in range(first, first + 100)
-                  if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists())
-    proc = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", size, "-nolisten", "tcp", *extra],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_until(lambda: Path(f"/tmp/.X11-unix/X{number}").exists(), 10, "Xvfb starts")
+    read, write = os.pipe()
+    proc = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", size, "-nolisten", "tcp", *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write,))
+    os.close(write)
+    try:
+        with os.fdopen(read, "r") as stream:
+            number = _readline_within(stream, 30).strip()
+    except Exception:
+        proc.kill()
+        raise
+    if not number.isdigit():
+        proc.kill()
+        raise AssertionError(f"Xvfb did not report a display (exit {proc.poll()})")
     return f":{number}", proc
 
 
@@ -159,7 +171,7 @@ def desktop(bus, tmp_path):
     """Xvfb on a free display and dunst on the test bus; notifications are recorded to a file."""
     for tool in ("Xvfb", "dunst"):
         assert shutil.which(tool), f"{tool} is missing: apt-get install -y xvfb dunst x11-xserver-utils"
-    display, xvfb = start_xvfb(90, "1280x1024x24")
+    display, xvfb = start_xvfb("1280x1024x24")
     record = tmp_path / "notified.jsonl"
     script = tmp_path / "record.sh"
     script.write_text(f"#!/bin/sh\nprintf '%s\\t%s\\t%s\\t%s\\n' \"$1\" \"$2\" \"$3\" \"$5\" >> {record}\n")

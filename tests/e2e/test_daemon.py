@@ -213,7 +213,7 @@ async def test_emergency_stop_kills_every_process_and_refuses_calls(daemon, tmp_
 
 def test_ctrl_shift_esc_presses_the_emergency_stop(home, bus):
     assert shutil.which("xdotool"), "xdotool is missing: apt-get install -y xdotool"
-    display, xvfb = start_xvfb(200, "800x600x24")
+    display, xvfb = start_xvfb("800x600x24")
     try:
         env = {**gateway_env(home, bus), "DISPLAY": display}
         d = Daemon(home, env)

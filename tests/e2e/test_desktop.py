@@ -35,7 +35,7 @@ def screen():
     directory = Path(tempfile.mkdtemp(prefix="aai-desk-"))
     bus = Bus(directory)
     try:
-        display, xvfb = start_xvfb(200, "1280x800x24", "-noreset")
+        display, xvfb = start_xvfb("1280x800x24", "-noreset")
         procs.append(xvfb)
         env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": bus.address}
         env.pop("NO_AT_BRIDGE", None)
@@ -321,7 +321,7 @@ async def test_typing_into_a_terminal_is_judged_as_the_shell_command(home, scree
     marker = tmp_path / "out" / "typed-marker"
     # A desktop of its own: a window another test left to map late would take the focus
     # mid-text, and the input tool (rightly) stops typing then.
-    display, xvfb = start_xvfb(240 if terminal == "xterm" else 260, "1280x800x24")
+    display, xvfb = start_xvfb("1280x800x24")
     wm = subprocess.Popen(["openbox"], env={**os.environ, "DISPLAY": display},
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

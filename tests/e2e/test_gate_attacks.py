@@ -401,7 +401,7 @@ async def test_typing_into_the_persons_own_terminal_answers_the_agents_approval(
     for tool in ("Xvfb", "openbox", "xterm", "xdotool"):
         assert shutil.which(tool), f"{tool} is missing: run scripts/test.sh"
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
-    display, xvfb = start_xvfb(230, "1280x800x24")
+    display, xvfb = start_xvfb("1280x800x24")
     procs = [xvfb]
     daemon = None
     try:
@@ -410,9 +410,10 @@ async def test_typing_into_the_persons_own_terminal_answers_the_agents_approval(
         # The person's own terminal, with their gateway on the PATH.
         person = {**gateway_env(home, bus), "DISPLAY": display,
                   "PATH": f"{GATEWAY.parent}:{os.environ['PATH']}", "PS1": "$ "}
-        procs.append(subprocess.Popen(["xterm", "-title", "person's shell", "-geometry", "160x50+0+0",
-                                       "-e", "bash", "--norc", "--noprofile"],
-                                      env=person, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        xterm = subprocess.Popen(["xterm", "-title", "person's shell", "-geometry", "160x50+0+0",
+                                  "-e", "bash", "--norc", "--noprofile"],
+                                 env=person, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        procs.append(xterm)
 
         def shown():
             out = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "person's shell"],
@@ -420,7 +421,8 @@ async def test_typing_into_the_persons_own_terminal_answers_the_agents_approval(
             return out.stdout.strip()
 
         from conftest import wait_until
-        wait_until(shown, 20, "the person's xterm")
+        wait_until(lambda: shown() or xterm.poll() is not None, 60, "the person's xterm")
+        assert xterm.poll() is None, f"xterm exited {xterm.returncode}: {xterm.stderr.read().decode(errors='replace')}"
         window = shown()
         subprocess.run(["xdotool", "windowactivate", "--sync", window.split()[0]], env=desk, timeout=10)
         (home / "config.json").write_text(json.dumps({
