@@ -37,6 +37,8 @@ command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 # The app store's registry runs on a real PostgreSQL (with pg_trgm), started by its tests.
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+# Namespace claims are checked against a real DNS server (dnsmasq) on loopback.
+[ -x /usr/sbin/dnsmasq ] || command -v dnsmasq >/dev/null 2>&1 || missing+=(dnsmasq-base)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

@@ -118,6 +118,8 @@ pub fn run() {
             "org.bench",
             "--key",
             &public,
+            "--verify",
+            "none",
             "--database-url",
             &url,
         ])

@@ -283,16 +283,6 @@ async fn publish(State(api): State<Api>, body: Bytes) -> Response {
             );
         }
     };
-    let namespace = format!("{}.", publisher.namespace);
-    if !descriptor.app_id.starts_with(&namespace) {
-        return refuse(
-            StatusCode::FORBIDDEN,
-            format!(
-                "{} is outside the namespace of publisher {} ({}.*)",
-                descriptor.app_id, publisher.name, publisher.namespace
-            ),
-        );
-    }
     let Some(version) = descriptor.version.clone().filter(|v| !v.trim().is_empty()) else {
         return refuse(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -321,6 +311,36 @@ async fn publish(State(api): State<Api>, body: Bytes) -> Response {
             StatusCode::CONFLICT,
             format!(
                 "{} {version} is published already with other content; give the new one another \"version\"",
+                descriptor.app_id
+            ),
+        ),
+        Ok(db::Published::InvalidVersion(reason)) => refuse(StatusCode::BAD_REQUEST, reason),
+        Ok(db::Published::OutsideNamespace(owner)) => {
+            let whose = match owner {
+                Some((owner, namespace)) => {
+                    format!("; {namespace}.* belongs to publisher {owner}")
+                }
+                None => "; no publisher owns a namespace above it".to_owned(),
+            };
+            refuse(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "{} is outside the namespace of publisher {} ({}.*){whose}",
+                    descriptor.app_id, publisher.name, publisher.namespace
+                ),
+            )
+        }
+        Ok(db::Published::NotPublisher(owner)) => refuse(
+            StatusCode::FORBIDDEN,
+            format!(
+                "{} belongs to publisher {owner}; only the publisher that first published an app publishes its versions",
+                descriptor.app_id
+            ),
+        ),
+        Ok(db::Published::SamePrecedence(existing)) => refuse(
+            StatusCode::CONFLICT,
+            format!(
+                "{} {version} differs from the published {existing} only in build metadata, which semver does not order; give it another version",
                 descriptor.app_id
             ),
         ),

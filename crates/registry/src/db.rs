@@ -36,11 +36,62 @@ pub struct Publisher {
     pub public_key: String,
 }
 
+/// Serializes namespace changes against publishing: `add_publisher` takes it exclusively,
+/// `publish` shared, so a publish never decides ownership from a half-changed set of
+/// namespaces. (An arbitrary constant; app locks use `hashtextextended` of the app id.)
+const NAMESPACE_LOCK: i64 = 0x0061_6169_5f6e_7331;
+
 /// Registers (or re-keys) a publisher of `namespace`.
 ///
+/// A namespace below another's (`com.acme.labs` while `com.acme` exists) takes over the ids
+/// below it, so it is refused while an app of another publisher lives there (outside any even
+/// longer namespace of its own). Verifying the claim (`claims`) is the caller's part.
+///
 /// # Errors
-/// The namespace belongs to another publisher, or the database fails.
+/// The namespace belongs to another publisher, apps of others live below it, or the database
+/// fails.
 pub async fn add_publisher(pool: &PgPool, publisher: &Publisher) -> anyhow::Result<()> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(NAMESPACE_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    let holder: Option<String> =
+        sqlx::query_scalar("SELECT name FROM publishers WHERE namespace = $1 AND name <> $2")
+            .bind(&publisher.namespace)
+            .bind(&publisher.name)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if let Some(holder) = holder {
+        anyhow::bail!(
+            "the namespace {} belongs to publisher {holder}",
+            publisher.namespace
+        );
+    }
+    let foreign: Vec<(String, String)> = sqlx::query_as(
+        "SELECT a.app_id, a.publisher FROM apps a
+         WHERE starts_with(a.app_id, $1 || '.') AND a.publisher <> $2
+           AND NOT EXISTS (SELECT 1 FROM publishers p
+                           WHERE p.name <> $2 AND length(p.namespace) > length($1)
+                             AND starts_with(a.app_id, p.namespace || '.'))
+         ORDER BY a.app_id LIMIT 5",
+    )
+    .bind(&publisher.namespace)
+    .bind(&publisher.name)
+    .fetch_all(&mut *tx)
+    .await?;
+    if !foreign.is_empty() {
+        let apps: Vec<String> = foreign
+            .iter()
+            .map(|(app, owner)| format!("{app} (publisher {owner})"))
+            .collect();
+        anyhow::bail!(
+            "the namespace {} holds apps of other publishers: {}; it cannot be given to {}",
+            publisher.namespace,
+            apps.join(", "),
+            publisher.name
+        );
+    }
     sqlx::query(
         "INSERT INTO publishers (name, namespace, public_key) VALUES ($1, $2, $3)
          ON CONFLICT (name) DO UPDATE SET namespace = excluded.namespace, public_key = excluded.public_key",
@@ -48,9 +99,41 @@ pub async fn add_publisher(pool: &PgPool, publisher: &Publisher) -> anyhow::Resu
     .bind(&publisher.name)
     .bind(&publisher.namespace)
     .bind(&publisher.public_key)
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(())
+}
+
+/// The publisher and namespace that own `app_id`: the longest registered namespace that is a
+/// dot-prefix of it (`com.acme.labs.x` is `com.acme.labs`'s, not `com.acme`'s;
+/// `com.acmefoo.x` is neither).
+///
+/// # Errors
+/// The database fails.
+pub async fn namespace_owner<'c>(
+    executor: impl sqlx::PgExecutor<'c>,
+    app_id: &str,
+) -> sqlx::Result<Option<(String, String)>> {
+    sqlx::query_as(
+        "SELECT name, namespace FROM publishers WHERE starts_with($1, namespace || '.')
+         ORDER BY length(namespace) DESC LIMIT 1",
+    )
+    .bind(app_id)
+    .fetch_optional(executor)
+    .await
+}
+
+/// A published version as semver, or why it is not one.
+///
+/// # Errors
+/// The text is not a semantic version (`1.2.3`, `1.2.0-beta.1`).
+pub fn parse_version(version: &str) -> Result<semver::Version, String> {
+    semver::Version::parse(version).map_err(|e| {
+        format!(
+            "\"version\": {version:?} is not a semantic version like 1.2.3 or 1.3.0-beta.1 ({e}); \"latest\" is the highest by semver"
+        )
+    })
 }
 
 /// The publisher `name`.
@@ -86,15 +169,52 @@ pub enum Published {
     Same,
     /// This version was there with other bytes.
     Conflict,
+    /// The version is not semver: the reason.
+    InvalidVersion(String),
+    /// The app id is not under a namespace of this publisher: the owner (publisher, namespace)
+    /// of the longest namespace above it, if any.
+    OutsideNamespace(Option<(String, String)>),
+    /// The app exists and belongs to this other publisher.
+    NotPublisher(String),
+    /// Another version of equal semver precedence (differing only in build metadata) exists.
+    SamePrecedence(String),
 }
 
-/// Stores a version and makes it the app's latest, in one transaction.
+/// Stores a version, in one transaction; it becomes the app's latest (and its name,
+/// description, tools and search words the app's) only when it is the highest by semver, so a
+/// fix published on an older line never rolls the app back.
+///
+/// Ownership is decided inside the transaction: the publisher must own the longest namespace
+/// above the app id, and an existing app takes versions only from its recorded publisher.
 ///
 /// # Errors
 /// The database fails.
 pub async fn publish(pool: &PgPool, new: &NewVersion<'_>) -> sqlx::Result<Published> {
     let d = new.descriptor;
+    let version = match parse_version(new.version) {
+        Ok(version) => version,
+        Err(reason) => return Ok(Published::InvalidVersion(reason)),
+    };
     let mut tx = pool.begin().await?;
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock(hashtextextended($2, 0))",
+    )
+    .bind(NAMESPACE_LOCK)
+    .bind(&d.app_id)
+    .execute(&mut *tx)
+    .await?;
+    let owner = namespace_owner(&mut *tx, &d.app_id).await?;
+    if owner.as_ref().is_none_or(|(name, _)| name != new.publisher) {
+        return Ok(Published::OutsideNamespace(owner));
+    }
+    let recorded: Option<String> =
+        sqlx::query_scalar("SELECT publisher FROM apps WHERE app_id = $1")
+            .bind(&d.app_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if let Some(recorded) = recorded.filter(|p| p != new.publisher) {
+        return Ok(Published::NotPublisher(recorded));
+    }
     let existing: Option<String> =
         sqlx::query_scalar("SELECT sha256 FROM versions WHERE app_id = $1 AND version = $2")
             .bind(&d.app_id)
@@ -107,6 +227,38 @@ pub async fn publish(pool: &PgPool, new: &NewVersion<'_>) -> sqlx::Result<Publis
         } else {
             Published::Conflict
         });
+    }
+    let others: Vec<String> = sqlx::query_scalar("SELECT version FROM versions WHERE app_id = $1")
+        .bind(&d.app_id)
+        .fetch_all(&mut *tx)
+        .await?;
+    // Rows from before versions had to be semver take no part in the order.
+    let others: Vec<(semver::Version, String)> = others
+        .into_iter()
+        .filter_map(|text| Some((semver::Version::parse(&text).ok()?, text)))
+        .collect();
+    if let Some((_, same)) = others
+        .iter()
+        .find(|(other, _)| other.cmp_precedence(&version).is_eq())
+    {
+        return Ok(Published::SamePrecedence(same.clone()));
+    }
+    let highest = others
+        .iter()
+        .all(|(other, _)| other.cmp_precedence(&version).is_lt());
+    if !highest {
+        sqlx::query(
+            "INSERT INTO versions (app_id, version, descriptor, signature, sha256) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(&d.app_id)
+        .bind(new.version)
+        .bind(new.text)
+        .bind(new.signature)
+        .bind(new.sha256)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        return Ok(Published::New);
     }
     let platforms: Vec<String> = aai_descriptor::Platform::ALL
         .iter()
@@ -239,7 +391,7 @@ pub async fn search(pool: &PgPool, query: &str, limit: i64) -> sqlx::Result<Vec<
         .collect())
 }
 
-/// An app with its versions (newest first), or `None`.
+/// An app with its versions (highest semver first), or `None`.
 ///
 /// # Errors
 /// The database fails.
@@ -254,12 +406,17 @@ pub async fn app(pool: &PgPool, app_id: &str) -> sqlx::Result<Option<Value>> {
     else {
         return Ok(None);
     };
-    let versions = sqlx::query(
+    let mut versions = sqlx::query(
         "SELECT version, sha256, published_at::text FROM versions WHERE app_id = $1 ORDER BY published_at DESC, version DESC",
     )
     .bind(app_id)
     .fetch_all(pool)
     .await?;
+    // Highest semver first (what "latest" is); rows that are not semver last, newest first
+    // (the sort is stable).
+    versions.sort_by_cached_key(|v| {
+        std::cmp::Reverse(semver::Version::parse(&v.get::<String, _>(0)).ok())
+    });
     Ok(Some(json!({
         "appId": row.get::<String, _>(0),
         "name": row.get::<String, _>(1),

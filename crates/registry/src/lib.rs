@@ -4,5 +4,6 @@
 //! Server processes hold no state; run as many as needed against one database.
 
 pub mod api;
+pub mod claims;
 pub mod db;
 pub mod keys;

@@ -70,9 +70,29 @@ enum PublisherAction {
         /// Its public key (base64), from `aai-registry keygen`.
         #[arg(long)]
         key: String,
+        /// How the claim is proven before it is registered: `http` (the file
+        /// https://<domain>/.well-known/aai-registry-auth), `dns` (a TXT record on the
+        /// domain), each holding `v=AAIv1; k=ed25519; p=<key>`; or `none` when the operator
+        /// vouches for the publisher.
+        #[arg(long, value_enum)]
+        verify: Verify,
+        /// Send the well-known request here (e.g. http://127.0.0.1:8080) instead of
+        /// https://<domain>; the Host header and path still name the domain.
+        #[arg(long, env = "AAI_REGISTRY_WELL_KNOWN_BASE")]
+        well_known_base: Option<String>,
+        /// Ask this nameserver (IP:PORT) for the TXT record instead of the system's.
+        #[arg(long, env = "AAI_REGISTRY_DNS_SERVER")]
+        dns_server: Option<std::net::SocketAddr>,
         #[arg(long, env = "DATABASE_URL")]
         database_url: String,
     },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Verify {
+    Http,
+    Dns,
+    None,
 }
 
 fn main() -> ExitCode {
@@ -137,6 +157,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     name,
                     namespace,
                     key,
+                    verify,
+                    well_known_base,
+                    dns_server,
                     database_url,
                 },
         } => {
@@ -145,6 +168,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 aai_descriptor::is_valid_app_id(&format!("{namespace}.x")),
                 "--namespace {namespace:?} is not a reverse-DNS prefix like com.example"
             );
+            let method = match verify {
+                Verify::Http => Some(aai_registry::claims::Method::Http),
+                Verify::Dns => Some(aai_registry::claims::Method::Dns),
+                Verify::None => None,
+            };
+            let proof = match method {
+                Some(method) => {
+                    let check = aai_registry::claims::Check {
+                        well_known_base,
+                        dns_server,
+                        ..aai_registry::claims::Check::default()
+                    };
+                    let proof = aai_registry::claims::verify(&namespace, &key, method, &check)
+                        .await
+                        .map_err(|reason| {
+                            anyhow::anyhow!(
+                                "the claim of {name} to {namespace} is not proven ({}): {reason}; publish `{}` there",
+                                method.name(),
+                                aai_registry::claims::record(&key)
+                            )
+                        })?;
+                    format!("proven by {proof}")
+                }
+                None => "vouched for by the operator (--verify none)".to_owned(),
+            };
             let pool = aai_registry::db::connect(&database_url, 1).await?;
             aai_registry::db::add_publisher(
                 &pool,
@@ -155,7 +203,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 },
             )
             .await?;
-            eprintln!("aai-registry: publisher {name} owns {namespace}.*");
+            eprintln!("aai-registry: publisher {name} owns {namespace}.*, {proof}");
             Ok(())
         }
         Command::Keygen { file } => {

@@ -409,6 +409,8 @@ async fn two_server_processes_on_one_database_answer_the_same() {
             "net.beta",
             "--key",
             &public_key,
+            "--verify",
+            "none",
             "--database-url",
             &url,
         ])
