@@ -25,6 +25,16 @@ pub async fn connect(url: &str, max: u32) -> anyhow::Result<PgPool> {
         .connect(url)
         .await?;
     sqlx::migrate!("./migrations").run(&pool).await?;
+    let cost: Option<f32> = sqlx::query_scalar(
+        "SELECT procost FROM pg_proc WHERE proname = 'word_similarity_op' LIMIT 1",
+    )
+    .fetch_optional(&pool)
+    .await?;
+    if cost.is_some_and(|cost| cost < 100.0) {
+        tracing::warn!(
+            "pg_trgm's word_similarity_op still has COST {cost:?}: run migrations/0002_search_costs.sql as the extension's owner, or typo searches may scan every app"
+        );
+    }
     Ok(pool)
 }
 
@@ -278,10 +288,11 @@ pub async fn publish(pool: &PgPool, new: &NewVersion<'_>) -> sqlx::Result<Publis
     tools.sort();
     tools.dedup();
     // What typos are matched against: the names people call the app and its tools by (not
-    // the description: trigrams of long text match too much and cost too much).
+    // the description: trigrams of long text match too much and cost too much; not the id's
+    // namespace, which every app of the publisher shares). migrations/0002 makes the same.
     let words = format!(
         "{} {} {} {}",
-        d.app_id,
+        d.app_id.rsplit('.').next().unwrap_or_default(),
         d.name,
         d.aliases.join(" "),
         tools.join(" ")
@@ -338,6 +349,15 @@ pub async fn list(pool: &PgPool) -> sqlx::Result<Vec<(String, String, String)>> 
         .collect())
 }
 
+/// The typo pass of [`search`]: `$1` the [`typo_words`] of the query, `$2` how many, `$3`
+/// the app ids full text found already. Public so tests can EXPLAIN the very text that runs.
+pub const TYPO_SEARCH: &str =
+    "SELECT app_id, name, description, latest, platforms, tools, publisher, word_similarity(lower($1), words) AS score
+     FROM apps
+     WHERE lower($1) <% words AND NOT (app_id = ANY($3))
+     ORDER BY score DESC, app_id
+     LIMIT $2";
+
 /// Ranked search: full text over names, aliases, tool names and descriptions (weighted in
 /// that order); when that finds fewer than `limit`, trigram word similarity fills up the rest
 /// (typos), so the costlier typo match runs only for queries the words alone do not answer.
@@ -358,20 +378,15 @@ pub async fn search(pool: &PgPool, query: &str, limit: i64) -> sqlx::Result<Vec<
     .fetch_all(pool)
     .await?;
     let found = i64::try_from(rows.len()).unwrap_or(i64::MAX);
-    if found < limit {
+    let typo = typo_words(query);
+    if found < limit && !typo.is_empty() {
         let seen: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
-        let typos = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS}, word_similarity(lower($1), words) AS score
-             FROM apps
-             WHERE lower($1) <% words AND NOT (app_id = ANY($3))
-             ORDER BY score DESC, app_id
-             LIMIT $2"
-        )))
-        .bind(query)
-        .bind(limit - found)
-        .bind(&seen)
-        .fetch_all(pool)
-        .await?;
+        let typos = sqlx::query(TYPO_SEARCH)
+            .bind(&typo)
+            .bind(limit - found)
+            .bind(&seen)
+            .fetch_all(pool)
+            .await?;
         rows.extend(typos);
     }
     Ok(rows
@@ -389,6 +404,19 @@ pub async fn search(pool: &PgPool, query: &str, limit: i64) -> sqlx::Result<Vec<
             })
         })
         .collect())
+}
+
+/// The words of `query` a typo can be matched in: pg_trgm's words (runs of letters and
+/// digits) of three characters or more. Shorter words give only the trigrams a word starts
+/// with, which nearly every app shares (`a` matched all 10,000), and a punctuation-only query
+/// gives none, which GIN answers by reading the whole index; those are left to full text,
+/// and a query with no such word has no typo pass.
+pub fn typo_words(query: &str) -> String {
+    query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| word.chars().count() >= 3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// An app with its versions (highest semver first), or `None`.

@@ -583,3 +583,119 @@ async fn a_claim_is_proven_by_a_dns_txt_record() {
         assert_eq!(found.is_some(), registered, "{name}");
     }
 }
+
+/// 10,000 apps laid out as `db::publish` lays them out (the bench's apps: a name, an alias
+/// of two words, two tools), inserted in one statement rather than published one by one.
+const TEN_THOUSAND_APPS: &str = "
+WITH w AS (SELECT ARRAY['mail','calendar','music','invoice','photo','notes','tasks','chat',
+    'video','maps','weather','bank','budget','travel','recipe','fitness','code','deploy','ticket',
+    'crm','contacts','drive','backup','scanner','printer','reader','podcast','radio','news',
+    'stocks'] a),
+g AS (SELECT i, (SELECT a[1 + i % 30] FROM w) w1, (SELECT a[1 + (i / 30) % 30] FROM w) w2
+      FROM generate_series(0, 9999) i)
+INSERT INTO apps (app_id, publisher, name, description, aliases, tools, platforms, latest, words, doc)
+SELECT 'org.bench.app' || i, 'bench', 'App' || i || ' ' || w1,
+  'Manage your ' || w1 || ' and ' || w2 || ' from one place, number ' || i,
+  ARRAY[w1 || ' ' || w2], ARRAY['list_' || w1, 'send_' || w2], ARRAY['web'], '1.0.0',
+  lower('app' || i || ' App' || i || ' ' || w1 || ' ' || w1 || ' ' || w2 || ' list_' || w1 || ' send_' || w2),
+  setweight(to_tsvector('english', 'App' || i || ' ' || w1 || ' org bench app' || i), 'A')
+  || setweight(to_tsvector('english', w1 || ' ' || w2), 'A')
+  || setweight(to_tsvector('english', 'list ' || w1 || ' send ' || w2), 'B')
+  || setweight(to_tsvector('english', 'Manage your ' || w1 || ' and ' || w2 || ' from one place, number ' || i), 'C')
+FROM g";
+
+/// The typo pass reads the trigram index for every query shape, under custom plans, generic
+/// plans, and PostgreSQL's own choice after 10 executions of the prepared statement — asserted
+/// on the plan, not on time (the times are in bench/RESULTS.md).
+#[tokio::test]
+async fn the_typo_search_uses_its_trigram_index_at_any_plan() {
+    let pg = support::postgres();
+    let server = server(&pg.database()).await;
+    let bench = publisher(&server.pool, "bench", "org.bench").await;
+    for i in 0..3 {
+        let text = descriptor(
+            &format!("org.bench.real{i}"),
+            "Weather radar",
+            &["forecast"],
+            "1.0.0",
+        );
+        assert_eq!(publish(&server.base, &bench, &text).await.0, 201);
+    }
+    sqlx::raw_sql(TEN_THOUSAND_APPS)
+        .execute(&server.pool)
+        .await
+        .expect("10,000 apps");
+    sqlx::raw_sql("ANALYZE apps")
+        .execute(&server.pool)
+        .await
+        .expect("analyze");
+
+    // No word a typo can be found in: no typo pass at all (full text still answers).
+    for shape in ["ma", "!!!", "a b c", "-- ;", "x"] {
+        assert_eq!(aai_registry::db::typo_words(shape), "", "{shape}");
+    }
+    let long = "calendar invoice photo music weather budget travel "
+        .repeat(4)
+        .chars()
+        .take(200)
+        .collect::<String>();
+    let shapes = [
+        "mail",
+        "phto",
+        "mail calendar",
+        "app37 mail",
+        "calender invoce",
+        "org.bench.app123",
+        "ma photo",
+        "zzzzzzzzzz",
+        long.as_str(),
+    ];
+    let mut conn = server.pool.acquire().await.expect("connection");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "PREPARE typo(text, bigint, text[]) AS {}",
+        aai_registry::db::TYPO_SEARCH
+    )))
+    .execute(&mut *conn)
+    .await
+    .expect("prepare");
+    for mode in ["force_custom_plan", "force_generic_plan", "auto"] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("SET plan_cache_mode = {mode}")))
+            .execute(&mut *conn)
+            .await
+            .expect("mode");
+        for shape in shapes {
+            let words = aai_registry::db::typo_words(shape);
+            assert!(!words.is_empty(), "{shape}");
+            // EXECUTE takes no bind parameters: the words go in as a literal quoted by
+            // PostgreSQL itself.
+            let literal: String = sqlx::query_scalar("SELECT quote_literal($1)")
+                .bind(&words)
+                .fetch_one(&mut *conn)
+                .await
+                .expect("quote");
+            let execute = format!("EXECUTE typo({literal}, 20, '{{}}')");
+            for _ in 0..10 {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(execute.clone()))
+                    .execute(&mut *conn)
+                    .await
+                    .expect("execute");
+            }
+            let plan: Vec<String> =
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN {execute}")))
+                    .fetch_all(&mut *conn)
+                    .await
+                    .expect("explain");
+            let plan = plan.join("\n");
+            assert!(
+                plan.contains("Bitmap Index Scan on apps_words") && !plan.contains("Seq Scan"),
+                "{mode}, {shape:?}: {plan}"
+            );
+        }
+    }
+    // And the search answers through it: an app id finds its app first, not every app of
+    // its namespace by the shared `org` and `bench`.
+    let (_, found) = get(&server.base, "/api/v1/search?q=org.bench.app123").await;
+    assert_eq!(found["results"][0]["appId"], "org.bench.app123", "{found}");
+    let (_, found) = get(&server.base, "/api/v1/search?q=forcast").await;
+    assert_eq!(found["results"][0]["appId"], "org.bench.real0", "{found}");
+}
