@@ -91,6 +91,41 @@ fn serve(url: &str) -> Server {
     Server(child, addr)
 }
 
+/// The query shapes measured one by one.
+const SHAPES: [&str; 7] = [
+    "exact word (`mail`)",
+    "typo, a dropped letter (`mil`)",
+    "two words (`mail calendar`)",
+    "app number + word (`app37 mail`)",
+    "2 letters (`ma`)",
+    "long, 200 characters of words",
+    "an app id (`org.bench.app123`)",
+];
+
+/// The `i`th query of shape `shape` (an index into [`SHAPES`]).
+fn shaped(shape: usize, i: usize) -> String {
+    let a = WORDS[i % WORDS.len()];
+    let b = WORDS[(i * 7 + 3) % WORDS.len()];
+    match shape {
+        0 => a.to_owned(),
+        1 => format!("{}{}", &a[..1], &a[2..]),
+        2 => format!("{a} {b}"),
+        3 => format!("app{} {a}", i % 100),
+        4 => a[..2].to_owned(),
+        5 => {
+            let mut q = String::new();
+            let mut n = i;
+            while q.len() < 200 {
+                q.push_str(WORDS[n % WORDS.len()]);
+                q.push(' ');
+                n = (n * 7 + 3) % WORDS.len();
+            }
+            q[..200].trim().to_owned()
+        }
+        _ => format!("org.bench.app{}", (i * 37) % APPS),
+    }
+}
+
 fn search_words(i: usize) -> String {
     let a = WORDS[i % WORDS.len()];
     let b = WORDS[(i * 7 + 3) % WORDS.len()];
@@ -176,6 +211,25 @@ pub fn run() {
         single.push(t.elapsed());
         assert_eq!(status, 200, "{body}");
     }
+    // Each query shape alone, 200 searches each (enough for every pooled connection to pass
+    // PostgreSQL's switch to a generic plan after five executions of a statement).
+    let mut by_shape = Vec::new();
+    for (shape, name) in SHAPES.iter().enumerate() {
+        let mut samples = Vec::new();
+        for i in 0..200 {
+            let path = format!("/api/v1/search?q={}", shaped(shape, i).replace(' ', "+"));
+            let t = Instant::now();
+            let (status, body) = request(&a.1, "GET", &path, "");
+            samples.push(t.elapsed());
+            assert_eq!(status, 200, "{body}");
+        }
+        by_shape.push((
+            name,
+            percentile(&mut samples, 0.5),
+            percentile(&mut samples, 0.95),
+        ));
+    }
+
     // 50 clients at once, 40 searches each, over both servers.
     let began = Instant::now();
     let mut concurrent: Vec<Duration> = std::thread::scope(|scope| {
@@ -243,6 +297,13 @@ pub fn run() {
         ms(percentile(&mut single, 0.95)),
         ms(percentile(&mut single, 0.99))
     );
+    for (name, p50, p95) in by_shape {
+        println!(
+            "| search, one client, {name}: p50 / p95 | {} / {} |",
+            ms(p50),
+            ms(p95)
+        );
+    }
     println!(
         "| search, 50 concurrent clients over both servers: p50 / p95 / p99 ({total} searches, {:.0}/s) | {} / {} / {} |",
         total as f64 / wall.as_secs_f64(),

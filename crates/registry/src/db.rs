@@ -78,18 +78,29 @@ pub async fn add_publisher(pool: &PgPool, publisher: &Publisher) -> anyhow::Resu
             publisher.namespace
         );
     }
-    let foreign: Vec<(String, String)> = sqlx::query_as(
-        "SELECT a.app_id, a.publisher FROM apps a
+    // Re-keying keeps the namespace it had: nothing below it changes hands.
+    let current: Option<String> =
+        sqlx::query_scalar("SELECT namespace FROM publishers WHERE name = $1")
+            .bind(&publisher.name)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let moved = current.as_deref() != Some(publisher.namespace.as_str());
+    let foreign: Vec<(String, String)> = if !moved {
+        Vec::new()
+    } else {
+        sqlx::query_as(
+            "SELECT a.app_id, a.publisher FROM apps a
          WHERE starts_with(a.app_id, $1 || '.') AND a.publisher <> $2
            AND NOT EXISTS (SELECT 1 FROM publishers p
                            WHERE p.name <> $2 AND length(p.namespace) > length($1)
                              AND starts_with(a.app_id, p.namespace || '.'))
          ORDER BY a.app_id LIMIT 5",
-    )
-    .bind(&publisher.namespace)
-    .bind(&publisher.name)
-    .fetch_all(&mut *tx)
-    .await?;
+        )
+        .bind(&publisher.namespace)
+        .bind(&publisher.name)
+        .fetch_all(&mut *tx)
+        .await?
+    };
     if !foreign.is_empty() {
         let apps: Vec<String> = foreign
             .iter()

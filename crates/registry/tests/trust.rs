@@ -351,6 +351,26 @@ async fn only_an_apps_publisher_publishes_its_versions() {
     let (_, details) = get(&server.base, &format!("/api/v1/apps/{tool}")).await;
     assert_eq!(details["latest"], "1.0.0");
     assert_eq!(versions(&details), ["1.0.0"]);
+    // acme can still re-key its own namespace although acmelabs's app lies below it (nothing
+    // changes hands), but no newcomer can take the namespace the app lies in.
+    let (_, rekey) = aai_registry::keys::generate();
+    let again = |name: &str, namespace: &str| aai_registry::db::Publisher {
+        name: name.into(),
+        namespace: namespace.into(),
+        public_key: rekey.clone(),
+    };
+    aai_registry::db::add_publisher(&server.pool, &again("acme", "com.acme"))
+        .await
+        .expect("re-key");
+    let refused = aai_registry::db::add_publisher(&server.pool, &again("newlabs", "com.acme.labs"))
+        .await
+        .expect_err("acmelabs's app lies there");
+    assert!(
+        refused
+            .to_string()
+            .contains("com.acme.labs.tool (publisher acmelabs)"),
+        "{refused}"
+    );
 }
 
 /// The public key's record as the well-known file holds it, served only for `domain`.
