@@ -294,8 +294,8 @@ async fn an_app_id_belongs_to_the_longest_namespace_above_it() {
             .contains("com.acme.shop.cart (publisher acme)"),
         "{refused}"
     );
-    // Below acmelabs's namespace, acmelabs's own apps sit in no one else's way... but a
-    // namespace with no foreign app below it is free to register.
+    // A namespace with no other publisher's app below it is free to register, even below
+    // another's.
     aai_registry::db::add_publisher(&server.pool, &add("deep", "com.acme.labs.deep"))
         .await
         .expect("nothing lives below com.acme.labs.deep");
