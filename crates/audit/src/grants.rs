@@ -54,6 +54,10 @@ impl Scope {
     }
 }
 
+/// The client of grants the user made for every client at once (a credential bound to a store
+/// app at its install). No MCP client is called this: the server renames one that says so.
+pub const EVERY_CLIENT: &str = "*";
+
 /// One remembered "allow".
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Grant {
@@ -238,6 +242,22 @@ impl Grants {
             ),
         }
         .map_err(self.write_error())
+    }
+
+    /// Forgets everything granted for `app_id`, for every client: its tools and the
+    /// credentials bound to it (`env:<VAR>` grants for `<app_id>@<origin>`). For an app that
+    /// is removed, so a later app of the same id inherits nothing.
+    ///
+    /// # Errors
+    /// [`AuditError::Write`].
+    pub fn forget_app(&self, app_id: &str) -> Result<usize, AuditError> {
+        self.lock()
+            .execute(
+                "DELETE FROM grants WHERE app = ?1
+                 OR (substr(app, 1, 4) = 'env:' AND substr(tool, 1, length(?1) + 1) = ?1 || '@')",
+                params![app_id],
+            )
+            .map_err(self.write_error())
     }
 
     /// Forgets exactly `grant` (its client, app, tool, prefix and session); whether it was there.

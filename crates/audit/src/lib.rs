@@ -15,6 +15,6 @@ mod grants;
 mod log;
 mod redact;
 
-pub use grants::{Grant, Grants, Held, Scope};
+pub use grants::{EVERY_CLIENT, Grant, Grants, Held, Scope};
 pub use log::{ARGS_IN_ROW, AuditError, AuditLog, BadRow, Entry, Filter, Row, format_ts, now_ms};
 pub use redact::{REDACTED, redact, shrink};

@@ -20,6 +20,7 @@ mod model;
 pub mod naming;
 mod parse;
 pub mod script;
+pub mod statements;
 pub mod template;
 pub mod url;
 pub mod visible;

@@ -26,6 +26,12 @@ pub struct StoreConfig {
     pub index_refresh_seconds: u64,
     /// `aai_apps {query}` also lists matching store apps, marked as not installed.
     pub in_apps: bool,
+    /// The store's timestamp key (base64 ed25519); without it, the key the store gives at the
+    /// first contact is kept in `AAI_HOME/store/registries.json` and required from then on.
+    pub timestamp_key: Option<String>,
+    /// The oldest timestamp accepted on a descriptor from the store, in seconds: how long a
+    /// mirror may hold back an update unnoticed.
+    pub max_age_seconds: u64,
 }
 
 impl Default for StoreConfig {
@@ -34,6 +40,8 @@ impl Default for StoreConfig {
             url: None,
             index_refresh_seconds: 3600,
             in_apps: false,
+            timestamp_key: None,
+            max_age_seconds: 86_400,
         }
     }
 }
@@ -44,6 +52,10 @@ pub struct Installed {
     pub app_id: String,
     pub version: String,
     pub publisher: String,
+    /// The publisher's key the descriptor was verified with (absent in marks written before
+    /// it was recorded: then the key pinned for the publisher's name stands in).
+    #[serde(default)]
+    pub key: String,
     pub sha256: String,
     pub store: String,
 }
@@ -133,6 +145,8 @@ pub fn ca_pems(config: &crate::config::Config) -> Vec<Vec<u8>> {
 pub struct Store {
     pub url: String,
     client: reqwest::Client,
+    timestamp_key: Option<String>,
+    max_age_seconds: u64,
 }
 
 fn failed(what: &str, error: impl std::fmt::Display) -> String {
@@ -149,6 +163,8 @@ impl Store {
         Ok(Self {
             url: url.trim_end_matches('/').to_owned(),
             client: aai_executor::http_client(extra_ca_pems)?,
+            timestamp_key: config.timestamp_key.clone(),
+            max_age_seconds: config.max_age_seconds,
         })
     }
 
@@ -211,9 +227,11 @@ impl Store {
         serde_json::from_value(listed["apps"].clone()).map_err(|e| failed("the app list", e))
     }
 
-    /// Fetches `app_id` (`version`, else the latest) and checks it: the signature against the
-    /// publisher's key (the one pinned on this computer, or pinned now), the gateway's own
-    /// descriptor checks, and the appId.
+    /// Fetches `app_id` (`version`, else the latest) and checks it: the publisher is the one
+    /// this computer knows for the app (or for its name) with the key it trusted, or one that
+    /// key handed over to by a signed rotation; the signature; the store's timestamp (when it
+    /// signs them) is fresh and names these bytes; the gateway's own descriptor checks; the
+    /// appId.
     ///
     /// # Errors
     /// What failed, in words a person can act on.
@@ -222,6 +240,7 @@ impl Store {
         home: &Path,
         app_id: &str,
         version: Option<&str>,
+        trust: Trust<'_>,
     ) -> Result<Fetched, String> {
         let info = self.info(app_id).await?;
         let publisher = info["publisher"]["name"]
@@ -232,15 +251,7 @@ impl Store {
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        let pinned = pinned_keys(home);
-        if let Some(known) = pinned.get(&publisher)
-            && known != &key
-        {
-            return Err(format!(
-                "the store now gives publisher {publisher:?} another key than the one this computer trusted at its first install; nothing was installed. If the publisher really changed its key, remove its entry from {}",
-                store_dir(home).join("publishers.json").display()
-            ));
-        }
+        let identity = self.identity(home, app_id, &publisher, &key, &info, trust)?;
         let path = match version {
             Some(v) => format!(
                 "/api/v1/apps/{}/aai.json?version={}",
@@ -250,12 +261,16 @@ impl Store {
             None => format!("/api/v1/apps/{}/aai.json", encode(app_id)),
         };
         let response = self.get(&path).await?;
-        let signature = response
-            .headers()
-            .get("x-aai-signature")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let signature = header("x-aai-signature");
+        let stamp = header("x-aai-timestamp");
         let text = response.text().await.map_err(|e| failed(&path, e))?;
         verify(&key, text.as_bytes(), &signature)
             .map_err(|problem| format!("{app_id}: {problem}; nothing was installed"))?;
@@ -267,14 +282,156 @@ impl Store {
                 descriptor.app_id
             ));
         }
+        let version_text = descriptor.version.clone().unwrap_or_default();
+        semver::Version::parse(&version_text).map_err(|_| {
+            format!(
+                "the store's {app_id} has version {version_text:?}, which is not a semantic version (like 1.2.0): versions could not be ordered, so nothing was installed"
+            )
+        })?;
+        let sha256 = format!("{:x}", Sha256::digest(text.as_bytes()));
+        let stamp = self
+            .check_stamp(home, app_id, &version_text, &sha256, &stamp)
+            .await?;
+        if version.is_none()
+            && let Some(stamp) = &stamp
+            && stamp.latest != version_text
+        {
+            return Err(format!(
+                "the store served {app_id} {version_text} as the latest while its signed timestamp says the latest is {}; nothing was installed",
+                stamp.latest
+            ));
+        }
         Ok(Fetched {
-            sha256: format!("{:x}", Sha256::digest(text.as_bytes())),
-            version: descriptor.version.clone().unwrap_or_default(),
+            sha256,
+            version: version_text,
             descriptor,
             text,
             publisher,
             key,
+            identity,
+            stamp,
         })
+    }
+
+    /// Whether `publisher` with `key` may speak for `app_id` here: the publisher recorded at
+    /// its install (else the one pinned for that name) with its key, or a key that one handed
+    /// its apps to through rotations signed by each previous key.
+    fn identity(
+        &self,
+        home: &Path,
+        app_id: &str,
+        publisher: &str,
+        key: &str,
+        info: &Value,
+        trust: Trust<'_>,
+    ) -> Result<Identity, String> {
+        let pinned = pinned_keys(home);
+        let known = match trust.installed {
+            Some(mark) => {
+                let key = if mark.key.is_empty() {
+                    pinned.get(&mark.publisher).cloned().unwrap_or_default()
+                } else {
+                    mark.key.clone()
+                };
+                Some((mark.publisher.clone(), key))
+            }
+            None => pinned
+                .get(publisher)
+                .map(|key| (publisher.to_owned(), key.clone())),
+        };
+        let Some((known_name, known_key)) = known else {
+            return Ok(Identity::FirstSeen);
+        };
+        let change = if known_name != publisher {
+            format!(
+                "the store now names {publisher:?} as the publisher of {app_id}; it was {known_name:?} when you installed it"
+            )
+        } else if known_key == key {
+            return Ok(Identity::Same);
+        } else if rotation_reaches(publisher, &known_key, key, &info["publisher"]["rotations"]) {
+            return Ok(Identity::Rotated(format!(
+                "publisher {publisher:?} moved to a new key, and the key this computer trusted signed the move"
+            )));
+        } else {
+            format!(
+                "the store now gives publisher {publisher:?} another key than the one this computer trusted, and no rotation signed by the trusted key leads to it"
+            )
+        };
+        if trust.accept_publisher_change {
+            return Ok(Identity::Changed(change));
+        }
+        Err(format!(
+            "{change}. Nothing was installed: a registry or mirror that swaps publishers could hand you anyone's app. If you know the publisher really changed, run again with --accept-publisher-change ({} keeps what this computer trusts).",
+            store_dir(home).join("publishers.json").display()
+        ))
+    }
+
+    /// The store's signed timestamp on a descriptor, checked: the key is the one configured
+    /// or kept from the first contact, the statement names these bytes, and it is younger
+    /// than `store.max_age_seconds`. `None` when the store signs no timestamps and never did.
+    async fn check_stamp(
+        &self,
+        home: &Path,
+        app_id: &str,
+        version: &str,
+        sha256: &str,
+        header: &str,
+    ) -> Result<Option<Stamp>, String> {
+        let Some(key) = self.timestamp_key(home).await? else {
+            return Ok(None);
+        };
+        // `<issued> <latest> <signature>`: the latest version is part of the signed text, so
+        // it is read from the header and checked with the rest.
+        let refused = || {
+            format!(
+                "the store sent {app_id} {version} without a valid timestamp, though it signs them (a mirror or proxy may be replaying old copies); nothing was installed"
+            )
+        };
+        let mut parts = header.splitn(3, ' ');
+        let (Some(issued), Some(latest), Some(signature)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(refused());
+        };
+        let issued: u64 = issued.parse().map_err(|_| refused())?;
+        let statement =
+            aai_descriptor::statements::timestamp(app_id, version, sha256, latest, issued);
+        verify(&key, &statement, signature).map_err(|_| refused())?;
+        let latest = latest.to_owned();
+        let age = now().saturating_sub(issued);
+        if age > self.max_age_seconds {
+            return Err(format!(
+                "the store's copy of {app_id} was stamped {} ago, longer than the {} accepted (store.max_age_seconds): a mirror or proxy may be holding back updates. Nothing was installed; try again later or from the store itself.",
+                span(age),
+                span(self.max_age_seconds)
+            ));
+        }
+        Ok(Some(Stamp { issued, latest }))
+    }
+
+    /// The store's timestamp key: configured, else kept from the first contact, else asked
+    /// now (and kept when the store has one).
+    async fn timestamp_key(&self, home: &Path) -> Result<Option<String>, String> {
+        if let Some(key) = &self.timestamp_key {
+            return Ok(Some(key.clone()));
+        }
+        let path = store_dir(home).join("registries.json");
+        let mut kept: BTreeMap<String, String> = std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
+        if let Some(key) = kept.get(&self.url) {
+            return Ok(Some(key.clone()));
+        }
+        let answer = self.json("/api/v1/registry").await?;
+        let Some(key) = answer["timestamp_key"].as_str().map(str::to_owned) else {
+            return Ok(None);
+        };
+        kept.insert(self.url.clone(), key.clone());
+        crate::private::create_dir(&store_dir(home)).map_err(|e| e.to_string())?;
+        crate::daemon::write_private(&path, &serde_json::to_vec_pretty(&kept).unwrap_or_default())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        Ok(Some(key))
     }
 
     /// Reads the store's list into `index` and saves it under `home`.
@@ -304,6 +461,111 @@ pub struct Fetched {
     pub sha256: String,
     pub publisher: String,
     pub key: String,
+    pub identity: Identity,
+    /// The store's timestamp, when it signs them.
+    pub stamp: Option<Stamp>,
+}
+
+/// What the user allowed beyond the store's own checks, for one fetch.
+#[derive(Clone, Copy, Default)]
+pub struct Trust<'a> {
+    /// The app as installed now (its publisher and key are the ones expected).
+    pub installed: Option<&'a Installed>,
+    /// `--accept-publisher-change`: another publisher or an unrotated key is shown, not refused.
+    pub accept_publisher_change: bool,
+}
+
+/// How the publisher compares with the one this computer knows.
+pub enum Identity {
+    /// Never seen: trusted from now on.
+    FirstSeen,
+    Same,
+    /// A new key that the trusted key handed over to.
+    Rotated(String),
+    /// Another publisher or key, accepted only because the user said so.
+    Changed(String),
+}
+
+/// A checked timestamp of the store.
+pub struct Stamp {
+    /// Unix seconds.
+    pub issued: u64,
+    /// The app's latest version at that time.
+    pub latest: String,
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A duration in the largest whole unit that fits: `3 d`, `5 h`, `40 min`, `12 s`.
+fn span(seconds: u64) -> String {
+    match seconds {
+        s if s >= 86_400 => format!("{} d", s / 86_400),
+        s if s >= 3_600 => format!("{} h", s / 3_600),
+        s if s >= 60 => format!("{} min", s / 60),
+        s => format!("{s} s"),
+    }
+}
+
+/// Whether `rotations` (the store's list, oldest first) lead from `from` to `to`, each step
+/// signed by the key it leaves.
+fn rotation_reaches(publisher: &str, from: &str, to: &str, rotations: &Value) -> bool {
+    let steps = rotations.as_array().map(Vec::as_slice).unwrap_or_default();
+    let mut current = from.to_owned();
+    // Each step is taken at most once, so a list that loops ends.
+    for _ in 0..steps.len() {
+        let Some(step) = steps
+            .iter()
+            .find(|r| r["old_key"].as_str() == Some(current.as_str()))
+        else {
+            return false;
+        };
+        let (Some(next), Some(signature)) = (step["new_key"].as_str(), step["signature"].as_str())
+        else {
+            return false;
+        };
+        let statement = aai_descriptor::statements::key_rotation(publisher, &current, next);
+        if verify(&current, &statement, signature).is_err() {
+            return false;
+        }
+        if next == to {
+            return true;
+        }
+        current = next.to_owned();
+    }
+    false
+}
+
+/// Whether `candidate` may replace `installed`: only a higher version, unless the user allowed
+/// going back (`--allow-downgrade`). `Ok(true)` when it is a downgrade the user allowed.
+///
+/// # Errors
+/// The version is not higher, with what to do.
+pub fn version_forward(
+    installed: &Installed,
+    candidate: &str,
+    allow_downgrade: bool,
+) -> Result<bool, String> {
+    let parse = |v: &str| semver::Version::parse(v).ok();
+    let (Some(have), Some(new)) = (parse(&installed.version), parse(candidate)) else {
+        return Err(format!(
+            "{} {} cannot be ordered against {candidate}: not semantic versions; nothing was changed",
+            installed.app_id, installed.version
+        ));
+    };
+    if new > have {
+        return Ok(false);
+    }
+    if allow_downgrade {
+        return Ok(true);
+    }
+    Err(format!(
+        "the store offers {} {candidate}, which is not newer than the installed {}: a store or mirror serving an older version could bring back what a later one fixed, so nothing was changed. To go back on purpose, use --allow-downgrade.",
+        installed.app_id, installed.version
+    ))
 }
 
 fn encode(part: &str) -> String {
@@ -358,6 +620,114 @@ pub fn summary(descriptor: &aai_descriptor::Descriptor) -> Vec<(String, String, 
     tools
 }
 
+/// A credential a descriptor asks for, and where it would go.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Credential {
+    /// The value of an environment variable of the gateway, sent to `origin`.
+    Env { var: String, origin: String },
+    /// A key or token the user stores with `aai-gateway auth set`, sent to `origin`.
+    Stored { origin: String },
+    /// An OAuth sign-in at `at`, tokens from `token`, for `scopes`, then sent to `origin`.
+    OAuth {
+        at: String,
+        token: String,
+        scopes: String,
+        origin: String,
+    },
+}
+
+impl Credential {
+    /// One line for the install and update questions.
+    pub fn describe(&self, app_id: &str) -> String {
+        match self {
+            Self::Env { var, origin } => {
+                format!("the environment variable {var}, sent to {origin}")
+            }
+            Self::Stored { origin } => {
+                format!("a key you store with `aai-gateway auth set {app_id}`, sent to {origin}")
+            }
+            Self::OAuth {
+                at,
+                token,
+                scopes,
+                origin,
+            } => format!(
+                "an OAuth sign-in at {at} (tokens from {token}) for scopes [{scopes}], sent to {origin}"
+            ),
+        }
+    }
+}
+
+/// What a descriptor may touch beyond the local apps: every credential it asks for and every
+/// origin it talks to.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Reach {
+    pub credentials: std::collections::BTreeSet<Credential>,
+    pub origins: std::collections::BTreeSet<String>,
+}
+
+/// [`Reach`] of a descriptor (its web section; desktop sections talk to local apps only).
+pub fn reach(descriptor: &aai_descriptor::Descriptor) -> Reach {
+    let mut reach = Reach::default();
+    let Some(web) = &descriptor.platforms.web else {
+        return reach;
+    };
+    let section = &web.fields;
+    let origin = aai_executor::rest::origin_of(&section.base_url)
+        .unwrap_or_else(|| section.base_url.clone());
+    reach.origins.insert(origin.clone());
+    let Some(auth) = &section.auth else {
+        return reach;
+    };
+    let text = |name: &str| auth.fields.get(name).and_then(Value::as_str);
+    match auth.kind.as_str() {
+        "none" => {}
+        "oauth2" => {
+            let at = text("auth_url").unwrap_or_default();
+            let token = text("token_url").unwrap_or_default();
+            let at_origin = aai_executor::rest::origin_of(at).unwrap_or_else(|| at.to_owned());
+            let token_origin =
+                aai_executor::rest::origin_of(token).unwrap_or_else(|| token.to_owned());
+            reach.origins.insert(at_origin.clone());
+            reach.origins.insert(token_origin.clone());
+            reach.credentials.insert(Credential::OAuth {
+                at: at_origin,
+                token: token_origin,
+                scopes: crate::web::auth::scopes(auth),
+                origin,
+            });
+        }
+        _ => {
+            if let Some(var) = text("env_var") {
+                reach.credentials.insert(Credential::Env {
+                    var: var.to_owned(),
+                    origin: origin.clone(),
+                });
+            }
+            reach.credentials.insert(Credential::Stored { origin });
+        }
+    }
+    reach
+}
+
+/// What changes in what an app may touch: credentials and origins added or dropped.
+pub fn reach_diff(old: &Reach, new: &Reach, app_id: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    for origin in new.origins.difference(&old.origins) {
+        lines.push(format!("+ talks to {origin}"));
+    }
+    for origin in old.origins.difference(&new.origins) {
+        lines.push(format!("- no longer talks to {origin}"));
+    }
+    for credential in new.credentials.difference(&old.credentials) {
+        lines.push(format!("+ credential: {}", credential.describe(app_id)));
+    }
+    for credential in old.credentials.difference(&new.credentials) {
+        lines.push(format!("- credential: {}", credential.describe(app_id)));
+    }
+    lines
+}
+
 /// What changes between an installed descriptor and a new one: tools added, removed, and
 /// risk changes, as lines.
 pub fn diff(old: &aai_descriptor::Descriptor, new: &aai_descriptor::Descriptor) -> Vec<String> {
@@ -399,6 +769,7 @@ pub fn write(home: &Path, store: &str, fetched: &Fetched) -> Result<PathBuf, Str
         app_id: fetched.descriptor.app_id.clone(),
         version: fetched.version.clone(),
         publisher: fetched.publisher.clone(),
+        key: fetched.key.clone(),
         sha256: fetched.sha256.clone(),
         store: store.to_owned(),
     };

@@ -5,6 +5,13 @@
 //! - `GET /api/v1/apps/{appId}/aai.json[?version=]` — the exact signed bytes, the signature in
 //!   `X-AAI-Signature`;
 //! - `GET /api/v1/publishers/{name}` — a publisher's namespace and key;
+//! - `POST /api/v1/publishers/{name}/rotations` — `{new_key, signature}`: the publisher's old
+//!   key hands its apps to a new key (the signature is the old key's, over
+//!   `aai_descriptor::statements::key_rotation`);
+//! - `GET /api/v1/registry` — the registry's timestamp key (`null` when it signs none).
+//!
+//! With a timestamp key, every descriptor is served with
+//! `X-AAI-Timestamp: <issued> <latest> <signature>` over `aai_descriptor::statements::timestamp`, so a client can tell how old a copy is.
 //! - `POST /api/v1/apps` — publish `{publisher, descriptor (the JSON text), signature}`.
 //!
 //! Every refusal is JSON `{"error": "..."}` with a status that says whose fault it is, and
@@ -31,6 +38,9 @@ pub struct Api {
     pub pool: PgPool,
     /// How clients reach this registry, e.g. `https://store.example.org`.
     pub public_url: String,
+    /// The secret (base64, from `aai-registry keygen`) that signs the timestamp of every
+    /// descriptor served; none: no timestamps.
+    pub timestamp_key: Option<String>,
 }
 
 pub fn router(api: Api) -> Router {
@@ -40,6 +50,11 @@ pub fn router(api: Api) -> Router {
         .route("/api/v1/apps/{app_id}", get(app))
         .route("/api/v1/apps/{app_id}/aai.json", get(descriptor))
         .route("/api/v1/publishers/{name}", get(publisher))
+        .route(
+            "/api/v1/publishers/{name}/rotations",
+            axum::routing::post(rotate),
+        )
+        .route("/api/v1/registry", get(registry))
         .route("/healthz", get(|| async { "ok" }))
         .layer(axum::middleware::from_fn(refuse_nul))
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -193,15 +208,36 @@ async fn descriptor(
         return refuse(StatusCode::BAD_REQUEST, "?version= takes a version");
     };
     match db::descriptor(&api.pool, &app_id, query.version.as_deref()).await {
-        Ok(Some((text, signature, version))) => {
-            let mut response = (StatusCode::OK, text).into_response();
+        Ok(Some(served)) => {
+            let stamp = api.timestamp_key.as_deref().and_then(|secret| {
+                let issued = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let sha256 = format!("{:x}", Sha256::digest(served.text.as_bytes()));
+                let statement = aai_descriptor::statements::timestamp(
+                    &app_id,
+                    &served.version,
+                    &sha256,
+                    &served.latest,
+                    issued,
+                );
+                crate::keys::sign(secret, &statement)
+                    .ok()
+                    .map(|signature| format!("{issued} {} {signature}", served.latest))
+            });
+            let mut response = (StatusCode::OK, served.text).into_response();
             let headers = response.headers_mut();
             headers.insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),
             );
-            for (name, value) in [("x-aai-signature", signature), ("x-aai-version", version)] {
-                if let Ok(value) = HeaderValue::from_str(&value) {
+            for (name, value) in [
+                ("x-aai-signature", Some(served.signature)),
+                ("x-aai-version", Some(served.version)),
+                ("x-aai-latest", Some(served.latest)),
+                ("x-aai-timestamp", stamp),
+            ] {
+                if let Some(value) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {
                     headers.insert(name, value);
                 }
             }
@@ -210,6 +246,74 @@ async fn descriptor(
         Ok(None) => refuse(
             StatusCode::NOT_FOUND,
             format!("no such app or version: {app_id}"),
+        ),
+        Err(error) => failed(&error),
+    }
+}
+
+async fn registry(State(api): State<Api>) -> Response {
+    let key = api
+        .timestamp_key
+        .as_deref()
+        .and_then(|secret| crate::keys::public_of(secret).ok());
+    reply(StatusCode::OK, &json!({"timestamp_key": key}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RotateRequest {
+    /// The publisher's next public key (base64).
+    new_key: String,
+    /// The current key's signature over the rotation statement.
+    signature: String,
+}
+
+async fn rotate(State(api): State<Api>, Path(name): Path<String>, body: Bytes) -> Response {
+    let request: RotateRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!("a rotation is {{\"new_key\", \"signature\"}}: {e}"),
+            );
+        }
+    };
+    if let Err(problem) = crate::keys::public(&request.new_key) {
+        return refuse(StatusCode::BAD_REQUEST, format!("new_key: {problem}"));
+    }
+    let publisher = match db::publisher(&api.pool, &name).await {
+        Ok(Some(publisher)) => publisher,
+        Ok(None) => return refuse(StatusCode::NOT_FOUND, format!("no publisher {name:?}")),
+        Err(error) => return failed(&error),
+    };
+    let statement =
+        aai_descriptor::statements::key_rotation(&name, &publisher.public_key, &request.new_key);
+    if crate::keys::verify(&publisher.public_key, &statement, &request.signature).is_err() {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            format!("the rotation is not signed by {name}'s current key; nothing changed"),
+        );
+    }
+    match db::rotate_key(
+        &api.pool,
+        &name,
+        &publisher.public_key,
+        &request.new_key,
+        &request.signature,
+    )
+    .await
+    {
+        Ok(db::Rotated::Done) => reply(
+            StatusCode::CREATED,
+            &json!({"publisher": name, "public_key": request.new_key}),
+        ),
+        Ok(db::Rotated::Stale) => refuse(
+            StatusCode::CONFLICT,
+            format!("{name}'s key changed meanwhile; sign the rotation with its current key"),
+        ),
+        Ok(db::Rotated::Reused) => refuse(
+            StatusCode::CONFLICT,
+            format!("that key was {name}'s before: a rotation goes to a key never used"),
         ),
         Err(error) => failed(&error),
     }

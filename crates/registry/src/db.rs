@@ -173,6 +173,86 @@ pub async fn publisher(pool: &PgPool, name: &str) -> sqlx::Result<Option<Publish
     }))
 }
 
+/// What a key rotation did.
+pub enum Rotated {
+    Done,
+    /// The publisher's key was no longer `old_key` (another rotation came first).
+    Stale,
+    /// `new_key` was this publisher's key once already.
+    Reused,
+}
+
+/// Hands `name`'s apps from `old_key` to `new_key`, keeping the statement `signature` (by
+/// `old_key`, checked by the caller) for clients that trusted an earlier key.
+///
+/// # Errors
+/// The database fails.
+pub async fn rotate_key(
+    pool: &PgPool,
+    name: &str,
+    old_key: &str,
+    new_key: &str,
+    signature: &str,
+) -> sqlx::Result<Rotated> {
+    let mut tx = pool.begin().await?;
+    let used: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM key_rotations WHERE publisher = $1 AND (old_key = $2 OR new_key = $2))",
+    )
+    .bind(name)
+    .bind(new_key)
+    .fetch_one(&mut *tx)
+    .await?;
+    if used || new_key == old_key {
+        return Ok(Rotated::Reused);
+    }
+    let changed =
+        sqlx::query("UPDATE publishers SET public_key = $3 WHERE name = $1 AND public_key = $2")
+            .bind(name)
+            .bind(old_key)
+            .bind(new_key)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+    if changed == 0 {
+        return Ok(Rotated::Stale);
+    }
+    sqlx::query(
+        "INSERT INTO key_rotations (publisher, old_key, new_key, signature) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(name)
+    .bind(old_key)
+    .bind(new_key)
+    .bind(signature)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Rotated::Done)
+}
+
+/// A publisher's key rotations, oldest first, as clients read them.
+///
+/// # Errors
+/// The database fails.
+pub async fn rotations(pool: &PgPool, name: &str) -> sqlx::Result<Vec<Value>> {
+    let rows = sqlx::query(
+        "SELECT old_key, new_key, signature, rotated_at::text FROM key_rotations WHERE publisher = $1 ORDER BY id",
+    )
+    .bind(name)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            json!({
+                "old_key": r.get::<String, _>(0),
+                "new_key": r.get::<String, _>(1),
+                "signature": r.get::<String, _>(2),
+                "rotated_at": r.get::<String, _>(3),
+            })
+        })
+        .collect())
+}
+
 /// A version to store.
 pub struct NewVersion<'a> {
     pub publisher: &'a str,
@@ -456,6 +536,8 @@ pub async fn app(pool: &PgPool, app_id: &str) -> sqlx::Result<Option<Value>> {
     versions.sort_by_cached_key(|v| {
         std::cmp::Reverse(semver::Version::parse(&v.get::<String, _>(0)).ok())
     });
+    let publisher: String = row.get(7);
+    let rotations = rotations(pool, &publisher).await?;
     Ok(Some(json!({
         "appId": row.get::<String, _>(0),
         "name": row.get::<String, _>(1),
@@ -464,11 +546,20 @@ pub async fn app(pool: &PgPool, app_id: &str) -> sqlx::Result<Option<Value>> {
         "tools": row.get::<Vec<String>, _>(4),
         "platforms": row.get::<Vec<String>, _>(5),
         "latest": row.get::<String, _>(6),
-        "publisher": {"name": row.get::<String, _>(7), "public_key": row.get::<String, _>(8), "namespace": row.get::<String, _>(9)},
+        "publisher": {"name": publisher, "public_key": row.get::<String, _>(8), "namespace": row.get::<String, _>(9), "rotations": rotations},
         "versions": versions.iter().map(|v| json!({
             "version": v.get::<String, _>(0), "sha256": v.get::<String, _>(1), "published_at": v.get::<String, _>(2)
         })).collect::<Vec<_>>(),
     })))
+}
+
+/// A version as served: its exact descriptor text, signature and version, and the app's
+/// latest version.
+pub struct Served {
+    pub text: String,
+    pub signature: String,
+    pub version: String,
+    pub latest: String,
 }
 
 /// A version's exact descriptor text and signature (`latest` when `version` is `None`).
@@ -479,14 +570,19 @@ pub async fn descriptor(
     pool: &PgPool,
     app_id: &str,
     version: Option<&str>,
-) -> sqlx::Result<Option<(String, String, String)>> {
+) -> sqlx::Result<Option<Served>> {
     let row = sqlx::query(
-        "SELECT v.descriptor, v.signature, v.version FROM versions v JOIN apps a ON a.app_id = v.app_id
+        "SELECT v.descriptor, v.signature, v.version, a.latest FROM versions v JOIN apps a ON a.app_id = v.app_id
          WHERE v.app_id = $1 AND v.version = COALESCE($2, a.latest)",
     )
     .bind(app_id)
     .bind(version)
     .fetch_optional(pool)
     .await?;
-    Ok(row.map(|r| (r.get(0), r.get(1), r.get(2))))
+    Ok(row.map(|r| Served {
+        text: r.get(0),
+        signature: r.get(1),
+        version: r.get(2),
+        latest: r.get(3),
+    }))
 }

@@ -22,12 +22,24 @@ pub fn generate() -> (String, String) {
 /// # Errors
 /// The secret is not 32 base64-encoded bytes.
 pub fn sign(secret: &str, message: &[u8]) -> Result<String, String> {
+    Ok(STANDARD.encode(signing_key(secret)?.sign(message).to_bytes()))
+}
+
+fn signing_key(secret: &str) -> Result<SigningKey, String> {
     let bytes: [u8; 32] = STANDARD
         .decode(secret.trim())
         .ok()
         .and_then(|b| b.try_into().ok())
         .ok_or("a secret key is 32 bytes in base64")?;
-    Ok(STANDARD.encode(SigningKey::from_bytes(&bytes).sign(message).to_bytes()))
+    Ok(SigningKey::from_bytes(&bytes))
+}
+
+/// The public key (base64) of the base64 `secret`.
+///
+/// # Errors
+/// The secret is not 32 base64-encoded bytes.
+pub fn public_of(secret: &str) -> Result<String, String> {
+    Ok(STANDARD.encode(signing_key(secret)?.verifying_key().to_bytes()))
 }
 
 /// A public key from base64.

@@ -32,6 +32,10 @@ enum Command {
         /// Connections in the pool.
         #[arg(long, default_value_t = 16)]
         max_connections: u32,
+        /// A secret key file from `keygen` that signs a timestamp on every descriptor served,
+        /// so clients can refuse copies older than they accept (a mirror holding back updates).
+        #[arg(long, env = "AAI_REGISTRY_TIMESTAMP_KEY_FILE")]
+        timestamp_key: Option<std::path::PathBuf>,
     },
     /// Bring the database's schema up to date and exit.
     Migrate {
@@ -56,6 +60,21 @@ enum Command {
         #[arg(long)]
         key: std::path::PathBuf,
         descriptor: std::path::PathBuf,
+    },
+    /// Hand a publisher's apps to a new key: the current secret key signs the change, so
+    /// clients that trusted the old key accept the new one.
+    RotateKey {
+        /// The registry, e.g. http://127.0.0.1:8470
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        publisher: String,
+        /// The current secret key file.
+        #[arg(long)]
+        key: std::path::PathBuf,
+        /// The new secret key file (from `keygen`).
+        #[arg(long)]
+        new_key: std::path::PathBuf,
     },
 }
 
@@ -123,7 +142,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             listen,
             public_url,
             max_connections,
+            timestamp_key,
         } => {
+            let timestamp_key = match timestamp_key {
+                Some(path) => {
+                    let secret = std::fs::read_to_string(&path)
+                        .with_context(|| format!("cannot read {}", path.display()))?;
+                    aai_registry::keys::public_of(&secret).map_err(anyhow::Error::msg)?;
+                    Some(secret.trim().to_owned())
+                }
+                None => None,
+            };
             let pool = aai_registry::db::connect(&database_url, max_connections)
                 .await
                 .context("cannot open the database")?;
@@ -138,7 +167,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             // The address, for whoever started it (port 0 picks one).
             eprintln!("aai-registry: serving on http://{addr}");
             tracing::info!(%addr, %public_url, "serving");
-            let app = aai_registry::api::router(aai_registry::api::Api { pool, public_url });
+            let app = aai_registry::api::router(aai_registry::api::Api {
+                pool,
+                public_url,
+                timestamp_key,
+            });
             axum::serve(listener, app)
                 .with_graceful_shutdown(async {
                     let _ = tokio::signal::ctrl_c().await;
@@ -230,6 +263,39 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let body = serde_json::json!({"publisher": publisher, "descriptor": text, "signature": signature});
             let response = post_json(
                 &format!("{}/api/v1/apps", url.trim_end_matches('/')),
+                &body.to_string(),
+            )
+            .await?;
+            eprintln!("aai-registry: {response}");
+            Ok(())
+        }
+        Command::RotateKey {
+            url,
+            publisher,
+            key,
+            new_key,
+        } => {
+            let read = |path: &std::path::Path| {
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))
+            };
+            let secret = read(&key)?;
+            let old = aai_registry::keys::public_of(&secret).map_err(anyhow::Error::msg)?;
+            let new =
+                aai_registry::keys::public_of(&read(&new_key)?).map_err(anyhow::Error::msg)?;
+            let statement = aai_descriptor::statements::key_rotation(&publisher, &old, &new);
+            let signature =
+                aai_registry::keys::sign(&secret, &statement).map_err(anyhow::Error::msg)?;
+            let body = serde_json::json!({"new_key": new, "signature": signature});
+            let response = post_json(
+                &format!(
+                    "{}/api/v1/publishers/{}/rotations",
+                    url.trim_end_matches('/'),
+                    percent_encoding::utf8_percent_encode(
+                        &publisher,
+                        percent_encoding::NON_ALPHANUMERIC
+                    )
+                ),
                 &body.to_string(),
             )
             .await?;

@@ -63,6 +63,7 @@ async fn registry() -> (sqlx::PgPool, String, String) {
     let router = aai_registry::api::router(aai_registry::api::Api {
         pool: pool.clone(),
         public_url: base.clone(),
+        timestamp_key: None,
     });
     tokio::spawn(async move {
         let _ = axum::serve(listener, router).await;

@@ -27,6 +27,7 @@ async fn server(url: &str) -> Server {
     let app = aai_registry::api::router(aai_registry::api::Api {
         pool: pool.clone(),
         public_url: base.clone(),
+        timestamp_key: None,
     });
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;

@@ -21,15 +21,20 @@ pub enum Action {
         /// A version other than the latest.
         #[arg(long)]
         version: Option<String>,
-        /// Do not ask (scripts).
+        /// Do not ask (scripts). Never grants a credential: see --grant-credential.
         #[arg(long)]
         yes: bool,
+        #[command(flatten)]
+        choices: Choices,
     },
     /// Update apps installed from the store (all, or the ones named), showing what changes.
     Update {
         app_ids: Vec<String>,
+        /// Do not ask (scripts). Never grants a credential: see --grant-credential.
         #[arg(long)]
         yes: bool,
+        #[command(flatten)]
+        choices: Choices,
     },
     /// Remove an app installed from the store.
     Uninstall { app_id: String },
@@ -38,6 +43,21 @@ pub enum Action {
     /// Read the store's app list into the local index now (the daemon does it in the
     /// background): APP_NOT_FOUND then says when the store has the app.
     Refresh,
+}
+
+/// What the user allows beyond "install it": each is its own explicit choice.
+#[derive(clap::Args, Debug, Default)]
+pub struct Choices {
+    /// Let the app have the value of this environment variable, sent to the origin its
+    /// descriptor names (shown before the install); repeat for several.
+    #[arg(long = "grant-credential", value_name = "VAR")]
+    grant_credential: Vec<String>,
+    /// Accept a version lower than or equal to the installed one.
+    #[arg(long)]
+    allow_downgrade: bool,
+    /// Accept another publisher, or a publisher key the trusted key did not hand over to.
+    #[arg(long)]
+    accept_publisher_change: bool,
 }
 
 /// y/N on the terminal; without one, only `--yes` says yes.
@@ -70,6 +90,112 @@ fn show(fetched: &store::Fetched) {
     for (platform, tool, risk) in store::summary(d) {
         output::line(&format!("  {platform:8} {tool} (risk {risk})"));
     }
+    let reach = store::reach(d);
+    for origin in &reach.origins {
+        output::line(&format!("  talks to {origin}"));
+    }
+    for credential in &reach.credentials {
+        output::line(&format!("  credential: {}", credential.describe(&d.app_id)));
+    }
+    identity(fetched);
+}
+
+/// What the store's publisher and timestamp checks found, when there is something to say.
+fn identity(fetched: &store::Fetched) {
+    match &fetched.identity {
+        store::Identity::FirstSeen => output::line(&format!(
+            "  publisher {} is new to this computer: its key is trusted from now on",
+            fetched.publisher
+        )),
+        store::Identity::Same => {}
+        store::Identity::Rotated(what) => output::line(&format!("  {what}")),
+        store::Identity::Changed(what) => {
+            output::line(&format!(
+                "  PUBLISHER CHANGE (--accept-publisher-change): {what}"
+            ));
+        }
+    }
+    if fetched.stamp.is_none() {
+        output::line(
+            "  this store signs no timestamps: a mirror could hold back updates unnoticed",
+        );
+    }
+}
+
+/// Binds the environment variables the user allows to the app, for every client; the rest
+/// stay unbound (the app's first use of one asks). `--yes` binds nothing.
+fn bind_credentials(
+    home: &std::path::Path,
+    fetched: &store::Fetched,
+    choices: &Choices,
+    yes: bool,
+) -> anyhow::Result<()> {
+    let app_id = &fetched.descriptor.app_id;
+    let asked: Vec<(String, String)> = store::reach(&fetched.descriptor)
+        .credentials
+        .into_iter()
+        .filter_map(|c| match c {
+            store::Credential::Env { var, origin } => Some((var, origin)),
+            _ => None,
+        })
+        .collect();
+    for var in &choices.grant_credential {
+        anyhow::ensure!(
+            asked.iter().any(|(v, _)| v == var),
+            "--grant-credential {var}: {app_id} does not ask for the environment variable {var}{}; nothing was granted",
+            if asked.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (it asks for {})",
+                    asked
+                        .iter()
+                        .map(|(v, _)| v.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+    }
+    if asked.is_empty() {
+        return Ok(());
+    }
+    let grants = aai_audit::Grants::open(&home.join(super::DATA_DB))?;
+    for (var, origin) in asked {
+        let host = url::Url::parse(&origin)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .unwrap_or_else(|| origin.clone());
+        let allowed = if choices.grant_credential.contains(&var) {
+            true
+        } else if !yes && std::io::stdin().is_terminal() {
+            eprint!(
+                "Send the value of your environment variable {var} to {origin} whenever {app_id} needs it? Type {var}@{host} to allow; anything else refuses: "
+            );
+            std::io::stderr().flush()?;
+            let mut answer = String::new();
+            std::io::stdin().lock().read_line(&mut answer)?;
+            answer.trim() == format!("{var}@{host}")
+        } else {
+            false
+        };
+        if allowed {
+            grants.grant(&aai_audit::Grant::always(
+                aai_audit::EVERY_CLIENT,
+                &format!("env:{var}"),
+                Some(&format!("{app_id}@{origin}")),
+                "store",
+            ))?;
+            output::line(&format!(
+                "  {var} may be sent to {origin} (`aai-gateway consent list` shows it; uninstalling {app_id} takes it back)"
+            ));
+        } else {
+            output::line(&format!(
+                "  {var} is not granted: {app_id}'s first use of it asks you (or install with --grant-credential {var})"
+            ));
+        }
+    }
+    Ok(())
 }
 
 pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitCode> {
@@ -98,7 +224,12 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             );
         };
         std::fs::remove_dir_all(home.join(&mark.app_id))?;
-        output::line(&format!("removed {} {}", mark.app_id, mark.version));
+        let forgotten =
+            aai_audit::Grants::open(&home.join(super::DATA_DB))?.forget_app(&mark.app_id)?;
+        output::line(&format!(
+            "removed {} {} and {forgotten} grant(s) made for it",
+            mark.app_id, mark.version
+        ));
         return Ok(ExitCode::SUCCESS);
     }
     let client = Store::new(&config.store, &store::ca_pems(&config)).map_err(anyhow::Error::msg)?;
@@ -152,8 +283,10 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             app_id,
             version,
             yes,
+            choices,
         } => {
-            if let Some(mark) = store::installed(home, &app_id) {
+            let installed = store::installed(home, &app_id);
+            if let Some(mark) = &installed {
                 anyhow::ensure!(
                     version.is_some(),
                     "{app_id} {} is installed; `aai-gateway store update {app_id}` brings the latest",
@@ -167,23 +300,50 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                 );
             }
             let fetched = client
-                .fetch(home, &app_id, version.as_deref())
+                .fetch(
+                    home,
+                    &app_id,
+                    version.as_deref(),
+                    store::Trust {
+                        installed: installed.as_ref(),
+                        accept_publisher_change: choices.accept_publisher_change,
+                    },
+                )
                 .await
                 .map_err(anyhow::Error::msg)?;
+            let downgrade = match &installed {
+                Some(mark) => {
+                    store::version_forward(mark, &fetched.version, choices.allow_downgrade)
+                        .map_err(anyhow::Error::msg)?
+                }
+                None => false,
+            };
             output::line("signature verified against the publisher's key");
             show(&fetched);
+            if downgrade {
+                output::line(&format!(
+                    "  DOWNGRADE (--allow-downgrade): {} → {}",
+                    installed.as_ref().map_or("", |m| m.version.as_str()),
+                    fetched.version
+                ));
+            }
             if !confirm(&format!("Install {app_id} {}?", fetched.version), yes)? {
                 output::line("not installed");
                 return Ok(ExitCode::from(1));
             }
             let path = store::write(home, &client.url, &fetched).map_err(anyhow::Error::msg)?;
+            bind_credentials(home, &fetched, &choices, yes)?;
             output::line(&format!(
                 "installed {}: a running gateway offers it now",
                 path.display()
             ));
             Ok(ExitCode::SUCCESS)
         }
-        Action::Update { app_ids, yes } => {
+        Action::Update {
+            app_ids,
+            yes,
+            choices,
+        } => {
             let installed: Vec<store::Installed> = store::all_installed(home)
                 .into_iter()
                 .filter(|a| app_ids.is_empty() || app_ids.contains(&a.app_id))
@@ -195,40 +355,83 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                 );
             }
             let mut updated = 0;
+            let mut refused = 0;
             for app in installed {
-                let fetched = client
-                    .fetch(home, &app.app_id, None)
-                    .await
-                    .map_err(anyhow::Error::msg)?;
-                if fetched.sha256 == app.sha256 {
-                    output::line(&format!("{} {} is the latest", app.app_id, app.version));
-                    continue;
+                let checked = async {
+                    let fetched = client
+                        .fetch(
+                            home,
+                            &app.app_id,
+                            None,
+                            store::Trust {
+                                installed: Some(&app),
+                                accept_publisher_change: choices.accept_publisher_change,
+                            },
+                        )
+                        .await?;
+                    if fetched.sha256 == app.sha256 {
+                        return Ok(None);
+                    }
+                    let downgrade =
+                        store::version_forward(&app, &fetched.version, choices.allow_downgrade)?;
+                    Ok::<_, String>(Some((fetched, downgrade)))
                 }
+                .await;
+                let (fetched, downgrade) = match checked {
+                    Ok(Some(found)) => found,
+                    Ok(None) => {
+                        output::line(&format!("{} {} is the latest", app.app_id, app.version));
+                        continue;
+                    }
+                    Err(problem) => {
+                        // One app's refusal does not stop the others' updates.
+                        eprintln!("{}: {problem}", app.app_id);
+                        refused += 1;
+                        continue;
+                    }
+                };
                 let old = std::fs::read(home.join(&app.app_id).join("aai.json"))
                     .ok()
                     .and_then(|bytes| aai_descriptor::parse(&app.app_id, &bytes).ok());
                 output::line(&format!(
-                    "{}: {} → {}",
-                    app.app_id, app.version, fetched.version
+                    "{}: {} → {}{}",
+                    app.app_id,
+                    app.version,
+                    fetched.version,
+                    if downgrade {
+                        "  DOWNGRADE (--allow-downgrade)"
+                    } else {
+                        ""
+                    }
                 ));
                 match old {
                     Some(old) => {
-                        let changes = store::diff(&old, &fetched.descriptor);
+                        let mut changes = store::diff(&old, &fetched.descriptor);
+                        changes.extend(store::reach_diff(
+                            &store::reach(&old),
+                            &store::reach(&fetched.descriptor),
+                            &app.app_id,
+                        ));
                         if changes.is_empty() {
-                            output::line("  the tools and their risks stay the same");
+                            output::line(
+                                "  the tools, their risks, the credentials and the origins stay the same",
+                            );
                         }
                         for change in changes {
                             output::line(&format!("  {change}"));
                         }
+                        identity(&fetched);
                     }
                     None => show(&fetched),
                 }
                 if confirm(&format!("Update {}?", app.app_id), yes)? {
                     store::write(home, &client.url, &fetched).map_err(anyhow::Error::msg)?;
+                    bind_credentials(home, &fetched, &choices, yes)?;
                     updated += 1;
                 }
             }
             output::line(&format!("{updated} updated"));
+            anyhow::ensure!(refused == 0, "{refused} app(s) refused: see above");
             Ok(ExitCode::SUCCESS)
         }
         Action::List | Action::Uninstall { .. } => unreachable!("answered above"),

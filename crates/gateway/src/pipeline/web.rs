@@ -146,7 +146,12 @@ impl Gateway {
         };
         let subject = format!("env:{var}");
         let binding = format!("{}@{origin}", app.id());
-        if !self.gate.granted(caller, &subject, &binding)? {
+        // A binding the user made at the app's store install holds for every client.
+        if !self.gate.granted(caller, &subject, &binding)?
+            && !self
+                .gate
+                .granted(aai_audit::EVERY_CLIENT, &subject, &binding)?
+        {
             let mut question = Question::new(
                 caller,
                 &subject,

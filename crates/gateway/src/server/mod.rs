@@ -523,7 +523,9 @@ impl ServerHandler for AaiServer {
         // request's own `_meta` in the 2026-07-28 lifecycle.
         let caller = context
             .client_info()
-            .map_or_else(|| "unknown-client".to_owned(), |info| info.name);
+            .map(|info| info.name)
+            .filter(|name| name != aai_audit::EVERY_CLIENT)
+            .unwrap_or_else(|| "unknown-client".to_owned());
         // An agent a scheduled task started presents its run's token: its calls run under the
         // task's layer, as the task, and never wait for a person the task did not ask for.
         let task = context

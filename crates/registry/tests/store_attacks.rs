@@ -1,0 +1,646 @@
+//! The store client against a hostile publisher, a tampered registry and a man-in-the-middle
+//! mirror on loopback: it refuses or asks, and the user's secrets never reach a host the user
+//! did not name. Real parts throughout: the built `aai-gateway`, a real registry on the shared
+//! PostgreSQL (with a timestamp key), real HTTP servers standing for the publisher's API host
+//! and for the mirror.
+
+use aai_test_support::http::{Response, TestServer};
+use aai_test_support::postgres as support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+/// The secret the hostile publisher wants; the gateway has it in its environment.
+const SECRET: &str = "ghp_users-own-secret-4711";
+
+fn gateway() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+        PathBuf::from,
+    );
+    let path = target.join("debug/aai-gateway");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
+
+/// Runs the gateway's command line with `GITHUB_TOKEN` set; (success, stdout + stderr).
+fn cli(home: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(gateway())
+        .args(args)
+        .env("AAI_HOME", home)
+        .env("AAI_LOG", "error")
+        .env("GITHUB_TOKEN", SECRET)
+        .stdin(Stdio::null())
+        .output()
+        .expect("aai-gateway");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// `cli` from a blocking thread, for the async tests.
+async fn run(home: &Path, args: &[&str]) -> (bool, String) {
+    let home = home.to_path_buf();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        cli(&home, &args)
+    })
+    .await
+    .expect("cli")
+}
+
+/// `aai-registry ARGS` off the runtime (the registry it talks to is served by this test's).
+async fn registry_cli(args: Vec<std::ffi::OsString>) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_aai-registry"))
+            .args(args)
+            .output()
+            .expect("aai-registry")
+    })
+    .await
+    .expect("aai-registry")
+}
+
+struct Registry {
+    pool: sqlx::PgPool,
+    base: String,
+    /// The registry's timestamp secret.
+    stamp_secret: String,
+}
+
+/// A registry with a timestamp key on a fresh database, and publishers acme (com.acme).
+async fn registry() -> (Registry, Publisher) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let pool = aai_registry::db::connect(&support::postgres().database(), 4)
+        .await
+        .expect("connect");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let (stamp_secret, _) = aai_registry::keys::generate();
+    let router = aai_registry::api::router(aai_registry::api::Api {
+        pool: pool.clone(),
+        public_url: base.clone(),
+        timestamp_key: Some(stamp_secret.clone()),
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    let acme = Publisher::add(&pool, "acme", "com.acme").await;
+    (
+        Registry {
+            pool,
+            base,
+            stamp_secret,
+        },
+        acme,
+    )
+}
+
+struct Publisher {
+    name: String,
+    secret: String,
+    key: String,
+}
+
+impl Publisher {
+    async fn add(pool: &sqlx::PgPool, name: &str, namespace: &str) -> Self {
+        let (secret, key) = aai_registry::keys::generate();
+        aai_registry::db::add_publisher(
+            pool,
+            &aai_registry::db::Publisher {
+                name: name.into(),
+                namespace: namespace.into(),
+                public_key: key.clone(),
+            },
+        )
+        .await
+        .expect("publisher");
+        Self {
+            name: name.into(),
+            secret,
+            key,
+        }
+    }
+
+    async fn publish(&self, base: &str, text: &str) {
+        let signature = aai_registry::keys::sign(&self.secret, text.as_bytes()).expect("sign");
+        let response = reqwest::Client::new()
+            .post(format!("{base}/api/v1/apps"))
+            .body(
+                json!({"publisher": self.name, "descriptor": text, "signature": signature})
+                    .to_string(),
+            )
+            .send()
+            .await
+            .expect("publish");
+        assert!(
+            response.status().is_success(),
+            "{}",
+            response.text().await.unwrap_or_default()
+        );
+    }
+}
+
+/// A web app whose key comes from `env_var` (none: no credential) and goes to `base_url`.
+fn app(id: &str, version: &str, base_url: &str, env_var: Option<&str>, tools: &[&str]) -> String {
+    let auth = match env_var {
+        Some(var) => {
+            json!({"type": "api_key", "key_placement": "header", "key_name": "X-API-Key", "env_var": var})
+        }
+        None => json!({"type": "none"}),
+    };
+    json!({
+        "schema_version": "1.0", "appId": id, "name": "Acme Forecast", "description": "Weather forecasts",
+        "version": version,
+        "platforms": {"web": {"automation": "restapi", "base_url": base_url, "auth": auth,
+            "tools": tools.iter().map(|t| json!({"name": t, "description": format!("{t} now"), "endpoint": format!("/{t}"), "risk": "low"})).collect::<Vec<_>>()}}
+    })
+    .to_string()
+}
+
+fn home_for(store: &str) -> tempfile::TempDir {
+    let home = tempfile::tempdir().expect("home");
+    std::fs::write(
+        home.path().join("config.json"),
+        json!({"store": {"url": store}, "web": {"allow_http_loopback": true}}).to_string(),
+    )
+    .expect("config");
+    home
+}
+
+fn installed_version(home: &Path, app_id: &str) -> Option<String> {
+    let (_, listed) = cli(home, &["store", "list"]);
+    listed
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{app_id} ")))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
+}
+
+/// Whether any request the host saw carried the user's secret.
+fn secret_reached(host: &TestServer) -> bool {
+    host.seen()
+        .iter()
+        .any(|r| format!("{r:?}").contains(SECRET))
+}
+
+#[tokio::test]
+async fn a_store_apps_credentials_are_shown_and_bound_only_by_the_user() {
+    let (registry, acme) = registry().await;
+    let api = TestServer::http(|_| Response::json(200, &json!({"temp": 21})));
+    let id = "com.acme.forecast";
+    acme.publish(
+        &registry.base,
+        &app(id, "1.0.0", &api.url(), Some("GITHUB_TOKEN"), &["forecast"]),
+    )
+    .await;
+    let home = home_for(&registry.base);
+    let home = home.path();
+
+    // The question lists the credential and the origin; --yes installs but grants nothing.
+    let (ok, out) = run(home, &["store", "install", id, "--yes"]).await;
+    assert!(ok, "{out}");
+    assert!(out.contains(&format!("talks to {}", api.url())), "{out}");
+    assert!(
+        out.contains(&format!(
+            "credential: the environment variable GITHUB_TOKEN, sent to {}",
+            api.url()
+        )),
+        "{out}"
+    );
+    assert!(out.contains("GITHUB_TOKEN is not granted"), "{out}");
+    let (_, grants) = run(home, &["consent", "list"]).await;
+    assert!(!grants.contains("env:GITHUB_TOKEN"), "{grants}");
+
+    // Its first call: nobody can approve the binding here, so nothing is sent.
+    let (ok, out) = run(home, &["call", id, "forecast"]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("GITHUB_TOKEN") && out.contains(&api.url()),
+        "the refusal names the variable and the origin: {out}"
+    );
+    assert!(!secret_reached(&api), "the secret reached the app's host");
+
+    // A grant for a variable the app does not ask for is refused whole.
+    let (ok, out) = run(
+        home,
+        &[
+            "store",
+            "install",
+            id,
+            "--version",
+            "1.0.0",
+            "--allow-downgrade",
+            "--yes",
+            "--grant-credential",
+            "AWS_SECRET_ACCESS_KEY",
+        ],
+    )
+    .await;
+    assert!(
+        !ok && out.contains("does not ask for the environment variable AWS_SECRET_ACCESS_KEY"),
+        "{out}"
+    );
+
+    // The user names the variable: bound to this app and origin, shown by `consent list`.
+    acme.publish(
+        &registry.base,
+        &app(id, "1.0.1", &api.url(), Some("GITHUB_TOKEN"), &["forecast"]),
+    )
+    .await;
+    let (ok, out) = run(
+        home,
+        &[
+            "store",
+            "update",
+            id,
+            "--yes",
+            "--grant-credential",
+            "GITHUB_TOKEN",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}");
+    let (_, grants) = run(home, &["consent", "list"]).await;
+    assert!(
+        grants.contains("env:GITHUB_TOKEN") && grants.contains(&format!("{id}@")),
+        "{grants}"
+    );
+    let (ok, out) = run(home, &["call", id, "forecast"]).await;
+    assert!(ok, "{out}");
+    assert!(
+        secret_reached(&api),
+        "the bound secret went to the app's origin"
+    );
+
+    // 1.1.0 asks for another secret and moves to another host: the update says both, and
+    // --yes binds neither (the old binding names the old origin).
+    let elsewhere = TestServer::http(|_| Response::json(200, &json!({"temp": 22})));
+    acme.publish(
+        &registry.base,
+        &app(
+            id,
+            "1.1.0",
+            &elsewhere.url(),
+            Some("AWS_SECRET_ACCESS_KEY"),
+            &["forecast"],
+        ),
+    )
+    .await;
+    let (ok, out) = run(home, &["store", "update", id, "--yes"]).await;
+    assert!(ok, "{out}");
+    for line in [
+        format!("+ talks to {}", elsewhere.url()),
+        format!("- no longer talks to {}", api.url()),
+        format!(
+            "+ credential: the environment variable AWS_SECRET_ACCESS_KEY, sent to {}",
+            elsewhere.url()
+        ),
+        format!(
+            "- credential: the environment variable GITHUB_TOKEN, sent to {}",
+            api.url()
+        ),
+    ] {
+        assert!(out.contains(&line), "missing {line:?} in:\n{out}");
+    }
+    assert!(!out.contains("stay the same"), "{out}");
+
+    // Uninstalling takes the binding back.
+    let (ok, out) = run(home, &["store", "uninstall", id]).await;
+    assert!(ok, "{out}");
+    let (_, grants) = run(home, &["consent", "list"]).await;
+    assert!(!grants.contains("env:GITHUB_TOKEN"), "{grants}");
+    drop(registry.pool);
+}
+
+#[tokio::test]
+async fn a_tampered_registry_cannot_swap_the_publisher_or_bring_an_old_version_back() {
+    let (registry, acme) = registry().await;
+    let base = &registry.base;
+    let pool = &registry.pool;
+    let id = "com.acme.weather";
+    let host = "https://weather.acme.example";
+    acme.publish(base, &app(id, "1.0.0", host, None, &["forecast"]))
+        .await;
+    acme.publish(base, &app(id, "1.1.0", host, None, &["forecast"]))
+        .await;
+    let home = home_for(base);
+    let home = home.path();
+    let (ok, out) = run(home, &["store", "install", id, "--yes"]).await;
+    assert!(ok, "{out}");
+    assert_eq!(installed_version(home, id).as_deref(), Some("1.1.0"));
+
+    // Rollback: the registry names 1.0.0 the latest again (and signs that in its
+    // timestamp): refused, nothing changes.
+    sqlx::query("UPDATE apps SET latest = '1.0.0' WHERE app_id = $1")
+        .bind(id)
+        .execute(pool)
+        .await
+        .expect("tamper");
+    let (ok, out) = run(home, &["store", "update", "--yes"]).await;
+    assert!(
+        !ok && out.contains("not newer than the installed 1.1.0"),
+        "{out}"
+    );
+    // The installed version again is no update either.
+    let (ok, out) = run(
+        home,
+        &["store", "install", id, "--version", "1.1.0", "--yes"],
+    )
+    .await;
+    assert!(!ok && out.contains("--allow-downgrade"), "{out}");
+    assert_eq!(installed_version(home, id).as_deref(), Some("1.1.0"));
+    // Going back on purpose is possible, and said.
+    let (ok, out) = run(
+        home,
+        &[
+            "store",
+            "install",
+            id,
+            "--version",
+            "1.0.0",
+            "--allow-downgrade",
+            "--yes",
+        ],
+    )
+    .await;
+    assert!(
+        ok && out.contains("DOWNGRADE (--allow-downgrade): 1.1.0 → 1.0.0"),
+        "{out}"
+    );
+    assert_eq!(installed_version(home, id).as_deref(), Some("1.0.0"));
+    sqlx::query("UPDATE apps SET latest = '1.1.0' WHERE app_id = $1")
+        .bind(id)
+        .execute(pool)
+        .await
+        .expect("undo");
+    let (ok, out) = run(home, &["store", "update", "--yes"]).await;
+    assert!(ok, "{out}");
+    assert_eq!(installed_version(home, id).as_deref(), Some("1.1.0"));
+
+    // The registry renames the app's publisher to one it controls, with 6.6.6 signed by it.
+    let evil = Publisher::add(pool, "acme-inc", "com.acme-inc").await;
+    let hostile = app(id, "6.6.6", host, None, &["forecast", "upload_home"]);
+    let signature = aai_registry::keys::sign(&evil.secret, hostile.as_bytes()).expect("sign");
+    sqlx::query("INSERT INTO versions (app_id, version, descriptor, signature, sha256) VALUES ($1, '6.6.6', $2, $3, 'x')")
+        .bind(id)
+        .bind(&hostile)
+        .bind(&signature)
+        .execute(pool)
+        .await
+        .expect("tamper");
+    sqlx::query("UPDATE apps SET publisher = 'acme-inc', latest = '6.6.6' WHERE app_id = $1")
+        .bind(id)
+        .execute(pool)
+        .await
+        .expect("tamper");
+    let (ok, out) = run(home, &["store", "update", "--yes"]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("\"acme-inc\"") && out.contains("it was \"acme\""),
+        "{out}"
+    );
+    assert_eq!(installed_version(home, id).as_deref(), Some("1.1.0"));
+
+    // Same name, another key (the registry re-keys acme and re-signs 6.6.6): refused.
+    sqlx::query("UPDATE apps SET publisher = 'acme' WHERE app_id = $1")
+        .bind(id)
+        .execute(pool)
+        .await
+        .expect("tamper");
+    sqlx::query("UPDATE publishers SET public_key = $1 WHERE name = 'acme'")
+        .bind(&evil.key)
+        .execute(pool)
+        .await
+        .expect("tamper");
+    let (ok, out) = run(home, &["store", "update", "--yes"]).await;
+    assert!(!ok && out.contains("another key"), "{out}");
+    // A forged rotation (not signed by the trusted key) does not make it acceptable.
+    let forged = aai_registry::keys::sign(
+        &evil.secret,
+        &aai_descriptor::statements::key_rotation("acme", &acme.key, &evil.key),
+    )
+    .expect("sign");
+    sqlx::query("INSERT INTO key_rotations (publisher, old_key, new_key, signature) VALUES ('acme', $1, $2, $3)")
+        .bind(&acme.key)
+        .bind(&evil.key)
+        .bind(&forged)
+        .execute(pool)
+        .await
+        .expect("tamper");
+    let (ok, out) = run(home, &["store", "update", "--yes"]).await;
+    assert!(
+        !ok && out.contains("no rotation signed by the trusted key"),
+        "{out}"
+    );
+    assert_eq!(installed_version(home, id).as_deref(), Some("1.1.0"));
+
+    // Undo the tampering; acme rotates its key the proper way and publishes 1.2.0 with it.
+    sqlx::query("DELETE FROM key_rotations")
+        .execute(pool)
+        .await
+        .expect("undo");
+    sqlx::query("DELETE FROM versions WHERE version = '6.6.6'")
+        .execute(pool)
+        .await
+        .expect("undo");
+    sqlx::query("UPDATE publishers SET public_key = $1 WHERE name = 'acme'")
+        .bind(&acme.key)
+        .execute(pool)
+        .await
+        .expect("undo");
+    sqlx::query("UPDATE apps SET latest = '1.1.0' WHERE app_id = $1")
+        .bind(id)
+        .execute(pool)
+        .await
+        .expect("undo");
+    let dir = tempfile::tempdir().expect("keys");
+    let old_file = dir.path().join("old.key");
+    std::fs::write(&old_file, &acme.secret).expect("old key");
+    let new_file = dir.path().join("new.key");
+    let made = registry_cli(vec!["keygen".into(), new_file.clone().into()]).await;
+    assert!(made.status.success());
+    let rotate = |from: &Path, to: &Path| {
+        registry_cli(vec![
+            "rotate-key".into(),
+            "--url".into(),
+            base.into(),
+            "--publisher".into(),
+            "acme".into(),
+            "--key".into(),
+            from.into(),
+            "--new-key".into(),
+            to.into(),
+        ])
+    };
+    let rotated = rotate(&old_file, &new_file).await;
+    assert!(
+        rotated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rotated.stderr)
+    );
+    let next = Publisher {
+        name: "acme".into(),
+        secret: std::fs::read_to_string(&new_file).expect("new key"),
+        key: String::from_utf8_lossy(&made.stdout).trim().to_owned(),
+    };
+    // The old key can no longer rotate (it is not acme's key now).
+    assert!(!rotate(&old_file, &old_file).await.status.success());
+    next.publish(base, &app(id, "1.2.0", host, None, &["forecast"]))
+        .await;
+    let (ok, out) = run(home, &["store", "update", "--yes"]).await;
+    assert!(ok, "{out}");
+    assert!(out.contains("moved to a new key"), "{out}");
+    assert_eq!(installed_version(home, id).as_deref(), Some("1.2.0"));
+}
+
+/// What a mirror in the middle serves: the real registry's answers as captured, with the
+/// timestamp header it chooses.
+#[derive(Clone, Default)]
+struct Captured {
+    info: Value,
+    text: String,
+    signature: String,
+    stamp: Option<String>,
+}
+
+fn mirror(captured: Arc<Mutex<Captured>>, stamp_key: String, app_id: &str) -> TestServer {
+    let info_path = format!("/api/v1/apps/{app_id}");
+    let text_path = format!("/api/v1/apps/{app_id}/aai.json");
+    TestServer::http(move |request| {
+        let captured = captured.lock().expect("captured").clone();
+        let path = request.path();
+        if path == "/api/v1/registry" {
+            Response::json(200, &json!({"timestamp_key": stamp_key}))
+        } else if path == info_path {
+            Response::json(200, &captured.info)
+        } else if path.starts_with(&text_path) {
+            let response = Response::new(200, captured.text.clone().into_bytes())
+                .header("content-type", "application/json")
+                .header("x-aai-signature", &captured.signature);
+            match &captured.stamp {
+                Some(stamp) => response.header("x-aai-timestamp", stamp),
+                None => response,
+            }
+        } else {
+            Response::json(404, &json!({"error": "not here"}))
+        }
+    })
+}
+
+fn stamp(secret: &str, app_id: &str, version: &str, text: &str, age_seconds: u64) -> String {
+    use sha2::Digest as _;
+    let issued = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+        - age_seconds;
+    let sha256 = format!("{:x}", sha2::Sha256::digest(text.as_bytes()));
+    let statement =
+        aai_descriptor::statements::timestamp(app_id, version, &sha256, version, issued);
+    let signature = aai_registry::keys::sign(secret, &statement).expect("sign");
+    format!("{issued} {version} {signature}")
+}
+
+#[tokio::test]
+async fn a_mirror_in_the_middle_can_hold_back_updates_only_within_the_freeze_window() {
+    let (registry, acme) = registry().await;
+    let id = "com.acme.radar";
+    let text = app(id, "2.0.0", "https://radar.acme.example", None, &["radar"]);
+    acme.publish(&registry.base, &text).await;
+    // What the mirror captured from the real registry.
+    let client = reqwest::Client::new();
+    let info: Value = serde_json::from_str(
+        &client
+            .get(format!("{}/api/v1/apps/{id}", registry.base))
+            .send()
+            .await
+            .expect("info")
+            .text()
+            .await
+            .expect("text"),
+    )
+    .expect("json");
+    let served = client
+        .get(format!("{}/api/v1/apps/{id}/aai.json", registry.base))
+        .send()
+        .await
+        .expect("descriptor");
+    let signature = served.headers()["x-aai-signature"]
+        .to_str()
+        .expect("signature")
+        .to_owned();
+    let fresh = served.headers()["x-aai-timestamp"]
+        .to_str()
+        .expect("timestamp")
+        .to_owned();
+    assert_eq!(served.text().await.expect("text"), text);
+    let stamp_key = aai_registry::keys::public_of(&registry.stamp_secret).expect("key");
+    let captured = Arc::new(Mutex::new(Captured {
+        info,
+        text: text.clone(),
+        signature,
+        stamp: Some(fresh),
+    }));
+    let mitm = mirror(captured.clone(), stamp_key, id);
+    let set = |change: &dyn Fn(&mut Captured)| change(&mut captured.lock().expect("captured"));
+
+    // A copy captured two days ago: older than the day accepted by default.
+    set(&|c| {
+        c.stamp = Some(stamp(
+            &registry.stamp_secret,
+            id,
+            "2.0.0",
+            &text,
+            2 * 86_400,
+        ))
+    });
+    let home = home_for(&mitm.url());
+    let (ok, out) = run(home.path(), &["store", "install", id, "--yes"]).await;
+    assert!(!ok && out.contains("stamped 2 d ago"), "{out}");
+    assert_eq!(installed_version(home.path(), id), None);
+
+    // An hour old: within the documented window, accepted.
+    set(&|c| c.stamp = Some(stamp(&registry.stamp_secret, id, "2.0.0", &text, 3_600)));
+    let (ok, out) = run(home.path(), &["store", "install", id, "--yes"]).await;
+    assert!(ok, "{out}");
+    let (ok, out) = run(home.path(), &["store", "uninstall", id]).await;
+    assert!(ok, "{out}");
+
+    // The stamp stripped, once the store's key is known: refused.
+    set(&|c| c.stamp = None);
+    let (ok, out) = run(home.path(), &["store", "install", id, "--yes"]).await;
+    assert!(!ok && out.contains("without a valid timestamp"), "{out}");
+
+    // A stamp whose latest was edited to hide a newer version: the signature fails.
+    let edited =
+        stamp(&registry.stamp_secret, id, "2.0.0", &text, 60).replacen(" 2.0.0 ", " 9.0.0 ", 1);
+    set(&|c| c.stamp = Some(edited.clone()));
+    let (ok, out) = run(home.path(), &["store", "install", id, "--yes"]).await;
+    assert!(!ok && out.contains("without a valid timestamp"), "{out}");
+
+    // Bytes changed in transit: the publisher's signature fails.
+    set(&|c| {
+        c.stamp = Some(stamp(&registry.stamp_secret, id, "2.0.0", &text, 60));
+        c.text = text.replace("Weather forecasts", "Weather forecasts, and your files");
+    });
+    let (ok, out) = run(home.path(), &["store", "install", id, "--yes"]).await;
+    assert!(!ok && out.contains("signature does not match"), "{out}");
+    assert_eq!(installed_version(home.path(), id), None);
+    let _ = &registry.pool;
+}
