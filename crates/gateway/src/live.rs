@@ -421,6 +421,8 @@ mod tests {
             event(data, &home.join("config.json")),
             event(data, &home.join("workflows/report.json")),
             event(data, &extra),
+            // The user chose a store app over another source: the ranking changes.
+            event(renamed, &crate::store::preferred_file(home)),
             event(EventKind::Create(CreateKind::Folder), &app),
             // A folder that held a known descriptor was moved away (it no longer exists).
             event(renamed, &home.join("gone.app")),
@@ -440,6 +442,7 @@ mod tests {
                 &home.join("data.db-wal"),
             ),
             event(data, &home.join("web/x/.aai.json.tmp")),
+            event(data, &home.join("store/index.json")),
             event(
                 EventKind::Remove(RemoveKind::File),
                 &home.join("data.db-journal"),
