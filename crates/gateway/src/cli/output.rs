@@ -35,7 +35,7 @@ pub fn emit(line: std::fmt::Arguments<'_>) {
 
 use aai_descriptor::LoadError;
 use aai_descriptor::Platform;
-use aai_gateway::registry::Registry;
+use aai_gateway::registry::{Registry, Rejected};
 
 /// Generated text (completions, the manual page) written by `write` to stdout; a closed
 /// pipe ends quietly.
@@ -76,9 +76,37 @@ pub fn scan_report(registry: &Registry, home: &std::path::Path, platforms: &[Pla
             app.source().display()
         );
     }
-    if !registry.rejected.is_empty() {
-        println!("{} file(s) skipped:", registry.rejected.len());
-        for rejected in &registry.rejected {
+    let (shadowed, skipped): (Vec<&Rejected>, Vec<&Rejected>) = registry
+        .rejected
+        .iter()
+        .partition(|r| matches!(r, Rejected::Shadowed { .. }));
+    if !shadowed.is_empty() {
+        println!(
+            "{} appId(s) offered by more than one source:",
+            shadowed.len()
+        );
+        for rejected in shadowed {
+            if let Rejected::Shadowed {
+                path,
+                source,
+                app_id,
+                by,
+                by_source,
+            } = rejected
+            {
+                println!(
+                    "  {app_id}: the {} descriptor {} won over the {} descriptor {}",
+                    by_source.words(),
+                    by.display(),
+                    source.words(),
+                    path.display()
+                );
+            }
+        }
+    }
+    if !skipped.is_empty() {
+        println!("{} file(s) skipped:", skipped.len());
+        for rejected in skipped {
             for line in rejected.to_string().lines() {
                 println!("  {line}");
             }
