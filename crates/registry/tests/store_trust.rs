@@ -822,3 +822,67 @@ async fn a_store_app_never_silently_takes_the_users_app_id() {
     .await
     .expect("cli");
 }
+
+/// The credential question on a real terminal (`script` gives the command a pty): only an
+/// answer naming the variable and the host binds it; "y" or the variable alone does not.
+#[tokio::test]
+async fn on_a_terminal_a_credential_is_bound_only_by_naming_the_variable_and_the_host() {
+    let (registry, acme) = registry().await;
+    let id = "com.acme.forecast";
+    acme.publish(
+        &registry.base,
+        &app(
+            id,
+            "1.0.0",
+            "https://forecast.acme.example",
+            Some("GITHUB_TOKEN"),
+            &["forecast"],
+        ),
+    )
+    .await;
+    let home = home_for(&registry.base);
+    let home = home.path().to_path_buf();
+    let typed = |answers: &'static str, args: String| {
+        let home = home.clone();
+        tokio::task::spawn_blocking(move || {
+            use std::io::Write as _;
+            let command = format!("{} {args}", gateway().display());
+            let mut child = Command::new("script")
+                .args(["-q", "-e", "-c", &command, "/dev/null"])
+                .env("AAI_HOME", &home)
+                .env("AAI_LOG", "error")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("script (util-linux)");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(answers.as_bytes())
+                .expect("answers");
+            let out = child.wait_with_output().expect("script");
+            let grants = cli(&home, &["consent", "list"]).1;
+            (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                grants.contains("env:GITHUB_TOKEN"),
+            )
+        })
+    };
+    let (out, bound) = typed("y\ny\n", format!("store install {id}"))
+        .await
+        .expect("pty");
+    assert!(
+        out.contains("Type GITHUB_TOKEN@forecast.acme.example to allow"),
+        "{out}"
+    );
+    assert!(!bound, "a plain yes bound the credential: {out}");
+    let (out, bound) = typed(
+        "y\nGITHUB_TOKEN@forecast.acme.example\n",
+        format!("store install {id} --version 1.0.0 --allow-downgrade"),
+    )
+    .await
+    .expect("pty");
+    assert!(bound, "the named binding was not kept: {out}");
+}

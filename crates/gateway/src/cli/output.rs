@@ -310,9 +310,14 @@ pub fn grants(grants: &[aai_audit::Grant], once: &[aai_audit::Row]) {
                 cell(grant.session.as_deref().unwrap_or("?"))
             ),
         };
+        let client = if grant.client == aai_audit::EVERY_CLIENT {
+            "* (every client)"
+        } else {
+            &grant.client
+        };
         println!(
             "client={} {what}  {scope}  since {} via {}",
-            cell(&grant.client),
+            cell(client),
             aai_audit::format_ts(grant.created_ms),
             if grant.via.is_empty() {
                 "?"
