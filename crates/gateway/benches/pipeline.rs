@@ -39,6 +39,7 @@ fn found(count: usize) -> Vec<Found> {
                 .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d)));
             Found {
                 rank: i,
+                source: aai_gateway::discovery::Source::UserWritten,
                 path: format!("/apps/{i}/aai.json").into(),
                 outcome,
             }
@@ -143,6 +144,7 @@ fn rest(c: &mut Criterion) {
                 "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}}]}}});
     let found = vec![Found {
         rank: 0,
+        source: aai_gateway::discovery::Source::UserWritten,
         path: "/bench/aai.json".into(),
         outcome: aai_descriptor::parse("bench", doc.to_string().as_bytes())
             .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),

@@ -336,6 +336,10 @@ pub struct Row {
     /// Its listing line and the token budget it was made for.
     #[serde(default)]
     pub listing: Option<(usize, String)>,
+    /// A copy from the network found outside the fetched folders (a store app an earlier
+    /// version installed in `AAI_HOME/<appId>`): the mark only ever adds restrictions.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fetched: bool,
 }
 
 /// Reads the cache's list of rows handing each to a function as it is read (at 10,000 apps
@@ -450,6 +454,8 @@ impl DiskCache {
             stamp: Stamp,
             summary: &'a Summary,
             listing: Option<(usize, &'a str)>,
+            #[serde(skip_serializing_if = "std::ops::Not::not")]
+            fetched: bool,
         }
         let rows: Vec<RowRef<'_>> = rows
             .map(|(path, stamp, entry)| RowRef {
@@ -457,6 +463,7 @@ impl DiskCache {
                 stamp,
                 summary: &entry.summary,
                 listing: entry.listing_made(),
+                fetched: entry.fetched,
             })
             .collect();
         let body = serde_json::to_vec(&rows).map_err(std::io::Error::other)?;

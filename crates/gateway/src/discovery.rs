@@ -1,5 +1,9 @@
-//! Finding and loading descriptors: `AAI_HOME/<appId>/aai.json`, configured paths, macOS app
+//! Finding and loading descriptors: `AAI_HOME/<appId>/aai.json`, configured paths, copies from
+//! the web registry (`AAI_HOME/web`) and the app store (`AAI_HOME/store/apps`), macOS app
 //! bundles, and Xcode build folders with `--dev`.
+//!
+//! When two sources offer one appId, [`Source`] decides which wins: what the user wrote or
+//! configured comes before anything fetched, unless the user chose a store app over it.
 //!
 //! Loading is parallel and streams results, so a huge or slow scan path never holds up the
 //! server; unreadable, oversized or non-regular files become rejections, never crashes.
@@ -54,47 +58,167 @@ fn builtins(config: &crate::config::Config) -> Vec<Found> {
         .into_iter()
         .map(|descriptor| Found {
             rank: 0,
+            source: Source::BuiltIn,
             path: PathBuf::from(format!("built in: {}", descriptor.app_id)),
             outcome: Ok(Entry::held(descriptor)),
         })
         .collect()
 }
 
+/// Where a descriptor was found. When two sources offer one appId, the one with the lower
+/// [`Source::precedence`] wins (then the earlier file): the user's choice of a store app, the
+/// gateway's built-in apps, what the user wrote in `AAI_HOME`, configured paths, copies from
+/// the web registry, app bundles, and last the app store — so nothing fetched replaces the
+/// user's own app unless the user said so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// A store app the user chose over another source (`store install --prefer-store`).
+    PreferredStore,
+    BuiltIn,
+    /// `AAI_HOME/<appId>/aai.json`, put there by the user.
+    UserWritten,
+    /// A configured folder of `paths` (its `aai.json` or one in a subfolder).
+    ConfiguredFolder,
+    /// A configured file of `paths`.
+    ConfiguredFile,
+    /// A copy from the web registry (`AAI_HOME/web`).
+    WebRegistry,
+    /// Found by `web_discover` (held in memory, never in a snapshot's ranking).
+    Discovered,
+    /// A macOS app bundle (or an Xcode build with `--dev`).
+    Bundle,
+    /// An app installed from the app store (`AAI_HOME/store/apps`, or a folder of `AAI_HOME`
+    /// with a store mark that an earlier version wrote).
+    Store,
+}
+
+impl Source {
+    /// Lower wins an appId offered twice.
+    pub fn precedence(self) -> u8 {
+        match self {
+            Self::PreferredStore => 0,
+            Self::BuiltIn => 1,
+            Self::UserWritten => 2,
+            Self::ConfiguredFolder | Self::ConfiguredFile => 3,
+            Self::WebRegistry | Self::Discovered => 4,
+            Self::Bundle => 5,
+            Self::Store => 6,
+        }
+    }
+
+    /// The source in words, for `--scan`, `aai_apps` and refusals.
+    pub fn words(self) -> &'static str {
+        match self {
+            Self::PreferredStore => "app store (preferred by the user)",
+            Self::BuiltIn => "built-in",
+            Self::UserWritten => "user-written",
+            Self::ConfiguredFolder => "configured folder",
+            Self::ConfiguredFile => "configured file",
+            Self::WebRegistry => "web registry",
+            Self::Discovered => "web (discovered)",
+            Self::Bundle => "app bundle",
+            Self::Store => "app store",
+        }
+    }
+
+    /// An app installed from the app store.
+    pub fn is_store(self) -> bool {
+        matches!(self, Self::Store | Self::PreferredStore)
+    }
+}
+
+/// The folders whose descriptors are copies from the network — the web registry's and the
+/// app store's — and so never the user's own: they load as `fetched` (no environment variable
+/// or stored key without a binding the user approved), decided by where the file is, one path
+/// prefix test per file and no look at the disk.
+#[derive(Debug, Clone)]
+pub struct FetchedRoots(Vec<PathBuf>);
+
+impl FetchedRoots {
+    pub fn of(home: &Path) -> Self {
+        Self(vec![home.join("web"), crate::store::apps_dir(home)])
+    }
+
+    pub fn holds(&self, path: &Path) -> bool {
+        self.0.iter().any(|root| path.starts_with(root))
+    }
+}
+
 /// The outcome of loading one candidate file.
 #[derive(Debug, Clone)]
 pub struct Found {
-    /// Position in the candidate list: lower wins when two files share an appId.
+    /// Position in the candidate list: among files of one [`Source::precedence`], lower
+    /// wins when two share an appId.
     pub rank: usize,
+    pub source: Source,
     pub path: PathBuf,
     pub outcome: Outcome,
 }
 
-/// Candidate files in priority order: the home first, then configured paths, then bundles.
+/// Candidate files in the order they are listed (precedence is [`Source`]'s): the store's
+/// apps, the home, the web registry's copies, configured paths, then bundles.
 pub fn candidates(options: &ScanOptions) -> Vec<PathBuf> {
     guesses(options)
         .into_iter()
-        .filter(|(path, required)| *required || path.exists())
-        .map(|(path, _)| path)
+        .filter(|guess| guess.required || guess.path.exists())
+        .map(|guess| guess.path)
         .collect()
 }
 
-/// [`candidates`] before the files in folders are looked for: `(path, required)`, where a
-/// path that is not required is skipped when it does not exist. The scan's workers make that
-/// check as they load, so a home of 10,000 folders is not stat'ed twice, one by one.
-fn guesses(options: &ScanOptions) -> Vec<(PathBuf, bool)> {
+/// A file that may hold a descriptor.
+struct Guess {
+    path: PathBuf,
+    /// Reported as missing when it does not exist (a configured file, a bundle's); other
+    /// guesses are skipped then.
+    required: bool,
+    source: Source,
+}
+
+/// [`candidates`] before the files in folders are looked for. The scan's workers check that
+/// each exists as they load, so a home of 10,000 folders is not stat'ed twice, one by one.
+fn guesses(options: &ScanOptions) -> Vec<Guess> {
+    let optional = |source: Source| {
+        move |path| Guess {
+            path,
+            required: false,
+            source,
+        }
+    };
     let mut guessed = Vec::new();
+    // Store apps are listed before the home's folders so that, among store copies of one
+    // appId, the one in its place wins over one an earlier version left in the home.
+    let store = crate::store::apps_dir(&options.home);
+    // One small file read per scan, not a mark per app.
+    let preferred = crate::store::preferred(&options.home);
+    children_with(&store, &mut guessed);
+    let mut files: Vec<Guess> = Vec::with_capacity(guessed.len());
+    files.extend(guessed.drain(..).map(|path| {
+        let chosen = path
+            .parent()
+            .and_then(Path::file_name)
+            .and_then(OsStr::to_str)
+            .is_some_and(|app_id| preferred.contains(app_id));
+        optional(if chosen {
+            Source::PreferredStore
+        } else {
+            Source::Store
+        })(path)
+    }));
     children_with(&options.home, &mut guessed);
-    // Copies from the web registry come after what the user installed.
+    files.extend(guessed.drain(..).map(optional(Source::UserWritten)));
     children_with(&options.home.join("web"), &mut guessed);
-    let mut files: Vec<(PathBuf, bool)> = guessed.into_iter().map(|p| (p, false)).collect();
+    files.extend(guessed.drain(..).map(optional(Source::WebRegistry)));
     for path in &options.paths {
         if path.is_dir() {
-            files.push((path.join("aai.json"), false));
-            let mut guessed = Vec::new();
+            files.push(optional(Source::ConfiguredFolder)(path.join("aai.json")));
             children_with(path, &mut guessed);
-            files.extend(guessed.into_iter().map(|p| (p, false)));
+            files.extend(guessed.drain(..).map(optional(Source::ConfiguredFolder)));
         } else {
-            files.push((path.clone(), true));
+            files.push(Guess {
+                path: path.clone(),
+                required: true,
+                source: Source::ConfiguredFile,
+            });
         }
     }
     let mut bundles = Vec::new();
@@ -112,7 +236,11 @@ fn guesses(options: &ScanOptions) -> Vec<(PathBuf, bool)> {
             }
         }
     }
-    files.extend(bundles.into_iter().map(|p| (p, true)));
+    files.extend(bundles.into_iter().map(|path| Guess {
+        path,
+        required: true,
+        source: Source::Bundle,
+    }));
     files
 }
 
@@ -215,12 +343,13 @@ impl ParseCache {
         self.parsed.load(Ordering::SeqCst)
     }
 
-    /// Reads the disk cache once, before the first scan. Entries under `fetched_root` are
-    /// marked as fetched from the network by where they are, never by what the cache says.
-    pub(crate) fn seed(&self, fetched_root: &Path) {
+    /// Reads the disk cache once, before the first scan. Entries under `fetched` are marked
+    /// as fetched from the network by where they are; a cache row can add the mark (a store
+    /// app an earlier version put in a folder of `AAI_HOME`, seen when it was parsed) but
+    /// never take it away.
+    pub(crate) fn seed(&self, fetched: &FetchedRoots) {
         let Some(disk) = &self.disk else { return };
-        self.seeded
-            .get_or_init(|| self.seed_from(disk, fetched_root));
+        self.seeded.get_or_init(|| self.seed_from(disk, fetched));
     }
 
     /// Whether the disk cache has been read into this one (or there is none to read).
@@ -228,7 +357,7 @@ impl ParseCache {
         self.disk.is_none() || self.seeded.get().is_some()
     }
 
-    fn seed_from(&self, disk: &DiskCache, fetched_root: &Path) {
+    fn seed_from(&self, disk: &DiskCache, fetched_roots: &FetchedRoots) {
         // Each row becomes its entry as it is read; they are kept only if the whole file was
         // good.
         let mut seeded: HashMap<Box<OsStr>, Cached> = HashMap::new();
@@ -236,7 +365,7 @@ impl ParseCache {
             if seeded.is_empty() {
                 seeded.reserve(promised);
             }
-            let fetched = row.path.starts_with(fetched_root);
+            let fetched = row.fetched || fetched_roots.holds(&row.path);
             let listing = row.listing.map(|(budget, text)| (budget, Arc::from(text)));
             let key: Box<OsStr> = row.path.as_os_str().into();
             let entry = Entry::file(row.path, row.stamp, fetched, row.summary, listing);
@@ -317,16 +446,20 @@ impl Probe {
 }
 
 /// Loads one candidate. Only regular files are opened, so a FIFO or device can't block us.
-/// `fetched`: the file is a copy from the network (a registry copy under `AAI_HOME/web`).
+/// `fetched`: the file is a copy from the network (under one of the [`FetchedRoots`]).
 pub fn load(path: &Path, fetched: bool, cache: &ParseCache) -> Outcome {
-    load_with(path, Probe::of(path), fetched, cache)
+    load_with(path, Probe::of(path), fetched, false, cache)
 }
 
-/// [`load`] with the file looked at already.
+/// [`load`] with the file looked at already. `marked_fetched`: when the file is parsed, a
+/// store mark beside it makes it fetched too (a store app an earlier version installed in a
+/// folder of `AAI_HOME`, until it is moved): one more look at the disk only when the file is
+/// read anyway.
 fn load_with(
     path: &Path,
     probe: std::io::Result<Probe>,
     fetched: bool,
+    marked_fetched: bool,
     cache: &ParseCache,
 ) -> Outcome {
     let Probe { regular, stamp } = match probe {
@@ -354,6 +487,12 @@ fn load_with(
     }
     // Parsed (and so validated) once; what is kept is its summary, not the descriptor.
     cache.parsed.fetch_add(1, Ordering::SeqCst);
+    let fetched = fetched
+        || (marked_fetched
+            && path
+                .with_file_name(crate::store::MARK)
+                .symlink_metadata()
+                .is_ok());
     let outcome = match std::fs::read(path) {
         Ok(bytes) => aai_descriptor::parse(&path.display().to_string(), &bytes)
             .map(|d| Entry::file(path.to_path_buf(), stamp, fetched, Summary::of(&d), None)),
@@ -373,7 +512,7 @@ fn load_with(
 }
 
 /// Looks at every candidate on `workers` threads, in order.
-fn probe_all(files: &[(PathBuf, bool)], workers: usize) -> Vec<std::io::Result<Probe>> {
+fn probe_all(files: &[Guess], workers: usize) -> Vec<std::io::Result<Probe>> {
     let chunk = files.len().div_ceil(workers).max(1);
     std::thread::scope(|scope| {
         let parts: Vec<_> = files
@@ -381,7 +520,7 @@ fn probe_all(files: &[(PathBuf, bool)], workers: usize) -> Vec<std::io::Result<P
             .map(|part| {
                 scope.spawn(move || {
                     part.iter()
-                        .map(|(path, _)| Probe::of(path))
+                        .map(|guess| Probe::of(&guess.path))
                         .collect::<Vec<_>>()
                 })
             })
@@ -411,7 +550,7 @@ pub fn scan(
     batch_every: Duration,
     mut on_batch: impl FnMut(Vec<Found>, bool),
 ) {
-    let fetched_root = options.home.join("web");
+    let fetched_roots = FetchedRoots::of(&options.home);
     // Compiled once if this scan parses anything, and dropped when it ends.
     let _schema = aai_descriptor::KeepSchema::new();
     // Asked once per process: it reads the cgroup's limits.
@@ -425,7 +564,7 @@ pub fn scan(
     // looked at (neither needs the other); a warm start is mostly these two.
     // (Only the first scan reads it; live discovery starts that read before any scan.)
     let (files, probes) = std::thread::scope(|scope| {
-        let seeding = (!cache.seeded()).then(|| scope.spawn(|| cache.seed(&fetched_root)));
+        let seeding = (!cache.seeded()).then(|| scope.spawn(|| cache.seed(&fetched_roots)));
         let files = guesses(options);
         let probes = probe_all(&files, workers);
         if let Some(seeding) = seeding {
@@ -439,12 +578,12 @@ pub fn scan(
     // Second pass: what the cache does not know is parsed, on every core.
     let (tx, rx) = mpsc::channel::<Found>();
     std::thread::scope(|scope| {
-        let candidates: Vec<(usize, &PathBuf, std::io::Result<Probe>)> = files
+        let candidates: Vec<(usize, &Guess, std::io::Result<Probe>)> = files
             .iter()
             .zip(probes)
             .enumerate()
-            .filter(|(_, ((_, required), probe))| *required || probe.is_ok())
-            .map(|(rank, ((path, _), probe))| (rank, path, probe))
+            .filter(|(_, (guess, probe))| guess.required || probe.is_ok())
+            .map(|(rank, (guess, probe))| (rank, guess, probe))
             .collect();
         let chunk = candidates.len().div_ceil(workers).max(1);
         let mut candidates = candidates.into_iter();
@@ -454,13 +593,22 @@ pub fn scan(
                 break;
             }
             let tx = tx.clone();
-            let fetched_root = &fetched_root;
+            let fetched_roots = &fetched_roots;
             scope.spawn(move || {
-                for (rank, path, probe) in part {
+                for (rank, guess, probe) in part {
+                    let path = &guess.path;
+                    let in_home = guess.source == Source::UserWritten;
+                    let outcome = load_with(path, probe, fetched_roots.holds(path), in_home, cache);
+                    // A store app an earlier version installed in the home ranks as one.
+                    let source = match &outcome {
+                        Ok(entry) if in_home && entry.fetched => Source::Store,
+                        _ => guess.source,
+                    };
                     let found = Found {
                         rank,
+                        source,
                         path: path.clone(),
-                        outcome: load_with(path, probe, path.starts_with(fetched_root), cache),
+                        outcome,
                     };
                     if tx.send(found).is_err() {
                         return;
@@ -481,7 +629,7 @@ pub fn scan(
         // Written before the complete snapshot goes out, so a client that saw the whole
         // list leaves a cache behind however soon it quits. Nothing is written when nothing
         // changed, so a warm start never waits for it.
-        cache.settle(&files.iter().map(|(path, _)| path.as_os_str()).collect());
+        cache.settle(&files.iter().map(|guess| guess.path.as_os_str()).collect());
         on_batch(batch, true);
     });
 }
@@ -677,8 +825,8 @@ mod cache_tests {
             // starts at once and must not parse what that read is about to provide.
             let reader = {
                 let cache = cache.clone();
-                let root = home.path().join("web");
-                std::thread::spawn(move || cache.seed(&root))
+                let roots = FetchedRoots::of(home.path());
+                std::thread::spawn(move || cache.seed(&roots))
             };
             let mut found = Vec::new();
             scan(
@@ -839,5 +987,211 @@ mod cache_tests {
             "{}",
             error.message
         );
+    }
+}
+
+#[cfg(test)]
+mod source_tests {
+    use super::*;
+
+    fn web_app(id: &str, name: &str) -> String {
+        serde_json::json!({"schema_version": "1.0", "appId": id, "name": name,
+            "description": "Keeps notes.",
+            "platforms": {"web": {"automation": "restapi", "base_url": "https://notes.example",
+                "auth": {"type": "api_key", "env_var": "NOTES_KEY"},
+                "tools": [{"name": "add", "description": "Add", "endpoint": "/add"}]}}})
+        .to_string()
+    }
+
+    fn put(dir: &Path, id: &str, name: &str) -> PathBuf {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        let file = dir.join("aai.json");
+        std::fs::write(&file, web_app(id, name)).expect("write");
+        file
+    }
+
+    /// A home with one descriptor of each kind that lives in it: the user's own, a store app
+    /// in its place, a web registry copy, and a store app an earlier version left in the home.
+    struct Home {
+        _dir: tempfile::TempDir,
+        home: PathBuf,
+        user: PathBuf,
+        store: PathBuf,
+        web: PathBuf,
+        legacy: PathBuf,
+    }
+
+    fn home() -> Home {
+        let dir = tempfile::tempdir().expect("dir");
+        let home = dir.path().to_path_buf();
+        let user = put(&home.join("org.user.mine"), "org.user.mine", "Mine");
+        let store = put(
+            &crate::store::apps_dir(&home).join("com.shop.notes"),
+            "com.shop.notes",
+            "Shop notes",
+        );
+        std::fs::write(store.with_file_name(crate::store::MARK), "{}").expect("mark");
+        let web = put(
+            &home.join("web/com.web.notes"),
+            "com.web.notes",
+            "Web notes",
+        );
+        let legacy = put(&home.join("com.old.notes"), "com.old.notes", "Old notes");
+        std::fs::write(legacy.with_file_name(crate::store::MARK), "{}").expect("mark");
+        Home {
+            _dir: dir,
+            home,
+            user,
+            store,
+            web,
+            legacy,
+        }
+    }
+
+    /// One start of a gateway: what it found, and how many files it parsed.
+    fn start(home: &Path) -> (Vec<Found>, usize) {
+        let cache = ParseCache::on_disk(home);
+        let options = ScanOptions {
+            home: home.to_path_buf(),
+            ..ScanOptions::default()
+        };
+        let mut found = Vec::new();
+        scan(&options, &cache, Duration::from_secs(60), |batch, _| {
+            found.extend(batch)
+        });
+        (found, cache.parsed())
+    }
+
+    fn fetched_and_source(found: &[Found], path: &Path) -> (bool, Source) {
+        let item = found
+            .iter()
+            .find(|f| f.path == path)
+            .unwrap_or_else(|| panic!("{} not found", path.display()));
+        let entry = item.outcome.as_ref().expect("valid");
+        (entry.fetched, item.source)
+    }
+
+    /// Store apps (in their place or where an earlier version put them) and web registry
+    /// copies load as fetched, the user's own descriptor does not — when parsed, and when a
+    /// later start takes them from the descriptor cache without reading any file.
+    #[test]
+    fn store_and_web_copies_are_fetched_when_parsed_and_when_seeded_from_the_cache() {
+        let h = home();
+        let expected = [
+            (&h.user, (false, Source::UserWritten)),
+            (&h.store, (true, Source::Store)),
+            (&h.web, (true, Source::WebRegistry)),
+            (&h.legacy, (true, Source::Store)),
+        ];
+        let (found, parsed) = start(&h.home);
+        assert_eq!(parsed, 4);
+        for (path, want) in &expected {
+            assert_eq!(
+                fetched_and_source(&found, path),
+                *want,
+                "{}",
+                path.display()
+            );
+        }
+        let (found, parsed) = start(&h.home);
+        assert_eq!(
+            parsed, 0,
+            "the second start read every entry from the cache"
+        );
+        for (path, want) in &expected {
+            assert_eq!(
+                fetched_and_source(&found, path),
+                *want,
+                "{} (from the cache)",
+                path.display()
+            );
+        }
+    }
+
+    /// The cache cannot make a store app the user's own: a row that says nothing of it being
+    /// fetched is still fetched by where the file is.
+    #[test]
+    fn a_cache_row_cannot_unmark_a_store_app() {
+        let h = home();
+        start(&h.home);
+        let disk = crate::catalog::DiskCache::new(&h.home);
+        let mut rows = Vec::new();
+        disk.read_each(|row, _| rows.push(row)).expect("cache");
+        let entries: Vec<(PathBuf, Stamp, Arc<Entry>)> = rows
+            .into_iter()
+            .map(|row| {
+                let entry = Entry::file(row.path.clone(), row.stamp, false, row.summary, None);
+                (row.path, row.stamp, entry)
+            })
+            .collect();
+        disk.write(entries.iter().map(|(p, s, e)| (p.as_path(), *s, &**e)))
+            .expect("write");
+        let (found, parsed) = start(&h.home);
+        assert_eq!(parsed, 0);
+        assert_eq!(fetched_and_source(&found, &h.store), (true, Source::Store));
+        assert_eq!(
+            fetched_and_source(&found, &h.web),
+            (true, Source::WebRegistry)
+        );
+    }
+
+    fn winner(found: &[Found], id: &str) -> (PathBuf, Option<Source>) {
+        let registry =
+            crate::registry::Registry::build(found, &[aai_descriptor::Platform::Web], true);
+        let app = registry.find(id).expect("offered");
+        (app.source().to_path_buf(), app.hides)
+    }
+
+    /// A store app of the user's appId comes after the user's descriptor and configured
+    /// paths, unless the user chose it; a copy in the store's place wins over one an earlier
+    /// version left in the home.
+    #[test]
+    fn the_users_own_app_wins_unless_the_user_prefers_the_store() {
+        let dir = tempfile::tempdir().expect("dir");
+        let home = dir.path().join("home");
+        let id = "org.user.notes";
+        let store = put(&crate::store::apps_dir(&home).join(id), id, "Squatter");
+        let configured = put(&dir.path().join("mine").join(id), id, "My notes");
+        let options = ScanOptions {
+            home: home.clone(),
+            paths: vec![dir.path().join("mine")],
+            ..ScanOptions::default()
+        };
+        let scan_now = || {
+            let mut found = Vec::new();
+            scan(
+                &options,
+                &ParseCache::default(),
+                Duration::from_secs(60),
+                |batch, _| found.extend(batch),
+            );
+            found
+        };
+        assert_eq!(
+            winner(&scan_now(), id),
+            (configured.clone(), Some(Source::Store))
+        );
+        // Written in the home by the user: it wins too.
+        let user = put(&home.join(id), id, "Home notes");
+        assert_eq!(
+            winner(&scan_now(), id),
+            (user.clone(), Some(Source::ConfiguredFolder))
+        );
+        crate::store::set_preferred(&home, id, true).expect("prefer");
+        assert_eq!(
+            winner(&scan_now(), id),
+            (store.clone(), Some(Source::UserWritten))
+        );
+        crate::store::set_preferred(&home, id, false).expect("forget");
+        assert_eq!(winner(&scan_now(), id).0, user);
+        // An earlier version's store copy in the home ranks as a store app, after the copy
+        // in the store's place.
+        std::fs::remove_file(&user).expect("rm");
+        std::fs::write(user.with_file_name(crate::store::MARK), "{}").expect("mark");
+        std::fs::write(&user, web_app(id, "Old store copy")).expect("write");
+        std::fs::remove_dir_all(dir.path().join("mine")).expect("rm");
+        let found = scan_now();
+        assert_eq!(winner(&found, id), (store, Some(Source::Store)));
+        assert_eq!(fetched_and_source(&found, &user), (true, Source::Store));
     }
 }

@@ -73,10 +73,10 @@ fn run(
     // else: its reading starts now, and the scan waits for it where it needs it.
     let seeding = {
         let cache = cache.clone();
-        let fetched_root = home.join("web");
+        let fetched = crate::discovery::FetchedRoots::of(home);
         std::thread::Builder::new()
             .name("aai-cache".into())
-            .spawn(move || cache.seed(&fetched_root))
+            .spawn(move || cache.seed(&fetched))
     };
     if let Err(error) = seeding {
         tracing::debug!(%error, "the descriptor cache is read by the scan itself");
@@ -152,6 +152,8 @@ struct Relevant<'a> {
     seen: &'a ParseCache,
     /// The gateway's own cache folder.
     cache: PathBuf,
+    /// The store apps the user prefers over other sources: a change reorders them.
+    preferred: PathBuf,
 }
 
 impl<'a> Relevant<'a> {
@@ -162,6 +164,7 @@ impl<'a> Relevant<'a> {
             paths: options.paths.clone(),
             seen,
             cache: home.join("cache"),
+            preferred: crate::store::preferred_file(home),
         }
     }
 
@@ -186,6 +189,7 @@ impl<'a> Relevant<'a> {
             }
             path.file_name().is_some_and(|name| name == "aai.json")
                 || *path == self.config
+                || *path == self.preferred
                 || path.parent() == Some(self.workflows.as_path())
                 || self.paths.iter().any(|p| p == path)
                 || (structural && (path.is_dir() || self.seen.holds_under(path)))
@@ -232,6 +236,7 @@ fn fingerprint(found: &[Found]) -> u64 {
     found.iter().fold(found.len() as u64, |sum, item| {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         item.rank.hash(&mut hasher);
+        item.source.hash(&mut hasher);
         item.path.as_os_str().as_encoded_bytes().hash(&mut hasher);
         match &item.outcome {
             Ok(entry) => entry.id().hash(&mut hasher),
@@ -346,6 +351,7 @@ mod tests {
         let b = crate::catalog::Entry::held(descriptor("org.example.b"));
         let found = |rank: usize, name: &str, entry: &Arc<crate::catalog::Entry>| Found {
             rank,
+            source: crate::discovery::Source::UserWritten,
             path: PathBuf::from(format!("/home/{name}/aai.json")),
             outcome: Ok(entry.clone()),
         };
@@ -365,6 +371,7 @@ mod tests {
         // A rejected file counts by its problem.
         let broken = |message: &str| Found {
             rank: 1,
+            source: crate::discovery::Source::UserWritten,
             path: PathBuf::from("/home/b/aai.json"),
             outcome: Err(aai_descriptor::LoadError {
                 source_name: "/home/b/aai.json".into(),
@@ -414,6 +421,8 @@ mod tests {
             event(data, &home.join("config.json")),
             event(data, &home.join("workflows/report.json")),
             event(data, &extra),
+            // The user chose a store app over another source: the ranking changes.
+            event(renamed, &crate::store::preferred_file(home)),
             event(EventKind::Create(CreateKind::Folder), &app),
             // A folder that held a known descriptor was moved away (it no longer exists).
             event(renamed, &home.join("gone.app")),
@@ -433,6 +442,7 @@ mod tests {
                 &home.join("data.db-wal"),
             ),
             event(data, &home.join("web/x/.aai.json.tmp")),
+            event(data, &home.join("store/index.json")),
             event(
                 EventKind::Remove(RemoveKind::File),
                 &home.join("data.db-journal"),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use aai_descriptor::{AaiError, Descriptor, LoadError, Parameters, Platform, guide, naming};
 
 use crate::catalog::{Entry, Summary};
-use crate::discovery::Found;
+use crate::discovery::{Found, Source};
 
 /// One offered app.
 #[derive(Debug)]
@@ -24,6 +24,10 @@ pub struct App {
     pub slug: String,
     /// Its one-line description in listings.
     pub listing: Arc<str>,
+    /// Where it was found.
+    pub source: Source,
+    /// The source of the next copy of the same appId, which this one hides.
+    pub hides: Option<Source>,
 }
 
 impl App {
@@ -37,6 +41,8 @@ impl App {
             platform,
             held_source: Some(source),
             slug,
+            source: Source::Discovered,
+            hides: None,
         }
     }
 
@@ -101,8 +107,10 @@ pub enum Rejected {
     /// Another file with the same appId came first.
     Shadowed {
         path: PathBuf,
+        source: Source,
         app_id: String,
         by: PathBuf,
+        by_source: Source,
     },
     /// Valid, but with no section for the platforms served here.
     OtherPlatform {
@@ -116,11 +124,19 @@ impl std::fmt::Display for Rejected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Invalid(error) => write!(f, "{error}"),
-            Self::Shadowed { path, app_id, by } => write!(
+            Self::Shadowed {
+                path,
+                source,
+                app_id,
+                by,
+                by_source,
+            } => write!(
                 f,
-                "{}: (document): appId {app_id} is also in {}, which takes precedence",
+                "{}: (document): appId {app_id} is also in {} ({}), which takes precedence over this {} copy",
                 path.display(),
-                by.display()
+                by.display(),
+                by_source.words(),
+                source.words()
             ),
             Self::OtherPlatform {
                 path,
@@ -188,13 +204,17 @@ impl Listed {
     }
 }
 
+/// The file chosen for an appId, its entry, the platform it runs, and the source of the
+/// first copy it hides.
+type Chosen<'a> = (&'a Found, Arc<Entry>, Platform, Option<Source>);
+
 impl Registry {
     /// Builds a snapshot from everything found so far. Each app runs the first of
     /// `platforms` (in order of preference) that it has a section for.
     pub fn build(found: &[Found], platforms: &[Platform], complete: bool) -> Self {
         let mut ordered: Vec<&Found> = found.iter().collect();
-        ordered.sort_by_key(|f| f.rank);
-        let mut chosen: HashMap<&str, (&Found, Arc<Entry>, Platform)> = HashMap::new();
+        ordered.sort_by_key(|f| (f.source.precedence(), f.rank));
+        let mut chosen: HashMap<&str, Chosen<'_>> = HashMap::new();
         let mut rejected = Vec::new();
         for item in ordered {
             let entry = match &item.outcome {
@@ -219,27 +239,30 @@ impl Registry {
                 });
                 continue;
             };
-            if let Some((first, _, _)) = chosen.get(summary.app_id.as_str()) {
+            if let Some((first, _, _, hides)) = chosen.get_mut(summary.app_id.as_str()) {
                 rejected.push(Rejected::Shadowed {
                     path: item.path.clone(),
+                    source: item.source,
                     app_id: summary.app_id.clone(),
                     by: first.path.clone(),
+                    by_source: first.source,
                 });
+                hides.get_or_insert(item.source);
                 continue;
             }
-            chosen.insert(&summary.app_id, (item, entry.clone(), platform));
+            chosen.insert(&summary.app_id, (item, entry.clone(), platform, None));
         }
-        let mut entries: Vec<(&Found, Arc<Entry>, Platform)> = chosen.into_values().collect();
+        let mut entries: Vec<Chosen<'_>> = chosen.into_values().collect();
         entries.sort_by(|a, b| a.1.summary.app_id.cmp(&b.1.summary.app_id));
         let ids: Vec<&str> = entries
             .iter()
-            .map(|(_, e, _)| e.summary.app_id.as_str())
+            .map(|(_, e, _, _)| e.summary.app_id.as_str())
             .collect();
         let slugs = naming::assign_slugs(&ids);
         let apps: Vec<Arc<App>> = entries
             .iter()
             .zip(slugs)
-            .map(|((found, entry, platform), slug)| {
+            .map(|((found, entry, platform, hides), slug)| {
                 Arc::new(App {
                     listing: listing(entry, &slug),
                     entry: entry.clone(),
@@ -248,6 +271,8 @@ impl Registry {
                         != Some(found.path.as_path()))
                     .then(|| found.path.clone()),
                     slug,
+                    source: found.source,
+                    hides: *hides,
                 })
             })
             .collect();
@@ -420,6 +445,7 @@ mod tests {
         let descriptor = aai_descriptor::parse(id, doc.to_string().as_bytes()).expect("valid");
         Found {
             rank,
+            source: Source::UserWritten,
             path: PathBuf::from(format!("/apps/{id}/aai.json")),
             outcome: Ok(Entry::held(Arc::new(descriptor))),
         }
@@ -467,5 +493,81 @@ mod tests {
             assert!(registry.find(missing).is_none(), "{missing}");
         }
         assert!(Registry::default().find("com.vendor59.mail").is_none());
+    }
+}
+
+#[cfg(test)]
+mod source_tests {
+    use super::*;
+
+    fn offered(rank: usize, source: Source, id: &str) -> Found {
+        let doc = serde_json::json!({"schema_version": "1.0", "appId": id, "name": format!("{source:?}"),
+            "description": "An app.", "platforms": {"linux": {"automation": "dbus",
+            "service": "org.example.App", "object": "/org/example/App",
+            "interface": "org.example.App", "tools": []}}});
+        let descriptor = aai_descriptor::parse(id, doc.to_string().as_bytes()).expect("valid");
+        Found {
+            rank,
+            source,
+            path: PathBuf::from(format!("/{source:?}/{rank}/aai.json")),
+            outcome: Ok(Entry::held(Arc::new(descriptor))),
+        }
+    }
+
+    /// Whatever the order files are found in, precedence goes by source, then by rank; the
+    /// winner says what it hides and the loser says what hides it.
+    #[test]
+    fn sources_rank_by_precedence_then_position() {
+        let order = [
+            Source::PreferredStore,
+            Source::BuiltIn,
+            Source::UserWritten,
+            Source::ConfiguredFolder,
+            Source::WebRegistry,
+            Source::Bundle,
+            Source::Store,
+        ];
+        for (at, winner) in order.iter().enumerate() {
+            for loser in &order[at + 1..] {
+                // The loser is found first, and at a lower rank.
+                let found = vec![
+                    offered(0, *loser, "org.x.a"),
+                    offered(9, *winner, "org.x.a"),
+                ];
+                let registry = Registry::build(&found, &[Platform::Linux], true);
+                let app = registry.find("org.x.a").expect("offered");
+                assert_eq!(
+                    (app.source, app.hides),
+                    (*winner, Some(*loser)),
+                    "{winner:?} over {loser:?}"
+                );
+                let [
+                    Rejected::Shadowed {
+                        source, by_source, ..
+                    },
+                ] = registry.rejected.as_slice()
+                else {
+                    panic!("{:?}", registry.rejected);
+                };
+                assert_eq!((*source, *by_source), (*loser, *winner));
+            }
+        }
+        // Within one source, the earlier file wins; an app offered once hides nothing.
+        let found = vec![
+            offered(3, Source::Store, "org.x.a"),
+            offered(1, Source::Store, "org.x.a"),
+            offered(2, Source::Store, "org.x.b"),
+        ];
+        let registry = Registry::build(&found, &[Platform::Linux], true);
+        let a = registry.find("org.x.a").expect("a");
+        assert_eq!(a.source(), Path::new("/Store/1/aai.json"));
+        assert_eq!(registry.find("org.x.b").expect("b").hides, None);
+        assert!(
+            registry.rejected[0]
+                .to_string()
+                .contains("(app store), which takes precedence over this app store copy"),
+            "{}",
+            registry.rejected[0]
+        );
     }
 }

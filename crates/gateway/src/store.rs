@@ -4,6 +4,10 @@
 //! (kept in `AAI_HOME/store/publishers.json`), and the descriptor must pass the same checks as
 //! `aai-gateway validate`.
 //!
+//! Installed apps live in `AAI_HOME/store/apps/<appId>/` (its `aai.json` and a `.store.json`
+//! mark); discovery loads them as fetched from the network and ranks them after the user's
+//! own apps, unless the user chose one over another source of its appId.
+//!
 //! A local index of the store's apps (`AAI_HOME/store/index.json`), refreshed in the
 //! background, gives APP_NOT_FOUND its install hint from memory, with no network on the call.
 
@@ -65,6 +69,185 @@ pub const MARK: &str = ".store.json";
 
 fn store_dir(home: &Path) -> PathBuf {
     home.join("store")
+}
+
+/// Where store apps are installed, `AAI_HOME/store/apps/<appId>/`: every descriptor under it
+/// is a copy from the network, never one the user wrote ([`crate::discovery::FetchedRoots`]).
+pub fn apps_dir(home: &Path) -> PathBuf {
+    store_dir(home).join("apps")
+}
+
+/// The folder an earlier version installed `app_id` in, `AAI_HOME/<appId>/`, when it still
+/// holds a store mark.
+fn legacy_dir(home: &Path, app_id: &str) -> Option<PathBuf> {
+    let dir = home.join(app_id);
+    dir.join(MARK).is_file().then_some(dir)
+}
+
+/// The folder of the installed store app `app_id`: its new place, or the one an earlier
+/// version used while it has not been moved. `None` for a text that is not an appId (it is
+/// joined to paths).
+fn installed_dir(home: &Path, app_id: &str) -> Option<PathBuf> {
+    if !aai_descriptor::is_valid_app_id(app_id) {
+        return None;
+    }
+    let dir = apps_dir(home).join(app_id);
+    if dir.join(MARK).is_file() {
+        return Some(dir);
+    }
+    legacy_dir(home, app_id)
+}
+
+/// The descriptor of the installed store app `app_id`, where it is now.
+pub fn descriptor_path(home: &Path, app_id: &str) -> PathBuf {
+    installed_dir(home, app_id)
+        .unwrap_or_else(|| apps_dir(home).join(app_id))
+        .join("aai.json")
+}
+
+/// The file listing the store apps the user chose over another source of the same appId.
+pub fn preferred_file(home: &Path) -> PathBuf {
+    store_dir(home).join("preferred.json")
+}
+
+/// The store apps the user chose over another source (`store install --prefer-store`).
+pub fn preferred(home: &Path) -> std::collections::BTreeSet<String> {
+    std::fs::read(preferred_file(home))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
+/// Records (or, with `prefer` false, forgets) that the user chose the store's `app_id` over
+/// its other sources; discovery ranks it first from its next scan.
+///
+/// # Errors
+/// The file cannot be written.
+pub fn set_preferred(home: &Path, app_id: &str, prefer: bool) -> Result<(), String> {
+    let mut chosen = preferred(home);
+    let changed = if prefer {
+        chosen.insert(app_id.to_owned())
+    } else {
+        chosen.remove(app_id)
+    };
+    if !changed {
+        return Ok(());
+    }
+    crate::private::create_dir(&store_dir(home)).map_err(|e| e.to_string())?;
+    let file = preferred_file(home);
+    crate::daemon::write_private(
+        &file,
+        &serde_json::to_vec_pretty(&chosen).unwrap_or_default(),
+    )
+    .map_err(|e| format!("cannot write {}: {e}", file.display()))
+}
+
+/// Another source offering `app_id` on this machine, and the file it comes from: the one
+/// that would win over a store app of that id (a user-written descriptor, a configured
+/// folder or file, a web registry copy, a built-in app, an app bundle). One discovery scan.
+pub fn offered_elsewhere(
+    home: &Path,
+    config: &crate::config::Config,
+    app_id: &str,
+) -> Option<(crate::discovery::Source, PathBuf)> {
+    let options = crate::discovery::ScanOptions::new(home, config, false);
+    let mut found = Vec::new();
+    crate::discovery::scan(
+        &options,
+        &crate::discovery::ParseCache::on_disk(home),
+        std::time::Duration::from_secs(3600),
+        |batch, _| found.extend(batch),
+    );
+    found
+        .into_iter()
+        .filter(|f| !f.source.is_store())
+        .filter(|f| {
+            f.outcome
+                .as_ref()
+                .is_ok_and(|entry| entry.summary.app_id == app_id)
+        })
+        .min_by_key(|f| (f.source.precedence(), f.rank))
+        .map(|f| (f.source, f.path))
+}
+
+/// Moves a store app an earlier version installed in `AAI_HOME/<appId>/` to its place under
+/// [`apps_dir`]. Nothing to move is no error.
+///
+/// # Errors
+/// It cannot be moved (the new place is taken, or the disk refuses).
+fn move_legacy(home: &Path, app_id: &str) -> Result<(), String> {
+    let Some(old) = legacy_dir(home, app_id) else {
+        return Ok(());
+    };
+    let new = apps_dir(home).join(app_id);
+    if new.exists() {
+        return Err(format!(
+            "{} is already there; {} stays (still treated as a store app)",
+            new.display(),
+            old.display()
+        ));
+    }
+    crate::private::create_dir(&apps_dir(home)).map_err(|e| e.to_string())?;
+    std::fs::rename(&old, &new)
+        .map_err(|e| format!("cannot move {} to {}: {e}", old.display(), new.display()))
+}
+
+/// The file that says the one-time move of store apps out of the home folder was made.
+fn moved_file(home: &Path) -> PathBuf {
+    store_dir(home).join("moved")
+}
+
+/// Moves the store apps earlier versions installed in `AAI_HOME/<appId>/` to
+/// `AAI_HOME/store/apps/<appId>/`, once: afterwards one look at a file says it was done, so
+/// a home of 10,000 apps is not listed at every start. An app that cannot be moved stays
+/// where it is and still loads as a store app (its mark says so); it is moved when it is
+/// next updated. Returns how many were moved.
+pub fn migrate(home: &Path) -> usize {
+    let done = moved_file(home);
+    if done.exists() {
+        return 0;
+    }
+    let Ok(entries) = std::fs::read_dir(home) else {
+        return 0;
+    };
+    let mut moved = 0;
+    for entry in entries.filter_map(Result::ok) {
+        // Only real folders whose name is an appId: the store never made links.
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if !aai_descriptor::is_valid_app_id(&name) || legacy_dir(home, &name).is_none() {
+            continue;
+        }
+        match move_legacy(home, &name) {
+            Ok(()) => moved += 1,
+            Err(problem) => tracing::warn!("store app {name} not moved: {problem}"),
+        }
+    }
+    let written = crate::private::create_dir(&store_dir(home))
+        .and_then(|()| crate::daemon::write_private(&done, b"store apps live in store/apps\n"));
+    if let Err(error) = written {
+        tracing::debug!(file = %done.display(), %error, "the move of store apps is tried again next time");
+    }
+    moved
+}
+
+/// Removes the store app `app_id` (and the user's preference for it).
+///
+/// # Errors
+/// It was not installed from the store, or cannot be removed.
+pub fn uninstall(home: &Path, app_id: &str) -> Result<Installed, String> {
+    let dir = installed_dir(home, app_id).ok_or_else(|| {
+        format!("{app_id} was not installed from the store (`aai-gateway store list`)")
+    })?;
+    let mark = installed(home, app_id)
+        .ok_or_else(|| format!("{} does not read", dir.join(MARK).display()))?;
+    std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
+    set_preferred(home, app_id, false)?;
+    Ok(mark)
 }
 
 /// An entry of the local index.
@@ -757,14 +940,20 @@ pub fn diff(old: &aai_descriptor::Descriptor, new: &aai_descriptor::Descriptor) 
     lines
 }
 
-/// Writes a verified descriptor as `AAI_HOME/<appId>/aai.json` with its store mark, and pins
-/// the publisher's key. The running gateway's discovery picks it up.
+/// Writes a verified descriptor as `AAI_HOME/store/apps/<appId>/aai.json` with its store
+/// mark (moving a copy an earlier version installed in `AAI_HOME/<appId>` there first), and
+/// pins the publisher's key. The running gateway's discovery picks it up.
 ///
 /// # Errors
 /// The files cannot be written.
 pub fn write(home: &Path, store: &str, fetched: &Fetched) -> Result<PathBuf, String> {
-    let dir = home.join(&fetched.descriptor.app_id);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let app_id = &fetched.descriptor.app_id;
+    if let Err(problem) = move_legacy(home, app_id) {
+        tracing::warn!("store app {app_id} not moved: {problem}");
+    }
+    let dir = apps_dir(home).join(app_id);
+    crate::private::create_dir(&dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mark = Installed {
         app_id: fetched.descriptor.app_id.clone(),
         version: fetched.version.clone(),
@@ -795,21 +984,34 @@ pub fn write(home: &Path, store: &str, fetched: &Fetched) -> Result<PathBuf, Str
 
 /// The store mark of an installed app, when it came from the store.
 pub fn installed(home: &Path, app_id: &str) -> Option<Installed> {
-    serde_json::from_slice(&std::fs::read(home.join(app_id).join(MARK)).ok()?).ok()
+    let dir = installed_dir(home, app_id)?;
+    serde_json::from_slice(&std::fs::read(dir.join(MARK)).ok()?).ok()
 }
 
-/// Every app installed from the store.
+/// Every app installed from the store (also those an earlier version installed in the home
+/// folder, until they are moved).
 pub fn all_installed(home: &Path) -> Vec<Installed> {
-    let mut found: Vec<Installed> = std::fs::read_dir(home)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter_map(|e| installed(home, &e.file_name().to_string_lossy()))
-                .collect()
-        })
-        .unwrap_or_default();
-    found.sort_by(|a, b| a.app_id.cmp(&b.app_id));
-    found
+    let names = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut ids = names(&apps_dir(home));
+    // Until the one-time move ran (or where it could not move a folder), the home's own
+    // folders may hold store apps too.
+    ids.extend(
+        names(home)
+            .into_iter()
+            .filter(|name| legacy_dir(home, name).is_some()),
+    );
+    ids.sort_unstable();
+    ids.dedup();
+    ids.iter().filter_map(|id| installed(home, id)).collect()
 }
 
 /// The hint APP_NOT_FOUND carries when the store knows the app.
@@ -823,4 +1025,131 @@ pub fn hint(found: &Listed) -> String {
 /// A store entry for `aai_apps`, marked as not installed.
 pub fn not_installed(found: &Listed) -> Value {
     json!({"appId": found.app_id, "name": found.name, "installed": false})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn notes(id: &str) -> String {
+        json!({"schema_version": "1.0", "appId": id, "name": "Notes", "description": "Notes.",
+            "platforms": {"web": {"automation": "restapi", "base_url": "https://notes.example",
+                "auth": {"type": "none"}, "tools": []}}})
+        .to_string()
+    }
+
+    /// An app as an earlier version installed it: `AAI_HOME/<appId>/` with its mark.
+    fn legacy_install(home: &Path, id: &str, version: &str) {
+        let dir = home.join(id);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("aai.json"), notes(id)).expect("write");
+        let mark = Installed {
+            app_id: id.into(),
+            version: version.into(),
+            publisher: "acme".into(),
+            key: String::new(),
+            sha256: "00".into(),
+            store: "https://store.example".into(),
+        };
+        std::fs::write(dir.join(MARK), serde_json::to_vec(&mark).expect("json")).expect("mark");
+    }
+
+    #[test]
+    fn earlier_installs_move_once_and_stay_store_apps_until_moved() {
+        let dir = tempfile::tempdir().expect("dir");
+        let home = dir.path();
+        legacy_install(home, "com.acme.a", "1.0.0");
+        legacy_install(home, "com.acme.b", "2.0.0");
+        // The user's own folder, without a mark, stays.
+        std::fs::create_dir_all(home.join("org.user.mine")).expect("mkdir");
+        std::fs::write(home.join("org.user.mine/aai.json"), notes("org.user.mine")).expect("w");
+
+        assert_eq!(migrate(home), 2);
+        assert!(!home.join("com.acme.a").exists());
+        assert!(apps_dir(home).join("com.acme.a/aai.json").is_file());
+        assert!(home.join("org.user.mine/aai.json").is_file());
+        let listed: Vec<String> = all_installed(home).into_iter().map(|a| a.app_id).collect();
+        assert_eq!(listed, ["com.acme.a", "com.acme.b"]);
+        assert_eq!(
+            descriptor_path(home, "com.acme.b"),
+            apps_dir(home).join("com.acme.b/aai.json")
+        );
+
+        // Done once: a folder an older version writes afterwards is not looked for at start,
+        // but is still an installed store app, found, updated in place and removed.
+        legacy_install(home, "com.acme.c", "3.0.0");
+        assert_eq!(migrate(home), 0);
+        assert!(home.join("com.acme.c").exists());
+        assert_eq!(
+            installed(home, "com.acme.c").map(|a| a.version),
+            Some("3.0.0".into())
+        );
+        assert_eq!(all_installed(home).len(), 3);
+        assert_eq!(
+            descriptor_path(home, "com.acme.c"),
+            home.join("com.acme.c/aai.json")
+        );
+        let removed = uninstall(home, "com.acme.c").expect("removed");
+        assert_eq!(removed.version, "3.0.0");
+        assert!(!home.join("com.acme.c").exists());
+
+        set_preferred(home, "com.acme.a", true).expect("prefer");
+        assert!(preferred(home).contains("com.acme.a"));
+        uninstall(home, "com.acme.a").expect("removed");
+        assert!(!apps_dir(home).join("com.acme.a").exists());
+        assert!(
+            preferred(home).is_empty(),
+            "the preference goes with the app"
+        );
+        // Not a store app, or not an appId at all: refused, nothing removed.
+        for refused in ["org.user.mine", "../org.user.mine", "com.acme.a"] {
+            let error = uninstall(home, refused).expect_err(refused);
+            assert!(error.contains("not installed from the store"), "{error}");
+        }
+        assert!(home.join("org.user.mine/aai.json").is_file());
+    }
+
+    #[test]
+    fn another_source_of_the_app_id_is_named_and_the_store_itself_is_not() {
+        let dir = tempfile::tempdir().expect("dir");
+        let home = dir.path().join("home");
+        let id = "org.user.notes";
+        let mut config = crate::config::Config::default();
+        assert_eq!(offered_elsewhere(&home, &config, id), None);
+        // Installed from the store already (a reinstall of another version): not elsewhere.
+        let store = apps_dir(&home).join(id);
+        std::fs::create_dir_all(&store).expect("mkdir");
+        std::fs::write(store.join("aai.json"), notes(id)).expect("write");
+        assert_eq!(offered_elsewhere(&home, &config, id), None);
+        config.paths = vec![dir.path().join("mine")];
+        for (source, dir) in [
+            (
+                crate::discovery::Source::WebRegistry,
+                home.join("web").join(id),
+            ),
+            (
+                crate::discovery::Source::ConfiguredFolder,
+                dir.path().join("mine").join(id),
+            ),
+            (crate::discovery::Source::UserWritten, home.join(id)),
+        ] {
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            std::fs::write(dir.join("aai.json"), notes(id)).expect("write");
+            assert_eq!(
+                offered_elsewhere(&home, &config, id),
+                Some((source, dir.join("aai.json"))),
+                "{source:?}"
+            );
+        }
+        // A built-in app's id.
+        let builtin = crate::discovery::ScanOptions::new(&home, &config, false)
+            .builtins
+            .first()
+            .and_then(|f| f.outcome.as_ref().ok().map(|e| e.summary.app_id.clone()))
+            .expect("a built-in app");
+        assert_eq!(
+            offered_elsewhere(&home, &config, &builtin).map(|(s, _)| s),
+            Some(crate::discovery::Source::BuiltIn)
+        );
+    }
 }

@@ -53,7 +53,7 @@ fn apps(count: usize) -> Vec<Found> {
             });
             let outcome = aai_descriptor::parse(&app_id, doc.to_string().as_bytes())
                 .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d)));
-            Found { rank: i, path: format!("/apps/{app_id}/aai.json").into(), outcome }
+            Found { rank: i, source: aai_gateway::discovery::Source::UserWritten, path: format!("/apps/{app_id}/aai.json").into(), outcome }
         })
         .collect()
 }

@@ -25,6 +25,7 @@ impl Setup {
             .enumerate()
             .map(|(rank, doc)| Found {
                 rank,
+                source: aai_gateway::discovery::Source::UserWritten,
                 path: format!("/apps/{rank}/aai.json").into(),
                 outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
                     .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
@@ -454,6 +455,7 @@ async fn a_panicking_call_fails_alone_with_an_audit_row_and_the_server_keeps_ser
     ]}}});
     let found = vec![Found {
         rank: 0,
+        source: aai_gateway::discovery::Source::UserWritten,
         path: "/apps/panics/aai.json".into(),
         outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
             .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),

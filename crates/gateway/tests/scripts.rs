@@ -59,6 +59,7 @@ impl Setup {
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         let found = vec![Found {
             rank: 0,
+            source: aai_gateway::discovery::Source::UserWritten,
             path: "/apps/mail/aai.json".into(),
             outcome: aai_descriptor::parse("t", mail().to_string().as_bytes())
                 .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),

@@ -29,6 +29,7 @@ fn server(exposure: Exposure) -> (AaiServer, Arc<Registry>, tempfile::TempDir) {
         .enumerate()
         .map(|(rank, doc)| Found {
             rank,
+            source: aai_gateway::discovery::Source::UserWritten,
             path: format!(
                 "/home/user/.aai/{}/aai.json",
                 doc["appId"].as_str().unwrap_or_default()

@@ -1284,6 +1284,7 @@ async fn oauth_tokens_stay_with_their_origins_and_discovery_cannot_take_an_insta
         "platforms": {"web": {"automation": "restapi", "base_url": "https://api.real.example", "tools": []}}});
     let found = vec![aai_gateway::discovery::Found {
         rank: 0,
+        source: aai_gateway::discovery::Source::UserWritten,
         path: "/home/u/.aai/com.example.tasks/aai.json".into(),
         outcome: aai_descriptor::parse("t", installed.to_string().as_bytes())
             .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
@@ -1484,6 +1485,7 @@ async fn connection_failures_name_their_cause() {
                 "tools": [{"name": "get", "description": "d", "endpoint": "/x"}]}}});
         aai_gateway::discovery::Found {
             rank: 0,
+            source: aai_gateway::discovery::Source::UserWritten,
             path: format!("/apps/{id}/aai.json").into(),
             outcome: aai_descriptor::parse(id, doc.to_string().as_bytes())
                 .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),

@@ -125,7 +125,7 @@ async fn install_update_and_uninstall_from_the_store() {
             // Nobody at a terminal and no --yes: nothing is written.
             let (ok, _, err) = cli(&home, &["store", "install", "com.acme.tasks"]);
             assert!(!ok && err.contains("--yes"), "{err}");
-            assert!(!home.join("com.acme.tasks").exists());
+            assert!(!home.join("store/apps/com.acme.tasks").exists());
             // The install hint before it is installed.
             let (ok, out, _) = cli(&home, &["store", "refresh"]);
             assert!(ok && out.contains("1 app(s)"), "{out}");
@@ -141,7 +141,8 @@ async fn install_update_and_uninstall_from_the_store() {
                 "{out}"
             );
             assert_eq!(
-                std::fs::read_to_string(home.join("com.acme.tasks/aai.json")).expect("installed"),
+                std::fs::read_to_string(home.join("store/apps/com.acme.tasks/aai.json"))
+                    .expect("installed"),
                 v1
             );
             let (ok, out, _) = cli(&home, &["--scan"]);
@@ -205,7 +206,7 @@ async fn install_update_and_uninstall_from_the_store() {
             let (ok, _, err) = cli(&home, &["store", "update", "--yes"]);
             assert!(!ok && err.contains("another key"), "{err}");
             assert!(
-                std::fs::read_to_string(home.join("com.acme.tasks/aai.json"))
+                std::fs::read_to_string(home.join("store/apps/com.acme.tasks/aai.json"))
                     .expect("kept")
                     .contains("1.1.0")
             );
@@ -214,7 +215,7 @@ async fn install_update_and_uninstall_from_the_store() {
                 ok && out.contains("removed com.acme.tasks 1.1.0"),
                 "{out}{err}"
             );
-            assert!(!home.join("com.acme.tasks").exists());
+            assert!(!home.join("store/apps/com.acme.tasks").exists());
             let (ok, _, err) = cli(&home, &["store", "uninstall", "com.acme.tasks"]);
             assert!(!ok && err.contains("not installed from the store"), "{err}");
         }

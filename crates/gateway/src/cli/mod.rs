@@ -252,6 +252,9 @@ fn changes_gate(command: &Command) -> bool {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let home = aai_gateway::config::aai_home();
     aai_gateway::private::tighten_and_log(&home);
+    // Once per home: store apps earlier versions put among the user's own folders move to
+    // `store/apps`, where they are never taken for the user's descriptors.
+    aai_gateway::store::migrate(&home);
     if let Some(command) = &cli.command
         && changes_gate(command)
     {

@@ -35,7 +35,7 @@ pub fn emit(line: std::fmt::Arguments<'_>) {
 
 use aai_descriptor::LoadError;
 use aai_descriptor::Platform;
-use aai_gateway::registry::Registry;
+use aai_gateway::registry::{Registry, Rejected};
 
 /// Generated text (completions, the manual page) written by `write` to stdout; a closed
 /// pipe ends quietly.
@@ -76,9 +76,37 @@ pub fn scan_report(registry: &Registry, home: &std::path::Path, platforms: &[Pla
             app.source().display()
         );
     }
-    if !registry.rejected.is_empty() {
-        println!("{} file(s) skipped:", registry.rejected.len());
-        for rejected in &registry.rejected {
+    let (shadowed, skipped): (Vec<&Rejected>, Vec<&Rejected>) = registry
+        .rejected
+        .iter()
+        .partition(|r| matches!(r, Rejected::Shadowed { .. }));
+    if !shadowed.is_empty() {
+        println!(
+            "{} appId(s) offered by more than one source:",
+            shadowed.len()
+        );
+        for rejected in shadowed {
+            if let Rejected::Shadowed {
+                path,
+                source,
+                app_id,
+                by,
+                by_source,
+            } = rejected
+            {
+                println!(
+                    "  {app_id}: the {} descriptor {} won over the {} descriptor {}",
+                    by_source.words(),
+                    by.display(),
+                    source.words(),
+                    path.display()
+                );
+            }
+        }
+    }
+    if !skipped.is_empty() {
+        println!("{} file(s) skipped:", skipped.len());
+        for rejected in skipped {
             for line in rejected.to_string().lines() {
                 println!("  {line}");
             }
@@ -282,9 +310,14 @@ pub fn grants(grants: &[aai_audit::Grant], once: &[aai_audit::Row]) {
                 cell(grant.session.as_deref().unwrap_or("?"))
             ),
         };
+        let client = if grant.client == aai_audit::EVERY_CLIENT {
+            "* (every client)"
+        } else {
+            &grant.client
+        };
         println!(
             "client={} {what}  {scope}  since {} via {}",
-            cell(&grant.client),
+            cell(client),
             aai_audit::format_ts(grant.created_ms),
             if grant.via.is_empty() {
                 "?"

@@ -24,6 +24,11 @@ pub enum Action {
         /// Do not ask (scripts). Never grants a credential: see --grant-credential.
         #[arg(long)]
         yes: bool,
+        /// Install it even when another source (your own descriptor, a configured folder, the
+        /// web registry, a built-in app, an app bundle) offers the same appId, and let the
+        /// store's app win over it.
+        #[arg(long)]
+        prefer_store: bool,
         #[command(flatten)]
         choices: Choices,
     },
@@ -217,13 +222,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
         return Ok(ExitCode::SUCCESS);
     }
     if let Action::Uninstall { app_id } = &action {
-        let Some(mark) = store::installed(home, app_id) else {
-            anyhow::bail!(
-                "{app_id} was not installed from the store (`aai-gateway store list`); remove {} yourself if you mean it",
-                home.join(app_id).display()
-            );
-        };
-        std::fs::remove_dir_all(home.join(&mark.app_id))?;
+        let mark = store::uninstall(home, app_id).map_err(anyhow::Error::msg)?;
         let forgotten =
             aai_audit::Grants::open(&home.join(super::DATA_DB))?.forget_app(&mark.app_id)?;
         output::line(&format!(
@@ -284,6 +283,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             version,
             yes,
             choices,
+            prefer_store,
         } => {
             let installed = store::installed(home, &app_id);
             if let Some(mark) = &installed {
@@ -292,11 +292,14 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                     "{app_id} {} is installed; `aai-gateway store update {app_id}` brings the latest",
                     mark.version
                 );
-            } else {
+            }
+            let elsewhere = store::offered_elsewhere(home, &config, &app_id);
+            if let Some((source, path)) = &elsewhere {
                 anyhow::ensure!(
-                    !home.join(&app_id).join("aai.json").exists(),
-                    "{} exists and did not come from the store; nothing was changed",
-                    home.join(&app_id).join("aai.json").display()
+                    prefer_store,
+                    "{app_id} is already offered by a {} descriptor, {}; the store's app would be hidden by it or hide it, so nothing was installed. `--prefer-store` installs the store's app and lets it win over that one.",
+                    source.words(),
+                    path.display()
                 );
             }
             let fetched = client
@@ -327,9 +330,28 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                     fetched.version
                 ));
             }
-            if !confirm(&format!("Install {app_id} {}?", fetched.version), yes)? {
+            let question = match &elsewhere {
+                Some((source, path)) => format!(
+                    "Install {app_id} {} and prefer it over the {} descriptor {}?",
+                    fetched.version,
+                    source.words(),
+                    path.display()
+                ),
+                None => format!("Install {app_id} {}?", fetched.version),
+            };
+            if let Some((source, path)) = &elsewhere {
+                output::line(&format!(
+                    "--prefer-store: the store's {app_id} will win over the {} descriptor {}",
+                    source.words(),
+                    path.display()
+                ));
+            }
+            if !confirm(&question, yes)? {
                 output::line("not installed");
                 return Ok(ExitCode::from(1));
+            }
+            if elsewhere.is_some() {
+                store::set_preferred(home, &app_id, true).map_err(anyhow::Error::msg)?;
             }
             let path = store::write(home, &client.url, &fetched).map_err(anyhow::Error::msg)?;
             bind_credentials(home, &fetched, &choices, yes)?;
@@ -390,7 +412,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                         continue;
                     }
                 };
-                let old = std::fs::read(home.join(&app.app_id).join("aai.json"))
+                let old = std::fs::read(store::descriptor_path(home, &app.app_id))
                     .ok()
                     .and_then(|bytes| aai_descriptor::parse(&app.app_id, &bytes).ok());
                 output::line(&format!(

@@ -255,7 +255,11 @@ impl Gateway {
         let found = self.web.discover_with(input, refresh).await?;
         let registry = self.registry().await;
         let id = found.app.id();
-        if let Some(installed) = registry.find(id).filter(|a| !a.fetched()) {
+        // Store apps are fetched too, but installed: a discovered copy cannot pass for them.
+        if let Some(installed) = registry
+            .find(id)
+            .filter(|a| !a.fetched() || a.source.is_store())
+        {
             self.web.forget_cached(id);
             self.web.forget_discovered(id);
             return Err(AaiError::new(

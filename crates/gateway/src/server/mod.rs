@@ -439,6 +439,14 @@ fn app_list(registry: &Registry, query: &str) -> String {
                 .trim_end_matches(" Call for guide.")
                 .trim_end_matches('.'),
         );
+        // Only when two sources offer the app: which one is used, which one it hides.
+        if let Some(hidden) = app.hides {
+            out.push_str(&format!(
+                " [from {}; hides the {} copy]",
+                app.source.words(),
+                hidden.words()
+            ));
+        }
         out.push('\n');
     }
     out.push_str("Call aai_guide {app} for an app's tools.");

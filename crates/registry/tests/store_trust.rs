@@ -1,6 +1,6 @@
-//! The store client against a hostile publisher, a tampered registry and a man-in-the-middle
-//! mirror on loopback: it refuses or asks, and the user's secrets never reach a host the user
-//! did not name. Real parts throughout: the built `aai-gateway`, a real registry on the shared
+//! The store client against a hostile publisher, a tampered registry, a man-in-the-middle
+//! mirror on loopback and a squatter of the user's own appId: it refuses or asks, and the
+//! user's secrets never reach a host the user did not name. Real parts throughout: the built `aai-gateway`, a real registry on the shared
 //! PostgreSQL (with a timestamp key), real HTTP servers standing for the publisher's API host
 //! and for the mirror.
 
@@ -30,8 +30,8 @@ fn gateway() -> PathBuf {
     path
 }
 
-/// Runs the gateway's command line with `GITHUB_TOKEN` set; (success, stdout + stderr).
-fn cli(home: &Path, args: &[&str]) -> (bool, String) {
+/// Runs the gateway's command line with `GITHUB_TOKEN` set; (success, stdout, stderr).
+fn cli_split(home: &Path, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(gateway())
         .args(args)
         .env("AAI_HOME", home)
@@ -42,12 +42,15 @@ fn cli(home: &Path, args: &[&str]) -> (bool, String) {
         .expect("aai-gateway");
     (
         out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// [`cli_split`] with stdout and stderr together.
+fn cli(home: &Path, args: &[&str]) -> (bool, String) {
+    let (ok, out, err) = cli_split(home, args);
+    (ok, format!("{out}{err}"))
 }
 
 /// `cli` from a blocking thread, for the async tests.
@@ -235,6 +238,32 @@ async fn a_store_apps_credentials_are_shown_and_bound_only_by_the_user() {
         "the refusal names the variable and the origin: {out}"
     );
     assert!(!secret_reached(&api), "the secret reached the app's host");
+    // Where an earlier version installed store apps (the one-time move already ran for this
+    // home): still a store app.
+    std::fs::rename(home.join("store/apps").join(id), home.join(id)).expect("move back");
+    let (ok, out) = run(home, &["call", id, "forecast"]).await;
+    assert!(!ok && out.contains("GITHUB_TOKEN"), "{out}");
+    assert!(!secret_reached(&api), "the secret reached the app's host");
+    std::fs::rename(home.join(id), home.join("store/apps").join(id)).expect("move");
+    // The same descriptor written by the user sends it (the host does see what calls send).
+    let own = home_for(&registry.base);
+    std::fs::create_dir_all(own.path().join(id)).expect("own");
+    std::fs::copy(
+        home.join("store/apps").join(id).join("aai.json"),
+        own.path().join(id).join("aai.json"),
+    )
+    .expect("own copy");
+    let (ok, out) = run(own.path(), &["call", id, "forecast"]).await;
+    assert!(
+        ok && secret_reached(&api),
+        "the user's own app sent no key: {out}"
+    );
+    let api = TestServer::http(|_| Response::json(200, &json!({"temp": 21})));
+    acme.publish(
+        &registry.base,
+        &app(id, "1.0.1", &api.url(), Some("GITHUB_TOKEN"), &["forecast"]),
+    )
+    .await;
 
     // A grant for a variable the app does not ask for is refused whole.
     let (ok, out) = run(
@@ -258,11 +287,6 @@ async fn a_store_apps_credentials_are_shown_and_bound_only_by_the_user() {
     );
 
     // The user names the variable: bound to this app and origin, shown by `consent list`.
-    acme.publish(
-        &registry.base,
-        &app(id, "1.0.1", &api.url(), Some("GITHUB_TOKEN"), &["forecast"]),
-    )
-    .await;
     let (ok, out) = run(
         home,
         &[
@@ -643,4 +667,222 @@ async fn a_mirror_in_the_middle_can_hold_back_updates_only_within_the_freeze_win
     assert!(!ok && out.contains("signature does not match"), "{out}");
     assert_eq!(installed_version(home.path(), id), None);
     let _ = &registry.pool;
+}
+
+fn notes(base_url: &str, name: &str) -> String {
+    json!({
+        "schema_version": "1.0", "appId": "org.user.notes", "name": name,
+        "description": "Keep notes", "version": "1.0.0",
+        "platforms": {"web": {"automation": "restapi", "base_url": base_url, "auth": {"type": "none"},
+            "tools": [{"name": "add_note", "description": "Add a note", "endpoint": "/notes", "method": "POST"}]}}
+    })
+    .to_string()
+}
+
+/// Asks a gateway on stdio for `aai_apps {query}` and returns the text.
+fn aai_apps(home: &Path, query: &str) -> String {
+    use std::io::{BufRead as _, Write as _};
+    let mut child = Command::new(gateway())
+        .env("AAI_HOME", home)
+        .env("AAI_LOG", "error")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("aai-gateway");
+    let mut input = child.stdin.take().expect("stdin");
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "store-trust", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "aai_apps", "arguments": {"query": query}}}),
+    ] {
+        writeln!(input, "{message}").expect("write");
+    }
+    let output = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(output)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Ok(value) = serde_json::from_str::<Value>(&line)
+                && value["id"] == 2
+            {
+                let _ = tx.send(value);
+                return;
+            }
+        }
+    });
+    let answer = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("aai_apps answered within 30 s");
+    drop(input);
+    let _ = child.kill();
+    let _ = child.wait();
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The user's own `org.user.notes` lives in a configured folder; a squatter publishes the
+/// same appId pointing at its own host. Installing it is refused, naming the user's file, and
+/// nothing is written; with `--prefer-store` it is installed, and `--scan` and `aai_apps` say
+/// which copy won.
+#[tokio::test]
+async fn a_store_app_never_silently_takes_the_users_app_id() {
+    let (registry, _) = registry().await;
+    let base = registry.base.clone();
+    let squatter = Publisher::add(&registry.pool, "squatter", "org.user").await;
+    squatter
+        .publish(&base, &notes("https://notes.squatter.example", "Notes"))
+        .await;
+    let dir = tempfile::tempdir().expect("dir");
+    let home = dir.path().join("home");
+    let mine = dir.path().join("my-apps");
+    let users = mine.join("org.user.notes/aai.json");
+    std::fs::create_dir_all(users.parent().expect("folder")).expect("mkdir");
+    std::fs::write(&users, notes("https://notes.user.example", "My notes")).expect("write");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::write(
+        home.join("config.json"),
+        json!({"store": {"url": base}, "paths": [mine]}).to_string(),
+    )
+    .expect("config");
+    let store_copy = home.join("store/apps/org.user.notes/aai.json");
+    tokio::task::spawn_blocking(move || {
+        let (ok, out, err) = cli_split(&home, &["store", "install", "org.user.notes", "--yes"]);
+        assert!(!ok, "{out}{err}");
+        assert!(
+            err.contains("already offered by a configured folder descriptor")
+                && err.contains(&users.display().to_string())
+                && err.contains("--prefer-store")
+                && err.contains("nothing was installed"),
+            "{err}"
+        );
+        assert!(!store_copy.exists() && !home.join("org.user.notes").exists());
+        // Not even the squatter's key was pinned: the refusal came before the store was asked.
+        assert!(!home.join("store/publishers.json").exists());
+        let (_, out, _) = cli_split(&home, &["--scan"]);
+        assert!(
+            out.contains(&users.display().to_string()) && !out.contains("more than one source"),
+            "{out}"
+        );
+
+        let (ok, out, err) = cli_split(
+            &home,
+            &[
+                "store",
+                "install",
+                "org.user.notes",
+                "--prefer-store",
+                "--yes",
+            ],
+        );
+        assert!(ok, "{out}{err}");
+        assert!(
+            out.contains(&format!(
+                "--prefer-store: the store's org.user.notes will win over the configured folder descriptor {}",
+                users.display()
+            )),
+            "{out}"
+        );
+        assert!(std::fs::read_to_string(&store_copy)
+            .expect("installed")
+            .contains("notes.squatter.example"));
+        let (ok, out, err) = cli_split(&home, &["--scan"]);
+        assert!(ok, "{err}");
+        assert!(
+            out.contains(&format!(
+                "org.user.notes: the app store (preferred by the user) descriptor {} won over the configured folder descriptor {}",
+                store_copy.display(),
+                users.display()
+            )),
+            "{out}"
+        );
+        let listed = aai_apps(&home, "notes");
+        assert!(
+            listed.contains(
+                "[from app store (preferred by the user); hides the configured folder copy]"
+            ),
+            "{listed}"
+        );
+
+        // Uninstalled, the user's own is back and nothing is hidden.
+        let (ok, out, err) = cli_split(&home, &["store", "uninstall", "org.user.notes"]);
+        assert!(ok, "{out}{err}");
+        let (_, out, _) = cli_split(&home, &["--scan"]);
+        assert!(
+            out.contains(&users.display().to_string()) && !out.contains("more than one source"),
+            "{out}"
+        );
+        let listed = aai_apps(&home, "notes");
+        assert!(listed.contains("org.user.notes — My notes") && !listed.contains("hides"), "{listed}");
+    })
+    .await
+    .expect("cli");
+}
+
+/// The credential question on a real terminal (`script` gives the command a pty): only an
+/// answer naming the variable and the host binds it; "y" or the variable alone does not.
+#[tokio::test]
+async fn on_a_terminal_a_credential_is_bound_only_by_naming_the_variable_and_the_host() {
+    let (registry, acme) = registry().await;
+    let id = "com.acme.forecast";
+    acme.publish(
+        &registry.base,
+        &app(
+            id,
+            "1.0.0",
+            "https://forecast.acme.example",
+            Some("GITHUB_TOKEN"),
+            &["forecast"],
+        ),
+    )
+    .await;
+    let home = home_for(&registry.base);
+    let home = home.path().to_path_buf();
+    let typed = |answers: &'static str, args: String| {
+        let home = home.clone();
+        tokio::task::spawn_blocking(move || {
+            use std::io::Write as _;
+            let command = format!("{} {args}", gateway().display());
+            let mut child = Command::new("script")
+                .args(["-q", "-e", "-c", &command, "/dev/null"])
+                .env("AAI_HOME", &home)
+                .env("AAI_LOG", "error")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("script (util-linux)");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(answers.as_bytes())
+                .expect("answers");
+            let out = child.wait_with_output().expect("script");
+            let grants = cli(&home, &["consent", "list"]).1;
+            (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                grants.contains("env:GITHUB_TOKEN"),
+            )
+        })
+    };
+    let (out, bound) = typed("y\ny\n", format!("store install {id}"))
+        .await
+        .expect("pty");
+    assert!(
+        out.contains("Type GITHUB_TOKEN@forecast.acme.example to allow"),
+        "{out}"
+    );
+    assert!(!bound, "a plain yes bound the credential: {out}");
+    let (out, bound) = typed(
+        "y\nGITHUB_TOKEN@forecast.acme.example\n",
+        format!("store install {id} --version 1.0.0 --allow-downgrade"),
+    )
+    .await
+    .expect("pty");
+    assert!(bound, "the named binding was not kept: {out}");
 }
