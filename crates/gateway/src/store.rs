@@ -1038,6 +1038,57 @@ mod tests {
         .to_string()
     }
 
+    fn with_auth(auth: Value) -> aai_descriptor::Descriptor {
+        let text = json!({"schema_version": "1.0", "appId": "com.example.x", "name": "X", "description": "X.",
+            "platforms": {"web": {"automation": "restapi", "base_url": "https://api.example.com/v1",
+                "auth": auth, "tools": []}}})
+        .to_string();
+        aai_descriptor::parse("x", text.as_bytes()).expect("valid")
+    }
+
+    #[test]
+    fn every_credential_kind_and_origin_is_named() {
+        let api = "https://api.example.com:443".to_owned();
+        let none = reach(&with_auth(json!({"type": "none"})));
+        assert_eq!(none.origins.iter().collect::<Vec<_>>(), [&api]);
+        assert!(none.credentials.is_empty());
+
+        let key = reach(&with_auth(
+            json!({"type": "api_key", "key_name": "X-Key", "env_var": "X_KEY"}),
+        ));
+        assert!(key.credentials.contains(&Credential::Env {
+            var: "X_KEY".into(),
+            origin: api.clone()
+        }));
+        assert!(key.credentials.contains(&Credential::Stored {
+            origin: api.clone()
+        }));
+
+        let oauth = reach(&with_auth(json!({"type": "oauth2",
+            "auth_url": "https://login.example.org/authorize", "token_url": "https://tokens.example.net/token",
+            "client_id": "c", "scopes": ["repo", "user"]})));
+        assert_eq!(oauth.origins.len(), 3, "{:?}", oauth.origins);
+        let lines: Vec<String> = oauth
+            .credentials
+            .iter()
+            .map(|c| c.describe("com.example.x"))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "an OAuth sign-in at https://login.example.org:443 (tokens from https://tokens.example.net:443) for scopes [repo user], sent to https://api.example.com:443"
+            ]
+        );
+        // Moving to another host and asking for a variable shows in an update's diff.
+        let diff = reach_diff(&none, &key, "com.example.x");
+        assert!(
+            diff.iter()
+                .any(|l| l.contains("+ credential: the environment variable X_KEY")),
+            "{diff:?}"
+        );
+        assert!(reach_diff(&key, &key, "com.example.x").is_empty());
+    }
+
     /// An app as an earlier version installed it: `AAI_HOME/<appId>/` with its mark.
     fn legacy_install(home: &Path, id: &str, version: &str) {
         let dir = home.join(id);
