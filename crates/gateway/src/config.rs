@@ -228,7 +228,7 @@ impl Default for Config {
             timeout_seconds: 30,
             // About 20k tokens: under the 25k-token limit clients put on one result.
             max_result_chars: 80_000,
-            scan_budget_ms: 1_000,
+            scan_budget_ms: 5_000,
             max_request_bytes: 4 * 1024 * 1024,
             consent_timeout_seconds: 120,
             approval_wait_seconds: 45,
