@@ -553,3 +553,58 @@ async fn defaults_unknown_arguments_and_aliases() {
         Ok(json!("by alias"))
     );
 }
+
+/// A call during the first scan, to an app the scan has not reached yet, waits for the complete
+/// snapshot instead of failing with APP_NOT_FOUND (a scheduled run resumed at start on a busy
+/// machine did). The progress budget is 0 here, so only that wait can find the app.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_during_the_first_scan_waits_for_an_app_not_found_yet() {
+    let mut bus = TestBus::start();
+    bus.spawn_service(TEST_SERVICE);
+    let doc = full_test_descriptor("org.aai.test", TEST_SERVICE);
+    let found = vec![Found {
+        rank: 0,
+        source: aai_gateway::discovery::Source::UserWritten,
+        path: "/apps/0/aai.json".into(),
+        outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
+            .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
+    }];
+    let (tx, rx) =
+        tokio::sync::watch::channel(Arc::new(Registry::build(&[], &[Platform::Linux], false)));
+    let mut config =
+        policy(json!({"default_profile": "a", "profiles": {"a": {"preset": "full_auto"}}}));
+    config.scan_budget_ms = 0;
+    let dir = tempfile::tempdir().expect("dir");
+    let gateway = Gateway::new(
+        rx,
+        config,
+        Executors::with_session_bus(bus.address()),
+        dir.path().join("data.db"),
+        dir.path(),
+    );
+    let call = tokio::spawn({
+        let gateway = gateway.clone();
+        async move {
+            gateway
+                .exec("t", "org.aai.test", "echo", &json!({"text": "found"}))
+                .await
+        }
+    });
+    // The call holds a receiver of its own while it waits for the complete snapshot.
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while tx.receiver_count() < 2 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the call waits for the scan");
+    tx.send(Arc::new(Registry::build(&found, &[Platform::Linux], true)))
+        .expect("send");
+    let answer = call.await.expect("call");
+    assert!(
+        answer
+            .as_ref()
+            .is_ok_and(|v| v.to_string().contains("found")),
+        "{answer:?}"
+    );
+}

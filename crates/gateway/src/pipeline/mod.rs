@@ -242,6 +242,28 @@ impl Gateway {
         }
     }
 
+    /// The snapshot to look `app` up in: [`Self::registry`], unless the first scan has not
+    /// finished and `app` is not among what it found so far — then the complete snapshot
+    /// ([`FIRST_SCAN_AT_MOST`] at most). A call must not fail with APP_NOT_FOUND only because
+    /// a busy machine went slowly between two steps of the scan (a scheduled run resumed at
+    /// start, a client's first call).
+    pub async fn registry_for(&self, app: &str) -> Arc<Registry> {
+        let registry = self.registry().await;
+        if registry.complete || find_app(&registry, app).is_ok() {
+            return registry;
+        }
+        let mut rx = self.registry.clone();
+        let complete = async {
+            while !rx.borrow_and_update().complete {
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(FIRST_SCAN_AT_MOST, complete).await;
+        self.registry.borrow().clone()
+    }
+
     /// `web_discover`: fetches a web app's descriptor; one whose appId is that of an app
     /// installed on this machine is refused (it could otherwise pass for that app).
     ///
@@ -294,7 +316,7 @@ impl Gateway {
         {
             return Ok((app.to_owned(), Some(binding.to_owned())));
         }
-        let registry = self.registry().await;
+        let registry = self.registry_for(app).await;
         let found = self.find(&registry, app)?;
         let tool = match tool {
             Some(tool) => {
@@ -354,7 +376,7 @@ impl Gateway {
         asker: Option<&dyn Asker>,
     ) -> Result<Value, AaiError> {
         let started = Instant::now();
-        let registry = self.registry().await;
+        let registry = self.registry_for(app).await;
         // The tool is borrowed from the app found, not copied: this is every call's path.
         let found = self
             .find(&registry, app)
@@ -871,7 +893,7 @@ impl Gateway {
     /// `APP_NOT_FOUND`, `TOOL_NOT_FOUND`, `INVALID_PARAMS`, `SCRIPT_PARSE_ERROR`,
     /// `AUTOMATION_NOT_SUPPORTED`.
     pub async fn plan(&self, app: &str, tool: &str, args: &Value) -> Result<Value, AaiError> {
-        let registry = self.registry().await;
+        let registry = self.registry_for(app).await;
         let app = self.find(&registry, app)?;
         let descriptor = app.descriptor()?;
         let spec = find_tool(&app, &descriptor, tool)?;
