@@ -373,3 +373,88 @@ async def test_scheduled_tasks_are_shown_run_and_turned_off_in_the_dashboard(das
         assert any(r["caller"] == "dashboard" and r["tool"] == "schedule_disable" for r in rows)
     finally:
         page.close()
+
+
+async def test_the_dashboard_says_only_what_it_knows_one_row_per_call_at_two_widths(dashboard, chromium, tmp_path):
+    """Before its data arrives the page says it is loading (no "Nothing is waiting" or an empty
+    default profile); a call is one live row, updated in place; at 1400 and 800 px wide nothing
+    overflows sideways and times stay on one line (screenshots kept in the test's folder)."""
+    from html.parser import HTMLParser
+
+    link = login_link(dashboard)
+    async with httpx2.AsyncClient(timeout=10, follow_redirects=True) as http:
+        served = (await http.get(link)).text
+
+    class Shown(HTMLParser):
+        """The texts of the page as served, each with whether it is hidden."""
+
+        def __init__(self):
+            super().__init__()
+            self.stack, self.texts = [], []
+
+        def handle_starttag(self, tag, attrs):
+            if tag not in ("meta", "link", "input", "br"):
+                self.stack.append("hidden" in dict(attrs))
+
+        def handle_endtag(self, tag):
+            if tag not in ("meta", "link", "input", "br") and self.stack:
+                self.stack.pop()
+
+        def handle_data(self, data):
+            if data.strip():
+                self.texts.append((data.strip(), any(self.stack)))
+
+    shown = Shown()
+    shown.feed(served)
+    before = [t for t, hidden in shown.texts if not hidden]
+    assert "Loading…" in before, before
+    for claim in ("Nothing is waiting.", "No client holds a grant.", "clients without one get"):
+        assert not any(claim in t for t in before), (claim, before)
+
+    page = open_dashboard(dashboard, chromium, link=None)
+    try:
+        assert page.eval("document.body.classList.contains('loading')") is False
+        assert page.eval("[...document.querySelectorAll('.loading-note')].every(n => !n.offsetParent)")
+        with anyio.fail_after(TIMEOUT):
+            async with dashboard.client(name="trusted") as c:
+                r = await echo(c, "one-row-per-call")
+                assert not r.is_error, text(r)
+        await wait_in_page(page, "[...document.querySelectorAll('#live tr')].some(r => r.textContent.includes('one-row-per-call') && r.textContent.includes('success'))")
+        rows = page.eval("[...document.querySelectorAll('#live tr')].filter(r => r.textContent.includes('one-row-per-call')).length")
+        assert rows == 1, page.eval("document.getElementById('live').innerText")
+        for width in (1400, 800):
+            page.call("Emulation.setDeviceMetricsOverride", width=width, height=1000, deviceScaleFactor=1, mobile=False)
+            page.wait(f"window.innerWidth === {width}")
+            shot = page.call("Page.captureScreenshot", format="png")["data"]
+            import base64
+            (tmp_path / f"dashboard-{width}.png").write_bytes(base64.b64decode(shot))
+            overflow = page.eval("document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 0, f"{overflow} px wider than the window at {width} px"
+            wrapped = page.eval("""[...document.querySelectorAll('td.time')].filter(td => {
+                const r = document.createRange(); r.selectNodeContents(td); return r.getClientRects().length > 1;
+            }).map(td => td.textContent)""")
+            assert wrapped == [], f"times wrap at {width} px: {wrapped}"
+    finally:
+        page.close()
+
+
+def test_the_dashboard_command_prints_the_link_when_no_browser_opens(dashboard, tmp_path):
+    """Without a desktop session, or when the opener fails, `aai-gateway dashboard` prints the
+    one-time link instead of saying it opened a browser."""
+    import os
+    import subprocess
+
+    from conftest import GATEWAY
+
+    env = {k: v for k, v in dashboard.env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    out = subprocess.run([str(GATEWAY), "dashboard"], env=env, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "opened" not in out.stdout and "/login?code=" in out.stdout, out.stdout
+    failing = tmp_path / "bin"
+    failing.mkdir()
+    (failing / "xdg-open").write_text("#!/bin/sh\nexit 3\n")
+    (failing / "xdg-open").chmod(0o755)
+    env = {**env, "DISPLAY": ":0", "PATH": f"{failing}:{os.environ['PATH']}"}
+    out = subprocess.run([str(GATEWAY), "dashboard"], env=env, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "opened" not in out.stdout and "/login?code=" in out.stdout, out.stdout

@@ -352,22 +352,44 @@ async fn resume(home: &Path) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Opens `url` with the desktop's browser; false when no opener could be started. The URL is
-/// one argument of the opener, never shell text.
+/// Opens `url` with the desktop's browser; false when it could not be (no desktop session, no
+/// opener, or the opener said it failed), so the caller prints the link instead of claiming a
+/// browser opened. The URL is one argument of the opener, never shell text.
 fn open_in_browser(url: &str) -> bool {
     let (program, args): (&str, &[&str]) = if cfg!(target_os = "macos") {
         ("open", &[])
     } else if cfg!(windows) {
         ("rundll32", &["url.dll,FileProtocolHandler"])
     } else {
+        // xdg-open without a desktop session falls back to text browsers in this very
+        // terminal, or fails after a while: neither opens the dashboard.
+        if std::env::var_os("DISPLAY").is_none() && std::env::var_os("WAYLAND_DISPLAY").is_none()
+        {
+            return false;
+        }
         ("xdg-open", &[])
     };
-    std::process::Command::new(program)
+    let Ok(mut opener) = std::process::Command::new(program)
         .args(args)
         .arg(url)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .is_ok()
+    else {
+        return false;
+    };
+    // Openers hand the URL to the browser and exit, with a status that says whether that
+    // worked; one still running after a few seconds has started a browser that stays.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match opener.try_wait() {
+            Ok(Some(status)) => return status.success(),
+            Ok(None) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Ok(None) => return true,
+            Err(_) => return false,
+        }
+    }
 }

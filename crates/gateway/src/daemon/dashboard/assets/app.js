@@ -73,7 +73,7 @@ function time(ms) {
 
 function rowCells(row) {
   return [
-    el('td', {}, time(row.ts_ms)),
+    el('td', { class: 'time' }, time(row.ts_ms)),
     el('td', {}, row.caller),
     el('td', {}, `${row.app}:${row.tool}`),
     el('td', { class: `result ${row.result}` }, row.result),
@@ -82,9 +82,18 @@ function rowCells(row) {
   ];
 }
 
+// One line per call: the audit log writes a call's start and its end as two rows, and the
+// second replaces the first where it stands.
 function liveRow(row) {
   const line = el('tr', { dataset: { id: row.id, call: row.call_id, tool: row.tool } }, ...rowCells(row));
   const live = $('live');
+  const earlier = row.call_id
+    ? Array.from(live.rows).find((r) => r.dataset.call === row.call_id)
+    : null;
+  if (earlier) {
+    earlier.replaceWith(line);
+    return;
+  }
   live.prepend(line);
   while (live.rows.length > LIVE_ROWS) live.deleteRow(-1);
 }
@@ -164,6 +173,7 @@ function showGrants(grants) {
 
 function showClients(clients, profiles, fallback) {
   $('default-profile').textContent = visible(fallback);
+  $('clients-hint').hidden = false;
   $('clients').replaceChildren(...clients.map((client) => {
     const choose = el('select', {
       dataset: { client: client.name },
@@ -232,6 +242,7 @@ async function load() {
   showToolsets(state.toolsets);
   showSchedules(state.schedules);
   if (!$('live').rows.length) state.recent.slice().reverse().forEach(liveRow);
+  document.body.classList.remove('loading');
   return true;
 }
 
