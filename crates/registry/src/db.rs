@@ -347,20 +347,27 @@ pub async fn publish(pool: &PgPool, new: &NewVersion<'_>) -> sqlx::Result<Publis
     let highest = others
         .iter()
         .all(|(other, _)| other.cmp_precedence(&version).is_lt());
-    if !highest {
-        sqlx::query(
-            "INSERT INTO versions (app_id, version, descriptor, signature, sha256) VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(&d.app_id)
-        .bind(new.version)
-        .bind(new.text)
-        .bind(new.signature)
-        .bind(new.sha256)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        return Ok(Published::New);
+    if highest {
+        make_latest(&mut tx, new).await?;
     }
+    sqlx::query(
+        "INSERT INTO versions (app_id, version, descriptor, signature, sha256) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(&d.app_id)
+    .bind(new.version)
+    .bind(new.text)
+    .bind(new.signature)
+    .bind(new.sha256)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Published::New)
+}
+
+/// Makes `new` the app's latest: its row (created for a new app) takes the version's name,
+/// description, tools and search words.
+async fn make_latest(conn: &mut sqlx::PgConnection, new: &NewVersion<'_>) -> sqlx::Result<()> {
+    let d = new.descriptor;
     let platforms: Vec<String> = aai_descriptor::Platform::ALL
         .iter()
         .filter(|p| d.tools(**p).is_some())
@@ -410,20 +417,9 @@ pub async fn publish(pool: &PgPool, new: &NewVersion<'_>) -> sqlx::Result<Publis
     .bind(&platforms)
     .bind(new.version)
     .bind(&words)
-    .execute(&mut *tx)
+    .execute(conn)
     .await?;
-    sqlx::query(
-        "INSERT INTO versions (app_id, version, descriptor, signature, sha256) VALUES ($1, $2, $3, $4, $5)",
-    )
-    .bind(&d.app_id)
-    .bind(new.version)
-    .bind(new.text)
-    .bind(new.signature)
-    .bind(new.sha256)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(Published::New)
+    Ok(())
 }
 
 /// Every app: appId, name and latest version, by appId.

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -51,31 +51,32 @@ enum Command {
     Keygen { file: std::path::PathBuf },
     /// Sign a descriptor and publish it.
     Publish {
-        /// The registry, e.g. http://127.0.0.1:8470
-        #[arg(long)]
-        url: String,
-        #[arg(long)]
-        publisher: String,
-        /// The secret key file from `keygen`.
-        #[arg(long)]
-        key: std::path::PathBuf,
+        #[command(flatten)]
+        signer: Signer,
         descriptor: std::path::PathBuf,
     },
     /// Hand a publisher's apps to a new key: the current secret key signs the change, so
     /// clients that trusted the old key accept the new one.
     RotateKey {
-        /// The registry, e.g. http://127.0.0.1:8470
-        #[arg(long)]
-        url: String,
-        #[arg(long)]
-        publisher: String,
-        /// The current secret key file.
-        #[arg(long)]
-        key: std::path::PathBuf,
+        #[command(flatten)]
+        signer: Signer,
         /// The new secret key file (from `keygen`).
         #[arg(long)]
         new_key: std::path::PathBuf,
     },
+}
+
+/// A publisher signing something it sends to a registry.
+#[derive(Args)]
+struct Signer {
+    /// The registry, e.g. http://127.0.0.1:8470
+    #[arg(long)]
+    url: String,
+    #[arg(long)]
+    publisher: String,
+    /// The publisher's current secret key file (from `keygen`).
+    #[arg(long)]
+    key: std::path::PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -249,15 +250,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Publish {
-            url,
-            publisher,
-            key,
+            signer:
+                Signer {
+                    url,
+                    publisher,
+                    key,
+                },
             descriptor,
         } => {
-            let text = std::fs::read_to_string(&descriptor)
-                .with_context(|| format!("cannot read {}", descriptor.display()))?;
-            let secret = std::fs::read_to_string(&key)
-                .with_context(|| format!("cannot read {}", key.display()))?;
+            let text = read(&descriptor)?;
+            let secret = read(&key)?;
             let signature =
                 aai_registry::keys::sign(&secret, text.as_bytes()).map_err(anyhow::Error::msg)?;
             let body = serde_json::json!({"publisher": publisher, "descriptor": text, "signature": signature});
@@ -270,15 +272,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::RotateKey {
-            url,
-            publisher,
-            key,
+            signer:
+                Signer {
+                    url,
+                    publisher,
+                    key,
+                },
             new_key,
         } => {
-            let read = |path: &std::path::Path| {
-                std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read {}", path.display()))
-            };
             let secret = read(&key)?;
             let old = aai_registry::keys::public_of(&secret).map_err(anyhow::Error::msg)?;
             let new =
@@ -303,6 +304,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+fn read(path: &std::path::Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
 fn write_secret(path: &std::path::Path, secret: &str) -> anyhow::Result<()> {

@@ -2,57 +2,11 @@
 //! descriptor checks), ranked and typo-tolerant search, bad input that changes nothing, and two
 //! server processes on one database answering the same.
 
+mod common;
+
 use aai_test_support::postgres as support;
-
+use common::{Publisher, get, post, registry};
 use serde_json::{Value, json};
-
-struct Server {
-    base: String,
-    pool: sqlx::PgPool,
-    _task: tokio::task::JoinHandle<()>,
-}
-
-async fn server(url: &str) -> Server {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let pool = aai_registry::db::connect(url, 8).await.expect("connect");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let app = aai_registry::api::router(aai_registry::api::Api {
-        pool: pool.clone(),
-        public_url: base.clone(),
-        timestamp_key: None,
-    });
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Server {
-        base,
-        pool,
-        _task: task,
-    }
-}
-
-struct Publisher {
-    name: &'static str,
-    secret: String,
-}
-
-async fn publisher(pool: &sqlx::PgPool, name: &'static str, namespace: &str) -> Publisher {
-    let (secret, public_key) = aai_registry::keys::generate();
-    aai_registry::db::add_publisher(
-        pool,
-        &aai_registry::db::Publisher {
-            name: name.into(),
-            namespace: namespace.into(),
-            public_key,
-        },
-    )
-    .await
-    .expect("publisher");
-    Publisher { name, secret }
-}
 
 fn descriptor(
     app_id: &str,
@@ -70,43 +24,6 @@ fn descriptor(
     .to_string()
 }
 
-async fn publish(base: &str, who: &Publisher, text: &str) -> (u16, Value) {
-    let signature = aai_registry::keys::sign(&who.secret, text.as_bytes()).expect("sign");
-    post(
-        base,
-        &json!({"publisher": who.name, "descriptor": text, "signature": signature}).to_string(),
-    )
-    .await
-}
-
-async fn post(base: &str, body: &str) -> (u16, Value) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let response = reqwest::Client::new()
-        .post(format!("{base}/api/v1/apps"))
-        .header("content-type", "application/json")
-        .body(body.to_owned())
-        .send()
-        .await
-        .expect("post");
-    let status = response.status().as_u16();
-    let bytes = response.bytes().await.unwrap_or_default();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
-
-async fn get(base: &str, path: &str) -> (u16, Value) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let response = reqwest::get(format!("{base}{path}")).await.expect("get");
-    let status = response.status().as_u16();
-    let bytes = response.bytes().await.unwrap_or_default();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
-
 fn ids(found: &Value) -> Vec<String> {
     found["results"]
         .as_array()
@@ -118,9 +35,8 @@ fn ids(found: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn published_apps_are_found_ranked_and_served_as_signed() {
-    let pg = support::postgres();
-    let server = server(&pg.database()).await;
-    let acme = publisher(&server.pool, "acme", "com.acme").await;
+    let server = registry(None).await;
+    let acme = Publisher::add(&server.pool, "acme", "com.acme").await;
     for (id, name, description, tools) in [
         (
             "com.acme.spotify",
@@ -141,12 +57,12 @@ async fn published_apps_are_found_ranked_and_served_as_signed() {
             &["create_note"][..],
         ),
     ] {
-        let (status, body) = publish(
-            &server.base,
-            &acme,
-            &descriptor(id, name, description, tools, "1.0.0"),
-        )
-        .await;
+        let (status, body) = acme
+            .publish(
+                &server.base,
+                &descriptor(id, name, description, tools, "1.0.0"),
+            )
+            .await;
         assert_eq!(status, 201, "{body}");
     }
     // Ranked: the app named for the word first, the one that only mentions it after.
@@ -189,18 +105,18 @@ async fn published_apps_are_found_ranked_and_served_as_signed() {
     assert_eq!(details["versions"][0]["version"], "1.0.0");
     assert_eq!(details["tools"], json!(["list_inbox", "send_message"]));
     // A new version becomes the latest; the old one stays.
-    let (status, _) = publish(
-        &server.base,
-        &acme,
-        &descriptor(
-            "com.acme.notes",
-            "Notes",
-            "Write and share notes",
-            &["create_note", "share_note"],
-            "1.1.0",
-        ),
-    )
-    .await;
+    let (status, _) = acme
+        .publish(
+            &server.base,
+            &descriptor(
+                "com.acme.notes",
+                "Notes",
+                "Write and share notes",
+                &["create_note", "share_note"],
+                "1.1.0",
+            ),
+        )
+        .await;
     assert_eq!(status, 201);
     let (_, notes) = get(&server.base, "/api/v1/apps/com.acme.notes").await;
     assert_eq!(notes["latest"], "1.1.0");
@@ -216,12 +132,11 @@ async fn published_apps_are_found_ranked_and_served_as_signed() {
 
 #[tokio::test]
 async fn bad_input_is_refused_clearly_and_changes_nothing() {
-    let pg = support::postgres();
-    let server = server(&pg.database()).await;
-    let acme = publisher(&server.pool, "acme", "com.acme").await;
-    let other = publisher(&server.pool, "other", "org.other").await;
+    let server = registry(None).await;
+    let acme = Publisher::add(&server.pool, "acme", "com.acme").await;
+    let other = Publisher::add(&server.pool, "other", "org.other").await;
     let good = descriptor("com.acme.app", "App", "An app", &["go"], "1.0.0");
-    assert_eq!(publish(&server.base, &acme, &good).await.0, 201);
+    assert_eq!(acme.publish(&server.base, &good).await.0, 201);
     let before = get(&server.base, "/api/v1/apps").await.1;
 
     let huge = "x".repeat(aai_registry::api::MAX_BODY + 10);
@@ -246,12 +161,12 @@ async fn bad_input_is_refused_clearly_and_changes_nothing() {
             .contains("signature does not match")
     );
     // Outside the publisher's namespace.
-    let (status, body) = publish(
-        &server.base,
-        &other,
-        &descriptor("com.acme.takeover", "Takeover", "x", &["go"], "1.0.0"),
-    )
-    .await;
+    let (status, body) = other
+        .publish(
+            &server.base,
+            &descriptor("com.acme.takeover", "Takeover", "x", &["go"], "1.0.0"),
+        )
+        .await;
     assert_eq!(status, 403, "{body}");
     assert!(
         body["error"]
@@ -263,7 +178,7 @@ async fn bad_input_is_refused_clearly_and_changes_nothing() {
     let mut invalid: Value = serde_json::from_str(&good).expect("json");
     invalid["platforms"]["web"]["tools"][0]["endpoint"] = json!("/things/${missing}");
     let invalid = invalid.to_string();
-    let (status, body) = publish(&server.base, &acme, &invalid).await;
+    let (status, body) = acme.publish(&server.base, &invalid).await;
     assert_eq!(status, 422, "{body}");
     let expected = aai_descriptor::parse("aai.json", invalid.as_bytes()).expect_err("invalid");
     assert_eq!(
@@ -271,16 +186,18 @@ async fn bad_input_is_refused_clearly_and_changes_nothing() {
         "{body}"
     );
     assert_eq!(body["problems"][0]["message"], expected.problems[0].message);
-    let (status, body) = publish(&server.base, &acme, &good.replace("\"1.0.0\"", "\"\"")).await;
+    let (status, body) = acme
+        .publish(&server.base, &good.replace("\"1.0.0\"", "\"\""))
+        .await;
     assert_eq!(status, 422, "{body}");
     // Same version, other bytes: refused; the very same bytes: nothing to do.
     assert_eq!(
-        publish(&server.base, &acme, &good.replace("An app", "Changed"))
+        acme.publish(&server.base, &good.replace("An app", "Changed"))
             .await
             .0,
         409
     );
-    let (status, body) = publish(&server.base, &acme, &good).await;
+    let (status, body) = acme.publish(&server.base, &good).await;
     assert_eq!((status, body["unchanged"].clone()), (200, json!(true)));
     // SQL-shaped and odd searches are words, not code.
     for query in [
@@ -317,7 +234,7 @@ async fn two_server_processes_on_one_database_answer_the_same() {
     let pg = support::postgres();
     let url = pg.database();
     let pool = aai_registry::db::connect(&url, 2).await.expect("connect");
-    let acme = publisher(&pool, "acme", "com.acme").await;
+    let acme = Publisher::add(&pool, "acme", "com.acme").await;
     let mut servers = Vec::new();
     let mut logs = Vec::new();
     for _ in 0..2 {
@@ -363,7 +280,7 @@ async fn two_server_processes_on_one_database_answer_the_same() {
         );
         // Published through either; read through the other.
         let through = if i % 2 == 0 { &a } else { &b };
-        assert_eq!(publish(through, &acme, &text).await.0, 201);
+        assert_eq!(acme.publish(through, &text).await.0, 201);
     }
     for path in [
         "/api/v1/search?q=invoices&limit=50",
@@ -455,11 +372,10 @@ async fn two_server_processes_on_one_database_answer_the_same() {
 /// 400 with the reason, never 503; nothing changes, and the server keeps serving.
 #[tokio::test]
 async fn nul_bytes_in_any_field_are_a_clear_400() {
-    let pg = support::postgres();
-    let server = server(&pg.database()).await;
-    let acme = publisher(&server.pool, "acme", "com.acme").await;
+    let server = registry(None).await;
+    let acme = Publisher::add(&server.pool, "acme", "com.acme").await;
     let good = descriptor("com.acme.app", "App", "An app", &["go"], "1.0.0");
-    assert_eq!(publish(&server.base, &acme, &good).await.0, 201);
+    assert_eq!(acme.publish(&server.base, &good).await.0, 201);
     let before = get(&server.base, "/api/v1/apps").await.1;
     for path in [
         "/api/v1/search?q=we%00ather",

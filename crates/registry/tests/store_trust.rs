@@ -4,47 +4,22 @@
 //! PostgreSQL (with a timestamp key), real HTTP servers standing for the publisher's API host
 //! and for the mirror.
 
-use aai_test_support::http::{Response, TestServer};
-use aai_test_support::postgres as support;
+mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
+use aai_test_support::http::{Response, TestServer};
+use common::{GatewayOnStdio, Publisher, Registry, gateway_binary};
 use serde_json::{Value, json};
 
 /// The secret the hostile publisher wants; the gateway has it in its environment.
 const SECRET: &str = "ghp_users-own-secret-4711";
 
-fn gateway() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-        PathBuf::from,
-    );
-    let path = target.join("debug/aai-gateway");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build --workspace --bins` first",
-        path.display()
-    );
-    path
-}
-
 /// Runs the gateway's command line with `GITHUB_TOKEN` set; (success, stdout, stderr).
 fn cli_split(home: &Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(gateway())
-        .args(args)
-        .env("AAI_HOME", home)
-        .env("AAI_LOG", "error")
-        .env("GITHUB_TOKEN", SECRET)
-        .stdin(Stdio::null())
-        .output()
-        .expect("aai-gateway");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::cli(home, args, &[("GITHUB_TOKEN", SECRET)])
 }
 
 /// [`cli_split`] with stdout and stderr together.
@@ -77,86 +52,12 @@ async fn registry_cli(args: Vec<std::ffi::OsString>) -> std::process::Output {
     .expect("aai-registry")
 }
 
-struct Registry {
-    pool: sqlx::PgPool,
-    base: String,
-    /// The registry's timestamp secret.
-    stamp_secret: String,
-}
-
-/// A registry with a timestamp key on a fresh database, and publishers acme (com.acme).
+/// A registry with a timestamp key on a fresh database, and the publisher acme (com.acme).
 async fn registry() -> (Registry, Publisher) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let pool = aai_registry::db::connect(&support::postgres().database(), 4)
-        .await
-        .expect("connect");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
     let (stamp_secret, _) = aai_registry::keys::generate();
-    let router = aai_registry::api::router(aai_registry::api::Api {
-        pool: pool.clone(),
-        public_url: base.clone(),
-        timestamp_key: Some(stamp_secret.clone()),
-    });
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    let acme = Publisher::add(&pool, "acme", "com.acme").await;
-    (
-        Registry {
-            pool,
-            base,
-            stamp_secret,
-        },
-        acme,
-    )
-}
-
-struct Publisher {
-    name: String,
-    secret: String,
-    key: String,
-}
-
-impl Publisher {
-    async fn add(pool: &sqlx::PgPool, name: &str, namespace: &str) -> Self {
-        let (secret, key) = aai_registry::keys::generate();
-        aai_registry::db::add_publisher(
-            pool,
-            &aai_registry::db::Publisher {
-                name: name.into(),
-                namespace: namespace.into(),
-                public_key: key.clone(),
-            },
-        )
-        .await
-        .expect("publisher");
-        Self {
-            name: name.into(),
-            secret,
-            key,
-        }
-    }
-
-    async fn publish(&self, base: &str, text: &str) {
-        let signature = aai_registry::keys::sign(&self.secret, text.as_bytes()).expect("sign");
-        let response = reqwest::Client::new()
-            .post(format!("{base}/api/v1/apps"))
-            .body(
-                json!({"publisher": self.name, "descriptor": text, "signature": signature})
-                    .to_string(),
-            )
-            .send()
-            .await
-            .expect("publish");
-        assert!(
-            response.status().is_success(),
-            "{}",
-            response.text().await.unwrap_or_default()
-        );
-    }
+    let registry = common::registry(Some(stamp_secret)).await;
+    let acme = Publisher::add(&registry.pool, "acme", "com.acme").await;
+    (registry, acme)
 }
 
 /// A web app whose key comes from `env_var` (none: no credential) and goes to `base_url`.
@@ -207,7 +108,7 @@ async fn a_store_apps_credentials_are_shown_and_bound_only_by_the_user() {
     let (registry, acme) = registry().await;
     let api = TestServer::http(|_| Response::json(200, &json!({"temp": 21})));
     let id = "com.acme.forecast";
-    acme.publish(
+    acme.publish_ok(
         &registry.base,
         &app(id, "1.0.0", &api.url(), Some("GITHUB_TOKEN"), &["forecast"]),
     )
@@ -259,7 +160,7 @@ async fn a_store_apps_credentials_are_shown_and_bound_only_by_the_user() {
         "the user's own app sent no key: {out}"
     );
     let api = TestServer::http(|_| Response::json(200, &json!({"temp": 21})));
-    acme.publish(
+    acme.publish_ok(
         &registry.base,
         &app(id, "1.0.1", &api.url(), Some("GITHUB_TOKEN"), &["forecast"]),
     )
@@ -315,7 +216,7 @@ async fn a_store_apps_credentials_are_shown_and_bound_only_by_the_user() {
     // 1.1.0 asks for another secret and moves to another host: the update says both, and
     // --yes binds neither (the old binding names the old origin).
     let elsewhere = TestServer::http(|_| Response::json(200, &json!({"temp": 22})));
-    acme.publish(
+    acme.publish_ok(
         &registry.base,
         &app(
             id,
@@ -359,9 +260,9 @@ async fn a_tampered_registry_cannot_swap_the_publisher_or_bring_an_old_version_b
     let pool = &registry.pool;
     let id = "com.acme.weather";
     let host = "https://weather.acme.example";
-    acme.publish(base, &app(id, "1.0.0", host, None, &["forecast"]))
+    acme.publish_ok(base, &app(id, "1.0.0", host, None, &["forecast"]))
         .await;
-    acme.publish(base, &app(id, "1.1.0", host, None, &["forecast"]))
+    acme.publish_ok(base, &app(id, "1.1.0", host, None, &["forecast"]))
         .await;
     let home = home_for(base);
     let home = home.path();
@@ -525,7 +426,7 @@ async fn a_tampered_registry_cannot_swap_the_publisher_or_bring_an_old_version_b
     };
     // The old key can no longer rotate (it is not acme's key now).
     assert!(!rotate(&old_file, &old_file).await.status.success());
-    next.publish(base, &app(id, "1.2.0", host, None, &["forecast"]))
+    next.publish_ok(base, &app(id, "1.2.0", host, None, &["forecast"]))
         .await;
     let (ok, out) = run(home, &["store", "update", "--yes"]).await;
     assert!(ok, "{out}");
@@ -586,7 +487,7 @@ async fn a_mirror_in_the_middle_can_hold_back_updates_only_within_the_freeze_win
     let (registry, acme) = registry().await;
     let id = "com.acme.radar";
     let text = app(id, "2.0.0", "https://radar.acme.example", None, &["radar"]);
-    acme.publish(&registry.base, &text).await;
+    acme.publish_ok(&registry.base, &text).await;
     // What the mirror captured from the real registry.
     let client = reqwest::Client::new();
     let info: Value = serde_json::from_str(
@@ -614,7 +515,8 @@ async fn a_mirror_in_the_middle_can_hold_back_updates_only_within_the_freeze_win
         .expect("timestamp")
         .to_owned();
     assert_eq!(served.text().await.expect("text"), text);
-    let stamp_key = aai_registry::keys::public_of(&registry.stamp_secret).expect("key");
+    let stamp_secret = registry.timestamp_key.clone().expect("a timestamp key");
+    let stamp_key = aai_registry::keys::public_of(&stamp_secret).expect("key");
     let captured = Arc::new(Mutex::new(Captured {
         info,
         text: text.clone(),
@@ -625,22 +527,14 @@ async fn a_mirror_in_the_middle_can_hold_back_updates_only_within_the_freeze_win
     let set = |change: &dyn Fn(&mut Captured)| change(&mut captured.lock().expect("captured"));
 
     // A copy captured two days ago: older than the day accepted by default.
-    set(&|c| {
-        c.stamp = Some(stamp(
-            &registry.stamp_secret,
-            id,
-            "2.0.0",
-            &text,
-            2 * 86_400,
-        ))
-    });
+    set(&|c| c.stamp = Some(stamp(&stamp_secret, id, "2.0.0", &text, 2 * 86_400)));
     let home = home_for(&mitm.url());
     let (ok, out) = run(home.path(), &["store", "install", id, "--yes"]).await;
     assert!(!ok && out.contains("stamped 2 d ago"), "{out}");
     assert_eq!(installed_version(home.path(), id), None);
 
     // An hour old: within the documented window, accepted.
-    set(&|c| c.stamp = Some(stamp(&registry.stamp_secret, id, "2.0.0", &text, 3_600)));
+    set(&|c| c.stamp = Some(stamp(&stamp_secret, id, "2.0.0", &text, 3_600)));
     let (ok, out) = run(home.path(), &["store", "install", id, "--yes"]).await;
     assert!(ok, "{out}");
     let (ok, out) = run(home.path(), &["store", "uninstall", id]).await;
@@ -652,15 +546,14 @@ async fn a_mirror_in_the_middle_can_hold_back_updates_only_within_the_freeze_win
     assert!(!ok && out.contains("without a valid timestamp"), "{out}");
 
     // A stamp whose latest was edited to hide a newer version: the signature fails.
-    let edited =
-        stamp(&registry.stamp_secret, id, "2.0.0", &text, 60).replacen(" 2.0.0 ", " 9.0.0 ", 1);
+    let edited = stamp(&stamp_secret, id, "2.0.0", &text, 60).replacen(" 2.0.0 ", " 9.0.0 ", 1);
     set(&|c| c.stamp = Some(edited.clone()));
     let (ok, out) = run(home.path(), &["store", "install", id, "--yes"]).await;
     assert!(!ok && out.contains("without a valid timestamp"), "{out}");
 
     // Bytes changed in transit: the publisher's signature fails.
     set(&|c| {
-        c.stamp = Some(stamp(&registry.stamp_secret, id, "2.0.0", &text, 60));
+        c.stamp = Some(stamp(&stamp_secret, id, "2.0.0", &text, 60));
         c.text = text.replace("Weather forecasts", "Weather forecasts, and your files");
     });
     let (ok, out) = run(home.path(), &["store", "install", id, "--yes"]).await;
@@ -679,52 +572,6 @@ fn notes(base_url: &str, name: &str) -> String {
     .to_string()
 }
 
-/// Asks a gateway on stdio for `aai_apps {query}` and returns the text.
-fn aai_apps(home: &Path, query: &str) -> String {
-    use std::io::{BufRead as _, Write as _};
-    let mut child = Command::new(gateway())
-        .env("AAI_HOME", home)
-        .env("AAI_LOG", "error")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("aai-gateway");
-    let mut input = child.stdin.take().expect("stdin");
-    for message in [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "store-trust", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "aai_apps", "arguments": {"query": query}}}),
-    ] {
-        writeln!(input, "{message}").expect("write");
-    }
-    let output = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(output)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if let Ok(value) = serde_json::from_str::<Value>(&line)
-                && value["id"] == 2
-            {
-                let _ = tx.send(value);
-                return;
-            }
-        }
-    });
-    let answer = rx
-        .recv_timeout(std::time::Duration::from_secs(30))
-        .expect("aai_apps answered within 30 s");
-    drop(input);
-    let _ = child.kill();
-    let _ = child.wait();
-    answer["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// The user's own `org.user.notes` lives in a configured folder; a squatter publishes the
 /// same appId pointing at its own host. Installing it is refused, naming the user's file, and
 /// nothing is written; with `--prefer-store` it is installed, and `--scan` and `aai_apps` say
@@ -735,7 +582,7 @@ async fn a_store_app_never_silently_takes_the_users_app_id() {
     let base = registry.base.clone();
     let squatter = Publisher::add(&registry.pool, "squatter", "org.user").await;
     squatter
-        .publish(&base, &notes("https://notes.squatter.example", "Notes"))
+        .publish_ok(&base, &notes("https://notes.squatter.example", "Notes"))
         .await;
     let dir = tempfile::tempdir().expect("dir");
     let home = dir.path().join("home");
@@ -800,7 +647,7 @@ async fn a_store_app_never_silently_takes_the_users_app_id() {
             )),
             "{out}"
         );
-        let listed = aai_apps(&home, "notes");
+        let listed = GatewayOnStdio::start(&home).apps("notes");
         assert!(
             listed.contains(
                 "[from app store (preferred by the user); hides the configured folder copy]"
@@ -816,7 +663,7 @@ async fn a_store_app_never_silently_takes_the_users_app_id() {
             out.contains(&users.display().to_string()) && !out.contains("more than one source"),
             "{out}"
         );
-        let listed = aai_apps(&home, "notes");
+        let listed = GatewayOnStdio::start(&home).apps("notes");
         assert!(listed.contains("org.user.notes — My notes") && !listed.contains("hides"), "{listed}");
     })
     .await
@@ -829,7 +676,7 @@ async fn a_store_app_never_silently_takes_the_users_app_id() {
 async fn on_a_terminal_a_credential_is_bound_only_by_naming_the_variable_and_the_host() {
     let (registry, acme) = registry().await;
     let id = "com.acme.forecast";
-    acme.publish(
+    acme.publish_ok(
         &registry.base,
         &app(
             id,
@@ -846,7 +693,7 @@ async fn on_a_terminal_a_credential_is_bound_only_by_naming_the_variable_and_the
         let home = home.clone();
         tokio::task::spawn_blocking(move || {
             use std::io::Write as _;
-            let command = format!("{} {args}", gateway().display());
+            let command = format!("{} {args}", gateway_binary().display());
             let mut child = Command::new("script")
                 .args(["-q", "-e", "-c", &command, "/dev/null"])
                 .env("AAI_HOME", &home)

@@ -4,60 +4,16 @@
 //! first publisher; namespace claims are proven by a well-known file or a DNS TXT record; and
 //! the typo search is served by its trigram index whatever plan PostgreSQL picks.
 
+mod common;
+
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use aai_registry::claims::{self, Check, Method};
 use aai_test_support::http::{Request, Response, TestServer};
 use aai_test_support::postgres as support;
+use common::{Publisher, get, registry};
 use serde_json::{Value, json};
-
-struct Server {
-    base: String,
-    pool: sqlx::PgPool,
-    _task: tokio::task::JoinHandle<()>,
-}
-
-async fn server(url: &str) -> Server {
-    let pool = aai_registry::db::connect(url, 8).await.expect("connect");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let app = aai_registry::api::router(aai_registry::api::Api {
-        pool: pool.clone(),
-        public_url: base.clone(),
-        timestamp_key: None,
-    });
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Server {
-        base,
-        pool,
-        _task: task,
-    }
-}
-
-struct Publisher {
-    name: &'static str,
-    secret: String,
-}
-
-async fn publisher(pool: &sqlx::PgPool, name: &'static str, namespace: &str) -> Publisher {
-    let (secret, public_key) = aai_registry::keys::generate();
-    aai_registry::db::add_publisher(
-        pool,
-        &aai_registry::db::Publisher {
-            name: name.into(),
-            namespace: namespace.into(),
-            public_key,
-        },
-    )
-    .await
-    .expect("publisher");
-    Publisher { name, secret }
-}
 
 fn descriptor(app_id: &str, description: &str, tools: &[&str], version: &str) -> String {
     json!({
@@ -67,37 +23,6 @@ fn descriptor(app_id: &str, description: &str, tools: &[&str], version: &str) ->
             "tools": tools.iter().map(|t| json!({"name": t, "description": format!("{t} things"), "endpoint": format!("/{t}")})).collect::<Vec<_>>()}}
     })
     .to_string()
-}
-
-async fn publish(base: &str, who: &Publisher, text: &str) -> (u16, Value) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let signature = aai_registry::keys::sign(&who.secret, text.as_bytes()).expect("sign");
-    let response = reqwest::Client::new()
-        .post(format!("{base}/api/v1/apps"))
-        .header("content-type", "application/json")
-        .body(
-            json!({"publisher": who.name, "descriptor": text, "signature": signature}).to_string(),
-        )
-        .send()
-        .await
-        .expect("post");
-    let status = response.status().as_u16();
-    let bytes = response.bytes().await.unwrap_or_default();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
-
-async fn get(base: &str, path: &str) -> (u16, Value) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let response = reqwest::get(format!("{base}{path}")).await.expect("get");
-    let status = response.status().as_u16();
-    let bytes = response.bytes().await.unwrap_or_default();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
 }
 
 fn error(body: &Value) -> &str {
@@ -115,9 +40,8 @@ fn versions(details: &Value) -> Vec<&str> {
 
 #[tokio::test]
 async fn latest_is_the_highest_version_by_semver_never_the_last_published() {
-    let pg = support::postgres();
-    let server = server(&pg.database()).await;
-    let acme = publisher(&server.pool, "acme", "com.acme").await;
+    let server = registry(None).await;
+    let acme = Publisher::add(&server.pool, "acme", "com.acme").await;
     let id = "com.acme.weather";
     let text = |description: &str, tool: &str, version: &str| {
         descriptor(id, description, &["forecast", tool], version)
@@ -129,7 +53,7 @@ async fn latest_is_the_highest_version_by_semver_never_the_last_published() {
         // A fix on an older line: kept, never latest.
         text("Hailstone almanac", "hailstones", "0.9.0"),
     ] {
-        let (status, body) = publish(&server.base, &acme, &t).await;
+        let (status, body) = acme.publish(&server.base, &t).await;
         assert_eq!(status, 201, "{body}");
     }
     let (_, details) = get(&server.base, &format!("/api/v1/apps/{id}")).await;
@@ -157,7 +81,9 @@ async fn latest_is_the_highest_version_by_semver_never_the_last_published() {
         ("1.2.0-rc.1", "1.2.0"),
         ("1.1.1", "1.2.0"),
     ] {
-        let (status, body) = publish(&server.base, &acme, &text("Storms", "radar", version)).await;
+        let (status, body) = acme
+            .publish(&server.base, &text("Storms", "radar", version))
+            .await;
         assert_eq!(status, 201, "{version}: {body}");
         let (_, details) = get(&server.base, &format!("/api/v1/apps/{id}")).await;
         assert_eq!(details["latest"], latest, "after {version}");
@@ -178,17 +104,16 @@ async fn latest_is_the_highest_version_by_semver_never_the_last_published() {
 
     // Versions that are not semver are refused with the reason, and change nothing.
     for version in ["1.0", "v2.0.0", "latest", "2.0.0.1", "02.0.0"] {
-        let (status, body) = publish(&server.base, &acme, &text("Bad", "radar", version)).await;
+        let (status, body) = acme
+            .publish(&server.base, &text("Bad", "radar", version))
+            .await;
         assert_eq!(status, 400, "{version}: {body}");
         assert!(error(&body).contains("not a semantic version"), "{body}");
     }
     // Build metadata does not order versions, so it cannot make a second 1.2.0.
-    let (status, body) = publish(
-        &server.base,
-        &acme,
-        &text("Other", "radar", "1.2.0+build.7"),
-    )
-    .await;
+    let (status, body) = acme
+        .publish(&server.base, &text("Other", "radar", "1.2.0+build.7"))
+        .await;
     assert_eq!(status, 409, "{body}");
     assert!(error(&body).contains("build metadata"), "{body}");
     let (_, after) = get(&server.base, &format!("/api/v1/apps/{id}")).await;
@@ -197,30 +122,29 @@ async fn latest_is_the_highest_version_by_semver_never_the_last_published() {
 
 #[tokio::test]
 async fn an_app_id_belongs_to_the_longest_namespace_above_it() {
-    let pg = support::postgres();
-    let server = server(&pg.database()).await;
-    let acme = publisher(&server.pool, "acme", "com.acme").await;
-    let acmelabs = publisher(&server.pool, "acmelabs", "com.acme.labs").await;
+    let server = registry(None).await;
+    let acme = Publisher::add(&server.pool, "acme", "com.acme").await;
+    let acmelabs = Publisher::add(&server.pool, "acmelabs", "com.acme.labs").await;
     let tool = "com.acme.labs.tool";
     assert_eq!(
-        publish(
-            &server.base,
-            &acmelabs,
-            &descriptor(tool, "Lab tool", &["run"], "1.0.0")
-        )
-        .await
-        .0,
+        acmelabs
+            .publish(
+                &server.base,
+                &descriptor(tool, "Lab tool", &["run"], "1.0.0")
+            )
+            .await
+            .0,
         201
     );
     // The owner of the broader namespace can neither publish a version of the nested app nor
     // create new ids under the nested namespace.
     for (id, version) in [(tool, "2.0.0"), ("com.acme.labs.brandnew", "1.0.0")] {
-        let (status, body) = publish(
-            &server.base,
-            &acme,
-            &descriptor(id, "Takeover", &["upload_home"], version),
-        )
-        .await;
+        let (status, body) = acme
+            .publish(
+                &server.base,
+                &descriptor(id, "Takeover", &["upload_home"], version),
+            )
+            .await;
         assert_eq!(status, 403, "{id}: {body}");
         assert!(
             error(&body).contains("com.acme.labs.* belongs to publisher acmelabs"),
@@ -228,12 +152,12 @@ async fn an_app_id_belongs_to_the_longest_namespace_above_it() {
         );
     }
     // A namespace is a whole label: com.acmefoo is not below com.acme.
-    let (status, body) = publish(
-        &server.base,
-        &acme,
-        &descriptor("com.acmefoo.x", "Foo", &["run"], "1.0.0"),
-    )
-    .await;
+    let (status, body) = acme
+        .publish(
+            &server.base,
+            &descriptor("com.acmefoo.x", "Foo", &["run"], "1.0.0"),
+        )
+        .await;
     assert_eq!(status, 403, "{body}");
     assert!(error(&body).contains("no publisher owns"), "{body}");
     // The nested namespace's owner can do both; the broader one keeps its own ids.
@@ -242,12 +166,9 @@ async fn an_app_id_belongs_to_the_longest_namespace_above_it() {
         (&acmelabs, "com.acme.labs.brandnew", "1.0.0"),
         (&acme, "com.acme.x", "1.0.0"),
     ] {
-        let (status, body) = publish(
-            &server.base,
-            who,
-            &descriptor(id, "Mine", &["run"], version),
-        )
-        .await;
+        let (status, body) = who
+            .publish(&server.base, &descriptor(id, "Mine", &["run"], version))
+            .await;
         assert_eq!(status, 201, "{id}: {body}");
     }
     let (_, details) = get(&server.base, &format!("/api/v1/apps/{tool}")).await;
@@ -277,9 +198,8 @@ async fn an_app_id_belongs_to_the_longest_namespace_above_it() {
         "{refused}"
     );
     assert_eq!(
-        publish(
+        acme.publish(
             &server.base,
-            &acme,
             &descriptor("com.acme.shop.cart", "Cart", &["buy"], "1.0.0")
         )
         .await
@@ -310,15 +230,13 @@ async fn an_app_id_belongs_to_the_longest_namespace_above_it() {
 
 #[tokio::test]
 async fn only_an_apps_publisher_publishes_its_versions() {
-    let pg = support::postgres();
-    let server = server(&pg.database()).await;
-    let acme = publisher(&server.pool, "acme", "com.acme").await;
-    let labs = publisher(&server.pool, "acmelabs", "com.acme.labs").await;
+    let server = registry(None).await;
+    let acme = Publisher::add(&server.pool, "acme", "com.acme").await;
+    let labs = Publisher::add(&server.pool, "acmelabs", "com.acme.labs").await;
     let tool = "com.acme.labs.tool";
     assert_eq!(
-        publish(
+        labs.publish(
             &server.base,
-            &labs,
             &descriptor(tool, "Lab tool", &["run"], "1.0.0")
         )
         .await
@@ -338,12 +256,12 @@ async fn only_an_apps_publisher_publishes_its_versions() {
     )
     .await
     .expect("move");
-    let (status, body) = publish(
-        &server.base,
-        &acme,
-        &descriptor(tool, "Takeover", &["upload_home"], "9.0.0"),
-    )
-    .await;
+    let (status, body) = acme
+        .publish(
+            &server.base,
+            &descriptor(tool, "Takeover", &["upload_home"], "9.0.0"),
+        )
+        .await;
     assert_eq!(status, 403, "{body}");
     assert!(
         error(&body).contains("belongs to publisher acmelabs"),
@@ -630,9 +548,8 @@ FROM g";
 /// on the plan, not on time (the times are in bench/RESULTS.md).
 #[tokio::test]
 async fn the_typo_search_uses_its_trigram_index_at_any_plan() {
-    let pg = support::postgres();
-    let server = server(&pg.database()).await;
-    let bench = publisher(&server.pool, "bench", "org.bench").await;
+    let server = registry(None).await;
+    let bench = Publisher::add(&server.pool, "bench", "org.bench").await;
     for i in 0..3 {
         let text = descriptor(
             &format!("org.bench.real{i}"),
@@ -640,7 +557,7 @@ async fn the_typo_search_uses_its_trigram_index_at_any_plan() {
             &["forecast"],
             "1.0.0",
         );
-        assert_eq!(publish(&server.base, &bench, &text).await.0, 201);
+        assert_eq!(bench.publish(&server.base, &text).await.0, 201);
     }
     sqlx::raw_sql(TEN_THOUSAND_APPS)
         .execute(&server.pool)
