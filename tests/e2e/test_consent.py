@@ -62,6 +62,8 @@ async def test_elicitation_accept_decline_cancel(home, bus, version, monkeypatch
                 assert result.is_error and result.structured_content["type"] == "PERMISSION_DENIED", text(result)
                 message = result.structured_content["message"]
                 assert expected in message
+                # Said once: not "declined … (the user declined)".
+                assert message.count("declined") + message.count("cancelled") + message.count("Deny") == 1, message
                 # The agent is told not to ask again, and not sent to the user with a command.
                 assert "Do not ask again" in message and "consent grant" not in message, message
                 assert result.structured_content["detail"]["reason"] == "user_declined"

@@ -728,3 +728,116 @@ fn the_server_speaks_over_pipes_sockets_and_files() {
         "files",
     );
 }
+
+/// A first run in a fresh home: `init` writes a starter config with notes (which the gateway
+/// and its schema accept), makes the folder it names, and prints the line for each client;
+/// a second `init` leaves the config alone. The first `serve` writes the starter too.
+#[test]
+fn init_and_the_first_serve_set_up_a_fresh_home() {
+    let dir = tempfile::tempdir().expect("dir");
+    let user = dir.path().join("user");
+    std::fs::create_dir_all(&user).expect("user");
+    let home = user.join(".aai");
+    let init = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("HOME", &user)
+            .env("AAI_HOME", &home)
+            .env("AAI_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run init")
+    };
+    let out = init(&["init"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let config = std::fs::read_to_string(home.join("config.json")).expect("written");
+    assert!(
+        config.contains("\"$comment\"") && config.contains("~/Projects"),
+        "{config}"
+    );
+    assert!(user.join("Projects").is_dir(), "the allowed folder is made");
+    // The default home is not named; the binary is, for each client.
+    for expected in [
+        "claude mcp add aai-gateway -- ",
+        "codex mcp add aai-gateway -- ",
+        "\"mcpServers\" in claude_desktop_config.json",
+        "\"aai-gateway\": {\"command\":",
+        "~/.cursor/mcp.json",
+    ] {
+        assert!(stdout.contains(expected), "{expected}: {stdout}");
+    }
+    assert!(!stdout.contains("AAI_HOME"), "{stdout}");
+    let check = run(&home, &["config", "check"], None);
+    assert!(check.status.success(), "{}", text(&check.stdout));
+
+    // Again: the config is left as it is (a change the user made survives).
+    std::fs::write(home.join("config.json"), "{\"exposure\": \"compact\"}").expect("edit");
+    let out = init(&["init", "--json", "--folder", "/elsewhere"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+    assert_eq!(report["written"], false, "{report}");
+    assert_eq!(
+        std::fs::read_to_string(home.join("config.json")).expect("kept"),
+        "{\"exposure\": \"compact\"}"
+    );
+    assert_eq!(report["clients"].as_array().map(Vec::len), Some(4));
+
+    // The first `serve` of a home with no config writes the starter and makes its folder.
+    let fresh = dir.path().join("fresh");
+    let mut serve = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("HOME", &user)
+        .env("AAI_HOME", &fresh)
+        .env("AAI_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("serve");
+    let stderr = serve.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("starter config") || line.contains("listening") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("serve says it wrote the starter");
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert!(line.contains("starter config"), "{line}");
+    let written = std::fs::read_to_string(fresh.join("config.json")).expect("starter");
+    assert!(written.contains("allowed_directories"), "{written}");
+}
+
+/// `call APP` without a tool prints the app's guide; `--json` prints data as JSON and text
+/// is the default.
+#[test]
+fn call_without_a_tool_prints_the_guide_and_json_is_on_request() {
+    let dir = tempfile::tempdir().expect("dir");
+    let home = dir.path();
+    let out = run(home, &["call", "local.system"], None);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("system_info()") && stdout.contains("aai-gateway call local.system"),
+        "{stdout}"
+    );
+    let out = run(home, &["call", "local.system", "--json"], None);
+    let guide: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(
+        guide["guide"]
+            .as_str()
+            .is_some_and(|g| g.contains("system_info"))
+    );
+    let out = run(home, &["call", "nope.app"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("APP_NOT_FOUND"));
+}

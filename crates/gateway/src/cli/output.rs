@@ -198,6 +198,27 @@ pub fn line(text: &str) {
     println!("{text}");
 }
 
+/// Whether data is printed as JSON (`--json`), set once at start.
+static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets the output format for the process: JSON (`--json`) or text (the default).
+pub fn set_json(on: bool) {
+    JSON.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether the command prints its data as JSON (`--json`).
+pub fn json() -> bool {
+    JSON.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Data as pretty JSON (`--json`).
+pub fn value(value: &serde_json::Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    );
+}
+
 /// Text from the daemon, a client or a descriptor, fit for a terminal: one line.
 fn cell(text: &str) -> std::borrow::Cow<'_, str> {
     aai_descriptor::visible::visible(text)
