@@ -366,7 +366,7 @@ impl RestExecutor {
         Err(AaiError::new(
             ErrorKind::AaiJsonInvalid,
             format!(
-                "{}: base_url {base} is not https; plain http is allowed only for 127.0.0.1/localhost with `allow_http_loopback` in config.json",
+                "{}: base_url {base} is not https; plain http is allowed only for 127.0.0.1/localhost with `\"web\": {{\"allow_http_loopback\": true}}` in config.json",
                 invocation.name()
             ),
         ))

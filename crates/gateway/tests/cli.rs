@@ -841,3 +841,63 @@ fn call_without_a_tool_prints_the_guide_and_json_is_on_request() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("APP_NOT_FOUND"));
 }
+
+/// Mistakes name their fix: `validate` says what the app store and a call would refuse of a
+/// valid descriptor, and `config check` answers a key at the wrong level with its place.
+#[test]
+fn validate_and_config_check_name_what_would_be_refused_and_the_fix() {
+    let dir = tempfile::tempdir().expect("dir");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let file = dir.path().join("aai.json");
+    let descriptor = serde_json::json!({"schema_version": "1.0", "appId": "dev.local.tasks",
+        "name": "Tasks", "description": "A local tasks API.", "version": "2",
+        "platforms": {"web": {"automation": "restapi", "base_url": "http://127.0.0.1:8080",
+            "tools": [{"name": "list_tasks", "description": "List tasks.", "endpoint": "/tasks",
+                "method": "GET", "parameters": {"type": "object", "properties": {}}}]}}});
+    std::fs::write(&file, descriptor.to_string()).expect("write");
+    let path = file.display().to_string();
+    let out = run(&home, &["validate", &path], None);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "valid, with notes: {stdout}");
+    assert!(
+        stdout
+            .contains("the app store would refuse it: \"version\" \"2\" is not a semantic version"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("a call would refuse it: base_url http://127.0.0.1:8080 is plain http")
+            && stdout.contains("allow_http_loopback\": true"),
+        "{stdout}"
+    );
+
+    // The key put at the top level instead of under `web`: named, with its place.
+    std::fs::write(
+        home.join("config.json"),
+        "{\n  \"allow_http_loopback\": true\n}\n",
+    )
+    .expect("config");
+    let out = run(&home, &["config", "check"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("config.json:2:")
+            && stdout.contains("did you mean `web.allow_http_loopback`?"),
+        "{stdout}"
+    );
+    // Once it is where it belongs, both the config and the descriptor's call are fine.
+    std::fs::write(
+        home.join("config.json"),
+        "{\"$comment\": \"local development\", \"web\": {\"allow_http_loopback\": true}}",
+    )
+    .expect("config");
+    assert!(run(&home, &["config", "check"], None).status.success());
+    let out = run(&home, &["validate", &path, "--json"], None);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["valid"], true);
+    assert_eq!(
+        report["refused"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+}

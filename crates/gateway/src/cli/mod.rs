@@ -288,7 +288,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         );
     }
     match cli.command {
-        Some(Command::Validate { files }) => Ok(validate::run(&files)),
+        Some(Command::Validate { files }) => Ok(validate::run(&home, &files)),
         Some(Command::Auth { action }) => auth::run(&home, false, action),
         Some(Command::Consent { action }) => consent::run(&home, false, action),
         Some(Command::Discover {
