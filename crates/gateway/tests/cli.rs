@@ -901,3 +901,62 @@ fn validate_and_config_check_name_what_would_be_refused_and_the_fix() {
         "{report}"
     );
 }
+
+/// The README counts the built-in apps `--scan` lists, and its API-key web app example is a
+/// descriptor `validate` passes with nothing the store or a call would refuse.
+#[test]
+fn the_readme_counts_the_built_in_apps_and_its_api_key_example_validates() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("readme");
+    let counted = readme
+        .split("the gateway carries ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .expect("the README counts the built-in apps");
+    let words = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "eleven", "twelve",
+    ];
+    let counted = words
+        .iter()
+        .position(|w| *w == counted)
+        .expect("a number word");
+    let dir = tempfile::tempdir().expect("dir");
+    let out = run(dir.path(), &["--scan", "--json"], None);
+    let scan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--scan --json");
+    let built_in: Vec<&str> = scan["apps"]
+        .as_array()
+        .expect("apps")
+        .iter()
+        .filter(|a| {
+            a["source"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("built in"))
+        })
+        .filter_map(|a| a["appId"].as_str())
+        .collect();
+    assert_eq!(counted, built_in.len(), "README vs --scan: {built_in:?}");
+    for app in &built_in {
+        assert!(
+            readme.contains(&format!("`{app}`")),
+            "{app} is not named in the README"
+        );
+    }
+
+    let example = readme
+        .split("An API-key web app")
+        .nth(1)
+        .and_then(|s| s.split("```json").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("the API-key example");
+    let file = dir.path().join("aai.json");
+    std::fs::write(&file, example).expect("write");
+    let out = run(
+        dir.path(),
+        &["validate", &file.display().to_string(), "--json"],
+        None,
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["valid"], true, "{report}");
+    assert_eq!(report["refused"], serde_json::json!([]), "{report}");
+}
