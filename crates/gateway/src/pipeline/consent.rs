@@ -247,7 +247,7 @@ fn not_approved(
         Unanswered::Declined(reason) => AaiError::new(
             ErrorKind::PermissionDenied,
             format!(
-                "{app}:{tool} was not run: {reason}. Do not ask again for this call or retry it: go on without it, or ask the user what to do instead."
+                "{app}:{tool} was declined and not run ({reason}). Do not ask again for this call or retry it: go on without it, or ask the user what to do instead."
             ),
         )
         .with_detail(json!({"reason": "user_declined", "profile": profile, "risk": risk})),
