@@ -57,11 +57,13 @@ async def test_elicitation_accept_decline_cancel(home, bus, version, monkeypatch
     answers = ["decline", "cancel", "deny", "always_tool"]
     with anyio.fail_after(TIMEOUT):
         async with client(home, bus, version, monkeypatch, answers, asked) as c:
-            for expected in ["the user declined", "the user cancelled", "the user chose Deny"]:
+            for expected in ["the user said no", "the user cancelled", "the user chose Deny"]:
                 result = await c.call_tool("aai_exec", ADD)
                 assert result.is_error and result.structured_content["type"] == "PERMISSION_DENIED", text(result)
                 message = result.structured_content["message"]
                 assert expected in message
+                # Said once: not "declined … (the user declined)".
+                assert message.count("declined") == 1, message
                 # The agent is told not to ask again, and not sent to the user with a command.
                 assert "Do not ask again" in message and "consent grant" not in message, message
                 assert result.structured_content["detail"]["reason"] == "user_declined"
@@ -112,7 +114,7 @@ async def test_stateless_consent_through_input_required(home, bus, monkeypatch):
     with anyio.fail_after(TIMEOUT):
         async with client(home, bus, "2026-07-28", monkeypatch, ["decline", "always_tool"], asked) as c:
             result = await c.call_tool("aai_exec", ADD)
-            assert result.is_error and "the user declined" in result.structured_content["message"]
+            assert result.is_error and "the user said no" in result.structured_content["message"]
             result = await c.call_tool("aai_exec", ADD)
             assert text(result) == "42"
             assert text(await c.call_tool("aai_exec", ADD)) == "42"  # remembered

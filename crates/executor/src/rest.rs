@@ -366,7 +366,7 @@ impl RestExecutor {
         Err(AaiError::new(
             ErrorKind::AaiJsonInvalid,
             format!(
-                "{}: base_url {base} is not https; plain http is allowed only for 127.0.0.1/localhost with `allow_http_loopback` in config.json",
+                "{}: base_url {base} is not https; plain http is allowed only for 127.0.0.1/localhost with `\"web\": {{\"allow_http_loopback\": true}}` in config.json",
                 invocation.name()
             ),
         ))
@@ -712,8 +712,15 @@ impl Executor for RestExecutor {
                     )
                     .with_detail(json!({"status": status.as_u16(), "retry_after_seconds": wait.map(|w| w.as_secs_f64().ceil() as u64), "retried": waited})));
                 }
-                if status == reqwest::StatusCode::UNAUTHORIZED && credential.is_some() {
-                    if !refreshed
+                // A static key (api_key, bearer) the API turns away is wrong or revoked, not
+                // expired: nothing refreshes it, the user must give another. An OAuth token
+                // that fails again after a refresh has expired.
+                let oauth = section.auth.as_ref().is_some_and(|a| a.kind == "oauth2");
+                let rejected = status == reqwest::StatusCode::UNAUTHORIZED
+                    || (status == reqwest::StatusCode::FORBIDDEN && !oauth);
+                if rejected && credential.is_some() {
+                    if oauth
+                        && !refreshed
                         && let Some(fresh) = self.auth.refresh(descriptor, section).await?
                     {
                         credential = Some(fresh);
@@ -723,10 +730,17 @@ impl Executor for RestExecutor {
                     let (source, fix) = self.auth.source(descriptor).unwrap_or_else(|| {
                         ("the gateway's credentials".to_owned(), format!("set a new key with `aai-gateway auth set {}` or sign in with `aai-gateway auth login {}`", descriptor.app_id, descriptor.app_id))
                     });
+                    let code = status.as_u16();
+                    if oauth {
+                        return Err(AaiError::new(
+                            ErrorKind::AuthExpired,
+                            format!("{what}: the API no longer accepts the sign-in from {source} (HTTP {code}); {fix}, then call again."),
+                        ).with_detail(json!({"status": code, "source": source, "reason": "credential_expired"})));
+                    }
                     return Err(AaiError::new(
-                        ErrorKind::AuthExpired,
-                        format!("{what}: the API no longer accepts the credential from {source} (HTTP 401); {fix}, then call again."),
-                    ).with_detail(json!({"status": 401, "source": source})));
+                        ErrorKind::AuthRequired,
+                        format!("{what}: the API rejected the key from {source} (HTTP {code}): it is wrong, revoked, or not allowed this call; {fix}, then call again."),
+                    ).with_detail(json!({"status": code, "source": source, "reason": "credential_rejected"})));
                 }
                 let content_type = content_type_of(&response);
                 let response_headers = response.headers().clone();

@@ -6,6 +6,9 @@ use std::time::Duration;
 use aai_descriptor::Platform;
 use serde::Deserialize;
 
+pub mod hints;
+pub mod starter;
+
 /// How apps appear in `tools/list`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -320,6 +323,26 @@ impl Config {
     /// # Errors
     /// `<file>:<line>:<column> <problem>`.
     pub fn parse(path: &Path, bytes: &[u8]) -> Result<Self, String> {
+        Self::parse_at(bytes).map_err(|(line, column, message)| {
+            format!("{}:{line}:{column} {message}", path.display())
+        })
+    }
+
+    /// [`Config::parse`], its error as line, column and problem. `$comment` notes are blanked
+    /// out first (in place, so every position stays true); an unknown key is answered with
+    /// what it most likely meant rather than with every key there is.
+    fn parse_at(bytes: &[u8]) -> Result<Self, (usize, usize, String)> {
+        let blanked;
+        let bytes = if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
+            && bytes
+                .windows(hints::COMMENT.len())
+                .any(|w| w == hints::COMMENT.as_bytes())
+        {
+            blanked = hints::blank_comments(bytes);
+            &blanked[..]
+        } else {
+            bytes
+        };
         match serde_json::from_slice::<Self>(bytes) {
             Ok(mut config) => {
                 for entry in config
@@ -333,15 +356,21 @@ impl Config {
             }
             Err(error) => {
                 let text = error.to_string();
-                let message = text
+                let mut message = text
                     .rsplit_once(" at line ")
-                    .map_or(text.as_str(), |(message, _)| message);
-                Err(format!(
-                    "{}:{}:{} {message}",
-                    path.display(),
-                    error.line().max(1),
-                    error.column().max(1)
-                ))
+                    .map_or(text.as_str(), |(message, _)| message)
+                    .to_owned();
+                if let Some(named) = message
+                    .strip_prefix("unknown field `")
+                    .and_then(|rest| rest.split('`').next())
+                    && let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes)
+                    && let Some(unknown) = hints::unknown_keys(&Self::schema(), &value)
+                        .into_iter()
+                        .find(|u| u.key == named)
+                {
+                    message = unknown.describe();
+                }
+                Err((error.line().max(1), error.column().max(1), message))
             }
         }
     }
@@ -356,6 +385,7 @@ impl Config {
             );
             object.insert("title".into(), serde_json::json!("aai-gateway config.json"));
         }
+        hints::allow_comments(&mut schema);
         schema
     }
 
@@ -378,8 +408,35 @@ impl Config {
             }
         };
         let mut problems = Vec::new();
-        if let Ok(validator) = jsonschema::validator_for(&Self::schema()) {
+        let schema = Self::schema();
+        let parsed = Self::parse_at(bytes);
+        // Each unknown key once, with what it most likely meant (and its line when it is the
+        // one the gateway stopped at), in place of the schema's "additional properties".
+        let unknown = hints::unknown_keys(&schema, &value);
+        for key in &unknown {
+            let described = key.describe();
+            let place = match &parsed {
+                Err((line, column, message)) if *message == described => {
+                    format!(":{line}:{column}")
+                }
+                _ => String::new(),
+            };
+            problems.push(format!(
+                "{}{place}: at {}: {described}",
+                path.display(),
+                key.pointer
+            ));
+        }
+        if let Ok(validator) = jsonschema::validator_for(&schema) {
             for error in validator.iter_errors(&value) {
+                if !unknown.is_empty()
+                    && matches!(
+                        error.kind(),
+                        jsonschema::error::ValidationErrorKind::AdditionalProperties { .. }
+                    )
+                {
+                    continue;
+                }
                 let pointer = error.instance_path().to_string();
                 problems.push(format!(
                     "{}: at {}: {error}",
@@ -388,8 +445,14 @@ impl Config {
                 ));
             }
         }
-        match Self::parse(path, bytes) {
-            Err(problem) => problems.push(problem),
+        match parsed.map_err(|(line, column, message)| {
+            (
+                format!("{}:{line}:{column} {message}", path.display()),
+                message,
+            )
+        }) {
+            Err((_, message)) if unknown.iter().any(|u| u.describe() == message) => {}
+            Err((problem, _)) => problems.push(problem),
             Ok(config) => {
                 for file in &config.web.extra_ca_certs {
                     if let Err(problem) = crate::web::read_ca_file(file) {

@@ -632,7 +632,9 @@ pub fn read_elicit_result(question: &Question, result: &Value) -> Result<Answer,
                 ))),
             }
         }
-        Some("decline") => Err(Unanswered::Declined("the user declined".to_owned())),
+        Some("decline") => Err(Unanswered::Declined(
+            "the user said no in the client".to_owned(),
+        )),
         _ => Err(Unanswered::Declined("the user cancelled".to_owned())),
     }
 }

@@ -728,3 +728,235 @@ fn the_server_speaks_over_pipes_sockets_and_files() {
         "files",
     );
 }
+
+/// A first run in a fresh home: `init` writes a starter config with notes (which the gateway
+/// and its schema accept), makes the folder it names, and prints the line for each client;
+/// a second `init` leaves the config alone. The first `serve` writes the starter too.
+#[test]
+fn init_and_the_first_serve_set_up_a_fresh_home() {
+    let dir = tempfile::tempdir().expect("dir");
+    let user = dir.path().join("user");
+    std::fs::create_dir_all(&user).expect("user");
+    let home = user.join(".aai");
+    let init = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("HOME", &user)
+            .env("AAI_HOME", &home)
+            .env("AAI_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run init")
+    };
+    let out = init(&["init"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let config = std::fs::read_to_string(home.join("config.json")).expect("written");
+    assert!(
+        config.contains("\"$comment\"") && config.contains("~/Projects"),
+        "{config}"
+    );
+    assert!(user.join("Projects").is_dir(), "the allowed folder is made");
+    // The default home is not named; the binary is, for each client.
+    for expected in [
+        "claude mcp add aai-gateway -- ",
+        "codex mcp add aai-gateway -- ",
+        "\"mcpServers\" in claude_desktop_config.json",
+        "\"aai-gateway\": {\"command\":",
+        "~/.cursor/mcp.json",
+    ] {
+        assert!(stdout.contains(expected), "{expected}: {stdout}");
+    }
+    assert!(!stdout.contains("AAI_HOME"), "{stdout}");
+    let check = run(&home, &["config", "check"], None);
+    assert!(check.status.success(), "{}", text(&check.stdout));
+
+    // Again: the config is left as it is (a change the user made survives).
+    std::fs::write(home.join("config.json"), "{\"exposure\": \"compact\"}").expect("edit");
+    let out = init(&["init", "--json", "--folder", "/elsewhere"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+    assert_eq!(report["written"], false, "{report}");
+    assert_eq!(
+        std::fs::read_to_string(home.join("config.json")).expect("kept"),
+        "{\"exposure\": \"compact\"}"
+    );
+    assert_eq!(report["clients"].as_array().map(Vec::len), Some(4));
+
+    // The first `serve` of a home with no config writes the starter and makes its folder.
+    let fresh = dir.path().join("fresh");
+    let mut serve = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("HOME", &user)
+        .env("AAI_HOME", &fresh)
+        .env("AAI_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("serve");
+    let stderr = serve.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("starter config") || line.contains("listening") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("serve says it wrote the starter");
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert!(line.contains("starter config"), "{line}");
+    let written = std::fs::read_to_string(fresh.join("config.json")).expect("starter");
+    assert!(written.contains("allowed_directories"), "{written}");
+}
+
+/// `call APP` without a tool prints the app's guide; `--json` prints data as JSON and text
+/// is the default.
+#[test]
+fn call_without_a_tool_prints_the_guide_and_json_is_on_request() {
+    let dir = tempfile::tempdir().expect("dir");
+    let home = dir.path();
+    let out = run(home, &["call", "local.system"], None);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("system_info()") && stdout.contains("aai-gateway call local.system"),
+        "{stdout}"
+    );
+    let out = run(home, &["call", "local.system", "--json"], None);
+    let guide: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(
+        guide["guide"]
+            .as_str()
+            .is_some_and(|g| g.contains("system_info"))
+    );
+    let out = run(home, &["call", "nope.app"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("APP_NOT_FOUND"));
+}
+
+/// Mistakes name their fix: `validate` says what the app store and a call would refuse of a
+/// valid descriptor, and `config check` answers a key at the wrong level with its place.
+#[test]
+fn validate_and_config_check_name_what_would_be_refused_and_the_fix() {
+    let dir = tempfile::tempdir().expect("dir");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let file = dir.path().join("aai.json");
+    let descriptor = serde_json::json!({"schema_version": "1.0", "appId": "dev.local.tasks",
+        "name": "Tasks", "description": "A local tasks API.", "version": "2",
+        "platforms": {"web": {"automation": "restapi", "base_url": "http://127.0.0.1:8080",
+            "tools": [{"name": "list_tasks", "description": "List tasks.", "endpoint": "/tasks",
+                "method": "GET", "parameters": {"type": "object", "properties": {}}}]}}});
+    std::fs::write(&file, descriptor.to_string()).expect("write");
+    let path = file.display().to_string();
+    let out = run(&home, &["validate", &path], None);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "valid, with notes: {stdout}");
+    assert!(
+        stdout
+            .contains("the app store would refuse it: \"version\" \"2\" is not a semantic version"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("a call would refuse it: base_url http://127.0.0.1:8080 is plain http")
+            && stdout.contains("allow_http_loopback\": true"),
+        "{stdout}"
+    );
+
+    // The key put at the top level instead of under `web`: named, with its place.
+    std::fs::write(
+        home.join("config.json"),
+        "{\n  \"allow_http_loopback\": true\n}\n",
+    )
+    .expect("config");
+    let out = run(&home, &["config", "check"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("config.json:2:")
+            && stdout.contains("did you mean `web.allow_http_loopback`?"),
+        "{stdout}"
+    );
+    // Once it is where it belongs, both the config and the descriptor's call are fine.
+    std::fs::write(
+        home.join("config.json"),
+        "{\"$comment\": \"local development\", \"web\": {\"allow_http_loopback\": true}}",
+    )
+    .expect("config");
+    assert!(run(&home, &["config", "check"], None).status.success());
+    let out = run(&home, &["validate", &path, "--json"], None);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["valid"], true);
+    assert_eq!(
+        report["refused"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+}
+
+/// The README counts the built-in apps `--scan` lists, and its API-key web app example is a
+/// descriptor `validate` passes with nothing the store or a call would refuse.
+#[test]
+fn the_readme_counts_the_built_in_apps_and_its_api_key_example_validates() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("readme");
+    let counted = readme
+        .split("the gateway carries ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .expect("the README counts the built-in apps");
+    let words = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "eleven", "twelve",
+    ];
+    let counted = words
+        .iter()
+        .position(|w| *w == counted)
+        .expect("a number word");
+    let dir = tempfile::tempdir().expect("dir");
+    let out = run(dir.path(), &["--scan", "--json"], None);
+    let scan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--scan --json");
+    let built_in: Vec<&str> = scan["apps"]
+        .as_array()
+        .expect("apps")
+        .iter()
+        .filter(|a| {
+            a["source"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("built in"))
+        })
+        .filter_map(|a| a["appId"].as_str())
+        .collect();
+    assert_eq!(counted, built_in.len(), "README vs --scan: {built_in:?}");
+    for app in &built_in {
+        assert!(
+            readme.contains(&format!("`{app}`")),
+            "{app} is not named in the README"
+        );
+    }
+
+    let example = readme
+        .split("An API-key web app")
+        .nth(1)
+        .and_then(|s| s.split("```json").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("the API-key example");
+    let file = dir.path().join("aai.json");
+    std::fs::write(&file, example).expect("write");
+    let out = run(
+        dir.path(),
+        &["validate", &file.display().to_string(), "--json"],
+        None,
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["valid"], true, "{report}");
+    assert_eq!(report["refused"], serde_json::json!([]), "{report}");
+}

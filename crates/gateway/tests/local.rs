@@ -1425,3 +1425,147 @@ async fn file_tools_never_write_inside_aai_home() {
         assert!(!target.exists());
     }
 }
+
+/// A call the file sandbox or the schema will refuse is refused before the user is asked:
+/// nobody approves a write that then fails. A call that can run is still asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_the_sandbox_or_schema_refuse_are_refused_before_anyone_is_asked() {
+    use aai_gateway::gate::Answer;
+    let s = Setup::with_policy(
+        json!({"default_profile": "p", "profiles": {"p": {"preset": "development",
+        "risk_policies": {"low": "require_approval", "medium": "require_approval",
+        "high": "require_approval", "critical": "require_approval"}}}}),
+    );
+    let caller = aai_gateway::pipeline::Caller::named("agent");
+    let asker = Scripted::new(&[]);
+    let outside = s.p("outside/x.txt");
+    let refused = [
+        (
+            "local.files",
+            "file_write",
+            json!({"path": outside, "content": "x"}),
+        ),
+        (
+            "local.files",
+            "file_edit",
+            json!({"path": outside, "old_string": "a", "new_string": "b"}),
+        ),
+        ("local.files", "file_read", json!({"path": "/etc/passwd"})),
+        (
+            "local.files",
+            "file_search",
+            json!({"directory": s.p("outside"), "pattern": "*"}),
+        ),
+        (
+            "local.files",
+            "file_write",
+            json!({"path": s.p("allowed/aai-home/config.json"), "content": "{}"}),
+        ),
+        (
+            "local.terminal",
+            "bash_execute",
+            json!({"command": "pwd", "working_dir": s.p("outside")}),
+        ),
+    ];
+    for (app, tool, args) in refused {
+        let error = s
+            .gateway
+            .exec_asking(&caller, app, tool, &args, Some(&asker))
+            .await
+            .expect_err(tool);
+        assert_eq!(
+            error.kind,
+            ErrorKind::PermissionDenied,
+            "{tool}: {}",
+            error.message
+        );
+    }
+    // The schema refuses before anyone is asked, too.
+    let error = s
+        .gateway
+        .exec_asking(
+            &caller,
+            "local.files",
+            "file_write",
+            &json!({"path": s.p("allowed/work/a")}),
+            Some(&asker),
+        )
+        .await
+        .expect_err("no content");
+    assert_eq!(error.kind, ErrorKind::InvalidParams, "{}", error.message);
+    assert!(asker.asked().is_empty(), "asked: {:?}", asker.asked());
+    // Inside the allowed folder the same write is put to the user, and runs once allowed.
+    let allowing = Scripted::new(&[Answer::AllowOnce]);
+    let inside = s.p("allowed/work/a.txt");
+    s.gateway
+        .exec_asking(
+            &caller,
+            "local.files",
+            "file_write",
+            &json!({"path": inside, "content": "x"}),
+            Some(&allowing),
+        )
+        .await
+        .expect("allowed write");
+    assert_eq!(allowing.asked().len(), 1);
+    assert_eq!(std::fs::read_to_string(&inside).expect("written"), "x");
+}
+
+/// A fresh home whose allowed folder was never made: the terminal makes it and starts there,
+/// never in a temporary folder; a client whose roots leave no allowed folder is refused
+/// before it is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_terminal_starts_in_an_allowed_folder_that_exists() {
+    aai_contain::set_launcher(env!("CARGO_BIN_EXE_aai-gateway"));
+    let dir = tempfile::tempdir().expect("dir");
+    let home = dir.path().join("aai-home");
+    std::fs::create_dir_all(&home).expect("home");
+    let projects = dir.path().join("Projects");
+    let config: Config = serde_json::from_value(json!({
+        "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development",
+            "risk_policies": {"high": "auto_approve", "critical": "require_approval"}}}},
+        "local": {"sandbox": {"allowed_directories": [projects, dir.path().join("Desktop")]}},
+        "web": {"cache_dir": dir.path().join("cache")}
+    }))
+    .expect("config");
+    let options = aai_gateway::discovery::ScanOptions::new(&home, &config, false);
+    let registry = aai_gateway::scan_once(&options, &[Platform::Linux]);
+    let gateway =
+        aai_gateway::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
+    assert!(!projects.exists());
+    let out = gateway
+        .exec(
+            "agent",
+            "local.terminal",
+            "bash_execute",
+            &json!({"command": "pwd"}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let resolved = std::fs::canonicalize(&projects).expect("made");
+    assert_eq!(out["stdout"], resolved.display().to_string(), "{out}");
+
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("elsewhere");
+    let caller = aai_gateway::pipeline::Caller {
+        roots: vec![format!("file://{}", elsewhere.display())],
+        ..aai_gateway::pipeline::Caller::named("rooted")
+    };
+    let asker = Scripted::new(&[]);
+    let error = gateway
+        .exec_asking(
+            &caller,
+            "local.terminal",
+            "bash_execute",
+            &json!({"command": "pwd"}),
+            Some(&asker),
+        )
+        .await
+        .expect_err("no folder left");
+    assert_eq!(error.kind, ErrorKind::PermissionDenied, "{}", error.message);
+    assert_eq!(
+        error.detail.as_ref().and_then(|d| d["reason"].as_str()),
+        Some("no_allowed_folder")
+    );
+    assert!(asker.asked().is_empty());
+}

@@ -969,6 +969,17 @@ fn auth_commands_and_keys_from_the_environment() {
         stderr.contains("AUTH_CONFIG_INVALID") && stderr.contains("AAI_TEST_TASKS_KEY"),
         "{stderr}"
     );
+    // A wrong key is a rejected credential, not an expired one, and the message names
+    // where the key came from.
+    let (code, _, stderr) = get_task("0", Some("sk-wrong-0000"));
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("AUTH_REQUIRED")
+            && stderr.contains("rejected the key from the environment variable AAI_TEST_TASKS_KEY")
+            && !stderr.contains("no longer")
+            && !stderr.contains("sk-wrong-0000"),
+        "{stderr}"
+    );
     let (code, stdout, stderr) = get_task("1", Some(API_KEY));
     assert_eq!(code, Some(0), "{stderr}");
     assert!(

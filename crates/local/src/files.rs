@@ -53,12 +53,43 @@ impl Toolset for Files {
         })
     }
 
+    fn refusal(&self, call: &Call<'_>) -> Option<AaiError> {
+        let sandbox = self.setup.sandbox(call.roots);
+        refusal(&sandbox, call.tool, call.args)
+    }
+
     fn waits_ms(&self, tool: &str, args: &Map<String, Value>) -> u64 {
         match tool {
             "file_watch" => arg_u64(args, "wait_ms").unwrap_or(10_000),
             _ => 0,
         }
     }
+}
+
+/// What the sandbox refuses of a call before it runs: each path argument checked as the tool
+/// will use it (read, or written), and a `file_write` over the size limit. What only the run
+/// can know (a missing file, text that does not occur) is left to the run.
+fn refusal(sandbox: &Sandbox, tool: &str, args: &Map<String, Value>) -> Option<AaiError> {
+    let path = |name: &str| args.get(name).and_then(Value::as_str);
+    let checked = match tool {
+        "file_read" | "file_watch" => path("path").map(|p| sandbox.check_read(p).map(drop)),
+        "file_search" => path("directory").map(|p| sandbox.check_read(p).map(drop)),
+        "file_edit" => path("path").map(|p| {
+            sandbox
+                .check_read(p)
+                .and_then(|_| sandbox.check_write(p))
+                .map(drop)
+        }),
+        "file_write" => path("path").map(|p| {
+            let size = path("content").map_or(0, str::len) as u64;
+            if size > sandbox.max_file_size {
+                return Err(too_big(p, size, sandbox.max_file_size));
+            }
+            sandbox.check_write(p).map(drop)
+        }),
+        _ => None,
+    };
+    checked.and_then(Result::err)
 }
 
 /// Lines `file_read` returns when no `limit` is given.

@@ -179,6 +179,14 @@ pub trait Toolset: Send + Sync + std::any::Any {
         None
     }
 
+    /// What this call would be refused for whatever the user answered (a path outside the
+    /// file sandbox, a `working_dir` that is not an allowed folder): the gate asks this before
+    /// anyone is asked to approve the call, so nobody approves a call that cannot run. The
+    /// run checks again (the files may have changed in between).
+    fn refusal(&self, _call: &Call<'_>) -> Option<AaiError> {
+        None
+    }
+
     /// Why this call must be put to the user every time, whatever the policy and the
     /// remembered grants say (a password typed into a page), looking at the app's state now.
     fn must_ask<'a>(&'a self, _call: &'a Call<'a>) -> BoxFuture<'a, Option<String>> {
@@ -426,6 +434,11 @@ impl Toolsets {
     pub fn browser(&self) -> Option<&browser::Browser> {
         let set: &dyn std::any::Any = self.get("local.browser")?;
         set.downcast_ref::<browser::Browser>()
+    }
+
+    /// See [`Toolset::refusal`]: why this call cannot run whatever the user answers.
+    pub fn refusal(&self, app: &str, call: &Call<'_>) -> Option<AaiError> {
+        self.get(app)?.refusal(call)
     }
 
     /// See [`Toolset::must_ask`]: why this call is asked every time, if it is.

@@ -75,7 +75,9 @@ pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<
         }
         Action::Login { app } => return runtime()?.block_on(login(home, dev, &app)),
         Action::Status => {
-            output::line(&format!("credentials are kept in {}", store.describe()));
+            if !output::json() {
+                output::line(&format!("credentials are kept in {}", store.describe()));
+            }
             // Every web app that needs a credential, and where each one would come from.
             let (_, registry) = web_apps(home, dev);
             let mut apps: std::collections::BTreeMap<String, Option<String>> =
@@ -100,9 +102,20 @@ pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<
                     apps.insert(app.id().to_owned(), var);
                 }
             }
+            let mut listed = Vec::new();
             for (app, var) in apps {
                 let stored = store.get(&app).map_err(anyhow::Error::msg)?;
-                output::line(&output::auth_status(&app, &stored, var.as_deref()));
+                let status = output::auth_status(&app, &stored, var.as_deref());
+                if output::json() {
+                    // The same words as the text, never the secrets.
+                    let words = status.trim_start().trim_start_matches(app.as_str()).trim();
+                    listed.push(serde_json::json!({"app": app, "env_var": var, "status": words}));
+                } else {
+                    output::line(&status);
+                }
+            }
+            if output::json() {
+                output::value(&serde_json::json!({"store": store.describe(), "apps": listed}));
             }
         }
         Action::Logout { app } => {

@@ -14,7 +14,8 @@ use super::{DATA_DB, for_person, output};
 /// What `call` was asked to do.
 pub struct Request<'a> {
     pub app: &'a str,
-    pub tool: &'a str,
+    /// `None`: print the app's guide.
+    pub tool: Option<&'a str>,
     pub args: &'a serde_json::Value,
     pub dry_run: bool,
     pub platform: Option<Platform>,
@@ -37,8 +38,30 @@ pub async fn run(
     let max = config.max_result_chars;
     let executors = Executors::with_settings(config.executors.clone(), None);
     let gateway = aai_gateway::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+    let Some(tool) = request.tool else {
+        // What the agent reads before it calls: the app's tools, their parameters, an example.
+        let registry = gateway.registry().await;
+        return match gateway.guide(&registry, request.app) {
+            Ok(guide) if output::json() => {
+                output::value(&serde_json::json!({"app": request.app, "guide": guide}));
+                Ok(ExitCode::SUCCESS)
+            }
+            Ok(guide) => {
+                output::line(&guide);
+                output::line(&format!(
+                    "From the command line: aai-gateway call {} TOOL --args '{{…}}'",
+                    request.app
+                ));
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(error) => {
+                super::report(&error);
+                Ok(ExitCode::from(1))
+            }
+        };
+    };
     let result = if request.dry_run {
-        gateway.plan(request.app, request.tool, request.args).await
+        gateway.plan(request.app, tool, request.args).await
     } else {
         // At a terminal, a call that needs approval asks the person at the keyboard.
         let asker = (std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
@@ -47,7 +70,7 @@ pub async fn run(
             .exec_asking(
                 &aai_gateway::pipeline::Caller::named("cli"),
                 request.app,
-                request.tool,
+                tool,
                 request.args,
                 asker.as_ref().map(|a| a as &dyn aai_gateway::gate::Asker),
             )
@@ -58,8 +81,12 @@ pub async fn run(
             output::plan(&plan);
             Ok(ExitCode::SUCCESS)
         }
-        Ok(output) => {
-            output::call_output(&render(&output, max).text);
+        Ok(result) if output::json() => {
+            output::value(&result);
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(result) => {
+            output::call_output(&render(&result, max).text);
             Ok(ExitCode::SUCCESS)
         }
         Err(AaiError { kind, message, .. }) => {

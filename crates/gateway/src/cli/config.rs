@@ -38,6 +38,16 @@ pub fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitCode> {
             let bytes =
                 std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
             let problems = Config::check(&path, &bytes);
+            if output::json() {
+                output::value(
+                    &serde_json::json!({"file": path, "valid": problems.is_empty(), "problems": problems}),
+                );
+                return Ok(if problems.is_empty() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                });
+            }
             if problems.is_empty() {
                 output::line(&format!("{}: ok", path.display()));
                 Ok(ExitCode::SUCCESS)

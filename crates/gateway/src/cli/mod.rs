@@ -10,6 +10,7 @@ mod daemon;
 mod discover;
 mod docs;
 mod doctor;
+mod init;
 mod logging;
 pub mod output;
 mod scan;
@@ -46,6 +47,9 @@ pub struct Cli {
     /// Log filter for stderr (e.g. `debug`, `aai_gateway=trace`); also `AAI_LOG`.
     #[arg(long, global = true, env = "AAI_LOG", default_value = "info")]
     log_level: String,
+    /// Print the data as JSON instead of text (every command that prints data).
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -55,6 +59,15 @@ pub const DATA_DB: &str = "data.db";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Set up this home for a first run: a starter config.json (with notes), the folder
+    /// agents may work in, and the line to add to Claude Code, Codex, Claude Desktop and
+    /// Cursor. An existing config.json is left as it is.
+    Init {
+        /// The folder agents may work in (files, terminal); asked at a terminal, else
+        /// ~/Projects.
+        #[arg(long, value_name = "DIR")]
+        folder: Option<String>,
+    },
     /// Remembered approvals: which client may run which app's tools without asking.
     Consent {
         #[command(subcommand)]
@@ -80,8 +93,8 @@ pub enum Command {
     Call {
         /// The app's appId (or its name or alias).
         app: String,
-        /// The tool's name, from the app's guide.
-        tool: String,
+        /// The tool's name, from the app's guide; without one, the guide is printed.
+        tool: Option<String>,
         /// The tool's arguments as a JSON object.
         #[arg(long, default_value = "{}")]
         args: String,
@@ -114,11 +127,7 @@ pub enum Command {
     },
     /// For each built-in tool (screen, input, apps, files, terminal, system): what serves it on
     /// this machine, or why nothing can and what would fix it.
-    Doctor {
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    Doctor,
     /// Run the gateway for every client of this user: MCP over Streamable HTTP on loopback
     /// (bearer token in AAI_HOME/run/token, address in AAI_HOME/run/serve.json). Stdio
     /// gateways that clients start then forward to it.
@@ -203,6 +212,7 @@ fn parse_platform(text: &str) -> Result<Platform, String> {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    output::set_json(cli.json);
     let serving =
         (cli.command.is_none() && !cli.scan) || matches!(cli.command, Some(Command::Serve { .. }));
     let _log_guards = logging::init(
@@ -244,7 +254,11 @@ fn changes_gate(command: &Command) -> bool {
                 | store::Action::Uninstall { .. }
         ),
         Command::Service { action } => !matches!(action, service::Action::Status),
-        Command::Approvals { .. } | Command::Resume | Command::Dashboard { .. } => true,
+        // The starter config names the folder agents may write in.
+        Command::Approvals { .. }
+        | Command::Resume
+        | Command::Dashboard { .. }
+        | Command::Init { .. } => true,
         _ => false,
     }
 }
@@ -274,7 +288,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         );
     }
     match cli.command {
-        Some(Command::Validate { files }) => Ok(validate::run(&files)),
+        Some(Command::Validate { files }) => Ok(validate::run(&home, &files)),
         Some(Command::Auth { action }) => auth::run(&home, false, action),
         Some(Command::Consent { action }) => consent::run(&home, false, action),
         Some(Command::Discover {
@@ -283,10 +297,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             forget,
         }) => discover::run(&home, &target, refresh, forget),
         Some(Command::Config { action }) => config::run(&home, action),
-        Some(Command::Doctor { json }) => doctor::run(&home, json),
+        Some(Command::Doctor) => doctor::run(&home, cli.json),
+        Some(Command::Init { folder }) => init::run(&home, folder.as_deref()),
         Some(Command::Completions { shell }) => docs::completions(shell),
         Some(Command::Man) => docs::man(),
         Some(Command::Serve { listen, dev }) => {
+            // A first run: the daemon starts with a starter config and its allowed folder.
+            init::first_serve(&home);
             runtime()?.block_on(daemon::serve(&home, dev, listen.as_deref()))
         }
         Some(Command::Service { action }) => service::run(&home, action),
@@ -335,7 +352,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 serde_json::from_str(&args).context("--args is not valid JSON")?;
             let request = call::Request {
                 app: &app,
-                tool: &tool,
+                tool: tool.as_deref(),
                 args: &args,
                 dry_run,
                 platform,

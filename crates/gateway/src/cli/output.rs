@@ -54,6 +54,27 @@ pub fn generated(write: impl FnOnce(&mut dyn std::io::Write)) {
 
 /// `--scan`: the offered apps, then every file that was skipped and why.
 pub fn scan_report(registry: &Registry, home: &std::path::Path, platforms: &[Platform]) {
+    if json() {
+        let apps: Vec<serde_json::Value> = registry
+            .apps
+            .iter()
+            .map(|app| {
+                let tools = app
+                    .descriptor()
+                    .ok()
+                    .and_then(|d| d.tools(app.platform).map(|t| t.len()))
+                    .unwrap_or(0);
+                serde_json::json!({"appId": app.id(), "name": app.name(), "platform": app.platform.key(),
+                    "tools": tools, "tool": app.slug, "source": app.source().display().to_string()})
+            })
+            .collect();
+        let rejected: Vec<String> = registry.rejected.iter().map(ToString::to_string).collect();
+        value(
+            &serde_json::json!({"home": home, "platforms": platforms.iter().map(|p| p.key()).collect::<Vec<_>>(),
+            "apps": apps, "rejected": rejected}),
+        );
+        return;
+    }
     println!("AAI home: {}", home.display());
     let served: Vec<&str> = platforms.iter().map(|p| p.key()).collect();
     println!(
@@ -180,11 +201,26 @@ pub fn plan(plan: &serde_json::Value) {
     );
 }
 
-/// `validate`: one line per problem, or `ok`.
-pub fn validation(path: &str, result: &Result<(), LoadError>) {
+/// `validate`: one line per problem, or `ok`, then what the store or a call would refuse of
+/// a valid file (`notes`, each already naming its file).
+pub fn validation(path: &str, result: &Result<(), LoadError>, notes: &[String]) {
+    if json() {
+        let problems: Vec<String> = match result {
+            Ok(()) => Vec::new(),
+            Err(error) => error.to_string().lines().map(str::to_owned).collect(),
+        };
+        println!(
+            "{}",
+            serde_json::json!({"file": path, "valid": result.is_ok(), "problems": problems, "refused": notes})
+        );
+        return;
+    }
     match result {
         Ok(()) => println!("{path}: ok"),
         Err(error) => println!("{error}"),
+    }
+    for note in notes {
+        println!("{note}");
     }
 }
 
@@ -196,6 +232,27 @@ pub fn call_output(text: &str) {
 /// A plain line of CLI output.
 pub fn line(text: &str) {
     println!("{text}");
+}
+
+/// Whether data is printed as JSON (`--json`), set once at start.
+static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets the output format for the process: JSON (`--json`) or text (the default).
+pub fn set_json(on: bool) {
+    JSON.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether the command prints its data as JSON (`--json`).
+pub fn json() -> bool {
+    JSON.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Data as pretty JSON (`--json`).
+pub fn value(value: &serde_json::Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    );
 }
 
 /// Text from the daemon, a client or a descriptor, fit for a terminal: one line.
@@ -286,6 +343,12 @@ fn choice_keys(p: &serde_json::Value) -> Vec<String> {
 /// `consent list`: the remembered grants (how long they last, since when, how given), then
 /// the calls allowed once (from the audit log; nothing was remembered for them).
 pub fn grants(grants: &[aai_audit::Grant], once: &[aai_audit::Row]) {
+    if json() {
+        value(
+            &serde_json::json!({"grants": grants, "once": once.iter().map(row_value).collect::<Vec<_>>()}),
+        );
+        return;
+    }
     if grants.is_empty() {
         println!("no grants");
     }
@@ -345,6 +408,13 @@ pub fn grants(grants: &[aai_audit::Grant], once: &[aai_audit::Row]) {
 /// Audit rows, one line each; with `whole`, a row whose arguments were too long for it
 /// prints them whole, as `whole` reads them from beside the chain.
 pub fn rows(rows: &[aai_audit::Row], whole: Option<&dyn Fn(&aai_audit::Row) -> String>) {
+    if json() {
+        // One JSON object per line, as `audit export` writes them: `tail --follow` stays a stream.
+        for row in rows {
+            println!("{}", row_value(row));
+        }
+        return;
+    }
     for row in rows {
         let e = &row.entry;
         let args = match (whole, &e.args_sha256) {
@@ -375,6 +445,13 @@ pub fn rows(rows: &[aai_audit::Row], whole: Option<&dyn Fn(&aai_audit::Row) -> S
     }
 }
 
+/// An audit row as JSON, with its time in words.
+fn row_value(row: &aai_audit::Row) -> serde_json::Value {
+    let mut value = serde_json::to_value(row).unwrap_or_default();
+    value["time"] = serde_json::Value::String(aai_audit::format_ts(row.entry.ts_ms));
+    value
+}
+
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum ExportFormat {
     Jsonl,
@@ -394,9 +471,7 @@ pub fn export(rows: &[aai_audit::Row], format: ExportFormat) {
     match format {
         ExportFormat::Jsonl => {
             for row in rows {
-                let mut value = serde_json::to_value(row).unwrap_or_default();
-                value["time"] = serde_json::Value::String(aai_audit::format_ts(row.entry.ts_ms));
-                println!("{value}");
+                println!("{}", row_value(row));
             }
         }
         ExportFormat::Csv => {

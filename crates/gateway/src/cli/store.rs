@@ -81,6 +81,50 @@ fn confirm(question: &str, yes: bool) -> anyhow::Result<bool> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
 }
 
+/// `store info` as text: what the app is, who publishes it, its tools and versions.
+fn info_text(info: &serde_json::Value, installed: Option<&store::Installed>) {
+    let words = |key: &str| {
+        info[key]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(serde_json::Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    let text = |value: &serde_json::Value| value.as_str().unwrap_or_default().to_owned();
+    output::line(&format!(
+        "{} {} — {}{}",
+        text(&info["appId"]),
+        text(&info["latest"]),
+        text(&info["name"]),
+        installed.map_or_else(String::new, |m| format!("  [installed {}]", m.version))
+    ));
+    output::line(&format!("  {}", text(&info["description"])));
+    output::line(&format!("  platforms: {}", words("platforms")));
+    output::line(&format!("  tools: {}", words("tools")));
+    let publisher = &info["publisher"];
+    output::line(&format!(
+        "  publisher: {} (key {})",
+        text(&publisher["name"]),
+        text(&publisher["public_key"])
+    ));
+    if let Some(versions) = info["versions"].as_array() {
+        output::line("  versions:");
+        for version in versions {
+            output::line(&format!(
+                "    {}  published {}  sha256 {}",
+                text(&version["version"]),
+                text(&version["published_at"]),
+                text(&version["sha256"])
+            ));
+        }
+    }
+}
+
 fn show(fetched: &store::Fetched) {
     let d = &fetched.descriptor;
     output::line(&format!(
@@ -210,6 +254,12 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
     }
     if let Action::List = action {
         let installed = store::all_installed(home);
+        if output::json() {
+            output::value(&serde_json::json!(installed.iter().map(|app| serde_json::json!({
+                "appId": app.app_id, "version": app.version, "publisher": app.publisher, "store": app.store,
+            })).collect::<Vec<_>>()));
+            return Ok(ExitCode::SUCCESS);
+        }
         if installed.is_empty() {
             output::line("no app installed from the store");
         }
@@ -237,6 +287,10 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             let query = query.join(" ");
             anyhow::ensure!(!query.trim().is_empty(), "say what to search for");
             let found = client.search(&query).await.map_err(anyhow::Error::msg)?;
+            if output::json() {
+                output::value(&serde_json::Value::Array(found));
+                return Ok(ExitCode::SUCCESS);
+            }
             if found.is_empty() {
                 output::line(&format!("nothing in the store matches {query:?}"));
             }
@@ -275,7 +329,11 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
         }
         Action::Info { app_id } => {
             let info = client.info(&app_id).await.map_err(anyhow::Error::msg)?;
-            output::line(&serde_json::to_string_pretty(&info)?);
+            if output::json() {
+                output::value(&info);
+            } else {
+                info_text(&info, store::installed(home, &app_id).as_ref());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Action::Install {

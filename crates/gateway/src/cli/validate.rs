@@ -2,6 +2,8 @@
 
 use std::process::ExitCode;
 
+use aai_gateway::config::Config;
+
 use super::output;
 
 /// The files `validate` checks: each file named, and every `aai.json` under each folder named.
@@ -28,7 +30,42 @@ fn descriptor_files(inputs: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
     files
 }
 
-pub fn run(inputs: &[std::path::PathBuf]) -> ExitCode {
+/// What a valid descriptor would still be refused for: by the app store (a missing or
+/// non-semantic `version`; the gateway orders store versions), and by a call under this home's
+/// config (a plain-http base URL). Each line names the file and the fix.
+fn refusals(name: &str, descriptor: &aai_descriptor::Descriptor, config: &Config) -> Vec<String> {
+    let mut notes = Vec::new();
+    match descriptor.version.as_deref().filter(|v| !v.trim().is_empty()) {
+        None => notes.push(format!(
+            "{name}: the app store would refuse it: no \"version\" (a published descriptor needs a semantic version, like \"1.0.0\")"
+        )),
+        Some(version) if semver::Version::parse(version).is_err() => notes.push(format!(
+            "{name}: the app store would refuse it: \"version\" {version:?} is not a semantic version (like \"1.2.0\"), so installed copies could not be updated in order"
+        )),
+        Some(_) => {}
+    }
+    if let Some(web) = &descriptor.platforms.web {
+        let base = &web.fields.base_url;
+        if let Ok(url) = url::Url::parse(base)
+            && url.scheme() == "http"
+        {
+            let loopback = url.host_str().is_some_and(aai_executor::rest::is_loopback);
+            if !loopback {
+                notes.push(format!(
+                    "{name}: a call would refuse it: base_url {base} is plain http; web apps use https (plain http only for 127.0.0.1/localhost, with `web.allow_http_loopback`)"
+                ));
+            } else if !config.web.allow_http_loopback {
+                notes.push(format!(
+                    "{name}: a call would refuse it: base_url {base} is plain http; set `\"web\": {{\"allow_http_loopback\": true}}` in config.json to call a local server"
+                ));
+            }
+        }
+    }
+    notes
+}
+
+pub fn run(home: &std::path::Path, inputs: &[std::path::PathBuf]) -> ExitCode {
+    let (config, _) = Config::load(home);
     let files = descriptor_files(inputs);
     if files.is_empty() {
         eprintln!(
@@ -44,8 +81,11 @@ pub fn run(inputs: &[std::path::PathBuf]) -> ExitCode {
     let mut ok = true;
     for file in &files {
         let name = file.display().to_string();
+        let mut notes = Vec::new();
         let result = match std::fs::read(file) {
-            Ok(bytes) => aai_descriptor::parse(&name, &bytes).map(|_| ()),
+            Ok(bytes) => aai_descriptor::parse(&name, &bytes).map(|descriptor| {
+                notes = refusals(&name, &descriptor, &config);
+            }),
             Err(error) => Err(aai_descriptor::LoadError {
                 source_name: name.clone(),
                 problems: vec![aai_descriptor::Problem::new(
@@ -55,7 +95,7 @@ pub fn run(inputs: &[std::path::PathBuf]) -> ExitCode {
             }),
         };
         ok &= result.is_ok();
-        output::validation(&name, &result);
+        output::validation(&name, &result, &notes);
     }
     if ok {
         ExitCode::SUCCESS

@@ -368,6 +368,10 @@ impl Gateway {
         }
         let schema = spec.parameters.as_ref().map(Parameters::schema);
         let args = check_args(&app, spec, schema.as_ref(), &step.args)?;
+        // A step the sandbox would refuse fails the batch before the user is asked.
+        if let Some(error) = self.refusal(who, &app, spec, &args) {
+            return Err(error);
+        }
         let mut risk = derive_risk(spec.risk, spec.read_only, spec.destructive);
         let raised = self.raised_risk(&app, spec, &args);
         risk = risk.max(raised.unwrap_or(Risk::Low));

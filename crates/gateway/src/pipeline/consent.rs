@@ -232,7 +232,8 @@ fn config_invalid(app: &str, tool: &str, problem: &str) -> AaiError {
 
 /// PERMISSION_DENIED for a call the user did not approve. When the user was asked and said
 /// no, the agent is told so and not to ask again; only when nobody could be asked does it get
-/// the commands that grant the tool.
+/// the commands that grant the tool. A [`Unanswered::Declined`] reason is a whole clause
+/// ("the user chose Deny", "no answer within 120 s"), said once.
 fn not_approved(
     caller: &str,
     app: &str,
@@ -246,7 +247,7 @@ fn not_approved(
         Unanswered::Declined(reason) => AaiError::new(
             ErrorKind::PermissionDenied,
             format!(
-                "The user declined {app}:{tool} ({reason}); it was not run. Do not ask again for this call or retry it: go on without it, or ask the user what to do instead."
+                "{app}:{tool} was declined and not run ({reason}). Do not ask again for this call or retry it: go on without it, or ask the user what to do instead."
             ),
         )
         .with_detail(json!({"reason": "user_declined", "profile": profile, "risk": risk})),

@@ -417,6 +417,16 @@ impl Gateway {
         {
             return Err(self.refuse(&step, "none", "failed", error));
         }
+        // What the toolset would refuse whatever the user answered (a path outside the file
+        // sandbox) is refused now: nobody is asked to approve a call that cannot run.
+        if let Some(error) = self.refusal(who, app, spec, &args) {
+            let outcome = if error.kind == ErrorKind::PermissionDenied {
+                "denied"
+            } else {
+                "failed"
+            };
+            return Err(self.refuse(&step, "none", outcome, error));
+        }
         // A built-in call that does what another tool does is judged as that call — text
         // typed into a terminal window is a shell command, and so is an app launch of a
         // shell: the other's risk, classifier, policy, grants and question. It still runs
@@ -631,6 +641,28 @@ impl Gateway {
             approved: false,
         };
         self.toolsets.judged_as(app.id(), &call).await
+    }
+
+    /// Why a built-in call cannot run whatever the user answers ([`aai_local::Toolset::refusal`]).
+    fn refusal(
+        &self,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+    ) -> Option<AaiError> {
+        if app.platform != Platform::Local {
+            return None;
+        }
+        let call = aai_local::Call {
+            tool: &spec.name,
+            args,
+            roots: &who.roots,
+            progress: None,
+            caller: &who.name,
+            approved: false,
+        };
+        self.toolsets.refusal(app.id(), &call)
     }
 
     /// Why a built-in call must be asked every time, judged by its toolset from the app's

@@ -49,8 +49,8 @@ impl Terminal {
         }
     }
 
-    /// Where sessions start: the first allowed folder that exists (a private temporary
-    /// folder when none does), and `working_dir` only inside the allowed folders; with
+    /// Where sessions start: the first allowed folder that exists (see
+    /// [`Terminal::make_start`]), and `working_dir` only inside the allowed folders; with
     /// `terminal_anywhere`, the user's home and any folder. New shells run contained unless
     /// the call was approved to run `outside` the sandbox.
     fn place(&self, roots: &[String], outside: Option<String>) -> Place {
@@ -74,6 +74,35 @@ impl Terminal {
         }
     }
 
+    /// Makes the first configured allowed folder when none of them exists (a fresh home whose
+    /// `~/Projects` was never made): a shell starts in a folder the user allowed, never in a
+    /// temporary one whose files vanish. Nothing is made for a client whose roots narrowed
+    /// the folders (a root is the client's folder, not ours to make).
+    fn make_start(&self, roots: &[String]) {
+        if self.setup.config.terminal_anywhere || !roots.is_empty() {
+            return;
+        }
+        let sandbox = self.setup.sandbox(roots);
+        if sandbox.allowed().iter().any(|d| d.is_dir()) {
+            return;
+        }
+        let Some(first) = self.setup.config.sandbox.allowed_directories.first() else {
+            return;
+        };
+        let folder = crate::expand_home(first);
+        match std::fs::create_dir_all(&folder) {
+            Ok(()) => tracing::info!(
+                folder = %folder.display(),
+                "made the first allowed folder (local.sandbox.allowed_directories) for the terminal to start in"
+            ),
+            Err(error) => tracing::warn!(
+                folder = %folder.display(),
+                %error,
+                "cannot make the first allowed folder for the terminal"
+            ),
+        }
+    }
+
     /// `bash_execute` with `outside_sandbox`: in a shell of its own, started uncontained for
     /// this command and ended after it (its background jobs with it).
     async fn execute_outside(&self, call: &crate::Call<'_>) -> Result<Value, AaiError> {
@@ -81,6 +110,7 @@ impl Terminal {
         let reason = arg_str(call.args, crate::contain::REASON)
             .unwrap_or_default()
             .to_owned();
+        self.make_start(call.roots);
         let place = self.place(call.roots, Some(reason));
         let n = self
             .sessions
@@ -138,6 +168,7 @@ impl crate::Toolset for Terminal {
                             ),
                         ));
                     }
+                    self.make_start(call.roots);
                     let place = self.place(call.roots, None);
                     self.sessions
                         .execute(call.caller, call.args, &place, call.progress)
@@ -151,12 +182,34 @@ impl crate::Toolset for Terminal {
                     } else {
                         None
                     };
+                    if creates {
+                        self.make_start(call.roots);
+                    }
                     let place = self.place(call.roots, reason);
                     self.sessions.manage(call.caller, call.args, &place).await
                 }
                 other => Err(crate::unknown(&DESCRIPTOR.app_id, other)),
             }
         })
+    }
+
+    fn refusal(&self, call: &crate::Call<'_>) -> Option<AaiError> {
+        let starts = call.tool == "bash_execute"
+            || (call.tool == "bash_session" && arg_str(call.args, "action") == Some("create"));
+        if !starts {
+            return None;
+        }
+        let place = self.place(call.roots, None);
+        if let Some(sandbox) = &place.sandbox
+            && sandbox.allowed().is_empty()
+        {
+            return Some(no_folder(
+                &self.setup.config.sandbox.allowed_directories,
+                !call.roots.is_empty(),
+            ));
+        }
+        let dir = arg_str(call.args, "working_dir")?;
+        checked_dir(dir, &place).err()
     }
 
     fn must_ask<'a>(&'a self, call: &'a crate::Call<'a>) -> BoxFuture<'a, Option<String>> {
@@ -285,7 +338,7 @@ pub struct Sessions {
 /// Where terminal sessions start and which `working_dir`s they accept.
 #[derive(Clone)]
 pub struct Place {
-    /// A new session's directory; `None`: a private temporary folder of its own.
+    /// A new session's directory; `None`: no allowed folder exists, and no shell starts.
     pub start: Option<PathBuf>,
     /// Checks a `working_dir`; `None`: any directory.
     pub sandbox: Option<crate::sandbox::Sandbox>,
@@ -300,6 +353,33 @@ fn failed(message: String) -> AaiError {
     AaiError::new(ErrorKind::AutomationFailed, message)
 }
 
+/// No allowed folder exists for a shell to start in (`narrowed`: the client's roots left
+/// none of `folders`).
+fn no_folder(folders: &[PathBuf], narrowed: bool) -> AaiError {
+    let folders: Vec<String> = folders.iter().map(|d| d.display().to_string()).collect();
+    let message = if !narrowed {
+        format!(
+            "no allowed folder exists for the terminal to start in (local.sandbox.allowed_directories: {}); ask the user to make one, or to run `aai-gateway init`",
+            if folders.is_empty() {
+                "none".to_owned()
+            } else {
+                folders.join(", ")
+            }
+        )
+    } else {
+        format!(
+            "no allowed folder is left for this client (its roots lie outside local.sandbox.allowed_directories: {}), so the terminal has nowhere to start; ask the user to open a folder inside one",
+            if folders.is_empty() {
+                "none".to_owned()
+            } else {
+                folders.join(", ")
+            }
+        )
+    };
+    AaiError::new(ErrorKind::PermissionDenied, message)
+        .with_detail(json!({"reason": "no_allowed_folder", "allowed_directories": folders}))
+}
+
 fn nonce() -> String {
     let mut bytes = [0u8; 8];
     let _ = getrandom::fill(&mut bytes);
@@ -309,7 +389,7 @@ fn nonce() -> String {
 impl Session {
     fn start(
         shell: &str,
-        cwd: Option<&std::path::Path>,
+        cwd: &std::path::Path,
         contain: Option<&aai_contain::Profile>,
     ) -> Result<Self, AaiError> {
         let pty = native_pty_system()
@@ -364,7 +444,7 @@ impl Session {
         );
         let dir = tempfile::tempdir()
             .map_err(|e| failed(format!("cannot make a session folder: {e}")))?;
-        command.cwd(cwd.unwrap_or(dir.path()));
+        command.cwd(cwd);
         let child = pty.slave.spawn_command(command).map_err(|e| {
             AaiError::new(
                 ErrorKind::AutomationNotSupported,
@@ -806,7 +886,11 @@ impl Sessions {
             Some((setup, roots)) => setup.containment(roots)?,
             None => None,
         };
-        let mut session = Session::start(shell, place.start.as_deref(), contain.as_ref())?;
+        let Some(start) = &place.start else {
+            let allowed = place.sandbox.as_ref().map_or(&[][..], |s| s.allowed());
+            return Err(no_folder(allowed, allowed.is_empty()));
+        };
+        let mut session = Session::start(shell, start, contain.as_ref())?;
         if let Err(error) = session.ready().await {
             end_tree(session.child.process_id(), session.contained);
             return Err(error);
