@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """A small GTK 3 app for the desktop tests: a label, a text field and an OK button that
-changes the label. Run with Debian's python3 (python3-gi, gir1.2-gtk-3.0). Prints "ready" once
+changes the label, and a keypad window of symbol buttons. Run with Debian's python3 (python3-gi, gir1.2-gtk-3.0). Prints "ready" once
 its window is shown.
 
 It also offers the same actions as an app's own automation interface on the session bus
@@ -40,6 +40,23 @@ for widget in (label, entry, button):
 window.add(box)
 window.connect("destroy", Gtk.main_quit)
 window.show_all()
+
+# A keypad of its own, right of the main window: buttons named by a symbol or a digit, as a
+# calculator's are; each press is appended to the "Keys" label.
+keypad = Gtk.Window(title=f"{title} Keypad")
+keypad.move(760, 60)
+pad = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=12, margin=16)
+keys = Gtk.Label(label="")
+keys.get_accessible().set_name("Keys")
+row = Gtk.Box(spacing=8)
+for symbol in ("7", "+", "\u2212", "\u00d7", "\u2190", "="):
+    key = Gtk.Button(label=symbol)
+    key.connect("clicked", lambda _b, s=symbol: keys.set_text(keys.get_text() + s))
+    row.pack_start(key, False, False, 0)
+pad.pack_start(keys, False, False, 0)
+pad.pack_start(row, False, False, 0)
+keypad.add(pad)
+keypad.show_all()
 
 
 def announce():

@@ -427,3 +427,69 @@ async def test_session_grants_end_when_the_http_or_forwarded_session_ends(home, 
         assert len(asked) == 2, asked  # once per session
     finally:
         d.close()
+
+
+async def test_a_reused_id_in_a_session_is_refused_and_the_first_request_still_answered(daemon):
+    """Over HTTP, a request with the id of one still running in its session took over that id's
+    route: the first POST waited for ever. Now the second is refused (400, a JSON-RPC error with
+    a null id), the first is answered, and the id is free again once it was. Without a session
+    (2026-07-28) each request is its own exchange: both are answered."""
+    headers = {"Authorization": f"Bearer {daemon.token}", "Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json", "MCP-Protocol-Version": "2025-06-18"}
+
+    def call(i, tool, args, meta=None):
+        params = {"name": "aai_exec", "arguments": {"app": "org.aai.test", "tool": tool, "args": args}}
+        if meta:
+            params["_meta"] = meta
+        return {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}
+
+    def answer(response):
+        frames = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+        return frames[-1] if frames else response.json()
+
+    with anyio.fail_after(60):
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            r = await http.post(daemon.url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+            assert r.status_code == 200, r.text
+            http.headers["Mcp-Session-Id"] = r.headers["mcp-session-id"]
+            r = await http.post(daemon.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+            assert r.status_code == 202, r.text
+            answers = {}
+            first_sent = anyio.Event()
+
+            async def first():
+                request = http.build_request("POST", daemon.url, json=call(50, "slow", {"millis": 600}))
+                response = await http.send(request, stream=True)
+                first_sent.set()
+                await response.aread()
+                answers["first"] = response
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(first)
+                await first_sent.wait()
+                answers["second"] = await http.post(daemon.url, json=call(50, "echo", {"text": "dup"}))
+            refused = answers["second"]
+            assert refused.status_code == 400, refused.text
+            error = refused.json()
+            assert error["id"] is None and error["error"]["code"] == -32600 and "not been answered" in error["error"]["message"], error
+            first_answer = answer(answers["first"])
+            assert first_answer["id"] == 50 and "result" in first_answer, first_answer
+            again = answer(await http.post(daemon.url, json=call(50, "echo", {"text": "again"})))
+            assert again["result"]["content"][0]["text"] == "again", again
+
+        # No session: two requests with one id are two exchanges, each answered.
+        meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {}}
+        stateless = {**headers, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "aai_exec"}
+        async with httpx2.AsyncClient(headers=stateless, timeout=30) as http:
+            results = []
+
+            async def post(tool, args):
+                results.append(answer(await http.post(daemon.url, json=call(7, tool, args, meta))))
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(post, "slow", {"millis": 600})
+                tasks.start_soon(post, "echo", {"text": "beside"})
+            assert sorted(r["id"] for r in results) == [7, 7] and all("result" in r for r in results), results

@@ -379,3 +379,138 @@ async def test_app_launch_of_a_command_is_judged_as_the_shell_command(home, scre
                 assert launched.is_error, f"{name}: {text_of(launched)}"
                 assert launched.structured_content["detail"]["reason"] == "blocked", f"{name}: {text_of(launched)}"
     assert (canary / "keep").exists(), "a launched command deleted the canary"
+
+
+SYMBOLS = ("+", "=", "\u2212", "\u00d7", "\u2190", "7")
+
+
+async def locate_first(client, description):
+    found = (await call(client, "local.screen", "element_locate", {"description": description})).structured_content
+    assert found["found"], f"{description!r}: {found}"
+    return found["elements"][0]
+
+
+async def test_symbol_and_short_word_names_are_found_exactly_in_the_test_app(home, screen, monkeypatch):
+    """Buttons named `+`, `=`, `−`, `×`, `←`, `7` and `OK` are found by those names, the exact
+    name first (not the first button of the tree), and clicking them presses them."""
+    with anyio.fail_after(TIMEOUT):
+        async with desktop_client(home, screen, monkeypatch) as client:
+            ok = await locate_first(client, "OK")
+            assert (ok["description"], ok["role"], ok["confidence"]) == ("OK", "push button", 1.0), ok
+            for symbol in SYMBOLS:
+                hit = await locate_first(client, symbol)
+                assert (hit["description"], hit["role"], hit["source"]) == (symbol, "push button", "a11y"), hit
+                assert hit["confidence"] == 1.0, hit
+            for symbol in ("7", "\u00d7", "\u2190", "="):
+                hit = await locate_first(client, f"{symbol} button")
+                await call(client, "local.input", "left_click", hit["center"])
+    out = subprocess.run([SYSTEM_PYTHON, str(HERE / "atspi_text.py"), "AAI Test App Keypad", "Keys"],
+                         env=screen["env"], capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.rstrip("\n") == "7\u00d7\u2190="
+
+
+@pytest.fixture
+def calculator(tmp_path):
+    """Debian's galculator on a desktop of its own (Xvfb, openbox, a session bus with the AT-SPI
+    bus), with a fresh configuration (basic mode)."""
+    assert shutil.which("galculator"), "galculator is missing: run scripts/test.sh"
+    procs = []
+    bus = Bus(tmp_path)
+    try:
+        display, xvfb = start_xvfb("1280x800x24")
+        procs.append(xvfb)
+        config = tmp_path / "config"
+        config.mkdir()
+        env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": bus.address,
+               "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(config)}
+        env.pop("NO_AT_BRIDGE", None)
+        procs.append(subprocess.Popen(["openbox"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(subprocess.Popen(["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+        def a11y_bus_up():
+            out = subprocess.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                  "org.freedesktop.DBus.NameHasOwner", "string:org.a11y.Bus"],
+                                 env=env, capture_output=True, text=True, timeout=5)
+            return "boolean true" in out.stdout
+
+        wait_until(a11y_bus_up, 10, "the AT-SPI bus did not start")
+        procs.append(subprocess.Popen(["galculator"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        yield {"display": display, "bus": bus, "env": env}
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        bus.close()
+
+
+async def test_a_real_calculator_adds_through_element_locate(home, calculator, monkeypatch):
+    """galculator's `+` and `=` once resolved to its `<-` key (the first button of its tree), so
+    "7 + 8 =" could not be clicked. Now each key is found by its name, the look-alike symbols
+    an agent writes (−, ×, ←) find the keys galculator names `-`, `*`, `<-`, and the sum shows."""
+    with anyio.fail_after(TIMEOUT * 2):
+        async with desktop_client(home, calculator, monkeypatch) as client:
+            # The calculator's window and tree come up on their own time: wait for its `=` key.
+            while True:
+                found = (await call(client, "local.screen", "element_locate", {"description": "="})).structured_content
+                if found["found"]:
+                    break
+                await anyio.sleep(0.2)
+            for asked, named in (("\u2212", "-"), ("\u00d7", "*"), ("\u2190", "<-"), ("+", "+"), ("=", "=")):
+                hit = await locate_first(client, asked)
+                assert (hit["description"], hit["role"]) == (named, "toggle button"), (asked, hit)
+            for key in ("7", "+", "8", "="):
+                hit = await locate_first(client, f"{key} button")
+                assert hit["description"] == key, hit
+                await call(client, "local.input", "left_click", hit["center"])
+    display = ""
+    for _ in range(50):
+        out = subprocess.run([SYSTEM_PYTHON, str(HERE / "atspi_text.py"), "galculator", ""],
+                             env=calculator["env"], capture_output=True, text=True, timeout=20)
+        display = out.stdout.strip()
+        if display == "15":
+            break
+        await anyio.sleep(0.1)
+    assert display == "15", display
+
+
+async def test_ocr_reads_small_text_at_the_screens_own_resolution(home, monkeypatch, tmp_path):
+    """On a 3840×2160 screen the agent's picture is 1568 px wide (0.41 of the screen): GTK's
+    default-size text there is a few pixels high. OCR reads the screen's own pixels, enlarged
+    for Tesseract, and maps its boxes into the agent's space."""
+    display, xvfb = start_xvfb("3840x2160x24")
+    env = {**os.environ, "DISPLAY": display, "NO_AT_BRIDGE": "1"}
+    wm = subprocess.Popen(["openbox"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    window = subprocess.Popen([SYSTEM_PYTHON, str(HERE / "text_window.py"), "Small Text", "42", "Total 1337"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    bus = Bus(tmp_path)
+    try:
+        ready = window.stdout.readline().split()
+        assert ready and ready[0] == "ready", "the text window did not start"
+        x, y, width, height = map(int, ready[1:])
+        with anyio.fail_after(TIMEOUT * 2):
+            async with desktop_client(home, {"display": display, "bus": bus}, monkeypatch) as client:
+                shot = (await call(client, "local.screen", "screenshot", {})).structured_content
+                assert shot["width"] == 1568, shot
+                scale = shot["scale"]
+                # The window's frame in the agent's space, with a margin.
+                region = {"x": int(x * scale) - 10, "y": int(y * scale) - 10,
+                          "width": int(width * scale) + 20, "height": int(height * scale) + 20}
+                read = (await call(client, "local.screen", "screen_ocr", {"region": region})).structured_content
+    finally:
+        for proc in (window, wm, xvfb):
+            proc.terminate()
+            proc.wait(timeout=10)
+        bus.close()
+    lines = [b["text"] for b in read["blocks"]]
+    assert "42" in lines and "Total 1337" in lines, read
+    for block in read["blocks"]:
+        if block["text"] in ("42", "Total 1337"):
+            box = block["bounds"]
+            # Inside the window, in the agent's space (not the screen's pixels).
+            assert x * scale - 1 <= box["x"] and box["x"] + box["width"] <= (x + width) * scale + 1, block
+            assert y * scale - 1 <= box["y"] and box["y"] + box["height"] <= (y + height) * scale + 1, block

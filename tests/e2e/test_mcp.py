@@ -79,6 +79,32 @@ async def test_spec_aliases(home, bus, version, monkeypatch):
             assert text(await client.call_tool("aai_exec", {"app": "app_org_aai_test", "tool": "echo", "args": {"text": "z"}})) == "z"
 
 
+async def test_a_name_that_is_no_tool_is_json_rpc_invalid_params_with_the_nearest_names(home, bus, version, monkeypatch):
+    """The spec's unknown tool: -32602 naming the nearest tools. Names that route to a lookup (an
+    app's guide, `<appId>:<tool>`, aai_exec's app) keep their tool errors, which name the
+    nearest apps and tools."""
+    from mcp.shared.exceptions import MCPError
+
+    with anyio.fail_after(TIMEOUT):
+        async with client_for(home, bus, version, monkeypatch) as client:
+            for name, nearest in (("aai_exce", "aai_exec"), ("app-org-aai-test", "app_org_aai_test"), ("echo", None)):
+                with pytest.raises(MCPError) as raised:
+                    await client.call_tool(name, {})
+                error = raised.value.error
+                assert error.code == -32602, error
+                assert f"Unknown tool: {json.dumps(name)}" in error.message, error.message
+                if nearest:
+                    assert f"`{nearest}`" in error.message and nearest in error.data["nearest"], error
+            # The session goes on, and lookups answer as tool errors that say what exists.
+            assert text(await client.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "on"}})) == "on"
+            err = error_of(await client.call_tool("app_org_aai_nope", {}))
+            assert err["type"] == "APP_NOT_FOUND" and "org.aai.test" in err["message"], err
+            err = error_of(await client.call_tool("org.aai.test:nope", {}))
+            assert err["type"] == "TOOL_NOT_FOUND" and "echo" in err["message"], err
+            err = error_of(await client.call_tool("aai_exec", {"app": "org.aai.nope", "tool": "echo", "args": {}}))
+            assert err["type"] == "APP_NOT_FOUND", err
+
+
 async def test_errors(home, bus, version, monkeypatch):
     with anyio.fail_after(TIMEOUT):
         async with client_for(home, bus, version, monkeypatch) as client:

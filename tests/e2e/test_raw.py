@@ -386,3 +386,28 @@ def test_a_reused_id_of_an_unanswered_request_is_refused(home, bus):
     assert gw.response(50)["result"]["content"][0]["text"] == "again"
     gw.close()
     assert [json.loads(l).get("id") for l in gw.lines].count(50) == 2
+
+
+def test_two_requests_with_one_id_in_one_write_are_answered_each(home, bus):
+    """Two requests with one id in a single write: the first is answered, the second refused
+    (null id), never silence; then an id repeated while its request runs, in one write with a
+    request of another id."""
+    gw = Raw(home, bus)
+    gw.send(INIT)
+    gw.response(1)
+    gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    slow = call(60, "aai_exec", {"app": "org.aai.test", "tool": "slow", "args": {"millis": 600}})
+    dup = call(60, "aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "dup"}})
+    other = call(61, "aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "other"}})
+    gw.send(b"\n".join(json.dumps(m).encode() for m in (slow, dup, other)))
+    frames = []
+    while len(frames) < 3:
+        frame = gw.read_frame(20)
+        if "method" not in frame:  # answers only, not the server's notifications
+            frames.append(frame)
+    refused = [f for f in frames if f.get("id") is None]
+    assert len(refused) == 1 and "has not been answered" in refused[0]["error"]["message"], frames
+    assert next(f for f in frames if f.get("id") == 61)["result"]["content"][0]["text"] == "other"
+    assert "result" in next(f for f in frames if f.get("id") == 60), frames
+    gw.close()
+    assert [json.loads(l).get("id") for l in gw.lines].count(60) == 1

@@ -82,11 +82,11 @@ impl Query {
         let mut roles: Vec<String> = Vec::new();
         let mut words = Vec::new();
         for word in description.to_lowercase().split_whitespace() {
-            let word = word.trim_matches(|c: char| !c.is_alphanumeric());
+            let word = bare_word(word);
             match ROLE_WORDS.iter().find(|(w, _)| *w == word) {
                 Some((_, names)) => roles.extend(names.iter().map(|n| (*n).to_owned())),
-                None if matches!(word, "the" | "a" | "an") => {}
-                None => words.push(word.to_owned()),
+                None if matches!(word, "the" | "a" | "an" | "") => {}
+                None => words.push(fold(word)),
             }
         }
         if let Some(role) = role {
@@ -111,12 +111,22 @@ impl Query {
         if self.name.is_empty() {
             return if self.roles.is_empty() { 0.0 } else { 0.7 };
         }
+        // A name of one or two characters, or of symbols only (`+`, `=`, `<-`, `OK`, `7`), is
+        // matched whole: as a substring it is in almost every name ("ok" in "Cookie"), and an
+        // edit distance between such short strings says nothing.
+        let short = self.name.chars().count() < 3 || !self.name.chars().any(char::is_alphanumeric);
         let text = |t: &str| {
-            let t = t.trim().to_lowercase();
+            let t = fold(t.trim());
             if t.is_empty() {
                 0.0
             } else if t == self.name {
                 1.0
+            } else if short {
+                if t.split_whitespace().any(|word| word == self.name) {
+                    0.85
+                } else {
+                    0.0
+                }
             } else if t.contains(&self.name) || (self.name.contains(&t) && t.len() >= 3) {
                 0.85
             } else {
@@ -125,6 +135,41 @@ impl Query {
         };
         text(name).max(text(description) * 0.9)
     }
+}
+
+/// A word of a description without the quotes and sentence punctuation around it; a word
+/// that is only symbols (`+`, `=`, `<-`, `.`) keeps them, since they are the name asked for.
+fn bare_word(word: &str) -> &str {
+    let unquoted = word.trim_matches(|c: char| "\"'`\u{2018}\u{2019}\u{201C}\u{201D}".contains(c));
+    if !unquoted.chars().any(char::is_alphanumeric) {
+        return unquoted;
+    }
+    // `C++` and `M+` keep their symbols; only brackets and sentence punctuation go.
+    unquoted
+        .trim_start_matches(|c: char| "([{".contains(c))
+        .trim_end_matches(|c: char| ".,;:!?)]}".contains(c))
+}
+
+/// Lowercase text with the look-alike symbols apps and agents write differently brought to
+/// one spelling: the minus sign, dashes and hyphen to `-`, multiplication signs to `*`,
+/// division signs to `/`, full-width `+` and `=` to ASCII, arrows to `<-` and `->`.
+fn fold(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\u{2212}' | '\u{2010}' | '\u{2011}' | '\u{2012}' | '\u{2013}' | '\u{2014}'
+            | '\u{FE63}' | '\u{FF0D}' => out.push('-'),
+            '\u{00D7}' | '\u{2715}' | '\u{2716}' | '\u{2A2F}' | '\u{2217}' | '\u{22C5}'
+            | '\u{FF0A}' => out.push('*'),
+            '\u{00F7}' | '\u{2215}' | '\u{2044}' | '\u{FF0F}' => out.push('/'),
+            '\u{FF0B}' => out.push('+'),
+            '\u{FF1D}' => out.push('='),
+            '\u{2190}' | '\u{27F5}' | '\u{232B}' | '\u{21E6}' => out.push_str("<-"),
+            '\u{2192}' | '\u{27F6}' | '\u{21E8}' => out.push_str("->"),
+            c => out.extend(c.to_lowercase()),
+        }
+    }
+    out
 }
 
 /// OCR blocks that match `description`, best first.
@@ -387,5 +432,77 @@ mod tests {
         assert_eq!(hits.len(), 1);
         assert_eq!(hits[0].description, "Press OK");
         assert_eq!(hits[0].source, "ocr");
+    }
+
+    /// The best hit among named nodes, as `locate` ranks them (ties keep tree order).
+    fn best<'a>(query: &Query, nodes: &[(&'a str, &str, &str)]) -> Option<&'a str> {
+        let mut scored: Vec<(f64, &str)> = nodes
+            .iter()
+            .map(|(name, role, about)| (query.score(name, role, about), *name))
+            .filter(|(score, _)| *score >= THRESHOLD)
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        scored.first().map(|(_, name)| *name)
+    }
+
+    #[test]
+    fn symbols_and_short_words_are_matched_whole_and_exact_names_win() {
+        // galculator's keypad as AT-SPI shows it (name, role, description), in tree order: the
+        // backspace key `<-` comes first, and once won every symbol asked for.
+        let keypad = [
+            ("<-", "toggle button", "Backspace    BackSpace"),
+            ("C", "toggle button", "Clear display    Alt+C"),
+            (
+                "AC",
+                "toggle button",
+                "Reset calculator (clear all)    Escape",
+            ),
+            ("%", "toggle button", "Percent"),
+            ("=", "toggle button", "Enter"),
+            ("7", "toggle button", "Seven    7"),
+            ("17", "label", ""),
+            ("*", "toggle button", "Multiply    KP *"),
+            ("+/-", "toggle button", "Change sign"),
+            ("+", "toggle button", "Sum    KP +"),
+            ("-", "toggle button", "Subtract    KP -"),
+            ("/", "toggle button", "Divide    KP /"),
+            ("M+", "toggle button", "Add current display value to memory"),
+            ("Cookie settings", "push button", ""),
+            ("OK", "push button", ""),
+        ];
+        for (asked, expected) in [
+            ("+", "+"),
+            ("+ button", "+"),
+            ("\"+\" button", "+"),
+            ("=", "="),
+            ("the = button", "="),
+            ("\u{2212}", "-"),
+            ("\u{00D7}", "*"),
+            ("\u{00F7}", "/"),
+            ("\u{2190}", "<-"),
+            ("7", "7"),
+            ("7 button", "7"),
+            ("OK", "OK"),
+            ("ok button", "OK"),
+            ("OK.", "OK"),
+            ("M+", "M+"),
+        ] {
+            assert_eq!(
+                best(&Query::new(asked, None), &keypad),
+                Some(expected),
+                "{asked:?}"
+            );
+        }
+        // Nothing near enough is nothing, not the first button.
+        assert_eq!(best(&Query::new("\u{221A}", None), &keypad), None);
+        assert_eq!(best(&Query::new("x", Some("button")), &keypad), None);
+        // Longer names still match fuzzily, and a substring of a word is no match for a short one.
+        let q = Query::new("cookie setting", None);
+        assert!(q.score("Cookie settings", "push button", "") >= 0.85);
+        assert_eq!(
+            Query::new("ok", None).score("Cookie", "push button", ""),
+            0.0
+        );
+        assert!(Query::new("7", None).score("", "push button", "Seven    7") > THRESHOLD);
     }
 }

@@ -38,8 +38,11 @@ pub fn argv(image: &str, language: &str) -> Vec<String> {
         "stdout",
         "-l",
         language,
+        // Sparse text: a screen is labels, buttons and short lines scattered over a window,
+        // not a page of paragraphs; page segmentation (3) drops lone short words ("42",
+        // "OK") that sparse mode (11) reads.
         "--psm",
-        "3",
+        "11",
         "-c",
         "tessedit_create_tsv=1",
         "quiet",
@@ -131,12 +134,12 @@ pub async fn installed(language: &str) -> Result<String, String> {
     }
 }
 
-/// Tesseract's TSV as lines: the words of each line joined, the line's box around them, and
-/// the mean confidence of its words.
+/// Tesseract's TSV as lines: words side by side on one row joined (sparse mode reports many
+/// of them as blocks of their own), the line's box around them, and the mean confidence of its
+/// words. Lines come top to bottom, then left to right.
 pub fn parse_tsv(tsv: &str) -> Vec<Block> {
-    // (block, paragraph, line) → words with boxes and confidences.
     type Word = (String, Rect, f64);
-    let mut lines: Vec<((u32, u32, u32), Vec<Word>)> = Vec::new();
+    let mut lines: Vec<Vec<Word>> = Vec::new();
     for row in tsv.lines().skip(1) {
         let cols: Vec<&str> = row.split('\t').collect();
         if cols.len() < 12 || cols[0] != "5" {
@@ -148,21 +151,33 @@ pub fn parse_tsv(tsv: &str) -> Vec<Block> {
             continue;
         }
         let n = |i: usize| cols[i].parse::<i64>().unwrap_or(0);
-        let key = (n(2) as u32, n(3) as u32, n(4) as u32);
         let rect = Rect::new(
             n(6) as i32,
             n(7) as i32,
             n(8).max(1) as u32,
             n(9).max(1) as u32,
         );
-        match lines.last_mut() {
-            Some((last, words)) if *last == key => words.push((text.to_owned(), rect, confidence)),
-            _ => lines.push((key, vec![(text.to_owned(), rect, confidence)])),
+        // Sparse mode now and then reports one word twice, at one place.
+        let twice = lines.iter().flatten().any(|(seen, at, _)| {
+            seen == text
+                && at
+                    .intersect(&rect)
+                    .is_some_and(|i| 2 * i.width * i.height >= rect.width * rect.height)
+        });
+        if twice {
+            continue;
+        }
+        match lines
+            .iter_mut()
+            .find(|line| line.last().is_some_and(|last| beside(&last.1, &rect)))
+        {
+            Some(line) => line.push((text.to_owned(), rect, confidence)),
+            None => lines.push(vec![(text.to_owned(), rect, confidence)]),
         }
     }
-    lines
+    let mut blocks: Vec<Block> = lines
         .into_iter()
-        .map(|(_, words)| {
+        .map(|words| {
             let x0 = words.iter().map(|w| w.1.x).min().unwrap_or(0);
             let y0 = words.iter().map(|w| w.1.y).min().unwrap_or(0);
             let x1 = words
@@ -186,7 +201,19 @@ pub fn parse_tsv(tsv: &str) -> Vec<Block> {
                 confidence: (confidence * 1000.0).round() / 1000.0,
             }
         })
-        .collect()
+        .collect();
+    blocks.sort_by_key(|b| (b.bounds.y, b.bounds.x));
+    blocks
+}
+
+/// Whether `next` continues the line that ends with `last`: the two share most of a row, and
+/// the gap between them is no wider than about a word space at that height.
+fn beside(last: &Rect, next: &Rect) -> bool {
+    let top = last.y.max(next.y);
+    let bottom = (last.y + last.height as i32).min(next.y + next.height as i32);
+    let height = last.height.min(next.height) as i32;
+    let gap = next.x - (last.x + last.width as i32);
+    bottom - top >= height / 2 && gap >= -height / 2 && gap <= height * 3 / 2
 }
 
 /// Blocks as the agent receives them: full text (lines joined) and each block.
@@ -223,6 +250,17 @@ mod tests {
         assert!((blocks[0].confidence - 0.95).abs() < 1e-9);
         assert_eq!(blocks[1].text, "OK");
         assert_eq!(to_json(&blocks)["text"], "Hello world\nOK");
+
+        // Sparse mode puts words of one line in blocks of their own, in no order: a row's
+        // neighbours are joined, words far apart on it are not, and lines read top down.
+        let tsv = "level\tpage_num\tblock_num\tpar_num\tline_num\tword_num\tleft\ttop\twidth\theight\tconf\ttext\n\
+            5\t1\t1\t1\t1\t1\t39\t111\t84\t27\t96\tTotal\n\
+            5\t1\t2\t1\t1\t1\t39\t72\t33\t27\t97\t42\n\
+            5\t1\t3\t1\t1\t1\t147\t111\t69\t27\t95\t1337\n\
+            5\t1\t4\t1\t1\t1\t600\t112\t60\t27\t90\tHelp\n\
+            5\t1\t5\t1\t1\t1\t601\t112\t60\t27\t90\tHelp\n";
+        let texts: Vec<String> = parse_tsv(tsv).into_iter().map(|b| b.text).collect();
+        assert_eq!(texts, ["42", "Total 1337", "Help"]);
     }
 
     #[test]

@@ -215,8 +215,15 @@ pub async fn serve(
         base: format!("http://{host}:{port}"),
         stopping: Arc::default(),
     };
+    let mcp =
+        Router::new()
+            .route_service("/mcp", mcp)
+            .route_layer(axum::middleware::from_fn_with_state(
+                super::ids::InFlight::default(),
+                super::ids::one_answer_per_id,
+            ));
     let app = Router::new()
-        .route_service("/mcp", mcp)
+        .merge(mcp)
         .route("/control/stop", axum::routing::post(stop))
         .route("/control/resume", axum::routing::post(resume))
         .route("/control/status", axum::routing::get(status))

@@ -8,6 +8,7 @@
 pub mod dashboard;
 pub mod forward;
 pub mod http;
+mod ids;
 pub mod service;
 
 use std::path::{Path, PathBuf};

@@ -30,6 +30,7 @@ use crate::registry::Registry;
 
 mod askers;
 mod changes;
+mod names;
 
 pub use askers::ConsentRounds;
 use askers::{PeerAsker, StatelessAsker, binding};
@@ -526,6 +527,10 @@ impl ServerHandler for AaiServer {
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let mut name = request.name.to_string();
+        if !names::routes(&name, &self.gateway.home) {
+            tracing::info!(tool = %name, "tools/call of no tool");
+            return Err(names::unknown(&name, &*self.gateway.registry().await));
+        }
         let mut args = Value::Object(request.arguments.unwrap_or_default());
         // The caller identity for consent: `clientInfo.name` from initialize, or from the
         // request's own `_meta` in the 2026-07-28 lifecycle.

@@ -1,0 +1,123 @@
+//! Which `tools/call` names are tools of this server. A name that routes nowhere is a request
+//! that cannot be routed, and the spec's answer to an unknown tool is JSON-RPC `-32602`; names
+//! that route to a lookup (an app's guide, an app's tool by the spec's `<appId>:<tool>`, a
+//! workflow that exists) keep the lookup's own tool errors, which name the nearest apps, the
+//! app store and web discovery.
+
+use std::path::Path;
+
+use rmcp::ErrorData as McpError;
+use serde_json::json;
+
+use crate::registry::Registry;
+
+/// The fixed tools and the spec's spellings of them, accepted in every exposure mode.
+const FIXED: &[&str] = &[
+    "aai_exec",
+    "aai:exec",
+    "aai_batch",
+    "aai:batch",
+    "web_discover",
+    "web:discover",
+    "aai_apps",
+    "aai_guide",
+];
+
+/// How many near names the error offers.
+const NEAREST: usize = 3;
+
+/// The `-32602` error for `name`, a name that [`routes`] nowhere, naming the nearest tools.
+pub(crate) fn unknown(name: &str, registry: &Registry) -> McpError {
+    let workflows: Vec<String> = registry
+        .workflows
+        .iter()
+        .filter(|found| found.loaded.is_ok())
+        .map(|found| format!("workflow_{}", found.name))
+        .collect();
+    let candidates = FIXED
+        .iter()
+        .copied()
+        .filter(|n| !n.contains(':'))
+        .chain(registry.apps.iter().map(|app| app.slug.as_str()))
+        .chain(workflows.iter().map(String::as_str));
+    let near = crate::registry::nearest(name, candidates, NEAREST);
+    let hint = match near.as_slice() {
+        [] => String::new(),
+        names => format!(
+            " Did you mean {}?",
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    McpError::invalid_params(
+        format!(
+            "Unknown tool: {name:?}.{hint} tools/list names every tool; an app's own tools run through aai_exec after its guide (app_<app> or aai_guide)."
+        ),
+        Some(json!({"tool": name, "nearest": near})),
+    )
+}
+
+/// Whether `name` is a fixed tool, or a name whose route looks it up and answers a miss
+/// itself.
+pub(crate) fn routes(name: &str, home: &Path) -> bool {
+    if FIXED.contains(&name) || name.starts_with("app_") || name.starts_with("app:") {
+        return true;
+    }
+    if let Some(workflow) = name.strip_prefix("workflow_") {
+        // Read where running it reads, so a file written since the last scan runs too.
+        let file = home
+            .join(crate::workflow::DIR)
+            .join(format!("{workflow}.json"));
+        return crate::workflow::name_of(&file).as_deref() == Some(workflow) && file.is_file();
+    }
+    // `<appId>:<tool>`, run as aai_exec runs it.
+    name.rsplit_once(':')
+        .is_some_and(|(app, tool)| !app.is_empty() && !tool.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_route_nowhere_are_unknown_tools() {
+        let home = tempfile::tempdir().expect("dir");
+        let workflows = home.path().join(crate::workflow::DIR);
+        std::fs::create_dir_all(&workflows).expect("dir");
+        std::fs::write(workflows.join("report.json"), "{}").expect("file");
+        for routed in [
+            "aai_exec",
+            "aai:exec",
+            "aai_guide",
+            "app_org_nowhere",
+            "app:org.nowhere",
+            "org.aai.test:echo",
+            "workflow_report",
+        ] {
+            assert!(routes(routed, home.path()), "{routed}");
+        }
+        for unknown in [
+            "aai_exce",
+            "",
+            "echo",
+            "workflow_nope",
+            "workflow_../report",
+            ":echo",
+            "org.aai.test:",
+        ] {
+            assert!(!routes(unknown, home.path()), "{unknown:?}");
+        }
+        let registry = Registry::default();
+        let error = super::unknown("aai_exce", &registry);
+        assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        assert!(
+            error.message.contains("Did you mean `aai_exec`"),
+            "{}",
+            error.message
+        );
+        assert_eq!(error.data.expect("data")["nearest"][0], "aai_exec");
+    }
+}
