@@ -61,7 +61,6 @@ impl Drop for Session {
 #[derive(Clone)]
 pub struct AaiServer {
     gateway: Arc<Gateway>,
-    rounds: Arc<ConsentRounds>,
     /// The client's roots, asked once and forgotten on `roots/list_changed`.
     roots: Arc<tokio::sync::Mutex<Option<Vec<String>>>>,
     /// This connection: "for this session" grants belong to it and end with it.
@@ -105,7 +104,6 @@ impl AaiServer {
                 gateway: gateway.clone(),
             }),
             gateway,
-            rounds: Arc::new(ConsentRounds::new()),
             roots: Arc::default(),
             notify: false,
             subscriptions: Subscriptions::default(),
@@ -634,7 +632,7 @@ impl ServerHandler for AaiServer {
             queue()
         } else if stateless && can_elicit {
             Some(Box::new(StatelessAsker {
-                rounds: &self.rounds,
+                rounds: &self.gateway.consent_rounds,
                 binding: binding(&caller, &name, &args),
                 state: request.request_state.clone(),
                 responses: request.input_responses.clone(),
