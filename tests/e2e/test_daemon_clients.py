@@ -3,6 +3,8 @@ stdio forwarder, a config that changes under a running daemon, sessions that are
 and what `schedule` says about the daemon that runs it."""
 
 import json
+import os
+import signal
 import subprocess
 
 import anyio
@@ -24,6 +26,30 @@ ECHO = {"app": "org.aai.test", "tool": "echo", "args": {"text": "x"}}
 
 def text(result):
     return "".join(getattr(c, "text", "") for c in result.content)
+
+
+class Logged(Daemon):
+    """A daemon whose log goes to a file the test reads (a pipe nobody reads would fill)."""
+
+    def __init__(self, home, env):
+        self.log = home.parent / "daemon.log"
+        with open(self.log, "a") as log:
+            proc = subprocess.Popen([str(GATEWAY), "serve", "--listen", "127.0.0.1:0"], env=env,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+        info = home / "run" / "serve.json"
+        wait_until(lambda: info.exists() or proc.poll() is not None, 20, "serve.json")
+        assert proc.poll() is None, self.log.read_text()
+        served = json.loads(info.read_text())
+        self.home, self.env, self.proc = home, env, proc
+        self.url, self.pid = served["url"], served["pid"]
+        self.token = (home / "run" / "token").read_text().strip()
+        self.base = self.url.removesuffix("/mcp")
+
+    def status(self):
+        """What `/control/status` says (the same the `status` command prints)."""
+        r = httpx2.get(f"{self.base}/control/status", headers={"Authorization": f"Bearer {self.token}"}, timeout=10)
+        assert r.status_code == 200, r.text
+        return r.json()
 
 
 def approval_daemon(home, bus):
@@ -87,3 +113,26 @@ async def test_each_approval_choice_works_through_the_daemon(home, bus, monkeypa
         assert [r["result"] for r in denied] == ["denied"], denied
     finally:
         d.close()
+
+
+def test_schedule_says_whether_the_running_daemon_runs_the_task(home, bus):
+    (home / "workflows").mkdir()
+    (home / "workflows" / "hello.json").write_text(json.dumps(
+        {"description": "hello", "steps": [{"app": "org.aai.test", "tool": "echo", "args": {"text": "hi"}}]}))
+    add = ["schedule", "add", "hello", "--cron", "0 0 1 1 *", "--workflow", "hello", "--grant", "org.aai.test:echo"]
+    d = Logged(home, gateway_env(home, bus))
+    try:
+        added = d.cli(*add)
+        assert added.returncode == 0, added.stdout + added.stderr
+        report = json.loads(added.stdout)
+        assert report["will_run"] is True, report
+        assert f"running in the gateway daemon (pid {d.pid}" in report["scheduler"], report
+        listed = json.loads(d.cli("schedule", "list").stdout)
+        assert listed["scheduler_running"] is True and f"pid {d.pid}" in listed["scheduler"], listed
+        disabled = d.cli(*add, "--disabled")
+        assert json.loads(disabled.stdout)["will_run"] is False, disabled.stdout
+    finally:
+        d.close()
+    added = subprocess.run([str(GATEWAY), *add], env=gateway_env(home, bus), capture_output=True, text=True, timeout=30)
+    report = json.loads(added.stdout)
+    assert report["will_run"] is False and report["scheduler"].startswith("not running: no gateway daemon runs"), report
