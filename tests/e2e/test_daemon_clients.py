@@ -136,3 +136,42 @@ def test_schedule_says_whether_the_running_daemon_runs_the_task(home, bus):
     added = subprocess.run([str(GATEWAY), *add], env=gateway_env(home, bus), capture_output=True, text=True, timeout=30)
     report = json.loads(added.stdout)
     assert report["will_run"] is False and report["scheduler"].startswith("not running: no gateway daemon runs"), report
+
+
+async def _open_and_abandon(http, d, name):
+    """Opens a session the way a client does, then forgets it: no DELETE, no stream."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": name, "version": "1"}}}
+    headers = {"Authorization": f"Bearer {d.token}", "Accept": "application/json, text/event-stream"}
+    while True:
+        r = await http.post(d.url, headers=headers, json=body)
+        if r.status_code != 429:  # the daemon's rate limit: wait the second it asks
+            break
+        await anyio.sleep(float(r.headers.get("retry-after", "1")))
+    assert r.status_code == 200 and r.headers.get("mcp-session-id"), (r.status_code, r.text)
+
+
+async def test_abandoned_sessions_end_and_an_active_one_is_not_cut(home, bus, monkeypatch):
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    (home / "config.json").write_text(json.dumps({"sessions": {"idle_seconds": 3, "per_client": 8, "total": 64}}))
+    d = Logged(home, gateway_env(home, bus))
+    try:
+        with anyio.fail_after(120):
+            async with d.client(name="busy-client") as active, httpx2.AsyncClient(timeout=30) as http:
+                assert d.status()["sessions"] == 1
+                for n in range(400):
+                    # The same client name: the cap ends its abandoned sessions, not the one in use.
+                    await _open_and_abandon(http, d, "busy-client" if n % 2 else f"other-{n % 10}")
+                    if n % 50 == 49:
+                        got = await active.call_tool("aai_exec", ECHO)
+                        assert not got.is_error, text(got)
+                        # 1 active + at most 8 of busy-client, each other-N at most 8, all under 64.
+                        assert d.status()["sessions"] <= 1 + 8 + 5 * 8, d.status()
+                # Abandoned sessions end once idle; the one a client holds open stays.
+                await anyio.to_thread.run_sync(lambda: wait_until(lambda: d.status()["sessions"] == 1, 60, "only the active session left"))
+                got = await active.call_tool("aai_exec", ECHO)
+                assert not got.is_error, text(got)
+        status = d.cli("status")
+        assert "0 MCP sessions open" in status.stdout, status.stdout
+    finally:
+        d.close()

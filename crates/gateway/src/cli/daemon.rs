@@ -178,10 +178,11 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
             }
         }
         Control::Status => format!(
-            "serving at {} (pid {}, version {}){}",
+            "serving at {} (pid {}, version {}; {} MCP sessions open){}",
             running.info.url,
             running.info.pid,
             body["version"].as_str().unwrap_or("?"),
+            body["sessions"].as_u64().unwrap_or(0),
             if body["stopped"] == true {
                 "; EMERGENCY STOP ON (`aai-gateway resume` lifts it)"
             } else {

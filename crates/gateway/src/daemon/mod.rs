@@ -9,6 +9,7 @@ pub mod dashboard;
 pub mod forward;
 pub mod http;
 pub mod service;
+pub mod sessions;
 
 use std::path::{Path, PathBuf};
 
