@@ -179,7 +179,7 @@ pub async fn serve(
         format!("http://localhost:{port}"),
         format!("http://127.0.0.1:{port}"),
     ];
-    let max_request_bytes = gateway.config.max_request_bytes;
+    let max_request_bytes = gateway.config().max_request_bytes;
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts.clone())
         .with_allowed_origins(origins.clone())
@@ -189,7 +189,7 @@ pub async fn serve(
     let factory_gateway = gateway.clone();
     let limits_gateway = gateway.clone();
     let sessions = Arc::new(Sessions::new(Arc::new(move || {
-        limits_gateway.config.sessions.clone()
+        limits_gateway.config().sessions.clone()
     })));
     tokio::spawn(super::sessions::reap(
         sessions.clone(),
@@ -613,6 +613,7 @@ async fn status(State(control): State<Control>) -> Response {
         "pid": std::process::id(),
         "version": env!("CARGO_PKG_VERSION"),
         "sessions": control.sessions.count(),
+        "config_problem": control.gateway.live.problem(),
     }))
 }
 

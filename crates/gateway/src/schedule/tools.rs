@@ -60,8 +60,9 @@ impl Gateway {
                     .map_err(|error| invalid(format!("\"run\": {}", error.message)))?;
             }
             Run::Agent { name, instruction } => {
-                if !self.config.scheduler.agents.contains_key(name) {
-                    let known: Vec<&String> = self.config.scheduler.agents.keys().collect();
+                let config = self.config();
+                if !config.scheduler.agents.contains_key(name) {
+                    let known: Vec<&String> = config.scheduler.agents.keys().collect();
                     return Err(invalid(format!(
                         "\"run\": no agent {name:?} in config.json's scheduler.agents ({}); add one such as {{\"claude\": {{\"command\": [\"claude\", \"-p\", \"{{instruction}}\", \"--mcp-config\", \"{{mcp_config}}\"]}}}}",
                         if known.is_empty() {

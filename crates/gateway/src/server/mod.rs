@@ -213,7 +213,7 @@ impl AaiServer {
 
     /// The apps with a tool of their own in the configured exposure mode.
     fn listed_apps<'a>(&self, registry: &'a Registry) -> &'a [Arc<crate::registry::App>] {
-        match self.gateway.config.exposure {
+        match self.gateway.config().exposure {
             Exposure::Full => &registry.apps,
             Exposure::Compact => &[],
         }
@@ -222,7 +222,7 @@ impl AaiServer {
     /// The tools listed before the apps' and after them.
     fn fixed_tools(&self, registry: &Registry) -> (Vec<Tool>, Vec<Tool>) {
         let mut head = Vec::new();
-        if matches!(self.gateway.config.exposure, Exposure::Compact) {
+        if matches!(self.gateway.config().exposure, Exposure::Compact) {
             head.push(Tool::new(
                 "aai_apps",
                 "List the user's apps, or search them by words in names, aliases and descriptions.",
@@ -373,7 +373,7 @@ impl AaiServer {
                 let registry = gateway.registry().await;
                 let query = args.get("query").and_then(Value::as_str).unwrap_or("");
                 let mut listed = app_list(&registry, query);
-                if gateway.config.store.in_apps {
+                if gateway.config().store.in_apps {
                     let offered: Vec<String> = gateway
                         .store_index
                         .matching(query, 5)
@@ -545,7 +545,7 @@ impl ServerHandler for AaiServer {
             Some((grant, _)) => format!("schedule:{}", grant.task),
             None => caller,
         };
-        let timeout = self.gateway.config.consent_timeout();
+        let timeout = self.gateway.config().consent_timeout();
         let stateless = context
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
@@ -578,7 +578,7 @@ impl ServerHandler for AaiServer {
                     let error = AaiError::new(ErrorKind::InvalidParams, message)
                         .with_detail(json!({"field": "approval_id"}));
                     return Ok(
-                        tool_result(Err(error), self.gateway.config.max_result_chars).into(),
+                        tool_result(Err(error), self.gateway.config().max_result_chars).into(),
                     );
                 }
             }
@@ -617,7 +617,7 @@ impl ServerHandler for AaiServer {
                         args,
                     },
                     resume: resume.clone(),
-                    wait: self.gateway.config.approval_wait(),
+                    wait: self.gateway.config().approval_wait(),
                     stop: self.gateway.stop.calls(),
                 }) as Box<dyn Asker + '_>
             })
@@ -707,7 +707,7 @@ impl ServerHandler for AaiServer {
                 tracing::info!(tool = %name, %caller, code = error.kind.code(), "call failed: {}", error.message)
             }
         }
-        Ok(tool_result(result, self.gateway.config.max_result_chars).into())
+        Ok(tool_result(result, self.gateway.config().max_result_chars).into())
     }
 
     async fn list_resources(
