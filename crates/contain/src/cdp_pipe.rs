@@ -17,6 +17,13 @@ use std::process::ExitCode;
 /// `argv[1]` of the gateway binary that makes it this helper.
 pub const MARKER: &str = "__cdp-pipe";
 
+/// Names the gateway's pid: the browser is killed when the thread that started this helper
+/// ends (a parent-death signal, kept across `exec`), and is not started at all when that
+/// process is already gone. The gateway starts browsers from a thread that lasts as long as
+/// it does, so a SIGKILL of the gateway — which runs no clean-up of its own — ends its
+/// browsers too, instead of leaving them holding the profile.
+pub const LIFELINE_VAR: &str = "AAI_BROWSER_LIFELINE";
+
 fn fail(message: &str) -> ExitCode {
     eprintln!("aai-gateway (browser pipe): {message}");
     ExitCode::from(126)
@@ -32,6 +39,20 @@ pub fn exec(args: &[String]) -> ExitCode {
     let Some((name, rest)) = program.split_first() else {
         return fail("no program to run");
     };
+    if let Some(owner) = std::env::var(LIFELINE_VAR)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+    {
+        if let Err(error) =
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+        {
+            return fail(&format!("cannot tie the browser to the gateway: {error}"));
+        }
+        // The gateway may have died before the line above: then nothing would end this one.
+        if rustix::process::Pid::as_raw(rustix::process::getppid()) != owner {
+            return fail("the gateway that started the browser is gone");
+        }
+    }
     let null = || {
         std::fs::File::options()
             .read(true)
@@ -65,6 +86,9 @@ pub fn exec(args: &[String]) -> ExitCode {
     // The browser inherits 3 and 4; this process never closes them.
     std::mem::forget(three);
     std::mem::forget(four);
-    let error = std::process::Command::new(name).args(rest).exec();
+    let error = std::process::Command::new(name)
+        .args(rest)
+        .env_remove(LIFELINE_VAR)
+        .exec();
     fail(&format!("cannot run {name:?}: {error}"))
 }

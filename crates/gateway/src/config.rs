@@ -67,6 +67,8 @@ pub struct Config {
     pub audit: AuditConfig,
     /// Scheduled tasks: the agent commands they can hand work to, and the scheduler's limits.
     pub scheduler: SchedulerConfig,
+    /// The daemon's MCP sessions over HTTP: when an abandoned one ends.
+    pub sessions: SessionsConfig,
     /// The app store: where it is, and whether `aai_apps` lists its apps.
     pub store: crate::store::StoreConfig,
     /// Set when `config.json` could not be used: `<file>:<line>:<column> <problem>`. The
@@ -122,6 +124,30 @@ pub struct AgentCommand {
 
 fn agent_timeout() -> u64 {
     1800
+}
+
+/// `sessions` in config.json: the daemon's MCP sessions over HTTP.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// A session with no request for this many seconds and no open stream (its client went
+    /// away without closing it) ends.
+    pub idle_seconds: u64,
+    /// Sessions one client (by its name) may hold; opening one more ends its least recently
+    /// used one that is not busy.
+    pub per_client: usize,
+    /// Sessions of every client together; the same rule ends the least recently used.
+    pub total: usize,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        Self {
+            idle_seconds: 1800,
+            per_client: 32,
+            total: 512,
+        }
+    }
 }
 
 /// `audit` in config.json.
@@ -245,6 +271,7 @@ impl Default for Config {
             browser: aai_local::browser::BrowserConfig::default(),
             audit: AuditConfig::default(),
             scheduler: SchedulerConfig::default(),
+            sessions: SessionsConfig::default(),
             store: crate::store::StoreConfig::default(),
             invalid: None,
         }

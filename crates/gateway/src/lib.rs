@@ -14,6 +14,7 @@ pub mod discovery;
 pub mod feed;
 pub mod gate;
 pub mod live;
+pub mod live_config;
 pub mod logfile;
 pub mod pipeline;
 pub mod policy_config;

@@ -17,8 +17,8 @@ use notify::{Event, EventKind, RecursiveMode, Watcher};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
 use crate::discovery::{Found, ParseCache, ScanOptions, scan};
+use crate::live_config::LiveConfig;
 use crate::registry::Registry;
 
 /// How often the first scan publishes what it has found so far.
@@ -34,34 +34,29 @@ const FIRST_LIST_AT_MOST: Duration = Duration::from_millis(500);
 const POLL_EVERY: Duration = Duration::from_secs(10);
 
 /// Starts discovery on its own thread and returns the channel of registry snapshots.
+///
+/// Each pass reads `config.json` again through `config` first: a new valid config is in force
+/// before the snapshot that announces it is published.
 pub fn spawn(
     home: PathBuf,
     dev: bool,
-    platforms: Vec<Platform>,
+    config: Arc<LiveConfig>,
     cancel: CancellationToken,
 ) -> watch::Receiver<Arc<Registry>> {
     let (tx, rx) = watch::channel(Arc::new(Registry::default()));
     let spawned = std::thread::Builder::new()
         .name("aai-discovery".into())
-        .spawn(move || run(&home, dev, &platforms, &cancel, &tx));
+        .spawn(move || run(&home, dev, &config, &cancel, &tx));
     if let Err(error) = spawned {
         tracing::error!(%error, "cannot start the discovery thread; no apps will be offered");
     }
     rx
 }
 
-fn options(home: &Path, dev: bool) -> ScanOptions {
-    let (config, problem) = Config::load(home);
-    if let Some(problem) = problem {
-        tracing::warn!("{problem}");
-    }
-    ScanOptions::new(home, &config, dev)
-}
-
 fn run(
     home: &Path,
     dev: bool,
-    platforms: &[Platform],
+    live: &LiveConfig,
     cancel: &CancellationToken,
     tx: &watch::Sender<Arc<Registry>>,
 ) {
@@ -89,8 +84,18 @@ fn run(
     let mut first = true;
     let mut last = None;
     while !cancel.is_cancelled() {
-        let options = options(home, dev);
-        rescan(&options, &cache, platforms, tx, first, &mut last);
+        live.reload();
+        let config = live.get();
+        let options = ScanOptions::new(home, &config, dev);
+        let generation = live.generation();
+        rescan(
+            &options,
+            &cache,
+            (&config.platforms, generation),
+            tx,
+            first,
+            &mut last,
+        );
         if first {
             // What follows (watches that walk every folder, then one more scan) would compete
             // for the cores with the first `tools/list` a client is waiting for: it goes
@@ -252,7 +257,7 @@ fn fingerprint(found: &[Found]) -> u64 {
 fn rescan(
     options: &ScanOptions,
     cache: &ParseCache,
-    platforms: &[Platform],
+    (platforms, generation): (&[Platform], u64),
     tx: &watch::Sender<Arc<Registry>>,
     streaming: bool,
     last: &mut Option<u64>,
@@ -278,13 +283,16 @@ fn rescan(
         let scanned = done.then(|| fingerprint(&found));
         let current_is_it = || {
             let current = tx.borrow();
-            current.complete && current.workflows == workflows
+            current.complete
+                && current.workflows == workflows
+                && current.config_generation == generation
         };
         if scanned.is_some() && scanned == *last && current_is_it() {
             return;
         }
         let mut registry = Registry::build(&found, platforms, done);
         registry.workflows.clone_from(&workflows);
+        registry.config_generation = generation;
         let (changed, known) = {
             let current = tx.borrow();
             let changed = !current.same_apps(&registry)
@@ -474,7 +482,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let home = dir.path().to_path_buf();
         let cancel = CancellationToken::new();
-        let mut registry = spawn(home.clone(), false, vec![Platform::Linux], cancel.clone());
+        let config = Arc::new(LiveConfig::load(&home));
+        let mut registry = spawn(home.clone(), false, config, cancel.clone());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()

@@ -175,6 +175,9 @@ pub struct Registry {
     pub tool_list_body: std::sync::OnceLock<Arc<Vec<u8>>>,
     /// Raised once this snapshot's tool list has been made for a client.
     pub listed: Listed,
+    /// The [`crate::live_config::LiveConfig::generation`] this snapshot was made under: a new
+    /// config (another exposure mode, other toolsets) is a new tool list.
+    pub config_generation: u64,
 }
 
 /// A flag raised once, that a thread may wait for (with a limit).
@@ -289,6 +292,7 @@ impl Registry {
             tool_list: std::sync::OnceLock::new(),
             tool_list_body: std::sync::OnceLock::new(),
             listed: Listed::default(),
+            config_generation: 0,
         }
     }
 
@@ -321,7 +325,8 @@ impl Registry {
 
     /// Whether two snapshots offer the same apps from the same descriptors.
     pub fn same_apps(&self, other: &Self) -> bool {
-        self.workflows == other.workflows
+        self.config_generation == other.config_generation
+            && self.workflows == other.workflows
             && self.apps.len() == other.apps.len()
             && self.apps.iter().zip(&other.apps).all(|(a, b)| {
                 a.slug == b.slug && a.source() == b.source() && Arc::ptr_eq(&a.entry, &b.entry)

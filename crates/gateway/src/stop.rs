@@ -184,12 +184,12 @@ impl Gateway {
             .send(crate::feed::Event::Stop { stopped: true });
         // Toolsets end what they keep running (terminal sessions, browsers), then every
         // process left — escapees included — is killed.
-        let _ =
-            tokio::time::timeout(Duration::from_millis(300), self.toolsets.emergency_stop()).await;
+        let _ = tokio::time::timeout(Duration::from_millis(300), self.toolsets().emergency_stop())
+            .await;
         let killed = tokio::task::spawn_blocking(kill_everything)
             .await
             .unwrap_or_default();
-        let released = self.toolsets.release_input().await;
+        let released = self.toolsets().release_input().await;
         let took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let args = json!({"by": by, "killed": killed, "took_ms": took_ms});
         let call = Call {

@@ -51,7 +51,7 @@ pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Resu
 
 /// Ctrl+Shift+Esc presses the emergency stop, where an X display lets the gateway grab it.
 fn watch_stop_hotkey(gateway: &std::sync::Arc<aai_gateway::pipeline::Gateway>) {
-    if !gateway.config.desktop.stop_hotkey || std::env::var_os("DISPLAY").is_none() {
+    if !gateway.config().desktop.stop_hotkey || std::env::var_os("DISPLAY").is_none() {
         return;
     }
     let handle = tokio::runtime::Handle::current();
@@ -178,15 +178,22 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
             }
         }
         Control::Status => format!(
-            "serving at {} (pid {}, version {}){}",
+            "serving at {} (pid {}, version {}; {} MCP sessions open){}{}",
             running.info.url,
             running.info.pid,
             body["version"].as_str().unwrap_or("?"),
+            body["sessions"].as_u64().unwrap_or(0),
             if body["stopped"] == true {
                 "; EMERGENCY STOP ON (`aai-gateway resume` lifts it)"
             } else {
                 ""
-            }
+            },
+            body["config_problem"]
+                .as_str()
+                .map(|problem| format!(
+                    "\nconfig.json is invalid, so the last good config stays in force: {problem} (`aai-gateway config check`)"
+                ))
+                .unwrap_or_default()
         ),
     };
     super::output::line(&text);

@@ -23,18 +23,12 @@ pub(super) fn start_gateway(
     if let Err(error) = aai_gateway::private::create_dir(home) {
         tracing::warn!(home = %home.display(), "cannot create the gateway's folder: {error}");
     }
-    let (config, problem) = Config::load(home);
-    if let Some(problem) = problem {
-        tracing::warn!("{problem}");
-    }
-    let registry = aai_gateway::live::spawn(
-        home.to_path_buf(),
-        dev,
-        config.platforms.clone(),
-        cancel.clone(),
-    );
-    let executors = Executors::with_settings(config.executors.clone(), None);
-    let gateway = Gateway::new(
+    // Read again whenever the file changes (discovery wakes on it).
+    let config = std::sync::Arc::new(aai_gateway::live_config::LiveConfig::load(home));
+    let registry =
+        aai_gateway::live::spawn(home.to_path_buf(), dev, config.clone(), cancel.clone());
+    let executors = Executors::with_settings(config.get().executors.clone(), None);
+    let gateway = Gateway::new_live(
         registry.clone(),
         config,
         executors,
@@ -43,15 +37,15 @@ pub(super) fn start_gateway(
     );
     // A stop pressed anywhere for this user (the marker) stops this gateway too.
     aai_gateway::stop::watch_marker(gateway.clone(), cancel.clone());
-    if gateway.config.store.url.is_some() {
+    if gateway.config().store.url.is_some() {
         // The app store's index for install hints, read in the background.
         let refreshing = gateway.clone();
         tokio::spawn(async move {
-            let every = refreshing.config.store.index_refresh_seconds.max(60);
+            let every = refreshing.config().store.index_refresh_seconds.max(60);
             loop {
                 let store = aai_gateway::store::Store::new(
-                    &refreshing.config.store,
-                    &aai_gateway::store::ca_pems(&refreshing.config),
+                    &refreshing.config().store,
+                    &aai_gateway::store::ca_pems(&refreshing.config()),
                 );
                 match store {
                     Ok(store) => match store
@@ -67,10 +61,10 @@ pub(super) fn start_gateway(
             }
         });
     }
-    if gateway.config.web.registry_url.is_some() {
+    if gateway.config().web.registry_url.is_some() {
         // Start-up never waits on the network: discovery picks the copies up when they land.
         let web = gateway.web.clone();
-        let every = gateway.config.web.registry_refresh_seconds;
+        let every = gateway.config().web.registry_refresh_seconds;
         tokio::spawn(async move {
             loop {
                 match web.refresh_registry().await {
@@ -141,7 +135,7 @@ pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
     }
     let cancel = CancellationToken::new();
     let (gateway, registry) = start_gateway(&home, dev, &cancel);
-    let max_request_bytes = gateway.config.max_request_bytes;
+    let max_request_bytes = gateway.config().max_request_bytes;
     tracing::info!(home = %home.display(), version = env!("CARGO_PKG_VERSION"), "aai-gateway serving MCP on stdio");
     let server = AaiServer::new(gateway);
     let running = server

@@ -28,12 +28,12 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::dashboard::{self, Logins};
+use super::sessions::Sessions;
 use super::{RuntimeFiles, ServeInfo, new_token};
 use crate::pipeline::Gateway;
 use crate::server::AaiServer;
@@ -179,7 +179,7 @@ pub async fn serve(
         format!("http://localhost:{port}"),
         format!("http://127.0.0.1:{port}"),
     ];
-    let max_request_bytes = gateway.config.max_request_bytes;
+    let max_request_bytes = gateway.config().max_request_bytes;
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts.clone())
         .with_allowed_origins(origins.clone())
@@ -187,9 +187,17 @@ pub async fn serve(
         .with_max_request_body_bytes(max_request_bytes)
         .with_cancellation_token(cancel.child_token());
     let factory_gateway = gateway.clone();
+    let limits_gateway = gateway.clone();
+    let sessions = Arc::new(Sessions::new(Arc::new(move || {
+        limits_gateway.config().sessions.clone()
+    })));
+    tokio::spawn(super::sessions::reap(
+        sessions.clone(),
+        cancel.child_token(),
+    ));
     let mcp = StreamableHttpService::new(
         move || Ok(AaiServer::new(factory_gateway.clone()).with_change_notifications()),
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         config,
     );
     let logins = Arc::new(Logins::default());
@@ -214,6 +222,7 @@ pub async fn serve(
         logins,
         base: format!("http://{host}:{port}"),
         stopping: Arc::default(),
+        sessions,
     };
     let mcp =
         Router::new()
@@ -574,6 +583,8 @@ pub(crate) struct Control {
     pub(crate) base: String,
     /// Held while a stop runs.
     pub(crate) stopping: Arc<tokio::sync::Mutex<()>>,
+    /// The MCP sessions over HTTP.
+    pub(crate) sessions: Arc<Sessions>,
 }
 
 /// Open to every local caller: stopping is always safe. One stop runs at a time; callers that
@@ -608,6 +619,8 @@ async fn status(State(control): State<Control>) -> Response {
         "stopped": control.gateway.stop.is_stopped(),
         "pid": std::process::id(),
         "version": env!("CARGO_PKG_VERSION"),
+        "sessions": control.sessions.count(),
+        "config_problem": control.gateway.live.problem(),
     }))
 }
 

@@ -10,6 +10,7 @@ pub mod forward;
 pub mod http;
 mod ids;
 pub mod service;
+pub mod sessions;
 
 use std::path::{Path, PathBuf};
 

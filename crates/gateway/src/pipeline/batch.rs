@@ -396,9 +396,12 @@ impl Gateway {
                         self.gate
                             .held(&who.name, app.id(), &spec.name, who.session.as_deref())?;
                     let prefixed = !held.prefixes.is_empty()
-                        && self
-                            .toolsets
-                            .prefix_covers(app.id(), &spec.name, &args, &held.prefixes);
+                        && self.toolsets().prefix_covers(
+                            app.id(),
+                            &spec.name,
+                            &args,
+                            &held.prefixes,
+                        );
                     if held.whole || prefixed {
                         return Ok(Gatecheck::Runs);
                     }

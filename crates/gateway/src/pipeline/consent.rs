@@ -37,7 +37,7 @@ impl Gateway {
         let mut decision = action_name(action).to_owned();
         match action {
             Action::AlwaysBlock => {
-                let error = match &self.config.invalid {
+                let error = match &self.config().invalid {
                     Some(problem) => config_invalid(app.id(), &spec.name, problem),
                     None => AaiError::new(
                         ErrorKind::PermissionDenied,
@@ -77,7 +77,7 @@ impl Gateway {
                 };
                 let prefixed = !held.prefixes.is_empty()
                     && self
-                        .toolsets
+                        .toolsets()
                         .prefix_covers(app.id(), &spec.name, args, &held.prefixes);
                 if held.whole || prefixed {
                     decision.push_str(if prefixed {
@@ -111,7 +111,7 @@ impl Gateway {
                     (ask, judged) => ask.or(judged).map(str::to_owned),
                 };
                 question.session = who.session.is_some();
-                question.prefix = self.toolsets.offered_prefix(app.id(), &spec.name, args);
+                question.prefix = self.toolsets().offered_prefix(app.id(), &spec.name, args);
                 let answer = match asker {
                     Some(asker) => asker.ask(&question).await,
                     None => Err(Unanswered::CannotAsk(String::new())),
@@ -189,7 +189,7 @@ impl Gateway {
                         Err(self.refuse(step, &decision, "denied", error))
                     }
                     Err(unanswered) => {
-                        let error = match &self.config.invalid {
+                        let error = match &self.config().invalid {
                             Some(problem) => config_invalid(app.id(), &spec.name, problem),
                             None => not_approved(
                                 caller,

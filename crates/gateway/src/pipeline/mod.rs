@@ -83,17 +83,17 @@ impl Caller {
 pub struct Gateway {
     pub registry: watch::Receiver<Arc<Registry>>,
     pub executors: Executors,
-    pub config: Config,
-    /// The policy in force: `config.policy`, replaced when the dashboard changes a client's
-    /// profile.
-    pub policy: std::sync::RwLock<Arc<crate::policy_config::PolicyConfig>>,
+    /// The config in force and its policy, read again when `config.json` changes (see
+    /// [`crate::live_config`]); [`Gateway::config`] is the current one.
+    pub live: Arc<crate::live_config::LiveConfig>,
     /// `AAI_HOME`.
     pub home: std::path::PathBuf,
     pub gate: Gate,
     /// Web apps: discovery, registry, credentials.
     pub web: Arc<Web>,
-    /// The built-in toolsets (they judge their own calls' risk and prefix grants).
-    pub toolsets: Arc<aai_local::Toolsets>,
+    /// The built-in toolsets (they judge their own calls' risk and prefix grants): rebuilt
+    /// when their sections of the config change; [`Gateway::toolsets`] is the current one.
+    toolsets: Arc<std::sync::RwLock<Arc<aai_local::Toolsets>>>,
     /// The emergency stop: while it is on, every call is refused.
     pub stop: Arc<crate::stop::EmergencyStop>,
     /// Approvals waiting for the user (the daemon's queue).
@@ -107,6 +107,10 @@ pub struct Gateway {
     pub schedule: crate::schedule::runner::Hub,
     /// The app store's apps as last read (install hints, `aai_apps`): in memory.
     pub store_index: crate::store::Index,
+    /// The key that seals 2026-07-28 consent rounds, one per process (made at start): the
+    /// daemon builds a server per HTTP session — per request in the stateless era — and an
+    /// answer must open in whichever one the retry reaches.
+    pub consent_rounds: crate::server::ConsentRounds,
 }
 
 /// The longest a request waits for the first scan, however steadily it progresses (clients
@@ -118,35 +122,71 @@ impl Gateway {
     /// `extra_ca_certs` cannot be read is logged and the system's roots are used alone.
     pub fn new(
         registry: watch::Receiver<Arc<Registry>>,
-        mut config: Config,
+        config: Config,
         executors: Executors,
         data_db: std::path::PathBuf,
         home: &std::path::Path,
     ) -> Arc<Self> {
+        Self::new_live(
+            registry,
+            Arc::new(crate::live_config::LiveConfig::fixed(config)),
+            executors,
+            data_db,
+            home,
+        )
+    }
+
+    /// A gateway whose config is `live`: when it changes, the toolsets are rebuilt with it.
+    pub fn new_live(
+        registry: watch::Receiver<Arc<Registry>>,
+        live: Arc<crate::live_config::LiveConfig>,
+        executors: Executors,
+        data_db: std::path::PathBuf,
+        home: &std::path::Path,
+    ) -> Arc<Self> {
+        let mut config = (*live.get()).clone();
         let web = Web::new(&config, home).unwrap_or_else(|problem| {
             tracing::warn!("{problem}; using the system's certificate authorities only");
             config.web.extra_ca_certs.clear();
             Web::new(&config, home).expect("a web client without extra certificates")
         });
         let web = Arc::new(web);
-        let mut setup = aai_local::Setup::new(
-            config.local.clone(),
-            vec![home.to_path_buf(), config.web.cache_dir()],
-        );
-        setup.desktop = config.desktop.clone();
-        setup.browser = config.browser.clone();
-        setup.home = home.to_path_buf();
-        setup.extra_ca_certs = config.web.extra_ca_certs.clone();
+        let setup = toolset_setup(&config, home);
         let mut rest = web.rest_settings();
         rest.files = Some(aai_local::upload_reader(&setup));
         let executors = executors.with_web(rest, web.auth.clone());
-        let toolsets = Arc::new(aai_local::Toolsets::new(&setup));
+        let toolsets = Arc::new(std::sync::RwLock::new(Arc::new(aai_local::Toolsets::new(
+            &setup,
+        ))));
         // A caller that plugged in its own built-in executor (tests) keeps it.
         let executors = if executors.has_local() {
             executors
         } else {
-            executors.with_local(toolsets.clone())
+            executors.with_local(Arc::new(CurrentToolsets(toolsets.clone())))
         };
+        let rebuilt = toolsets.clone();
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let toolset_home = home.to_path_buf();
+        live.on_change(Box::new(move |config, reloaded| {
+            if !reloaded.toolsets {
+                return;
+            }
+            // The old toolsets end (their terminals and browsers with them) when the last
+            // call that holds them finishes; their clean-up needs the runtime.
+            let _entered = runtime.as_ref().map(tokio::runtime::Handle::enter);
+            let fresh = Arc::new(aai_local::Toolsets::new(&toolset_setup(
+                config,
+                &toolset_home,
+            )));
+            let old = std::mem::replace(
+                &mut *rebuilt
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+                fresh,
+            );
+            drop(old);
+            tracing::info!("the built-in toolsets were restarted with the new config");
+        }));
         let schedule = crate::schedule::runner::Hub::new(data_db.clone());
         let gate = Gate::new(data_db);
         let approvals = Arc::new(crate::approvals::Approvals::new(gate.feed.clone()));
@@ -154,10 +194,9 @@ impl Gateway {
         stop.share_with(home.to_path_buf());
         Arc::new(Self {
             registry,
-            policy: std::sync::RwLock::new(Arc::new(config.policy.clone())),
+            live,
             home: home.to_path_buf(),
             executors,
-            config,
             gate,
             web,
             toolsets,
@@ -167,7 +206,21 @@ impl Gateway {
             desktop: tokio::sync::Mutex::new(()),
             schedule,
             store_index: crate::store::Index::load(home),
+            consent_rounds: crate::server::ConsentRounds::new(),
         })
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> Arc<Config> {
+        self.live.get()
+    }
+
+    /// The built-in toolsets in force.
+    pub fn toolsets(&self) -> Arc<aai_local::Toolsets> {
+        self.toolsets
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// An app of the snapshot, else one found by `web_discover`. Not found: the hint names
@@ -179,7 +232,7 @@ impl Gateway {
                 Some(app) => Ok(app),
                 None => {
                     let near = registry.suggestions(name, 1);
-                    error.message.push_str(&match self.config.exposure {
+                    error.message.push_str(&match self.config().exposure {
                         crate::config::Exposure::Compact => {
                             " Call aai_apps to search them.".to_owned()
                         }
@@ -216,10 +269,7 @@ impl Gateway {
 
     /// The policy in force.
     pub fn policy_config(&self) -> Arc<crate::policy_config::PolicyConfig> {
-        self.policy
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.live.policy()
     }
 
     /// The current snapshot. While the first scan runs it waits for it to finish, as long
@@ -234,7 +284,7 @@ impl Gateway {
             if current.complete {
                 return current;
             }
-            let until = (tokio::time::Instant::now() + self.config.scan_budget()).min(give_up);
+            let until = (tokio::time::Instant::now() + self.config().scan_budget()).min(give_up);
             match tokio::time::timeout_at(until, rx.changed()).await {
                 Ok(Ok(())) => {}
                 _ => return self.registry.borrow().clone(),
@@ -393,7 +443,7 @@ impl Gateway {
         let schema = spec.parameters.as_ref().map(Parameters::schema);
         let redacted = aai_audit::shrink(
             &aai_audit::redact(args, schema.as_ref()),
-            self.config.audit.max_arg_chars,
+            self.config().audit.max_arg_chars,
         );
         let mut call = Call {
             id: self.call_id(who),
@@ -583,7 +633,7 @@ impl Gateway {
     ) -> Result<Value, AaiError> {
         let args = aai_audit::shrink(
             &aai_audit::redact(args, None),
-            self.config.audit.max_arg_chars,
+            self.config().audit.max_arg_chars,
         );
         let call = Call {
             id: self.call_id(who),
@@ -616,7 +666,7 @@ impl Gateway {
     /// (the terminal rates a command the classifier finds critical as critical).
     fn raised_risk(&self, app: &App, spec: &ToolCommon, args: &Map<String, Value>) -> Option<Risk> {
         (app.platform == Platform::Local)
-            .then(|| self.toolsets.call_risk(app.id(), &spec.name, args))
+            .then(|| self.toolsets().call_risk(app.id(), &spec.name, args))
             .flatten()
     }
 
@@ -640,7 +690,7 @@ impl Gateway {
             caller: &who.name,
             approved: false,
         };
-        self.toolsets.judged_as(app.id(), &call).await
+        self.toolsets().judged_as(app.id(), &call).await
     }
 
     /// Why a built-in call cannot run whatever the user answers ([`aai_local::Toolset::refusal`]).
@@ -688,7 +738,7 @@ impl Gateway {
             caller: &who.name,
             approved: false,
         };
-        self.toolsets.must_ask(app.id(), &call).await
+        self.toolsets().must_ask(app.id(), &call).await
     }
 
     /// The policy step: what the client's profile says for this tool at this risk, and the
@@ -734,7 +784,7 @@ impl Gateway {
         asked: bool,
         asker: Option<&dyn Asker>,
     ) -> Result<Value, AaiError> {
-        let timeout = self.config.tool_timeout(app.platform, spec.timeout);
+        let timeout = self.config().tool_timeout(app.platform, spec.timeout);
         let invocation = Invocation::new(descriptor, &spec.name, args, timeout)
             .with_roots(&who.roots)
             .with_caller(&who.name, asked)
@@ -772,7 +822,7 @@ impl Gateway {
             && self
                 .web
                 .auth
-                .wait_for_authorization(app.id(), self.config.consent_timeout())
+                .wait_for_authorization(app.id(), self.config().consent_timeout())
                 .await
         {
             // The user signed in through the client: the call goes on with the new tokens.
@@ -881,7 +931,7 @@ impl Gateway {
         if invocation.descriptor.app_id == crate::schedule::tools::APP_ID {
             return self.schedule_tool(&spec.name, invocation.args).await;
         }
-        let retry = self.config.retry;
+        let retry = self.config().retry;
         let retryable = spec.read_only == Some(true);
         // Every try together fits in the tool's timeout: a retry gets what is left.
         let deadline = Instant::now() + invocation.timeout;
@@ -931,10 +981,10 @@ impl Gateway {
         let spec = find_tool(&app, &descriptor, tool)?;
         let schema = spec.parameters.as_ref().map(Parameters::schema);
         let args = check_args(&app, spec, schema.as_ref(), args)?;
-        let timeout = self.config.tool_timeout(app.platform, spec.timeout);
+        let timeout = self.config().tool_timeout(app.platform, spec.timeout);
         // Built-in tools plan for the OS `--platform` names (the first platform in effect).
         let invocation = Invocation::new(&descriptor, &spec.name, &args, timeout)
-            .with_target(self.config.platforms.first().copied());
+            .with_target(self.config().platforms.first().copied());
         let mut plan = self.executors.plan(app.platform, invocation)?;
         if let Some(object) = plan.as_object_mut() {
             object.insert("platform".into(), json!(app.platform.key()));
@@ -1024,4 +1074,44 @@ fn looks_like_web_address(name: &str) -> bool {
         || ["com", "org", "net", "io", "dev", "app", "ai"].contains(&tld)
             && host.matches('.').count() <= 2
             && !host.chars().any(char::is_uppercase)
+}
+
+/// What the built-in toolsets are built with, from `config`.
+fn toolset_setup(config: &Config, home: &std::path::Path) -> aai_local::Setup {
+    let mut setup = aai_local::Setup::new(
+        config.local.clone(),
+        vec![home.to_path_buf(), config.web.cache_dir()],
+    );
+    setup.desktop = config.desktop.clone();
+    setup.browser = config.browser.clone();
+    setup.home = home.to_path_buf();
+    setup.extra_ca_certs = config.web.extra_ca_certs.clone();
+    setup
+}
+
+/// The executor of `automation: "builtin"`: whichever toolsets are in force when a call
+/// starts (a call keeps the ones it started with).
+struct CurrentToolsets(Arc<std::sync::RwLock<Arc<aai_local::Toolsets>>>);
+
+impl CurrentToolsets {
+    fn current(&self) -> Arc<aai_local::Toolsets> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl aai_executor::Executor for CurrentToolsets {
+    fn call<'a>(
+        &'a self,
+        invocation: aai_executor::Invocation<'a>,
+    ) -> aai_executor::BoxFuture<'a, Result<Value, AaiError>> {
+        let toolsets = self.current();
+        Box::pin(async move { toolsets.call(invocation).await })
+    }
+
+    fn plan(&self, invocation: aai_executor::Invocation<'_>) -> Result<Value, AaiError> {
+        self.current().plan(invocation)
+    }
 }

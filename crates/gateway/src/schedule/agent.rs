@@ -41,13 +41,13 @@ pub(super) async fn run(
         }
         Prior::InFlight | Prior::None => {}
     }
-    let Some(command) = gateway.config.scheduler.agents.get(name) else {
+    let config = gateway.config();
+    let Some(command) = config.scheduler.agents.get(name) else {
         return Err(AaiError::new(
             ErrorKind::InvalidParams,
             format!(
                 "no agent {name:?} in config.json's scheduler.agents (there: {})",
-                gateway
-                    .config
+                config
                     .scheduler
                     .agents
                     .keys()
@@ -103,7 +103,7 @@ pub(super) async fn run(
     };
     // The agent runs contained like a terminal command: it may read its MCP config (under
     // the home's run/, otherwise unreadable) and nothing else of the gateway's.
-    let (program, args) = match gateway.toolsets.setup().containment(&[])? {
+    let (program, args) = match gateway.toolsets().setup().containment(&[])? {
         Some(mut profile) => {
             profile.read.push(file.clone());
             aai_local::contain::wrap(&profile, program, args)?

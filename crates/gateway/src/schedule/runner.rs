@@ -160,7 +160,7 @@ impl Scheduler {
         self.recover(&store);
         let mut tasks: HashMap<String, Planned> = HashMap::new();
         let mut version = i64::MIN;
-        let grace = i64::try_from(self.gateway.config.scheduler.grace_seconds)
+        let grace = i64::try_from(self.gateway.config().scheduler.grace_seconds)
             .unwrap_or(i64::MAX / 2)
             .saturating_mul(1000);
         tracing::info!(owner = %self.owner, "scheduler started");
@@ -299,7 +299,7 @@ impl Scheduler {
                 return None;
             }
         };
-        let limit = self.gateway.config.scheduler.max_concurrent_runs.max(1);
+        let limit = self.gateway.config().scheduler.max_concurrent_runs.max(1);
         let mut soonest = None;
         for run in pending {
             if run.not_before_ms > now {
@@ -411,8 +411,14 @@ fn settle(gateway: &Gateway, store: &Store, run: &RunRow, result: Result<Value, 
     let retryable = state == "failed" && !final_failure(&result);
     if retryable && run.attempt <= u32::from(run.spec.retries) {
         // retry_seconds, then twice that, and so on, at most an hour.
-        let base = i64::try_from(gateway.config.scheduler.retry_seconds.saturating_mul(1000))
-            .unwrap_or(3_600_000);
+        let base = i64::try_from(
+            gateway
+                .config()
+                .scheduler
+                .retry_seconds
+                .saturating_mul(1000),
+        )
+        .unwrap_or(3_600_000);
         let wait = base
             .saturating_mul(1 << run.attempt.saturating_sub(1).min(10))
             .min(3_600_000);

@@ -60,8 +60,9 @@ impl Gateway {
                     .map_err(|error| invalid(format!("\"run\": {}", error.message)))?;
             }
             Run::Agent { name, instruction } => {
-                if !self.config.scheduler.agents.contains_key(name) {
-                    let known: Vec<&String> = self.config.scheduler.agents.keys().collect();
+                let config = self.config();
+                if !config.scheduler.agents.contains_key(name) {
+                    let known: Vec<&String> = config.scheduler.agents.keys().collect();
                     return Err(invalid(format!(
                         "\"run\": no agent {name:?} in config.json's scheduler.agents ({}); add one such as {{\"claude\": {{\"command\": [\"claude\", \"-p\", \"{{instruction}}\", \"--mcp-config\", \"{{mcp_config}}\"]}}}}",
                         if known.is_empty() {
@@ -131,16 +132,21 @@ impl Gateway {
                 let timing = self.check_task(&task)?;
                 let replaced = store.put(&task, now).map_err(store_error)?;
                 hub.changed();
+                let (running, scheduler) = self.scheduler_state();
                 Ok(json!({
                     "task": task.name,
                     "replaced": replaced,
                     "enabled": task.enabled,
                     "next_runs": timing.between(now, i64::MAX, 3).into_iter().map(|ms| timing.show(ms)).collect::<Vec<_>>(),
-                    "scheduler": self.scheduler_state(),
+                    "scheduler": scheduler,
+                    "will_run": running && task.enabled,
                 }))
             }
             "schedule_list" => {
-                Ok(json!({"tasks": list(&store)?, "scheduler": self.scheduler_state()}))
+                let (running, scheduler) = self.scheduler_state();
+                Ok(
+                    json!({"tasks": list(&store)?, "scheduler": scheduler, "scheduler_running": running}),
+                )
             }
             "schedule_remove" => {
                 let name = name_of(args)?;
@@ -203,18 +209,36 @@ impl Gateway {
         }
     }
 
-    /// Whether the scheduler runs, and whether the emergency stop holds it.
-    fn scheduler_state(&self) -> &'static str {
+    /// Whether a scheduler runs — in this process, or in the daemon of this home (the command
+    /// line's `schedule add` runs in a process of its own, while the daemon's scheduler runs
+    /// the task) — and whether the emergency stop holds it.
+    fn scheduler_state(&self) -> (bool, String) {
         if self.stop.is_stopped() {
-            "paused by the emergency stop"
-        } else if self
+            return (
+                false,
+                "paused by the emergency stop (`aai-gateway resume` lifts it)".to_owned(),
+            );
+        }
+        if self
             .schedule
             .active
             .load(std::sync::atomic::Ordering::SeqCst)
         {
-            "running"
-        } else {
-            "not running here: tasks run while the daemon (`aai-gateway serve`) runs"
+            return (true, "running".to_owned());
+        }
+        match crate::daemon::running(&self.home) {
+            Some(daemon) => (
+                true,
+                format!(
+                    "running in the gateway daemon (pid {}, {}): it runs tasks when they are due",
+                    daemon.info.pid, daemon.info.url
+                ),
+            ),
+            None => (
+                false,
+                "not running: no gateway daemon runs for this user; tasks run while the daemon (`aai-gateway serve`) runs"
+                    .to_owned(),
+            ),
         }
     }
 }

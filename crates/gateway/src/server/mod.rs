@@ -62,7 +62,6 @@ impl Drop for Session {
 #[derive(Clone)]
 pub struct AaiServer {
     gateway: Arc<Gateway>,
-    rounds: Arc<ConsentRounds>,
     /// The client's roots, asked once and forgotten on `roots/list_changed`.
     roots: Arc<tokio::sync::Mutex<Option<Vec<String>>>>,
     /// This connection: "for this session" grants belong to it and end with it.
@@ -106,7 +105,6 @@ impl AaiServer {
                 gateway: gateway.clone(),
             }),
             gateway,
-            rounds: Arc::new(ConsentRounds::new()),
             roots: Arc::default(),
             notify: false,
             subscriptions: Subscriptions::default(),
@@ -216,7 +214,7 @@ impl AaiServer {
 
     /// The apps with a tool of their own in the configured exposure mode.
     fn listed_apps<'a>(&self, registry: &'a Registry) -> &'a [Arc<crate::registry::App>] {
-        match self.gateway.config.exposure {
+        match self.gateway.config().exposure {
             Exposure::Full => &registry.apps,
             Exposure::Compact => &[],
         }
@@ -225,7 +223,7 @@ impl AaiServer {
     /// The tools listed before the apps' and after them.
     fn fixed_tools(&self, registry: &Registry) -> (Vec<Tool>, Vec<Tool>) {
         let mut head = Vec::new();
-        if matches!(self.gateway.config.exposure, Exposure::Compact) {
+        if matches!(self.gateway.config().exposure, Exposure::Compact) {
             head.push(Tool::new(
                 "aai_apps",
                 "List the user's apps, or search them by words in names, aliases and descriptions.",
@@ -376,7 +374,7 @@ impl AaiServer {
                 let registry = gateway.registry().await;
                 let query = args.get("query").and_then(Value::as_str).unwrap_or("");
                 let mut listed = app_list(&registry, query);
-                if gateway.config.store.in_apps {
+                if gateway.config().store.in_apps {
                     let offered: Vec<String> = gateway
                         .store_index
                         .matching(query, 5)
@@ -552,7 +550,7 @@ impl ServerHandler for AaiServer {
             Some((grant, _)) => format!("schedule:{}", grant.task),
             None => caller,
         };
-        let timeout = self.gateway.config.consent_timeout();
+        let timeout = self.gateway.config().consent_timeout();
         let stateless = context
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
@@ -585,7 +583,7 @@ impl ServerHandler for AaiServer {
                     let error = AaiError::new(ErrorKind::InvalidParams, message)
                         .with_detail(json!({"field": "approval_id"}));
                     return Ok(
-                        tool_result(Err(error), self.gateway.config.max_result_chars).into(),
+                        tool_result(Err(error), self.gateway.config().max_result_chars).into(),
                     );
                 }
             }
@@ -624,7 +622,7 @@ impl ServerHandler for AaiServer {
                         args,
                     },
                     resume: resume.clone(),
-                    wait: self.gateway.config.approval_wait(),
+                    wait: self.gateway.config().approval_wait(),
                     stop: self.gateway.stop.calls(),
                 }) as Box<dyn Asker + '_>
             })
@@ -639,7 +637,7 @@ impl ServerHandler for AaiServer {
             queue()
         } else if stateless && can_elicit {
             Some(Box::new(StatelessAsker {
-                rounds: &self.rounds,
+                rounds: &self.gateway.consent_rounds,
                 binding: binding(&caller, &name, &args),
                 state: request.request_state.clone(),
                 responses: request.input_responses.clone(),
@@ -714,7 +712,7 @@ impl ServerHandler for AaiServer {
                 tracing::info!(tool = %name, %caller, code = error.kind.code(), "call failed: {}", error.message)
             }
         }
-        Ok(tool_result(result, self.gateway.config.max_result_chars).into())
+        Ok(tool_result(result, self.gateway.config().max_result_chars).into())
     }
 
     async fn list_resources(

@@ -152,7 +152,10 @@ impl Session {
                 }
                 let mut command = tokio::process::Command::new(helper);
                 #[cfg(target_os = "linux")]
-                command.arg(aai_contain::cdp_pipe::MARKER);
+                command.arg(aai_contain::cdp_pipe::MARKER).env(
+                    aai_contain::cdp_pipe::LIFELINE_VAR,
+                    std::process::id().to_string(),
+                );
                 command
                     .arg("--")
                     .arg(&executable)
@@ -161,7 +164,18 @@ impl Session {
                 command
             }
             None => {
-                let mut command = tokio::process::Command::new(&executable);
+                let mut command = match tied_by_setpriv() {
+                    // No helper of ours to set the parent-death signal (a library's tests):
+                    // util-linux's `setpriv` sets it, then runs the browser.
+                    Some(setpriv) => {
+                        let mut command = tokio::process::Command::new(setpriv);
+                        command
+                            .args(["--pdeathsig", "SIGKILL", "--"])
+                            .arg(&executable);
+                        command
+                    }
+                    None => tokio::process::Command::new(&executable),
+                };
                 command.stdin(Stdio::null()).stdout(Stdio::null());
                 command
             }
@@ -184,7 +198,7 @@ impl Session {
         {
             command.env("DISPLAY", display);
         }
-        let mut child = command.spawn().map_err(|e| {
+        let mut child = spawn_lasting(command).await.map_err(|e| {
             failed(format!(
                 "cannot start {}: {e}",
                 executable.to_string_lossy()
@@ -529,6 +543,7 @@ fn make_private(dir: &Path) -> Result<(), String> {
 /// Turns network prediction off in the profile's preferences (kept across launches), and
 /// drops the previous run's endpoint file.
 fn prepare_profile(profile: &Path) -> Result<(), String> {
+    recover_stale_lock(profile)?;
     let default = profile.join("Default");
     std::fs::create_dir_all(&default).map_err(|e| e.to_string())?;
     let path = default.join("Preferences");
@@ -542,6 +557,112 @@ fn prepare_profile(profile: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     let _ = std::fs::remove_file(profile.join("DevToolsActivePort"));
     Ok(())
+}
+
+/// Removes the lock Chromium left in `profile` when the browser that held it is gone (a
+/// gateway killed before its browser was tied to it, a power cut): with it, a new browser
+/// exits at once with Chromium's raw "SingletonLock: File exists". The lock (a symlink to
+/// `host-pid`) is kept while that process lives and runs on this profile — the caller holds
+/// the profile's own lock, so it is no browser of a running gateway, and the error says which
+/// process to end.
+fn recover_stale_lock(profile: &Path) -> Result<(), String> {
+    let lock = profile.join("SingletonLock");
+    let Ok(target) = std::fs::read_link(&lock) else {
+        return Ok(());
+    };
+    let target = target.to_string_lossy().into_owned();
+    let (host, pid) = target
+        .rsplit_once('-')
+        .map(|(host, pid)| (host.to_owned(), pid.parse::<u32>().ok()))
+        .unwrap_or_default();
+    let here = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    if !here.is_empty() && host != here {
+        // Another computer's browser (a shared home): Chromium itself says so.
+        return Ok(());
+    }
+    if let Some(pid) = pid
+        && runs_on_profile(pid, profile)
+    {
+        return Err(format!(
+            "the browser profile {} is held by a Chromium (pid {pid}) no gateway runs any more; end it (`kill {pid}`) and call again",
+            profile.display()
+        ));
+    }
+    tracing::info!(profile = %profile.display(), %target, "removing the lock of a browser that is gone");
+    for name in ["SingletonLock", "SingletonSocket", "SingletonCookie"] {
+        let _ = std::fs::remove_file(profile.join(name));
+    }
+    Ok(())
+}
+
+/// Whether process `pid` lives and is a browser on `profile` (a pid the system gave to
+/// another program since does not hold the profile).
+fn runs_on_profile(pid: u32, profile: &Path) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let wanted = format!("--user-data-dir={}", profile.display());
+    cmdline
+        .split(|b| *b == 0)
+        .any(|arg| arg == wanted.as_bytes())
+}
+
+/// `setpriv`, where it can give the browser a parent-death signal (Linux, util-linux).
+fn tied_by_setpriv() -> Option<&'static Path> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .map(Path::new)
+        .find(|path| path.exists())
+}
+
+/// Starts `command` from a thread that lasts as long as the gateway.
+///
+/// The browser's parent-death signal (see `aai_contain::cdp_pipe::LIFELINE_VAR`) fires when
+/// the *thread* that started it ends, not the process: a runtime's worker can become a
+/// blocking-pool thread (`block_in_place`) that exits when idle, and a test's thread ends with
+/// its test. This thread never ends before the process does.
+async fn spawn_lasting(
+    mut command: tokio::process::Command,
+) -> std::io::Result<tokio::process::Child> {
+    type Job = (
+        tokio::process::Command,
+        tokio::runtime::Handle,
+        tokio::sync::oneshot::Sender<std::io::Result<tokio::process::Child>>,
+    );
+    static SPAWNER: std::sync::OnceLock<Option<std::sync::mpsc::Sender<Job>>> =
+        std::sync::OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("aai-browser-spawner".into())
+            .spawn(move || {
+                for (mut command, runtime, reply) in queue {
+                    // The child is reaped by the runtime of the caller that asked for it.
+                    let _entered = runtime.enter();
+                    let _ = reply.send(command.spawn());
+                }
+            })
+            .ok()
+            .map(|_| jobs)
+    });
+    let Some(spawner) = spawner else {
+        tracing::warn!(
+            "no thread to start browsers from; this browser is started without a lifeline"
+        );
+        return command.spawn();
+    };
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    spawner
+        .send((command, tokio::runtime::Handle::current(), reply))
+        .map_err(|_| std::io::Error::other("the browser starter thread is gone"))?;
+    answer
+        .await
+        .map_err(|_| std::io::Error::other("the browser starter thread did not answer"))?
 }
 
 /// Makes Chromium trust `cas` (the gateway's `web.extra_ca_certs`): an NSS database in a home
@@ -758,5 +879,52 @@ mod tests {
         ] {
             assert!(args.iter().any(|a| a == needed), "{needed} in {args:?}");
         }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_lock_is_recovered_only_when_its_browser_is_gone() {
+        let dir = tempfile::tempdir().expect("dir");
+        let profile = dir.path();
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+        let lock = |pid: u32| {
+            let _ = std::fs::remove_file(profile.join("SingletonLock"));
+            std::os::unix::fs::symlink(
+                format!("{}-{pid}", host.trim()),
+                profile.join("SingletonLock"),
+            )
+            .expect("symlink");
+            std::fs::write(profile.join("SingletonCookie"), "x").expect("cookie");
+        };
+        // A process on this profile holds it.
+        let mut holder = std::process::Command::new("sh")
+            .args(["-c", "sleep 30; :", "sh"])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .spawn()
+            .expect("sh");
+        lock(holder.id());
+        let refused = recover_stale_lock(profile).expect_err("held");
+        assert!(
+            refused.contains(&format!("kill {}", holder.id())),
+            "{refused}"
+        );
+        assert!(profile.join("SingletonLock").symlink_metadata().is_ok());
+        // A live process that is not on this profile (its pid given to another program).
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        lock(other.id());
+        recover_stale_lock(profile).expect("recovered");
+        assert!(profile.join("SingletonLock").symlink_metadata().is_err());
+        assert!(!profile.join("SingletonCookie").exists());
+        // The holder gone.
+        holder.kill().expect("kill");
+        holder.wait().expect("wait");
+        lock(holder.id());
+        recover_stale_lock(profile).expect("recovered");
+        assert!(profile.join("SingletonLock").symlink_metadata().is_err());
+        other.kill().expect("kill");
+        other.wait().expect("wait");
     }
 }

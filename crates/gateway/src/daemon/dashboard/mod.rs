@@ -316,7 +316,8 @@ async fn state(State(control): State<Control>) -> Response {
         "clients": clients,
         "default_profile": policy.default_profile,
         "profiles": settings::profiles(gateway),
-        "toolsets": settings::toolsets(&gateway.home),
+        "toolsets": settings::toolsets(&gateway.config()),
+        "config_problem": gateway.live.problem(),
         "schedules": schedules(gateway),
     }))
 }

@@ -5,16 +5,14 @@
 //! every change of `config.json` and sends `list_changed`).
 
 use std::path::Path;
-use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
 use crate::config::{CONFIG_FILE, Config};
 use crate::pipeline::Gateway;
 
-/// The built-in toolsets, each with whether `config.json` turns it on.
-pub fn toolsets(home: &Path) -> Vec<Value> {
-    let (config, _) = Config::load(home);
+/// The built-in toolsets, each with whether the config in force turns it on.
+pub fn toolsets(config: &Config) -> Vec<Value> {
     let on = aai_local::descriptors(&config.local);
     aai_local::all_descriptors()
         .iter()
@@ -72,10 +70,7 @@ pub fn set_profile(gateway: &Gateway, client: &str, profile: &str) -> Result<(),
     let config = edit(&gateway.home, |config| {
         give_profile(config, client, profile)
     })?;
-    *gateway
-        .policy
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(config.policy);
+    gateway.live.set_policy(config.policy);
     Ok(())
 }
 

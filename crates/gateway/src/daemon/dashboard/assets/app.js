@@ -128,6 +128,13 @@ async function verify() {
     : visible(`BROKEN at row ${answer.id}: ${answer.reason || answer.error}`);
 }
 
+function showConfigProblem(problem) {
+  $('config-problem').hidden = !problem;
+  $('config-problem').textContent = problem
+    ? 'config.json is invalid, so the last good config stays in force: ' + problem
+    : '';
+}
+
 function showStopped(stopped) {
   document.body.classList.toggle('stopped', stopped);
   $('status').textContent = stopped ? 'STOPPED: no call runs until you resume' : 'running';
@@ -236,6 +243,7 @@ async function load() {
   }
   const state = await response.json();
   showStopped(state.stopped);
+  showConfigProblem(state.config_problem);
   showApprovals(state.pending);
   showGrants(state.grants);
   showClients(state.clients, state.profiles, state.default_profile);
