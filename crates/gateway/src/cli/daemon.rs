@@ -370,8 +370,7 @@ fn open_in_browser(url: &str) -> bool {
     } else {
         // xdg-open without a desktop session falls back to text browsers in this very
         // terminal, or fails after a while: neither opens the dashboard.
-        if std::env::var_os("DISPLAY").is_none() && std::env::var_os("WAYLAND_DISPLAY").is_none()
-        {
+        if std::env::var_os("DISPLAY").is_none() && std::env::var_os("WAYLAND_DISPLAY").is_none() {
             return false;
         }
         ("xdg-open", &[])

@@ -712,7 +712,7 @@ impl Gateway {
             caller: &who.name,
             approved: false,
         };
-        self.toolsets.refusal(app.id(), &call)
+        self.toolsets().refusal(app.id(), &call)
     }
 
     /// Why a built-in call must be asked every time, judged by its toolset from the app's
