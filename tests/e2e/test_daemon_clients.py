@@ -127,7 +127,7 @@ def test_schedule_says_whether_the_running_daemon_runs_the_task(home, bus):
     (home / "workflows").mkdir()
     (home / "workflows" / "hello.json").write_text(json.dumps(
         {"description": "hello", "steps": [{"app": "org.aai.test", "tool": "echo", "args": {"text": "hi"}}]}))
-    add = ["schedule", "add", "hello", "--cron", "0 0 1 1 *", "--workflow", "hello", "--grant", "org.aai.test:echo"]
+    add = ["schedule", "add", "hello", "--cron", "0 0 1 1 *", "--workflow", "hello", "--grant", "org.aai.test:echo", "--json"]
     d = Logged(home, gateway_env(home, bus))
     try:
         added = d.cli(*add)
@@ -135,7 +135,7 @@ def test_schedule_says_whether_the_running_daemon_runs_the_task(home, bus):
         report = json.loads(added.stdout)
         assert report["will_run"] is True, report
         assert f"running in the gateway daemon (pid {d.pid}" in report["scheduler"], report
-        listed = json.loads(d.cli("schedule", "list").stdout)
+        listed = json.loads(d.cli("schedule", "list", "--json").stdout)
         assert listed["scheduler_running"] is True and f"pid {d.pid}" in listed["scheduler"], listed
         disabled = d.cli(*add, "--disabled")
         assert json.loads(disabled.stdout)["will_run"] is False, disabled.stdout

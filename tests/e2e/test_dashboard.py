@@ -366,7 +366,7 @@ async def test_scheduled_tasks_are_shown_run_and_turned_off_in_the_dashboard(das
         click(page, "#schedules tr[data-task='morning'] button.run-now")
         await wait_in_page(page, "[...document.querySelectorAll('#runs tr.run-succeeded')].some(r => r.textContent.includes('morning'))", 20)
         click(page, "#schedules tr[data-task='morning'] input[type=checkbox]")
-        wait_until(lambda: json.loads(dashboard.cli("schedule", "list").stdout)["tasks"][0]["enabled"] is False, 10,
+        wait_until(lambda: json.loads(dashboard.cli("schedule", "list", "--json").stdout)["tasks"][0]["enabled"] is False, 10,
                    "the task is off")
         rows = [json.loads(line) for line in dashboard.cli("audit", "export").stdout.splitlines()]
         assert any(r["caller"] == "schedule:morning" and r["tool"] == "echo" and r["result"] == "success" for r in rows)

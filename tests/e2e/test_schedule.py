@@ -284,7 +284,7 @@ def test_a_run_resumes_at_its_first_unfinished_step_and_reports_what_it_would_re
     key = careful["occurrence"]
     assert careful["state"] == "interrupted"
     assert (counts[(key, "a")], counts[(key, "b")], counts[(key, "c")]) == (1, 1, 0), counts
-    history = json.loads(ok(cli(home, "schedule", "history", "careful")).stdout)["runs"][0]
+    history = json.loads(ok(cli(home, "schedule", "history", "careful", "--json")).stdout)["runs"][0]
     assert [s["state"] for s in history["steps"]] == ["ok", "interrupted", "skipped"], history
     assert "not marked idempotent" in history["steps"][1]["error"]["message"]
     assert "not marked idempotent" in history["error"]["message"]
@@ -298,7 +298,7 @@ def test_a_run_resumes_at_its_first_unfinished_step_and_reports_what_it_would_re
     for line in audit(home, "export").splitlines():
         row = json.loads(line)
         rows[row["call_id"]].append(row)
-    for step in json.loads(ok(cli(home, "schedule", "history", "repeatable")).stdout)["runs"][0]["steps"]:
+    for step in json.loads(ok(cli(home, "schedule", "history", "repeatable", "--json")).stdout)["runs"][0]["steps"]:
         assert step["audit_ids"], step
         for audit_id in step["audit_ids"]:
             assert {r["caller"] for r in rows[audit_id]} == {"schedule:repeatable"}
@@ -354,7 +354,7 @@ def test_unattended_calls_never_wait_and_the_layer_only_tightens(home, tmp_path,
     for name, (options, reason) in cases.items():
         ok(cli(home, "schedule", "add", name, "--cron", "0 0 1 1 *", "--workflow", "send", *options))
         started = time.monotonic()
-        out = cli(home, "schedule", "run-now", name)
+        out = cli(home, "schedule", "run-now", name, "--json")
         assert out.returncode == 1 and time.monotonic() - started < 20, out.stdout + out.stderr
         report = json.loads(out.stdout)
         assert report["state"] == "failed" and reason in report["error"]["message"], (name, report)
@@ -432,7 +432,7 @@ def test_an_agent_task_reaches_the_gateway_under_the_tasks_layer(home, tmp_path,
            "--grant", "org.aai.rec:log"))
     daemon = Served(home, tmp_path)
     try:
-        report = json.loads(ok(cli(home, "schedule", "run-now", "helper", "--wait", timeout=90)).stdout)
+        report = json.loads(ok(cli(home, "schedule", "run-now", "helper", "--wait", "--json", timeout=90)).stdout)
         # The run's token no longer opens the gateway.
         token = token_file.read_text()
         refused = httpx2.post(daemon.url, headers={"Authorization": token, "Content-Type": "application/json",
@@ -497,7 +497,7 @@ async def test_agents_add_tasks_only_with_the_users_approval(home, bus, monkeypa
     assert len(asked) == 1 and "risk high" in asked[0].lower().replace(":", ""), asked
     # The standing permission it gives is spelled out.
     assert "with no one asked for: org.aai.rec:log (up to medium risk)" in asked[0], asked
-    listed = json.loads(ok(cli(home, "schedule", "list")).stdout)["tasks"]
+    listed = json.loads(ok(cli(home, "schedule", "list", "--json")).stdout)["tasks"]
     if answer == "deny":
         assert added.is_error and listed == []
         return
@@ -543,7 +543,7 @@ def test_overlap_policies_and_retries_that_resume_where_they_failed(home, tmp_pa
     assert (counts[(key, "first")], counts[(key, "flaky")]) == (1, 2), counts
     # Removing a task keeps its history.
     ok(cli(home, "schedule", "remove", "again"))
-    assert "again" not in [t["name"] for t in json.loads(ok(cli(home, "schedule", "list")).stdout)["tasks"]]
-    assert json.loads(ok(cli(home, "schedule", "history", "again")).stdout)["runs"][0]["state"] == "succeeded"
+    assert "again" not in [t["name"] for t in json.loads(ok(cli(home, "schedule", "list", "--json")).stdout)["tasks"]]
+    assert json.loads(ok(cli(home, "schedule", "history", "again", "--json")).stdout)["runs"][0]["state"] == "succeeded"
     missing = cli(home, "schedule", "remove", "again")
     assert missing.returncode == 1 and "no scheduled task" in missing.stderr

@@ -70,7 +70,7 @@ def test_the_cli_lists_validates_and_runs_workflows(home, bus):
     assert cli(home, bus, "workflow", "validate", "report").returncode == 0
     invalid = cli(home, bus, "workflow", "validate", "broken")
     assert invalid.returncode == 1 and "at least one step" in invalid.stderr
-    ran = cli(home, bus, "workflow", "run", "report", "--inputs", json.dumps({"a": 41, "note": "from the cli"}))
+    ran = cli(home, bus, "workflow", "run", "report", "--json", "--inputs", json.dumps({"a": 41, "note": "from the cli"}))
     assert ran.returncode == 1, ran.stderr  # two steps fail on purpose
     report = json.loads(ran.stdout)
     assert report["steps"][2]["result"] == "from the cli"

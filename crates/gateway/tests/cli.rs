@@ -840,6 +840,17 @@ fn call_without_a_tool_prints_the_guide_and_json_is_on_request() {
     let out = run(home, &["call", "nope.app"], None);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("APP_NOT_FOUND"));
+    // Reports (a schedule's) are text too unless asked for as JSON.
+    let out = run(home, &["schedule", "list"], None);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("tasks: none")
+            && serde_json::from_str::<serde_json::Value>(&stdout).is_err(),
+        "{stdout}"
+    );
+    let out = run(home, &["schedule", "list", "--json"], None);
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(listed["tasks"], serde_json::json!([]));
 }
 
 /// Mistakes name their fix: `validate` says what the app store and a call would refuse of a

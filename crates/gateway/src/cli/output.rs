@@ -255,6 +255,74 @@ pub fn value(value: &serde_json::Value) {
     );
 }
 
+/// A report (a schedule's, a workflow run's): pretty JSON with `--json`, else indented text —
+/// `key: value` lines, lists of plain values on one line, nested parts indented, text from
+/// clients and descriptors sanitized.
+pub fn report(value: &serde_json::Value) {
+    if json() {
+        return self::value(value);
+    }
+    let mut lines = Vec::new();
+    text_of(value, 0, &mut lines);
+    for line in lines {
+        println!("{line}");
+    }
+}
+
+fn scalar(value: &serde_json::Value) -> Option<String> {
+    match value {
+        serde_json::Value::Null => Some("—".to_owned()),
+        serde_json::Value::String(s) => Some(cell(s).into_owned()),
+        serde_json::Value::Array(items)
+            if items.iter().all(|i| !i.is_object() && !i.is_array()) =>
+        {
+            Some(if items.is_empty() {
+                "none".to_owned()
+            } else {
+                items
+                    .iter()
+                    .filter_map(scalar)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+        }
+        serde_json::Value::Object(_) | serde_json::Value::Array(_) => None,
+        other => Some(other.to_string()),
+    }
+}
+
+fn text_of(value: &serde_json::Value, indent: usize, lines: &mut Vec<String>) {
+    let pad = " ".repeat(indent);
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, item) in map {
+                match scalar(item) {
+                    Some(text) => lines.push(format!("{pad}{}: {text}", cell(key))),
+                    None => {
+                        lines.push(format!("{pad}{}:", cell(key)));
+                        text_of(item, indent + 2, lines);
+                    }
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                let start = lines.len();
+                match scalar(item) {
+                    Some(text) => lines.push(format!("{pad}{text}")),
+                    None => text_of(item, indent + 2, lines),
+                }
+                // The first line of each entry carries the list mark.
+                if let Some(first) = lines.get_mut(start) {
+                    let body = first.trim_start().to_owned();
+                    *first = format!("{pad}- {body}");
+                }
+            }
+        }
+        other => lines.push(format!("{pad}{}", scalar(other).unwrap_or_default())),
+    }
+}
+
 /// Text from the daemon, a client or a descriptor, fit for a terminal: one line.
 fn cell(text: &str) -> std::borrow::Cow<'_, str> {
     aai_descriptor::visible::visible(text)

@@ -183,7 +183,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
     let args = args.as_object().cloned().unwrap_or_default();
     match gateway.schedule_tool(tool, &args).await {
         Ok(report) => {
-            output::line(&serde_json::to_string_pretty(&report)?);
+            output::report(&report);
             let failed = report["state"]
                 .as_str()
                 .is_some_and(|s| !matches!(s, "succeeded" | "pending" | "running"));
@@ -230,9 +230,7 @@ async fn queue_run(
     loop {
         let run = store.run(id).map_err(|e| anyhow::anyhow!(e))?;
         if let Some(run) = run.filter(|r| !matches!(r.state.as_str(), "pending" | "running")) {
-            output::line(&serde_json::to_string_pretty(
-                &schedule::tools::describe_run(&store, &run),
-            )?);
+            output::report(&schedule::tools::describe_run(&store, &run));
             return Ok(if run.state == "succeeded" {
                 ExitCode::SUCCESS
             } else {

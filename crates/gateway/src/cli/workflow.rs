@@ -100,7 +100,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                 .await;
             match ran {
                 Ok(report) => {
-                    output::line(&serde_json::to_string_pretty(&report)?);
+                    output::report(&report);
                     Ok(if report["failed"] == 0 {
                         ExitCode::SUCCESS
                     } else {
