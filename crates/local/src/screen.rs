@@ -397,18 +397,35 @@ fn fingerprint(image: &RgbImage) -> [u8; 32] {
 
 /// Scales a physical capture into the agent's space (bilinear convolution, SIMD).
 pub fn to_agent_size(image: RgbImage, space: &Space) -> RgbImage {
-    use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer, images};
     if space.scale >= 1.0 {
         return image;
     }
     let (w, h) = image.dimensions();
     let width = ((f64::from(w) * space.scale).round() as u32).max(1);
     let height = ((f64::from(h) * space.scale).round() as u32).max(1);
+    resize(
+        image,
+        width,
+        height,
+        fast_image_resize::FilterType::Bilinear,
+    )
+}
+
+/// `image` resized to `width`×`height` with `filter` (SIMD); a blank image of that size if
+/// the resizer refuses (it never does for these pixel types).
+fn resize(
+    image: RgbImage,
+    width: u32,
+    height: u32,
+    filter: fast_image_resize::FilterType,
+) -> RgbImage {
+    use fast_image_resize::{PixelType, ResizeAlg, ResizeOptions, Resizer, images};
+    let (w, h) = image.dimensions();
     let Ok(source) = images::Image::from_vec_u8(w, h, image.into_raw(), PixelType::U8x3) else {
         return RgbImage::new(width, height);
     };
     let mut target = images::Image::new(width, height, PixelType::U8x3);
-    let options = ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::Bilinear));
+    let options = ResizeOptions::new().resize_alg(ResizeAlg::Convolution(filter));
     if Resizer::new()
         .resize(&source, &mut target, &options)
         .is_err()
@@ -438,25 +455,16 @@ pub fn ocr_factor(width: u32, height: u32) -> u32 {
 
 /// `image` enlarged `factor` times (Catmull-Rom, which keeps glyph edges sharp).
 pub fn enlarge(image: RgbImage, factor: u32) -> RgbImage {
-    use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer, images};
     if factor <= 1 {
         return image;
     }
     let (w, h) = image.dimensions();
-    let (width, height) = (w * factor, h * factor);
-    let Ok(source) = images::Image::from_vec_u8(w, h, image.into_raw(), PixelType::U8x3) else {
-        return RgbImage::new(width, height);
-    };
-    let mut target = images::Image::new(width, height, PixelType::U8x3);
-    let options = ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::CatmullRom));
-    if Resizer::new()
-        .resize(&source, &mut target, &options)
-        .is_err()
-    {
-        return RgbImage::new(width, height);
-    }
-    RgbImage::from_raw(width, height, target.into_vec())
-        .unwrap_or_else(|| RgbImage::new(width, height))
+    resize(
+        image,
+        w * factor,
+        h * factor,
+        fast_image_resize::FilterType::CatmullRom,
+    )
 }
 
 /// The PNG Tesseract reads for `image`, and how many times larger than `image` it is.

@@ -682,14 +682,7 @@ impl Gateway {
         if app.platform != Platform::Local {
             return Ok(None);
         }
-        let call = aai_local::Call {
-            tool: &spec.name,
-            args,
-            roots: &who.roots,
-            progress: None,
-            caller: &who.name,
-            approved: false,
-        };
+        let call = judged_call(who, spec, args);
         self.toolsets().judged_as(app.id(), &call).await
     }
 
@@ -704,14 +697,7 @@ impl Gateway {
         if app.platform != Platform::Local {
             return None;
         }
-        let call = aai_local::Call {
-            tool: &spec.name,
-            args,
-            roots: &who.roots,
-            progress: None,
-            caller: &who.name,
-            approved: false,
-        };
+        let call = judged_call(who, spec, args);
         self.toolsets().refusal(app.id(), &call)
     }
 
@@ -730,14 +716,7 @@ impl Gateway {
         if app.id() == crate::schedule::tools::APP_ID {
             return crate::schedule::tools::must_ask(&spec.name, args);
         }
-        let call = aai_local::Call {
-            tool: &spec.name,
-            args,
-            roots: &who.roots,
-            progress: None,
-            caller: &who.name,
-            approved: false,
-        };
+        let call = judged_call(who, spec, args);
         self.toolsets().must_ask(app.id(), &call).await
     }
 
@@ -1113,5 +1092,21 @@ impl aai_executor::Executor for CurrentToolsets {
 
     fn plan(&self, invocation: aai_executor::Invocation<'_>) -> Result<Value, AaiError> {
         self.current().plan(invocation)
+    }
+}
+
+/// A built-in call as its toolset judges it before it runs: not approved yet, no progress.
+fn judged_call<'a>(
+    who: &'a Caller,
+    spec: &'a ToolCommon,
+    args: &'a Map<String, Value>,
+) -> aai_local::Call<'a> {
+    aai_local::Call {
+        tool: &spec.name,
+        args,
+        roots: &who.roots,
+        progress: None,
+        caller: &who.name,
+        approved: false,
     }
 }
