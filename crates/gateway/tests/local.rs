@@ -1466,6 +1466,17 @@ async fn calls_the_sandbox_or_schema_refuse_are_refused_before_anyone_is_asked()
             "bash_execute",
             json!({"command": "pwd", "working_dir": s.p("outside")}),
         ),
+        // The browser's domain policy: schemes whose content is the agent's own.
+        (
+            "local.browser",
+            "browser_navigate",
+            json!({"url": "javascript:document.title='x'"}),
+        ),
+        (
+            "local.browser",
+            "browser_tabs",
+            json!({"action": "open", "url": "data:text/html,<b>x</b>"}),
+        ),
     ];
     for (app, tool, args) in refused {
         let error = s

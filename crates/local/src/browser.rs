@@ -281,6 +281,22 @@ impl Toolset for Browser {
         Box::pin(self.must_ask_call(call))
     }
 
+    /// A URL the domain policy refuses, named by `browser_navigate` or `browser_tabs open`, is
+    /// refused before anyone is asked: the answer could not make it load.
+    fn refusal(&self, call: &Call<'_>) -> Option<AaiError> {
+        let opens = match call.tool {
+            "browser_navigate" => true,
+            "browser_tabs" => str_arg(call.args, "action") == Some("open"),
+            _ => false,
+        };
+        let raw = str_arg(call.args, "url").filter(|_| opens)?;
+        let sandbox = self.setup.sandbox(call.roots);
+        self.policy
+            .check_url(raw, &sandbox)
+            .err()
+            .map(|b| blocked(&b))
+    }
+
     fn waits_ms(&self, tool: &str, args: &Map<String, Value>) -> u64 {
         match tool {
             "browser_navigate" | "browser_wait" | "browser_tabs" => {
