@@ -86,10 +86,12 @@ def start_xvfb(size, *extra):
 
     Xvfb picks the number itself and writes it to `-displayfd` only when it is ready, so nothing
     here guesses from lock files (another Xvfb of a parallel build may take a number between a
-    check and a start) or from the socket appearing (it appears before the server answers)."""
+    check and a start) or from the socket appearing (it appears before the server answers).
+    `-noreset`: a server that resets when its last client leaves drops a client that connects
+    meanwhile."""
     assert shutil.which("Xvfb"), "Xvfb is missing: apt-get install -y xvfb"
     read, write = os.pipe()
-    proc = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", size, "-nolisten", "tcp", *extra],
+    proc = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-noreset", "-screen", "0", size, "-nolisten", "tcp", *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write,))
     os.close(write)
     try:

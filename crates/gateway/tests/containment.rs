@@ -648,23 +648,9 @@ fn a_launched_app_and_what_it_runs_are_contained() {
             "{tool} is missing: run scripts/test.sh, which installs xvfb openbox xterm"
         );
     }
-    let number = (700..900)
-        .map(|n| n + std::process::id() % 100)
-        .find(|n| !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists())
-        .expect("a free display");
-    let display = format!(":{number}");
-    let _xvfb = Reaped(
-        std::process::Command::new("Xvfb")
-            .args([&display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"])
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("Xvfb"),
-    );
+    let xvfb = aai_test_support::xvfb::Xvfb::start("1280x800x24");
+    let display = xvfb.display.clone();
     let until = Instant::now() + Duration::from_secs(10);
-    while aai_local::desktop::x11::X11::connect(Some(&display)).is_err() {
-        assert!(Instant::now() < until, "Xvfb did not answer");
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let _wm = Reaped(
         std::process::Command::new("openbox")
             .env("DISPLAY", &display)

@@ -81,6 +81,9 @@ fn desk() -> &'static Desk {
                 "3840x1080x24",
                 "-nolisten",
                 "tcp",
+                // No reset when the readiness probe below disconnects: a client connecting
+                // during a reset is dropped mid-handshake.
+                "-noreset",
             ],
         );
         wait("Xvfb starts", 10, || {

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 pub mod http;
 pub mod postgres;
+pub mod xvfb;
 
 /// The bus name of the test service in [`TestBus::spawn_service`].
 pub const TEST_SERVICE: &str = "org.aai.Test";
