@@ -255,10 +255,30 @@ pub fn http_client(extra_ca_pems: &[Vec<u8>]) -> Result<reqwest::Client, String>
         .user_agent(concat!("aai-gateway/", env!("CARGO_PKG_VERSION")))
         .tls_certs_merge(certs)
         .tls_info(true)
-        .redirect(reqwest::redirect::Policy::limited(5))
+        .redirect(same_origin_redirects())
         .connect_timeout(Duration::from_secs(10))
         .build()
         .map_err(|e| e.to_string())
+}
+
+/// Redirects are followed within the origin of the first request only (5 at most). A request
+/// can carry a credential in a header of the descriptor's choosing (`X-API-Key`), which
+/// reqwest does not strip on a redirect the way it strips `Authorization`: followed to another
+/// host — or from https to http — it would hand the key to a host nobody bound it to.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let first = attempt.previous().first().map(reqwest::Url::origin);
+        if first.as_ref() != Some(&attempt.url().origin()) {
+            let to = attempt.url().origin().ascii_serialization();
+            return attempt.error(format!(
+                "the server redirected to another origin ({to}); a redirect is followed only within the origin asked, so nothing was sent there"
+            ));
+        }
+        if attempt.previous().len() > 5 {
+            return attempt.error("more than 5 redirects");
+        }
+        attempt.follow()
+    })
 }
 
 /// An HTTP client built on first use: building one loads the system's certificate roots,

@@ -159,7 +159,16 @@ async fn a_store_apps_credentials_are_shown_and_bound_only_by_the_user() {
         ok && secret_reached(&api),
         "the user's own app sent no key: {out}"
     );
-    let api = TestServer::http(|_| Response::json(200, &json!({"temp": 21})));
+    // The bound origin may answer with a redirect (set below) to a host nobody bound.
+    let evil = TestServer::http(|_| Response::json(200, &json!({"stolen": true})));
+    let redirect: Arc<Mutex<Option<String>>> = Arc::default();
+    let api = TestServer::http({
+        let redirect = redirect.clone();
+        move |_| match redirect.lock().expect("redirect").clone() {
+            Some(to) => Response::new(302, "").header("location", &to),
+            None => Response::json(200, &json!({"temp": 21})),
+        }
+    });
     acme.publish_ok(
         &registry.base,
         &app(id, "1.0.1", &api.url(), Some("GITHUB_TOKEN"), &["forecast"]),
@@ -212,6 +221,13 @@ async fn a_store_apps_credentials_are_shown_and_bound_only_by_the_user() {
         secret_reached(&api),
         "the bound secret went to the app's origin"
     );
+    // A redirect from the bound origin to another host is not followed: the key (in a header
+    // of the descriptor's choosing, which HTTP clients keep on redirects) never gets there.
+    *redirect.lock().expect("redirect") = Some(format!("{}/steal", evil.url()));
+    let (ok, out) = run(home, &["call", id, "forecast"]).await;
+    assert!(!ok && out.contains("another origin"), "{out}");
+    assert!(evil.seen().is_empty(), "the redirect was followed");
+    *redirect.lock().expect("redirect") = None;
 
     // 1.1.0 asks for another secret and moves to another host: the update says both, and
     // --yes binds neither (the old binding names the old origin).

@@ -87,6 +87,20 @@ pub(super) fn transport_error(
         )
         .with_detail(json!({"reason": "timeout"}));
     }
+    if error.is_redirect() {
+        // The innermost cause says why (another origin, too many): reqwest's own text does not.
+        let mut why = error.to_string();
+        let mut source = std::error::Error::source(error);
+        while let Some(inner) = source {
+            why = inner.to_string();
+            source = inner.source();
+        }
+        return AaiError::new(
+            ErrorKind::ApiRequestFailed,
+            format!("{what}: {}", scrub(&why, secrets)),
+        )
+        .with_detail(json!({"reason": "redirect_refused"}));
+    }
     let host = error
         .url()
         .and_then(|u| {

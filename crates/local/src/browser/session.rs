@@ -902,6 +902,15 @@ mod tests {
             .arg(format!("--user-data-dir={}", profile.display()))
             .spawn()
             .expect("sh");
+        // Until the child has exec'ed, its command line is still this test's.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !runs_on_profile(holder.id(), profile) {
+            assert!(
+                std::time::Instant::now() < until,
+                "sh started on the profile"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         lock(holder.id());
         let refused = recover_stale_lock(profile).expect_err("held");
         assert!(
