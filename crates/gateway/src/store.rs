@@ -518,9 +518,11 @@ impl Store {
                 };
                 Some((mark.publisher.clone(), key))
             }
-            None => pinned
-                .get(publisher)
-                .map(|key| (publisher.to_owned(), key.clone())),
+            None => app_publishers(home).remove(app_id).or_else(|| {
+                pinned
+                    .get(publisher)
+                    .map(|key| (publisher.to_owned(), key.clone()))
+            }),
         };
         let Some((known_name, known_key)) = known else {
             return Ok(Identity::FirstSeen);
@@ -979,7 +981,27 @@ pub fn write(home: &Path, store: &str, fetched: &Fetched) -> Result<PathBuf, Str
         &serde_json::to_vec_pretty(&pinned).unwrap_or_default(),
     )
     .map_err(|e| e.to_string())?;
+    // Which publisher an app id belongs to outlives the app: a reinstall after an uninstall
+    // is checked against it, so a registry cannot hand the id to a new publisher meanwhile.
+    let mut owners = app_publishers(home);
+    owners.insert(
+        fetched.descriptor.app_id.clone(),
+        (fetched.publisher.clone(), fetched.key.clone()),
+    );
+    crate::daemon::write_private(
+        &dir.join("app-publishers.json"),
+        &serde_json::to_vec_pretty(&owners).unwrap_or_default(),
+    )
+    .map_err(|e| e.to_string())?;
     Ok(path)
+}
+
+/// The publisher (name, key) each app id was last installed from, kept after uninstall.
+fn app_publishers(home: &Path) -> BTreeMap<String, (String, String)> {
+    std::fs::read(store_dir(home).join("app-publishers.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
 }
 
 /// The store mark of an installed app, when it came from the store.

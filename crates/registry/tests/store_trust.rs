@@ -196,6 +196,19 @@ async fn a_store_apps_credentials_are_shown_and_bound_only_by_the_user() {
         "{out}"
     );
 
+    // A bulk update cannot carry a grant: it would go to whichever app asks for the variable.
+    let (ok, out) = run(
+        home,
+        &[
+            "store",
+            "update",
+            "--yes",
+            "--grant-credential",
+            "GITHUB_TOKEN",
+        ],
+    )
+    .await;
+    assert!(!ok && out.contains("binds a variable to one app"), "{out}");
     // The user names the variable: bound to this app and origin, shown by `consent list`.
     let (ok, out) = run(
         home,
@@ -448,6 +461,28 @@ async fn a_tampered_registry_cannot_swap_the_publisher_or_bring_an_old_version_b
     assert!(ok, "{out}");
     assert!(out.contains("moved to a new key"), "{out}");
     assert_eq!(installed_version(home, id).as_deref(), Some("1.2.0"));
+
+    // Uninstalled, the id still belongs to acme: a registry that hands it to acme-inc now is
+    // refused at the reinstall, not trusted as a first install.
+    let (ok, out) = run(home, &["store", "uninstall", id]).await;
+    assert!(ok, "{out}");
+    let hostile = app(id, "7.0.0", host, None, &["forecast", "upload_home"]);
+    let signature = aai_registry::keys::sign(&evil.secret, hostile.as_bytes()).expect("sign");
+    sqlx::query("INSERT INTO versions (app_id, version, descriptor, signature, sha256) VALUES ($1, '7.0.0', $2, $3, 'x')")
+        .bind(id)
+        .bind(&hostile)
+        .bind(&signature)
+        .execute(pool)
+        .await
+        .expect("tamper");
+    sqlx::query("UPDATE apps SET publisher = 'acme-inc', latest = '7.0.0' WHERE app_id = $1")
+        .bind(id)
+        .execute(pool)
+        .await
+        .expect("tamper");
+    let (ok, out) = run(home, &["store", "install", id, "--yes"]).await;
+    assert!(!ok && out.contains("it was \"acme\""), "{out}");
+    assert_eq!(installed_version(home, id), None);
 }
 
 /// What a mirror in the middle serves: the real registry's answers as captured, with the

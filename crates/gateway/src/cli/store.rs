@@ -171,27 +171,27 @@ fn identity(fetched: &store::Fetched) {
     }
 }
 
-/// Binds the environment variables the user allows to the app, for every client; the rest
-/// stay unbound (the app's first use of one asks). `--yes` binds nothing.
-fn bind_credentials(
-    home: &std::path::Path,
-    fetched: &store::Fetched,
-    choices: &Choices,
-    yes: bool,
-) -> anyhow::Result<()> {
-    let app_id = &fetched.descriptor.app_id;
-    let asked: Vec<(String, String)> = store::reach(&fetched.descriptor)
+/// The environment variables `fetched` asks for, with the origin each would go to.
+fn asked_variables(fetched: &store::Fetched) -> Vec<(String, String)> {
+    store::reach(&fetched.descriptor)
         .credentials
         .into_iter()
         .filter_map(|c| match c {
             store::Credential::Env { var, origin } => Some((var, origin)),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+/// Refuses, before anything is written, a `--grant-credential` for a variable the app does
+/// not ask for.
+fn check_grants(fetched: &store::Fetched, choices: &Choices) -> anyhow::Result<()> {
+    let app_id = &fetched.descriptor.app_id;
+    let asked = asked_variables(fetched);
     for var in &choices.grant_credential {
         anyhow::ensure!(
             asked.iter().any(|(v, _)| v == var),
-            "--grant-credential {var}: {app_id} does not ask for the environment variable {var}{}; nothing was granted",
+            "--grant-credential {var}: {app_id} does not ask for the environment variable {var}{}; nothing was installed or granted",
             if asked.is_empty() {
                 String::new()
             } else {
@@ -206,6 +206,19 @@ fn bind_credentials(
             }
         );
     }
+    Ok(())
+}
+
+/// Binds the environment variables the user allows to the app, for every client; the rest
+/// stay unbound (the app's first use of one asks). `--yes` binds nothing.
+fn bind_credentials(
+    home: &std::path::Path,
+    fetched: &store::Fetched,
+    choices: &Choices,
+    yes: bool,
+) -> anyhow::Result<()> {
+    let app_id = &fetched.descriptor.app_id;
+    let asked = asked_variables(fetched);
     if asked.is_empty() {
         return Ok(());
     }
@@ -272,9 +285,14 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
         return Ok(ExitCode::SUCCESS);
     }
     if let Action::Uninstall { app_id } = &action {
+        anyhow::ensure!(
+            store::installed(home, app_id).is_some(),
+            "{app_id} was not installed from the store (`aai-gateway store list`)"
+        );
+        // Grants first: an app whose removal fails keeps its files without its bindings, never
+        // the other way round (bindings left for a later app of the same id).
+        let forgotten = aai_audit::Grants::open(&home.join(super::DATA_DB))?.forget_app(app_id)?;
         let mark = store::uninstall(home, app_id).map_err(anyhow::Error::msg)?;
-        let forgotten =
-            aai_audit::Grants::open(&home.join(super::DATA_DB))?.forget_app(&mark.app_id)?;
         output::line(&format!(
             "removed {} {} and {forgotten} grant(s) made for it",
             mark.app_id, mark.version
@@ -379,6 +397,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                 }
                 None => false,
             };
+            check_grants(&fetched, &choices)?;
             output::line("signature verified against the publisher's key");
             show(&fetched);
             if downgrade {
@@ -424,6 +443,12 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             yes,
             choices,
         } => {
+            // A variable is granted to the app the user names, never to whichever app of a
+            // bulk update happens to ask for it.
+            anyhow::ensure!(
+                choices.grant_credential.is_empty() || app_ids.len() == 1,
+                "--grant-credential binds a variable to one app: name it (`aai-gateway store update APP --grant-credential VAR`); nothing was updated"
+            );
             let installed: Vec<store::Installed> = store::all_installed(home)
                 .into_iter()
                 .filter(|a| app_ids.is_empty() || app_ids.contains(&a.app_id))
@@ -504,6 +529,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                     }
                     None => show(&fetched),
                 }
+                check_grants(&fetched, &choices)?;
                 if confirm(&format!("Update {}?", app.app_id), yes)? {
                     store::write(home, &client.url, &fetched).map_err(anyhow::Error::msg)?;
                     bind_credentials(home, &fetched, &choices, yes)?;
