@@ -343,6 +343,19 @@ impl Store {
         let url = config.url.clone().ok_or(
             "no app store is configured: set \"store\": {\"url\": \"https://…\"} in config.json",
         )?;
+        // Over plain HTTP anyone on the path could answer for the store (its timestamp key at
+        // the first contact included); only this computer's own loopback is exempt.
+        let parsed = url::Url::parse(&url).map_err(|e| format!("store.url {url:?}: {e}"))?;
+        let loopback = matches!(
+            parsed.host(),
+            Some(url::Host::Ipv4(ip)) if ip.is_loopback()
+        ) || matches!(parsed.host(), Some(url::Host::Ipv6(ip)) if ip.is_loopback())
+            || parsed.host_str() == Some("localhost");
+        if parsed.scheme() != "https" && !(parsed.scheme() == "http" && loopback) {
+            return Err(format!(
+                "store.url {url:?} is not https: the app store is reached over https only (plain http only on 127.0.0.1/localhost)"
+            ));
+        }
         Ok(Self {
             url: url.trim_end_matches('/').to_owned(),
             client: aai_executor::http_client(extra_ca_pems)?,
@@ -562,7 +575,7 @@ impl Store {
         sha256: &str,
         header: &str,
     ) -> Result<Option<Stamp>, String> {
-        let Some(key) = self.timestamp_key(home).await? else {
+        let Some((key, first_seen)) = self.timestamp_key(home).await? else {
             return Ok(None);
         };
         // `<issued> <latest> <signature>`: the latest version is part of the signed text, so
@@ -591,14 +604,18 @@ impl Store {
                 span(self.max_age_seconds)
             ));
         }
-        Ok(Some(Stamp { issued, latest }))
+        Ok(Some(Stamp {
+            issued,
+            latest,
+            first_seen: first_seen.then_some(key),
+        }))
     }
 
     /// The store's timestamp key: configured, else kept from the first contact, else asked
     /// now (and kept when the store has one).
-    async fn timestamp_key(&self, home: &Path) -> Result<Option<String>, String> {
+    async fn timestamp_key(&self, home: &Path) -> Result<Option<(String, bool)>, String> {
         if let Some(key) = &self.timestamp_key {
-            return Ok(Some(key.clone()));
+            return Ok(Some((key.clone(), false)));
         }
         let path = store_dir(home).join("registries.json");
         let mut kept: BTreeMap<String, String> = std::fs::read(&path)
@@ -606,7 +623,7 @@ impl Store {
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .unwrap_or_default();
         if let Some(key) = kept.get(&self.url) {
-            return Ok(Some(key.clone()));
+            return Ok(Some((key.clone(), false)));
         }
         let answer = self.json("/api/v1/registry").await?;
         let Some(key) = answer["timestamp_key"].as_str().map(str::to_owned) else {
@@ -616,7 +633,7 @@ impl Store {
         crate::private::create_dir(&store_dir(home)).map_err(|e| e.to_string())?;
         crate::daemon::write_private(&path, &serde_json::to_vec_pretty(&kept).unwrap_or_default())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        Ok(Some(key))
+        Ok(Some((key, true)))
     }
 
     /// Reads the store's list into `index` and saves it under `home`.
@@ -675,6 +692,9 @@ pub enum Identity {
 pub struct Stamp {
     /// Unix seconds.
     pub issued: u64,
+    /// The store's timestamp key when this contact pinned it (shown, so a user who set
+    /// `store.timestamp_key` out of band can compare).
+    pub first_seen: Option<String>,
     /// The app's latest version at that time.
     pub latest: String,
 }

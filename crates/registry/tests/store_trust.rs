@@ -128,6 +128,10 @@ async fn a_store_apps_credentials_are_shown_and_bound_only_by_the_user() {
         "{out}"
     );
     assert!(out.contains("GITHUB_TOKEN is not granted"), "{out}");
+    assert!(
+        out.contains("timestamp key") && out.contains("trusted from now on"),
+        "the first contact names the store's timestamp key: {out}"
+    );
     let (_, grants) = run(home, &["consent", "list"]).await;
     assert!(!grants.contains("env:GITHUB_TOKEN"), "{grants}");
 
@@ -610,6 +614,10 @@ async fn a_mirror_in_the_middle_can_hold_back_updates_only_within_the_freeze_win
     let (ok, out) = run(home.path(), &["store", "install", id, "--yes"]).await;
     assert!(!ok && out.contains("signature does not match"), "{out}");
     assert_eq!(installed_version(home.path(), id), None);
+    // A store reached over plain http on the network is refused outright.
+    let remote = home_for("http://store.example.org");
+    let (ok, out) = run(remote.path(), &["store", "search", "radar"]).await;
+    assert!(!ok && out.contains("is not https"), "{out}");
     let _ = &registry.pool;
 }
 

@@ -164,10 +164,17 @@ fn identity(fetched: &store::Fetched) {
             ));
         }
     }
-    if fetched.stamp.is_none() {
-        output::line(
+    match &fetched.stamp {
+        None => output::line(
             "  this store signs no timestamps: a mirror could hold back updates unnoticed",
-        );
+        ),
+        Some(store::Stamp {
+            first_seen: Some(key),
+            ..
+        }) => output::line(&format!(
+            "  the store's timestamp key {key} is trusted from now on (first contact; set store.timestamp_key to pin it yourself)"
+        )),
+        Some(_) => {}
     }
 }
 
