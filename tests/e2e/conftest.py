@@ -106,6 +106,22 @@ def start_xvfb(size, *extra):
     return f":{number}", proc
 
 
+def start_openbox(env):
+    """openbox on `env["DISPLAY"]`, returned once it manages the screen. A window mapped while
+    the window manager is still starting can have its map request taken over and never be
+    shown: every window a test opens waits for this."""
+    wm = subprocess.Popen(["openbox"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def managing():
+        assert wm.poll() is None, "openbox exited at start"
+        out = subprocess.run(["xprop", "-root", "_NET_SUPPORTING_WM_CHECK"], env=env,
+                             capture_output=True, text=True, timeout=10)
+        return "window id #" in out.stdout
+
+    wait_until(managing, 30, "openbox manages the screen")
+    return wm
+
+
 def _readline_within(stream, seconds):
     import selectors
 

@@ -18,7 +18,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import GATEWAY, Bus, gateway_env, start_xvfb, wait_until
+from conftest import GATEWAY, Bus, gateway_env, start_openbox, start_xvfb, wait_until
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 60
@@ -39,7 +39,7 @@ def screen():
         procs.append(xvfb)
         env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": bus.address}
         env.pop("NO_AT_BRIDGE", None)
-        procs.append(subprocess.Popen(["openbox"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(start_openbox(env))
         procs.append(subprocess.Popen(["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"], env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
@@ -322,8 +322,7 @@ async def test_typing_into_a_terminal_is_judged_as_the_shell_command(home, scree
     # A desktop of its own: a window another test left to map late would take the focus
     # mid-text, and the input tool (rightly) stops typing then.
     display, xvfb = start_xvfb("1280x800x24")
-    wm = subprocess.Popen(["openbox"], env={**os.environ, "DISPLAY": display},
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wm = start_openbox({**os.environ, "DISPLAY": display})
     try:
         await _type_into_a_terminal(home, {**screen, "display": display}, monkeypatch, terminal, canary, marker)
     finally:
@@ -425,7 +424,7 @@ def calculator(tmp_path):
         env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": bus.address,
                "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(config)}
         env.pop("NO_AT_BRIDGE", None)
-        procs.append(subprocess.Popen(["openbox"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(start_openbox(env))
         procs.append(subprocess.Popen(["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"], env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
@@ -484,7 +483,7 @@ async def test_ocr_reads_small_text_at_the_screens_own_resolution(home, monkeypa
     for Tesseract, and maps its boxes into the agent's space."""
     display, xvfb = start_xvfb("3840x2160x24")
     env = {**os.environ, "DISPLAY": display, "NO_AT_BRIDGE": "1"}
-    wm = subprocess.Popen(["openbox"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wm = start_openbox(env)
     window = subprocess.Popen([SYSTEM_PYTHON, str(HERE / "text_window.py"), "Small Text", "42", "Total 1337"],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     bus = Bus(tmp_path)

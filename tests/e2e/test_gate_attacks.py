@@ -406,7 +406,8 @@ async def test_typing_into_the_persons_own_terminal_answers_the_agents_approval(
     daemon = None
     try:
         desk = {**os.environ, "DISPLAY": display}
-        procs.append(subprocess.Popen(["openbox"], env=desk, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        from conftest import start_openbox
+        procs.append(start_openbox(desk))
         # The person's own terminal, with their gateway on the PATH.
         person = {**gateway_env(home, bus), "DISPLAY": display,
                   "PATH": f"{GATEWAY.parent}:{os.environ['PATH']}", "PS1": "$ "}
@@ -421,7 +422,11 @@ async def test_typing_into_the_persons_own_terminal_answers_the_agents_approval(
             return out.stdout.strip()
 
         from conftest import wait_until
-        wait_until(lambda: shown() or xterm.poll() is not None, 60, "the person's xterm")
+        try:
+            wait_until(lambda: shown() or xterm.poll() is not None, 60, "the person's xterm")
+        except AssertionError:
+            tree = subprocess.run(["xwininfo", "-root", "-tree"], env=desk, capture_output=True, text=True, timeout=10)
+            raise AssertionError(f"the person's xterm never showed; windows:\n{tree.stdout[-3000:]}{tree.stderr}")
         assert xterm.poll() is None, f"xterm exited {xterm.returncode}: {xterm.stderr.read().decode(errors='replace')}"
         window = shown()
         subprocess.run(["xdotool", "windowactivate", "--sync", window.split()[0]], env=desk, timeout=10)
