@@ -106,14 +106,8 @@ impl Gateway {
         reply
     }
 
-    fn peak_rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
+    fn memory(&self) -> scale::Memory {
+        scale::memory_tree(self.child.id())
     }
 }
 
@@ -281,9 +275,14 @@ fn main() {
         "| gateway overhead per call (difference of medians) | {} |",
         ms(exec.saturating_sub(direct))
     );
+    let memory = gateway.memory();
     println!(
-        "| peak RSS at 1,000 apps after the above | {:.1} MB |",
-        gateway.peak_rss_kib() as f64 / 1024.0
+        "| peak RSS at 1,000 apps after the above | {:.1} MiB |",
+        memory.peak_kib as f64 / 1024.0
+    );
+    println!(
+        "| private (anonymous) memory at 1,000 apps after the above | {:.1} MiB |",
+        memory.private_kib as f64 / 1024.0
     );
     sustained(&mut gateway, 5_000);
 }

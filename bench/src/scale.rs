@@ -89,17 +89,30 @@ fn tool_names(list: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Peak RSS of `pid` and its descendants (a server started through a wrapper), in KiB.
-fn peak_rss_tree_kib(pid: u32) -> u64 {
-    let mut total = 0;
+/// Memory of `pid` and its descendants (a server started through a wrapper), in KiB: the peak
+/// resident set (`VmHWM`) and the private, anonymous memory resident now (`RssAnon`: heap,
+/// stacks, allocations — what the process alone holds, unlike file pages of the binary that the
+/// kernel shares and can drop).
+#[derive(Default, Clone, Copy)]
+pub struct Memory {
+    pub peak_kib: u64,
+    pub private_kib: u64,
+}
+
+pub fn memory_tree(pid: u32) -> Memory {
+    let mut total = Memory::default();
     let mut wanted = vec![pid];
     while let Some(pid) = wanted.pop() {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        total += status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .unwrap_or(0);
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        total.peak_kib += field("VmHWM:");
+        total.private_kib += field("RssAnon:");
         let children =
             std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
         wanted.extend(
@@ -119,8 +132,8 @@ struct Figures {
     listed: usize,
     list_wire: Duration,
     ping_wire: Duration,
-    rss_after_list_kib: u64,
-    rss_after_use_kib: Option<u64>,
+    after_list: Memory,
+    after_use: Option<Memory>,
 }
 
 /// Spawn → complete first `tools/list`; returns the time and the number of tools.
@@ -153,7 +166,7 @@ fn measure(contender: &Contender, home: &Path, bus: &TestBus, use_it: bool) -> F
     let list = raw_request(&mut gateway, "tools/list", &json!({}));
     let names = tool_names(&list);
     figures.listed = names.len();
-    figures.rss_after_list_kib = peak_rss_tree_kib(gateway.child.id());
+    figures.after_list = memory_tree(gateway.child.id());
     let wire = |gateway: &mut Gateway, method: &str| {
         let samples: Vec<Duration> = (0..LISTS)
             .map(|_| {
@@ -190,7 +203,7 @@ fn measure(contender: &Contender, home: &Path, bus: &TestBus, use_it: bool) -> F
                 "{reply}"
             );
         }
-        figures.rss_after_use_kib = Some(peak_rss_tree_kib(gateway.child.id()));
+        figures.after_use = Some(memory_tree(gateway.child.id()));
     }
     figures
 }
@@ -225,13 +238,17 @@ fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
 }
 
+fn both(memory: Memory) -> String {
+    format!("{} / {}", mib(memory.peak_kib), mib(memory.private_kib))
+}
+
 /// `aai-bench scale`.
 pub fn run() {
     let mut bus = TestBus::start();
     bus.spawn_service(TEST_SERVICE);
     let ours = Contender::ours();
     println!(
-        "| apps | cold spawn → complete tools/list (tools) | warm spawn → complete tools/list (median of {STARTS}) | tools/list wire p50 | ping wire p50 | peak RSS after list | peak RSS after list, 100 guides, 1,000 calls |"
+        "| apps | cold spawn → complete tools/list (tools) | warm spawn → complete tools/list (median of {STARTS}) | tools/list wire p50 | ping wire p50 | peak RSS / private after list | peak RSS / private after list, 100 guides, 1,000 calls |"
     );
     println!("|---|---|---|---|---|---|---|");
     for count in [1_000usize, 10_000] {
@@ -245,8 +262,8 @@ pub fn run() {
             ms(warm),
             ms(figures.list_wire),
             ms(figures.ping_wire),
-            mib(figures.rss_after_list_kib),
-            mib(figures.rss_after_use_kib.unwrap_or_default()),
+            both(figures.after_list),
+            both(figures.after_use.unwrap_or_default()),
         );
     }
 }
@@ -367,9 +384,15 @@ pub fn compare(args: &[String]) {
         ),
         (
             "peak RSS after the list".to_owned(),
-            mib(a.rss_after_list_kib),
-            mib(b.rss_after_list_kib),
-            ratio(a.rss_after_list_kib as f64, b.rss_after_list_kib as f64),
+            mib(a.after_list.peak_kib),
+            mib(b.after_list.peak_kib),
+            ratio(a.after_list.peak_kib as f64, b.after_list.peak_kib as f64),
+        ),
+        (
+            "private (anonymous) memory after the list".to_owned(),
+            mib(a.after_list.private_kib),
+            mib(b.after_list.private_kib),
+            ratio(a.after_list.private_kib as f64, b.after_list.private_kib as f64),
         ),
     ];
     for (what, x, y, r) in rows {
