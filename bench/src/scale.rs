@@ -392,7 +392,10 @@ pub fn compare(args: &[String]) {
             "private (anonymous) memory after the list".to_owned(),
             mib(a.after_list.private_kib),
             mib(b.after_list.private_kib),
-            ratio(a.after_list.private_kib as f64, b.after_list.private_kib as f64),
+            ratio(
+                a.after_list.private_kib as f64,
+                b.after_list.private_kib as f64,
+            ),
         ),
     ];
     for (what, x, y, r) in rows {

@@ -18,7 +18,10 @@ fn main() {
 /// The minor version of the C library the binary links against (`getconf` prints
 /// `glibc 2.36`).
 fn glibc_minor() -> Option<u32> {
-    let out = Command::new("getconf").arg("GNU_LIBC_VERSION").output().ok()?;
+    let out = Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+        .ok()?;
     let text = String::from_utf8(out.stdout).ok()?;
     let mut parts = text.trim().strip_prefix("glibc ")?.split('.');
     (parts.next()? == "2").then_some(())?;

@@ -4,11 +4,11 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use aai_descriptor::Platform;
+use aai_engine::config::Config;
+use aai_engine::discovery::Found;
+use aai_engine::registry::Registry;
 use aai_executor::Executors;
-use aai_gateway::config::Config;
-use aai_gateway::discovery::Found;
-use aai_gateway::registry::Registry;
-use aai_gateway::server::AaiServer;
+use aai_server::mcp::AaiServer;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
@@ -36,10 +36,10 @@ fn found(count: usize) -> Vec<Found> {
         .map(|i| {
             let text = descriptor(i, 3).to_string();
             let outcome = aai_descriptor::parse("bench", text.as_bytes())
-                .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d)));
+                .map(|d| aai_engine::catalog::Entry::held(Arc::new(d)));
             Found {
                 rank: i,
-                source: aai_gateway::discovery::Source::UserWritten,
+                source: aai_engine::discovery::Source::UserWritten,
                 path: format!("/apps/{i}/aai.json").into(),
                 outcome,
             }
@@ -59,7 +59,7 @@ fn benches(c: &mut Criterion) {
     });
 
     let registry = Registry::build(&apps, &[Platform::Linux], true);
-    let server = AaiServer::new(aai_gateway::fixed_gateway(
+    let server = AaiServer::new(aai_engine::fixed_gateway(
         Registry::default(),
         Config::default(),
         Executors::new(),
@@ -92,7 +92,7 @@ fn benches(c: &mut Criterion) {
 }
 
 fn gate(c: &mut Criterion) {
-    use aai_gateway::gate::{Call, Gate};
+    use aai_engine::gate::{Call, Gate};
     use aai_policy::{Preset, Risk, ToolFacts};
     let dir = tempfile::tempdir().expect("dir");
     let gate = Gate::new(dir.path().join("data.db"));
@@ -144,10 +144,10 @@ fn rest(c: &mut Criterion) {
                 "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}}]}}});
     let found = vec![Found {
         rank: 0,
-        source: aai_gateway::discovery::Source::UserWritten,
+        source: aai_engine::discovery::Source::UserWritten,
         path: "/bench/aai.json".into(),
         outcome: aai_descriptor::parse("bench", doc.to_string().as_bytes())
-            .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
+            .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
     }];
     let dir = tempfile::tempdir().expect("dir");
     let config: Config = serde_json::from_value(json!({
@@ -155,7 +155,7 @@ fn rest(c: &mut Criterion) {
         "policy": {"default_profile": "auto", "profiles": {"auto": {"preset": "full_auto"}}}
     }))
     .expect("config");
-    let gateway = aai_gateway::fixed_gateway(
+    let gateway = aai_engine::fixed_gateway(
         Registry::build(&found, &[Platform::Web], true),
         config,
         Executors::new(),
@@ -205,12 +205,12 @@ fn local(c: &mut Criterion) {
     .expect("config");
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
-    let options = aai_gateway::discovery::ScanOptions::new(&home, &config, false);
-    let registry = aai_gateway::scan_once(&options, &[Platform::Linux]);
+    let options = aai_engine::discovery::ScanOptions::new(&home, &config, false);
+    let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
     let sandbox =
         aai_local::sandbox::Sandbox::new(&config.local.sandbox, &[], std::slice::from_ref(&home));
     let gateway =
-        aai_gateway::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
+        aai_engine::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -271,9 +271,9 @@ fn containment(c: &mut Criterion) {
             "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}}
         }))
         .expect("config");
-        let options = aai_gateway::discovery::ScanOptions::new(&home, &config, false);
-        let registry = aai_gateway::scan_once(&options, &[Platform::Linux]);
-        let gateway = aai_gateway::fixed_gateway(
+        let options = aai_engine::discovery::ScanOptions::new(&home, &config, false);
+        let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
+        let gateway = aai_engine::fixed_gateway(
             registry,
             config,
             Executors::new(),

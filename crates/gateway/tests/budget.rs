@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use aai_descriptor::Platform;
+use aai_engine::config::Config;
+use aai_engine::discovery::Found;
+use aai_engine::registry::Registry;
 use aai_executor::Executors;
-use aai_gateway::config::Config;
-use aai_gateway::discovery::Found;
-use aai_gateway::registry::Registry;
-use aai_gateway::server::AaiServer;
+use aai_server::mcp::AaiServer;
 use serde_json::json;
 
 fn tokens(text: &str) -> usize {
@@ -52,8 +52,8 @@ fn apps(count: usize) -> Vec<Found> {
                     "interface": "org.example.App", "tools": [{"name": "ping", "description": "Ping", "method": "Ping"}]}}
             });
             let outcome = aai_descriptor::parse(&app_id, doc.to_string().as_bytes())
-                .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d)));
-            Found { rank: i, source: aai_gateway::discovery::Source::UserWritten, path: format!("/apps/{app_id}/aai.json").into(), outcome }
+                .map(|d| aai_engine::catalog::Entry::held(Arc::new(d)));
+            Found { rank: i, source: aai_engine::discovery::Source::UserWritten, path: format!("/apps/{app_id}/aai.json").into(), outcome }
         })
         .collect()
 }
@@ -62,7 +62,7 @@ fn apps(count: usize) -> Vec<Found> {
 fn an_app_entry_in_tools_list_costs_at_most_40_tokens() {
     let registry = Registry::build(&apps(50), &[Platform::Linux], true);
     assert_eq!(registry.apps.len(), 50);
-    let gateway = aai_gateway::fixed_gateway(
+    let gateway = aai_engine::fixed_gateway(
         Registry::default(),
         Config::default(),
         Executors::new(),
@@ -115,8 +115,8 @@ fn an_app_entry_in_tools_list_costs_at_most_40_tokens() {
 #[tokio::test]
 async fn the_streamed_tool_list_is_the_tool_list() {
     for exposure in [
-        aai_gateway::config::Exposure::Full,
-        aai_gateway::config::Exposure::Compact,
+        aai_engine::config::Exposure::Full,
+        aai_engine::config::Exposure::Compact,
     ] {
         let registry = Registry::build(&apps(40), &[Platform::Linux], true);
         let config = Config {
@@ -124,7 +124,7 @@ async fn the_streamed_tool_list_is_the_tool_list() {
             ..Config::default()
         };
         let dir = tempfile::tempdir().expect("dir");
-        let gateway = aai_gateway::fixed_gateway(
+        let gateway = aai_engine::fixed_gateway(
             registry,
             config,
             Executors::new(),
@@ -144,8 +144,8 @@ async fn the_streamed_tool_list_is_the_tool_list() {
         let listed: serde_json::Value = serde_json::from_slice(&body).expect("valid JSON");
         let count = listed["tools"].as_array().map_or(0, Vec::len);
         match exposure {
-            aai_gateway::config::Exposure::Full => assert!(count > 40, "{count}"),
-            aai_gateway::config::Exposure::Compact => assert!(count < 10, "{count}"),
+            aai_engine::config::Exposure::Full => assert!(count > 40, "{count}"),
+            aai_engine::config::Exposure::Compact => assert!(count < 10, "{count}"),
         }
     }
 }

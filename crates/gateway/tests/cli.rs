@@ -495,7 +495,7 @@ fn the_published_config_schema_is_current_and_accepts_the_readme_example() {
     .expect("json");
     assert_eq!(
         published,
-        aai_gateway::config::Config::schema(),
+        aai_engine::config::Config::schema(),
         "regenerate with `aai-gateway config schema > schemas/config.schema.json`"
     );
     let readme = std::fs::read_to_string(root.join("README.md")).expect("readme");
@@ -606,7 +606,7 @@ fn the_published_workflow_schema_is_current() {
     .expect("json");
     assert_eq!(
         published,
-        aai_gateway::workflow::Workflow::schema(),
+        aai_engine::workflow::Workflow::schema(),
         "regenerate with `aai-gateway workflow schema > schemas/workflow.schema.json`"
     );
     let validator = jsonschema::validator_for(&published).expect("a valid schema");

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aai_descriptor::{AaiError, Platform};
+use aai_engine::config::Config;
+use aai_engine::gate::{Answer, Asker, Question, Unanswered};
+use aai_engine::pipeline::{Caller, Gateway};
 use aai_executor::Executors;
-use aai_gateway::config::Config;
-use aai_gateway::gate::{Answer, Asker, Question, Unanswered};
-use aai_gateway::pipeline::{Caller, Gateway};
 use serde_json::{Value, json};
 
 /// The emergency stop kills every descendant of this process: the tests of this binary run
@@ -60,10 +60,10 @@ impl Setup {
             "web": {"cache_dir": root.join("web-cache")}
         }))
         .expect("config");
-        let options = aai_gateway::discovery::ScanOptions::new(&home, &config, false);
-        let registry = aai_gateway::scan_once(&options, &[Platform::Linux]);
+        let options = aai_engine::discovery::ScanOptions::new(&home, &config, false);
+        let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
         let gateway =
-            aai_gateway::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
+            aai_engine::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
         Self { gateway, base }
     }
 
@@ -403,7 +403,7 @@ async fn a_double_forked_escapee_dies_with_the_stop() {
     let escapee = read_pid(&pidfile).await;
     let parent = aai_contain::procs::stat(escapee).map(|(_, ppid)| ppid);
     assert_eq!(parent, Some(launcher.id()), "re-parented to the launcher");
-    let killed = tokio::task::spawn_blocking(aai_gateway::stop::kill_everything)
+    let killed = tokio::task::spawn_blocking(aai_engine::stop::kill_everything)
         .await
         .expect("stop");
     assert!(killed >= 2, "{killed}");

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use aai_descriptor::{AaiError, ErrorKind, Platform};
+use aai_engine::config::Config;
+use aai_engine::pipeline::Gateway;
 use aai_executor::Executors;
-use aai_gateway::config::Config;
-use aai_gateway::pipeline::Gateway;
 use serde_json::{Value, json};
 
 struct Setup {
@@ -43,10 +43,10 @@ impl Setup {
         }))
         .expect("config");
         std::fs::write(home.join("config.json"), "{}").expect("config file");
-        let options = aai_gateway::discovery::ScanOptions::new(&home, &config, false);
-        let registry = aai_gateway::scan_once(&options, &[Platform::Linux]);
+        let options = aai_engine::discovery::ScanOptions::new(&home, &config, false);
+        let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
         let gateway =
-            aai_gateway::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
+            aai_engine::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
         Self { gateway, dir }
     }
 
@@ -610,34 +610,34 @@ fn builtin_apps_follow_the_config() {
 /// Answers approval questions from a list and keeps what it was asked.
 #[derive(Default)]
 struct Scripted {
-    answers: std::sync::Mutex<Vec<aai_gateway::gate::Answer>>,
-    asked: std::sync::Mutex<Vec<aai_gateway::gate::Question>>,
+    answers: std::sync::Mutex<Vec<aai_engine::gate::Answer>>,
+    asked: std::sync::Mutex<Vec<aai_engine::gate::Question>>,
 }
 
 impl Scripted {
-    fn new(answers: &[aai_gateway::gate::Answer]) -> Self {
+    fn new(answers: &[aai_engine::gate::Answer]) -> Self {
         Self {
             answers: std::sync::Mutex::new(answers.to_vec()),
             ..Self::default()
         }
     }
 
-    fn asked(&self) -> Vec<aai_gateway::gate::Question> {
+    fn asked(&self) -> Vec<aai_engine::gate::Question> {
         self.asked.lock().expect("asked").clone()
     }
 }
 
-impl aai_gateway::gate::Asker for Scripted {
+impl aai_engine::gate::Asker for Scripted {
     fn ask<'a>(
         &'a self,
-        question: &'a aai_gateway::gate::Question,
-    ) -> aai_executor::BoxFuture<'a, Result<aai_gateway::gate::Answer, aai_gateway::gate::Unanswered>>
+        question: &'a aai_engine::gate::Question,
+    ) -> aai_executor::BoxFuture<'a, Result<aai_engine::gate::Answer, aai_engine::gate::Unanswered>>
     {
         self.asked.lock().expect("asked").push(question.clone());
         let answer = {
             let mut answers = self.answers.lock().expect("answers");
             if answers.is_empty() {
-                aai_gateway::gate::Answer::Deny
+                aai_engine::gate::Answer::Deny
             } else {
                 answers.remove(0)
             }
@@ -648,14 +648,14 @@ impl aai_gateway::gate::Asker for Scripted {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn command_prefix_grants_cover_only_plain_commands_they_name() {
-    use aai_gateway::gate::Answer;
+    use aai_engine::gate::Answer;
     let s = Setup::with_policy(
         json!({"default_profile": "p", "profiles": {"p": {"preset": "development",
         "risk_policies": {"high": "require_approval", "critical": "require_approval"}}}}),
     );
-    let caller = aai_gateway::pipeline::Caller {
+    let caller = aai_engine::pipeline::Caller {
         session: Some("test-session".into()),
-        ..aai_gateway::pipeline::Caller::named("agent")
+        ..aai_engine::pipeline::Caller::named("agent")
     };
     let run = async |command: &str, asker: &Scripted| {
         s.gateway
@@ -926,11 +926,11 @@ async fn long_commands_report_their_latest_output() {
     let s = Setup::new();
     let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let sink = seen.clone();
-    let caller = aai_gateway::pipeline::Caller {
+    let caller = aai_engine::pipeline::Caller {
         progress: Some(Arc::new(move |line: &str| {
             sink.lock().expect("seen").push(line.to_owned())
         })),
-        ..aai_gateway::pipeline::Caller::named("test")
+        ..aai_engine::pipeline::Caller::named("test")
     };
     let result = s
         .gateway
@@ -1275,11 +1275,11 @@ async fn launching_a_command_is_judged_as_the_shell_command() {
 /// the shell command and the launch run unasked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_launch_judged_as_a_command_is_asked_and_granted_as_the_terminal() {
-    use aai_gateway::gate::Answer;
+    use aai_engine::gate::Answer;
     let s = Setup::with_policy(
         json!({"default_profile": "p", "profiles": {"p": {"preset": "development"}}}),
     );
-    let caller = aai_gateway::pipeline::Caller::named("agent");
+    let caller = aai_engine::pipeline::Caller::named("agent");
     let marker = s.path("allowed/marker").display().to_string();
     let launch = json!({"name": "sh", "args": ["-c", format!("echo hi > {marker}")]});
     let first = Scripted::new(&[Answer::AlwaysTool]);
@@ -1408,10 +1408,10 @@ async fn file_tools_never_write_inside_aai_home() {
             "web": {"cache_dir": dir.path().join("cache")}
         }))
         .expect("config");
-        let options = aai_gateway::discovery::ScanOptions::new(&home, &config, false);
-        let registry = aai_gateway::scan_once(&options, &[Platform::Linux]);
+        let options = aai_engine::discovery::ScanOptions::new(&home, &config, false);
+        let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
         let gateway =
-            aai_gateway::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
+            aai_engine::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
         let target = inside.join("planted.json");
         let written = gateway
             .exec(
@@ -1430,13 +1430,13 @@ async fn file_tools_never_write_inside_aai_home() {
 /// nobody approves a write that then fails. A call that can run is still asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_the_sandbox_or_schema_refuse_are_refused_before_anyone_is_asked() {
-    use aai_gateway::gate::Answer;
+    use aai_engine::gate::Answer;
     let s = Setup::with_policy(
         json!({"default_profile": "p", "profiles": {"p": {"preset": "development",
         "risk_policies": {"low": "require_approval", "medium": "require_approval",
         "high": "require_approval", "critical": "require_approval"}}}}),
     );
-    let caller = aai_gateway::pipeline::Caller::named("agent");
+    let caller = aai_engine::pipeline::Caller::named("agent");
     let asker = Scripted::new(&[]);
     let outside = s.p("outside/x.txt");
     let refused = [
@@ -1539,10 +1539,10 @@ async fn the_terminal_starts_in_an_allowed_folder_that_exists() {
         "web": {"cache_dir": dir.path().join("cache")}
     }))
     .expect("config");
-    let options = aai_gateway::discovery::ScanOptions::new(&home, &config, false);
-    let registry = aai_gateway::scan_once(&options, &[Platform::Linux]);
+    let options = aai_engine::discovery::ScanOptions::new(&home, &config, false);
+    let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
     let gateway =
-        aai_gateway::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
+        aai_engine::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
     assert!(!projects.exists());
     let out = gateway
         .exec(
@@ -1558,9 +1558,9 @@ async fn the_terminal_starts_in_an_allowed_folder_that_exists() {
 
     let elsewhere = dir.path().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).expect("elsewhere");
-    let caller = aai_gateway::pipeline::Caller {
+    let caller = aai_engine::pipeline::Caller {
         roots: vec![format!("file://{}", elsewhere.display())],
-        ..aai_gateway::pipeline::Caller::named("rooted")
+        ..aai_engine::pipeline::Caller::named("rooted")
     };
     let asker = Scripted::new(&[]);
     let error = gateway

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use aai_audit::{AuditLog, Filter, Grants};
 use aai_descriptor::{ErrorKind, Platform};
+use aai_engine::config::Config;
+use aai_engine::discovery::Found;
+use aai_engine::pipeline::Gateway;
+use aai_engine::registry::Registry;
 use aai_executor::Executors;
-use aai_gateway::config::Config;
-use aai_gateway::discovery::Found;
-use aai_gateway::pipeline::Gateway;
-use aai_gateway::registry::Registry;
 use aai_test_support::{TEST_SERVICE, TestBus, full_test_descriptor};
 use serde_json::{Value, json};
 
@@ -25,16 +25,16 @@ impl Setup {
             .enumerate()
             .map(|(rank, doc)| Found {
                 rank,
-                source: aai_gateway::discovery::Source::UserWritten,
+                source: aai_engine::discovery::Source::UserWritten,
                 path: format!("/apps/{rank}/aai.json").into(),
                 outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
-                    .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
+                    .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
             })
             .collect();
         let dir = tempfile::tempdir().expect("dir");
         let registry = Registry::build(&found, &[Platform::Linux], true);
         let gateway =
-            aai_gateway::fixed_gateway(registry, config, executors, dir.path().join("data.db"));
+            aai_engine::fixed_gateway(registry, config, executors, dir.path().join("data.db"));
         Self { gateway, dir }
     }
 
@@ -389,7 +389,7 @@ async fn blocks_hold_whatever_name_the_call_uses() {
             "test",
         ))
         .expect("grant");
-    let server = aai_gateway::server::AaiServer::new(setup.gateway.clone());
+    let server = aai_server::mcp::AaiServer::new(setup.gateway.clone());
     let calls = [
         (
             "aai_exec",
@@ -455,20 +455,20 @@ async fn a_panicking_call_fails_alone_with_an_audit_row_and_the_server_keeps_ser
     ]}}});
     let found = vec![Found {
         rank: 0,
-        source: aai_gateway::discovery::Source::UserWritten,
+        source: aai_engine::discovery::Source::UserWritten,
         path: "/apps/panics/aai.json".into(),
         outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
-            .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
+            .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
     }];
     let dir = tempfile::tempdir().expect("dir");
     let registry = Registry::build(&found, &[Platform::Local], true);
-    let gateway = aai_gateway::fixed_gateway(
+    let gateway = aai_engine::fixed_gateway(
         registry,
         policy(json!({"default_profile": "a", "profiles": {"a": {"preset": "full_auto"}}})),
         Executors::new().with_local(Arc::new(Panicking)),
         dir.path().join("data.db"),
     );
-    let server = aai_gateway::server::AaiServer::new(gateway);
+    let server = aai_server::mcp::AaiServer::new(gateway);
     let call = |tool: &str| {
         server.dispatch(
             "tester",
@@ -564,10 +564,10 @@ async fn a_call_during_the_first_scan_waits_for_an_app_not_found_yet() {
     let doc = full_test_descriptor("org.aai.test", TEST_SERVICE);
     let found = vec![Found {
         rank: 0,
-        source: aai_gateway::discovery::Source::UserWritten,
+        source: aai_engine::discovery::Source::UserWritten,
         path: "/apps/0/aai.json".into(),
         outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
-            .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
+            .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
     }];
     let (tx, rx) =
         tokio::sync::watch::channel(Arc::new(Registry::build(&[], &[Platform::Linux], false)));

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aai_descriptor::{ErrorKind, Platform};
+use aai_engine::config::{Config, Retry};
+use aai_engine::discovery::Found;
+use aai_engine::pipeline::Gateway;
+use aai_engine::registry::Registry;
 use aai_executor::{Executors, Settings};
-use aai_gateway::config::{Config, Retry};
-use aai_gateway::discovery::Found;
-use aai_gateway::pipeline::Gateway;
-use aai_gateway::registry::Registry;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_aai-gateway");
@@ -59,10 +59,10 @@ impl Setup {
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         let found = vec![Found {
             rank: 0,
-            source: aai_gateway::discovery::Source::UserWritten,
+            source: aai_engine::discovery::Source::UserWritten,
             path: "/apps/mail/aai.json".into(),
             outcome: aai_descriptor::parse("t", mail().to_string().as_bytes())
-                .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
+                .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
         }];
         let registry = Registry::build(&found, &[Platform::Linux, Platform::Macos], true);
         assert_eq!(registry.apps[0].platform, Platform::Macos);
@@ -86,7 +86,7 @@ impl Setup {
             None,
         );
         let gateway =
-            aai_gateway::fixed_gateway(registry, config, executors, dir.path().join("data.db"));
+            aai_engine::fixed_gateway(registry, config, executors, dir.path().join("data.db"));
         Self { gateway, dir }
     }
 

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use aai_descriptor::Platform;
+use aai_engine::config::{Config, Exposure};
+use aai_engine::discovery::Found;
+use aai_engine::registry::Registry;
 use aai_executor::Executors;
-use aai_gateway::config::{Config, Exposure};
-use aai_gateway::discovery::Found;
-use aai_gateway::registry::Registry;
-use aai_gateway::server::AaiServer;
+use aai_server::mcp::AaiServer;
 use serde_json::json;
 
 fn example(app_id: &str) -> serde_json::Value {
@@ -29,14 +29,14 @@ fn server(exposure: Exposure) -> (AaiServer, Arc<Registry>, tempfile::TempDir) {
         .enumerate()
         .map(|(rank, doc)| Found {
             rank,
-            source: aai_gateway::discovery::Source::UserWritten,
+            source: aai_engine::discovery::Source::UserWritten,
             path: format!(
                 "/home/user/.aai/{}/aai.json",
                 doc["appId"].as_str().unwrap_or_default()
             )
             .into(),
             outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
-                .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
+                .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
         })
         .collect();
     let registry = Registry::build(&found, &[Platform::Linux], true);
@@ -45,7 +45,7 @@ fn server(exposure: Exposure) -> (AaiServer, Arc<Registry>, tempfile::TempDir) {
         ..Config::default()
     };
     let dir = tempfile::tempdir().expect("dir");
-    let gateway = aai_gateway::fixed_gateway(
+    let gateway = aai_engine::fixed_gateway(
         Registry::build(&found, &[Platform::Linux], true),
         config,
         Executors::new(),

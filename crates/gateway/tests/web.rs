@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aai_descriptor::{ErrorKind, Platform};
+use aai_engine::config::Config;
+use aai_engine::pipeline::Gateway;
+use aai_engine::registry::Registry;
 use aai_executor::Executors;
-use aai_gateway::config::Config;
-use aai_gateway::pipeline::Gateway;
-use aai_gateway::registry::Registry;
-use aai_gateway::server::AaiServer;
+use aai_server::mcp::AaiServer;
 use aai_test_support::http::{Request, Response, TestCa, TestServer};
 use base64::Engine;
 use serde_json::{Value, json};
@@ -326,7 +326,7 @@ fn gateway(app: &App, dir: tempfile::TempDir, extra: Value) -> Setup {
     let config: Config = serde_json::from_value(config).expect("config");
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
-    let gateway = aai_gateway::fixed_gateway(
+    let gateway = aai_engine::fixed_gateway(
         Registry::build(&[], &[Platform::Web], true),
         config,
         Executors::new(),
@@ -510,11 +510,11 @@ async fn rest_calls_build_requests_from_the_descriptor() {
         error.message
     );
 
-    let store = aai_gateway::web::store::Store::new(&setup.dir.path().join("home"));
+    let store = aai_engine::web::store::Store::new(&setup.dir.path().join("home"));
     store
         .put(
             "com.example.tasks",
-            &aai_gateway::web::store::Stored {
+            &aai_engine::web::store::Stored {
                 secret: Some(API_KEY.into()),
                 oauth: None,
                 // Bound to the test app's origin, as `auth set` binds it.
@@ -596,7 +596,7 @@ async fn registry_copies_are_offered_like_installed_apps() {
             .refresh_registry()
             .await
             .expect("refreshed"),
-        aai_gateway::web::RefreshCounts {
+        aai_engine::web::RefreshCounts {
             listed: 1,
             kept: 1,
             skipped: 0
@@ -604,13 +604,13 @@ async fn registry_copies_are_offered_like_installed_apps() {
     );
     let home = setup.dir.path().join("home");
     assert!(home.join("web/com.example.tasks/aai.json").exists());
-    let options = aai_gateway::discovery::ScanOptions {
+    let options = aai_engine::discovery::ScanOptions {
         builtins: Vec::new(),
         home: home.clone(),
         paths: Vec::new(),
         dev: false,
     };
-    let registry = aai_gateway::scan_once(&options, &[Platform::Linux, Platform::Web]);
+    let registry = aai_engine::scan_once(&options, &[Platform::Linux, Platform::Web]);
     assert_eq!(registry.apps.len(), 1);
     assert_eq!(registry.apps[0].id(), "com.example.tasks");
     assert_eq!(registry.apps[0].platform, Platform::Web);
@@ -663,14 +663,14 @@ struct ConfirmingAsker {
     asked: Mutex<Vec<String>>,
 }
 
-impl aai_gateway::gate::Asker for ConfirmingAsker {
+impl aai_engine::gate::Asker for ConfirmingAsker {
     fn ask<'a>(
         &'a self,
-        question: &'a aai_gateway::gate::Question,
-    ) -> aai_executor::BoxFuture<'a, Result<aai_gateway::gate::Answer, aai_gateway::gate::Unanswered>>
+        question: &'a aai_engine::gate::Question,
+    ) -> aai_executor::BoxFuture<'a, Result<aai_engine::gate::Answer, aai_engine::gate::Unanswered>>
     {
         self.asked.lock().expect("asked").push(question.message());
-        Box::pin(async { Ok(aai_gateway::gate::Answer::AlwaysTool) })
+        Box::pin(async { Ok(aai_engine::gate::Answer::AlwaysTool) })
     }
 }
 
@@ -729,7 +729,7 @@ async fn oauth_with_pkce_refresh_and_expiry() {
     let error = setup
         .gateway
         .exec_asking(
-            &aai_gateway::pipeline::Caller::named("test"),
+            &aai_engine::pipeline::Caller::named("test"),
             "com.example.tasks",
             "me",
             &json!({}),
@@ -855,7 +855,7 @@ async fn tokens_about_to_expire_are_refreshed_before_the_call() {
     );
     let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
     setup.discover(&app).await;
-    let store = aai_gateway::web::store::Store::new(&setup.dir.path().join("home"));
+    let store = aai_engine::web::store::Store::new(&setup.dir.path().join("home"));
     let soon = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("now")
@@ -864,9 +864,9 @@ async fn tokens_about_to_expire_are_refreshed_before_the_call() {
     store
         .put(
             "com.example.tasks",
-            &aai_gateway::web::store::Stored {
+            &aai_engine::web::store::Stored {
                 secret: None,
-                oauth: Some(aai_gateway::web::store::Tokens {
+                oauth: Some(aai_engine::web::store::Tokens {
                     access_token: ACCESS_1.into(),
                     refresh_token: Some(REFRESH.into()),
                     expires_at: Some(soon),
@@ -1251,8 +1251,8 @@ async fn oauth_tokens_stay_with_their_origins_and_discovery_cannot_take_an_insta
         "auth_url": "__BASE__/oauth/authorize", "token_url": "__BASE__/oauth/token"}));
     let setup = gateway(&foreign, tempfile::tempdir().expect("dir"), json!({}));
     let home = setup.dir.path().join("home");
-    let store = aai_gateway::web::store::Store::new(&home);
-    let tokens = |expires_at: u64| aai_gateway::web::store::Tokens {
+    let store = aai_engine::web::store::Store::new(&home);
+    let tokens = |expires_at: u64| aai_engine::web::store::Tokens {
         access_token: ACCESS_1.into(),
         refresh_token: Some(REFRESH.into()),
         expires_at: Some(expires_at),
@@ -1268,7 +1268,7 @@ async fn oauth_tokens_stay_with_their_origins_and_discovery_cannot_take_an_insta
         store
             .put(
                 "com.example.tasks",
-                &aai_gateway::web::store::Stored {
+                &aai_engine::web::store::Stored {
                     oauth: Some(tokens(expires_at)),
                     ..Default::default()
                 },
@@ -1293,18 +1293,18 @@ async fn oauth_tokens_stay_with_their_origins_and_discovery_cannot_take_an_insta
     // An installed app with that appId: the discovered copy is refused.
     let installed = json!({"schema_version": "1.0", "appId": "com.example.tasks", "name": "Tasks",
         "platforms": {"web": {"automation": "restapi", "base_url": "https://api.real.example", "tools": []}}});
-    let found = vec![aai_gateway::discovery::Found {
+    let found = vec![aai_engine::discovery::Found {
         rank: 0,
-        source: aai_gateway::discovery::Source::UserWritten,
+        source: aai_engine::discovery::Source::UserWritten,
         path: "/home/u/.aai/com.example.tasks/aai.json".into(),
         outcome: aai_descriptor::parse("t", installed.to_string().as_bytes())
-            .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
+            .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
     }];
     let config: Config = serde_json::from_value(json!({
         "web": {"extra_ca_certs": [setup.dir.path().join("ca.pem")], "cache_dir": setup.dir.path().join("cache2"), "open_browser": false}
     }))
     .expect("config");
-    let gateway = aai_gateway::fixed_gateway(
+    let gateway = aai_engine::fixed_gateway(
         Registry::build(&found, &[Platform::Web], true),
         config,
         Executors::new(),
@@ -1422,7 +1422,7 @@ async fn auth_login_from_the_terminal_and_dead_tokens() {
 
     // The tokens age out and the server no longer honours the refresh token.
     app.state.refresh_works.store(false, Ordering::SeqCst);
-    let store = aai_gateway::web::store::Store::new(&home);
+    let store = aai_engine::web::store::Store::new(&home);
     let mut stored = store.get("com.example.tasks").expect("stored");
     if let Some(tokens) = stored.oauth.as_mut() {
         tokens.expires_at = Some(1);
@@ -1494,12 +1494,12 @@ async fn connection_failures_name_their_cause() {
         let doc = json!({"schema_version": "1.0", "appId": id, "name": id,
             "platforms": {"web": {"automation": "restapi", "base_url": base, "auth": {"type": "none"},
                 "tools": [{"name": "get", "description": "d", "endpoint": "/x"}]}}});
-        aai_gateway::discovery::Found {
+        aai_engine::discovery::Found {
             rank: 0,
-            source: aai_gateway::discovery::Source::UserWritten,
+            source: aai_engine::discovery::Source::UserWritten,
             path: format!("/apps/{id}/aai.json").into(),
             outcome: aai_descriptor::parse(id, doc.to_string().as_bytes())
-                .map(|d| aai_gateway::catalog::Entry::held(Arc::new(d))),
+                .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
         }
     };
     let found = vec![
@@ -1509,7 +1509,7 @@ async fn connection_failures_name_their_cause() {
         app("com.example.expired", expired.url()),
         app("com.example.misnamed", misnamed.url()),
     ];
-    let gateway = aai_gateway::fixed_gateway(
+    let gateway = aai_engine::fixed_gateway(
         Registry::build(&found, &[Platform::Web], true),
         config,
         Executors::new(),
@@ -1752,7 +1752,7 @@ async fn discovered_apps_persist_refresh_and_can_be_forgotten() {
                     "cache_dir": setup.dir.path().join("cache"), "open_browser": false}
         }))
         .expect("config");
-        aai_gateway::fixed_gateway(
+        aai_engine::fixed_gateway(
             Registry::build(&[], &[Platform::Web], true),
             config,
             Executors::new(),
@@ -1855,7 +1855,7 @@ async fn the_registry_list_is_published_and_counted_truthfully() {
     .expect("json");
     assert_eq!(
         published,
-        aai_gateway::web::RegistryList::schema(),
+        aai_engine::web::RegistryList::schema(),
         "regenerate with `aai-gateway config registry-schema > schemas/registry-apps.schema.json`"
     );
     let app = App::start(json!({"type": "none"}));
@@ -1884,7 +1884,7 @@ async fn the_registry_list_is_published_and_counted_truthfully() {
         .expect("refreshed");
     assert_eq!(
         counts,
-        aai_gateway::web::RefreshCounts {
+        aai_engine::web::RefreshCounts {
             listed: 4,
             kept: 1,
             skipped: 3
@@ -1909,7 +1909,7 @@ async fn multipart_uploads_read_files_through_the_sandbox() {
     }))
     .expect("config");
     std::fs::create_dir_all(dir.path().join("home")).expect("home");
-    let gateway = aai_gateway::fixed_gateway(
+    let gateway = aai_engine::fixed_gateway(
         Registry::build(&[], &[Platform::Web], true),
         config,
         Executors::new(),

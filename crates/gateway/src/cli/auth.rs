@@ -4,8 +4,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use aai_descriptor::Platform;
-use aai_gateway::config::Config;
-use aai_gateway::discovery::ScanOptions;
+use aai_engine::config::Config;
+use aai_engine::discovery::ScanOptions;
 use anyhow::Context;
 use clap::Subcommand;
 
@@ -37,7 +37,7 @@ pub enum Action {
 }
 
 pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<ExitCode> {
-    let store = aai_gateway::web::store::Store::new(home);
+    let store = aai_engine::web::store::Store::new(home);
     match action {
         Action::Set { app, origin } => {
             anyhow::ensure!(
@@ -132,20 +132,20 @@ pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<
 
 /// The config and the web apps installed (or copied from a registry) under `home`, for the
 /// `auth` commands; a config problem is said once on stderr.
-fn web_apps(home: &std::path::Path, dev: bool) -> (Config, aai_gateway::registry::Registry) {
+fn web_apps(home: &std::path::Path, dev: bool) -> (Config, aai_engine::registry::Registry) {
     let (config, problem) = Config::load(home);
     if let Some(problem) = problem {
         eprintln!("warning: {problem}");
     }
     let options = ScanOptions::new(home, &config, dev);
-    let registry = aai_gateway::scan_once(&options, &[Platform::Web]);
+    let registry = aai_engine::scan_once(&options, &[Platform::Web]);
     (config, registry)
 }
 
 /// The API origin of the installed web app `app`, which a stored secret is bound to.
 fn web_origin(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<String> {
     let (_, registry) = web_apps(home, dev);
-    let found = aai_gateway::pipeline::find_app(&registry, app).map_err(|error| {
+    let found = aai_engine::pipeline::find_app(&registry, app).map_err(|error| {
         anyhow::anyhow!(
             "{}; or bind the secret with --origin https://host",
             error.message
@@ -169,7 +169,7 @@ fn web_origin(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<St
 async fn login(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<ExitCode> {
     use aai_executor::rest::Auth;
     let (config, registry) = web_apps(home, dev);
-    let found = aai_gateway::pipeline::find_app(&registry, app)
+    let found = aai_engine::pipeline::find_app(&registry, app)
         .map_err(|error| anyhow::anyhow!("{}", for_person(&error.message)))?;
     let descriptor = found
         .descriptor()
@@ -197,7 +197,7 @@ async fn login(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<E
             )
         }
     );
-    let web = aai_gateway::web::Web::new(&config, home).map_err(anyhow::Error::msg)?;
+    let web = aai_engine::web::Web::new(&config, home).map_err(anyhow::Error::msg)?;
     // An explicit sign-in replaces what was stored.
     let mut stored = web
         .auth
@@ -229,13 +229,13 @@ async fn login(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<E
     output::line(url);
     eprintln!(
         "Waiting for the browser to come back (up to {} minutes)…",
-        aai_gateway::web::auth::AUTHORIZATION_WAIT.as_secs() / 60
+        aai_engine::web::auth::AUTHORIZATION_WAIT.as_secs() / 60
     );
     if web
         .auth
         .wait_for_authorization(
             &descriptor.app_id,
-            aai_gateway::web::auth::AUTHORIZATION_WAIT,
+            aai_engine::web::auth::AUTHORIZATION_WAIT,
         )
         .await
     {

@@ -4,10 +4,10 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use aai_descriptor::{AaiError, Platform};
+use aai_engine::config::Config;
+use aai_engine::discovery::ScanOptions;
+use aai_engine::pipeline::render;
 use aai_executor::Executors;
-use aai_gateway::config::Config;
-use aai_gateway::discovery::ScanOptions;
-use aai_gateway::pipeline::render;
 
 use super::{DATA_DB, for_person, output};
 
@@ -34,10 +34,10 @@ pub async fn run(
         config.platforms = vec![platform];
     }
     let options = ScanOptions::new(home, &config, dev);
-    let registry = aai_gateway::scan_once(&options, &config.platforms);
+    let registry = aai_engine::scan_once(&options, &config.platforms);
     let max = config.max_result_chars;
     let executors = Executors::with_settings(config.executors.clone(), None);
-    let gateway = aai_gateway::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+    let gateway = aai_engine::fixed_gateway(registry, config, executors, home.join(DATA_DB));
     let Some(tool) = request.tool else {
         // What the agent reads before it calls: the app's tools, their parameters, an example.
         let registry = gateway.registry().await;
@@ -68,11 +68,11 @@ pub async fn run(
             .then_some(output::TerminalAsker);
         gateway
             .exec_asking(
-                &aai_gateway::pipeline::Caller::named("cli"),
+                &aai_engine::pipeline::Caller::named("cli"),
                 request.app,
                 tool,
                 request.args,
-                asker.as_ref().map(|a| a as &dyn aai_gateway::gate::Asker),
+                asker.as_ref().map(|a| a as &dyn aai_engine::gate::Asker),
             )
             .await
     };

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use aai_gateway::config::Config;
+use aai_engine::config::Config;
 use anyhow::Context;
 use clap::Subcommand;
 
@@ -29,7 +29,7 @@ pub fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitCode> {
         }
         Action::RegistrySchema => {
             output::line(&serde_json::to_string_pretty(
-                &aai_gateway::web::RegistryList::schema(),
+                &aai_engine::web::RegistryList::schema(),
             )?);
             Ok(ExitCode::SUCCESS)
         }

@@ -2,9 +2,9 @@
 
 use std::process::ExitCode;
 
+use aai_engine::config::Config;
+use aai_engine::discovery::ScanOptions;
 use aai_executor::Executors;
-use aai_gateway::config::Config;
-use aai_gateway::discovery::ScanOptions;
 use clap::Subcommand;
 
 use super::{DATA_DB, output, runtime};
@@ -86,9 +86,9 @@ async fn resolve(
 ) -> anyhow::Result<(String, Option<String>)> {
     let (config, _) = Config::load(home);
     let options = ScanOptions::new(home, &config, dev);
-    let registry = aai_gateway::scan_once(&options, &config.platforms);
+    let registry = aai_engine::scan_once(&options, &config.platforms);
     let executors = Executors::with_settings(config.executors.clone(), None);
-    let gateway = aai_gateway::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+    let gateway = aai_engine::fixed_gateway(registry, config, executors, home.join(DATA_DB));
     gateway
         .resolve(app, tool)
         .await

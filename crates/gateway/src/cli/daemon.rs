@@ -3,13 +3,14 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use aai_gateway::daemon::{self, DEFAULT_LISTEN, http};
+use aai_server::daemon;
+use aai_server::daemon::{DEFAULT_LISTEN, http};
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
 /// Serves MCP over Streamable HTTP on `listen` until Ctrl+C, SIGTERM or `/control/shutdown`.
 pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Result<ExitCode> {
-    if let Some(running) = daemon::running(home) {
+    if let Some(running) = aai_engine::runfiles::running(home) {
         anyhow::bail!(
             "a gateway is already serving at {} (pid {}); one per user serves every client",
             running.info.url,
@@ -31,7 +32,7 @@ pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Resu
     )
     .await?;
     // Scheduled tasks run from here on (and the runs a killed daemon left resume).
-    let _scheduler = aai_gateway::schedule::runner::spawn(gateway, cancel.clone());
+    let _scheduler = aai_engine::schedule::runner::spawn(gateway, cancel.clone());
     // For the person who started it: where it is (the token stays in the 0600 file).
     eprintln!(
         "aai-gateway: serving MCP at {} (token in {})",
@@ -50,7 +51,7 @@ pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Resu
 }
 
 /// Ctrl+Shift+Esc presses the emergency stop, where an X display lets the gateway grab it.
-fn watch_stop_hotkey(gateway: &std::sync::Arc<aai_gateway::pipeline::Gateway>) {
+fn watch_stop_hotkey(gateway: &std::sync::Arc<aai_engine::pipeline::Gateway>) {
     if !gateway.config().desktop.stop_hotkey || std::env::var_os("DISPLAY").is_none() {
         return;
     }
@@ -116,8 +117,8 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
         Control::Resume => return resume(home).await,
         _ => {}
     }
-    let Some(running) = daemon::running(home) else {
-        if matches!(what, Control::Status) && aai_gateway::control::marker(home).is_some() {
+    let Some(running) = aai_engine::runfiles::running(home) else {
+        if matches!(what, Control::Status) && aai_engine::control::marker(home).is_some() {
             super::output::line(
                 "no gateway daemon is running; EMERGENCY STOP ON for every gateway of this user (`aai-gateway resume` lifts it)",
             );
@@ -136,9 +137,9 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
         // The person's own credential where it can be read (its own rate bucket), else the
         // MCP token.
         Control::Status => {
-            aai_gateway::control::credential(home).unwrap_or_else(|_| running.token.clone())
+            aai_engine::control::credential(home).unwrap_or_else(|_| running.token.clone())
         }
-        _ => aai_gateway::control::credential(home)?,
+        _ => aai_engine::control::credential(home)?,
     };
     let request = match &what {
         Control::Stop | Control::Resume => unreachable!("handled above"),
@@ -245,32 +246,32 @@ fn login_page(home: &Path, link: &str) -> Option<std::path::PathBuf> {
     }
     let page = run.join(format!(
         "login-{}.html",
-        &aai_gateway::daemon::new_token()[..16]
+        &aai_engine::private::new_token()[..16]
     ));
     let html = format!(
         "<!doctype html><meta charset=utf-8><title>aai-gateway dashboard</title>\
          <body onload=\"document.forms[0].submit()\"><form method=post action=\"{action}\">\
          <input type=hidden name=code value=\"{code}\"><noscript><button>Open the dashboard</button></noscript></form>"
     );
-    aai_gateway::daemon::write_private(&page, html.as_bytes()).ok()?;
+    aai_engine::private::write_private(&page, html.as_bytes()).ok()?;
     Some(page)
 }
 
 /// The emergency stop, from the command line: the stop marker first (every gateway of this
-/// user sees it within [`aai_gateway::control::MARKER_EVERY`], whatever state the daemon's
+/// user sees it within [`aai_engine::control::MARKER_EVERY`], whatever state the daemon's
 /// listener is in), then the daemon's own report of what it killed.
 async fn stop(home: &Path) -> anyhow::Result<ExitCode> {
     let since = std::time::SystemTime::now();
-    let already = aai_gateway::control::marker(home).is_some();
+    let already = aai_engine::control::marker(home).is_some();
     if !already {
-        aai_gateway::control::write_marker(home, "aai-gateway stop").with_context(|| {
+        aai_engine::control::write_marker(home, "aai-gateway stop").with_context(|| {
             format!(
                 "cannot write the stop marker {}",
-                aai_gateway::control::stop_marker(home).display()
+                aai_engine::control::stop_marker(home).display()
             )
         })?;
     }
-    let Some(running) = daemon::running(home) else {
+    let Some(running) = aai_engine::runfiles::running(home) else {
         super::output::line(
             "emergency stop on: every gateway of this user refuses calls until `aai-gateway resume` (no daemon runs; gateways that clients started stop within 0.1 s)",
         );
@@ -329,8 +330,8 @@ async fn stop(home: &Path) -> anyhow::Result<ExitCode> {
 
 /// Lifts the emergency stop everywhere: the marker goes, and the daemon is told at once.
 async fn resume(home: &Path) -> anyhow::Result<ExitCode> {
-    let credential = aai_gateway::control::credential(home)?;
-    let mut resumed = aai_gateway::control::clear_marker(home);
+    let credential = aai_engine::control::credential(home)?;
+    let mut resumed = aai_engine::control::clear_marker(home);
     for entry in std::fs::read_dir(home.join("run"))
         .into_iter()
         .flatten()
@@ -340,7 +341,7 @@ async fn resume(home: &Path) -> anyhow::Result<ExitCode> {
             let _ = std::fs::remove_file(entry.path());
         }
     }
-    if let Some(running) = daemon::running(home) {
+    if let Some(running) = aai_engine::runfiles::running(home) {
         let base = running.info.url.trim_end_matches("/mcp").to_owned();
         let client = daemon::forward::loopback_client()?;
         let body = answer(

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use aai_descriptor::Platform;
-use aai_gateway::config::Config;
+use aai_engine::config::Config;
 
 use super::{for_person, output, runtime};
 
@@ -15,7 +15,7 @@ pub fn run(
     forget: bool,
 ) -> anyhow::Result<ExitCode> {
     let (config, _) = Config::load(home);
-    let web = aai_gateway::web::Web::new(&config, home).map_err(anyhow::Error::msg)?;
+    let web = aai_engine::web::Web::new(&config, home).map_err(anyhow::Error::msg)?;
     if forget {
         let forgotten = web.forget_cached(target);
         anyhow::ensure!(

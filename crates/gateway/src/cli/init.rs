@@ -4,7 +4,7 @@
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
-use aai_gateway::config::starter;
+use aai_engine::config::starter;
 
 use super::output;
 
@@ -33,12 +33,12 @@ fn folder(given: Option<&str>) -> anyhow::Result<String> {
 
 /// The home to name in client lines: only one that is not the default.
 fn named_home(home: &std::path::Path) -> Option<std::path::PathBuf> {
-    let default = aai_gateway::config::user_home().join(".aai");
+    let default = aai_engine::config::user_home().join(".aai");
     (home != default).then(|| std::path::absolute(home).unwrap_or_else(|_| home.to_path_buf()))
 }
 
 pub fn run(home: &std::path::Path, given: Option<&str>) -> anyhow::Result<ExitCode> {
-    let config = home.join(aai_gateway::config::CONFIG_FILE);
+    let config = home.join(aai_engine::config::CONFIG_FILE);
     // Nothing to ask when the config is there: its folder stands.
     let folder = if config.exists() {
         starter::DEFAULT_FOLDER.to_owned()
@@ -84,7 +84,7 @@ pub fn run(home: &std::path::Path, given: Option<&str>) -> anyhow::Result<ExitCo
 /// The first `serve` in a home without a config: the starter config and its folder, said in
 /// the log (nobody is asked: a service has no terminal).
 pub fn first_serve(home: &std::path::Path) {
-    if home.join(aai_gateway::config::CONFIG_FILE).exists() {
+    if home.join(aai_engine::config::CONFIG_FILE).exists() {
         return;
     }
     match starter::ensure(home, starter::DEFAULT_FOLDER) {

@@ -27,7 +27,7 @@ pub fn init(
         .with_ansi(false)
         .with_target(false);
     let file = log_home.and_then(|home| {
-        let file = aai_gateway::logfile::SizeRotating::open(&home.join("logs"), "aai-gateway.log")
+        let file = crate::cli::logfile::SizeRotating::open(&home.join("logs"), "aai-gateway.log")
             .map_err(|error| eprintln!("aai-gateway: no log file: {error}"))
             .ok()?;
         let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()

@@ -11,6 +11,7 @@ mod discover;
 mod docs;
 mod doctor;
 mod init;
+mod logfile;
 mod logging;
 pub mod output;
 mod scan;
@@ -217,7 +218,7 @@ pub fn main() -> ExitCode {
         (cli.command.is_none() && !cli.scan) || matches!(cli.command, Some(Command::Serve { .. }));
     let _log_guards = logging::init(
         &cli.log_level,
-        serving.then(aai_gateway::config::aai_home).as_deref(),
+        serving.then(aai_engine::config::aai_home).as_deref(),
     );
     match run(cli) {
         Ok(code) => code,
@@ -236,7 +237,7 @@ pub fn main() -> ExitCode {
 
 /// Whether `command` changes the gate (who may run what, with which credentials, whether the
 /// stop is on): such commands answer for the person and need the control credential, which
-/// nothing an agent starts can read ([`aai_gateway::control`]).
+/// nothing an agent starts can read ([`aai_engine::control`]).
 fn changes_gate(command: &Command) -> bool {
     match command {
         Command::Consent { action } => !matches!(action, consent::Action::List),
@@ -264,15 +265,15 @@ fn changes_gate(command: &Command) -> bool {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let home = aai_gateway::config::aai_home();
-    aai_gateway::private::tighten_and_log(&home);
+    let home = aai_engine::config::aai_home();
+    aai_engine::private::tighten_and_log(&home);
     // Once per home: store apps earlier versions put among the user's own folders move to
     // `store/apps`, where they are never taken for the user's descriptors.
-    aai_gateway::store::migrate(&home);
+    aai_engine::store::migrate(&home);
     if let Some(command) = &cli.command
         && changes_gate(command)
     {
-        aai_gateway::control::credential(&home)?;
+        aai_engine::control::credential(&home)?;
     }
     // A gateway started from inside an agent's sandbox would take its consent from the agent
     // (its elicitation, its terminal) and could not keep an audit log: it does not serve.
@@ -282,7 +283,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Workflow { action }) => matches!(action, workflow::Action::Run { .. }),
         _ => false,
     };
-    if serves && let Err(error) = aai_gateway::control::credential(&home) {
+    if serves && let Err(error) = aai_engine::control::credential(&home) {
         anyhow::bail!(
             "aai-gateway does not serve or run calls from inside an agent's sandbox: {error}"
         );

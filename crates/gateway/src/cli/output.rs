@@ -35,7 +35,7 @@ pub fn emit(line: std::fmt::Arguments<'_>) {
 
 use aai_descriptor::LoadError;
 use aai_descriptor::Platform;
-use aai_gateway::registry::{Registry, Rejected};
+use aai_engine::registry::{Registry, Rejected};
 
 /// Generated text (completions, the manual page) written by `write` to stdout; a closed
 /// pipe ends quietly.
@@ -139,7 +139,7 @@ pub fn scan_report(registry: &Registry, home: &std::path::Path, platforms: &[Pla
 /// sign-in), without the secrets.
 pub fn auth_status(
     app: &str,
-    stored: &aai_gateway::web::store::Stored,
+    stored: &aai_engine::web::store::Stored,
     env_var: Option<&str>,
 ) -> String {
     let mut parts = Vec::new();
@@ -171,7 +171,7 @@ pub fn auth_status(
                 format!(
                     "{} {}",
                     if expired { "expired" } else { "expires" },
-                    aai_gateway::web::rfc3339(at)
+                    aai_engine::web::rfc3339(at)
                 )
             },
         );
@@ -581,13 +581,13 @@ pub fn export(rows: &[aai_audit::Row], format: ExportFormat) {
 /// Asks the person at the terminal (`call` in an interactive shell): y allows this call once.
 pub struct TerminalAsker;
 
-impl aai_gateway::gate::Asker for TerminalAsker {
+impl aai_engine::gate::Asker for TerminalAsker {
     fn ask<'a>(
         &'a self,
-        question: &'a aai_gateway::gate::Question,
-    ) -> aai_executor::BoxFuture<'a, Result<aai_gateway::gate::Answer, aai_gateway::gate::Unanswered>>
+        question: &'a aai_engine::gate::Question,
+    ) -> aai_executor::BoxFuture<'a, Result<aai_engine::gate::Answer, aai_engine::gate::Unanswered>>
     {
-        use aai_gateway::gate::{Answer, Unanswered};
+        use aai_engine::gate::{Answer, Unanswered};
         let message = question.message();
         Box::pin(async move {
             let read = tokio::task::spawn_blocking(move || {

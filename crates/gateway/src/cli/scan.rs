@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
-use aai_gateway::config::Config;
-use aai_gateway::discovery::ScanOptions;
+use aai_engine::config::Config;
+use aai_engine::discovery::ScanOptions;
 
 use super::output;
 
@@ -15,7 +15,7 @@ pub fn run(home: &std::path::Path, dev: bool) -> anyhow::Result<ExitCode> {
     }
     let options = ScanOptions::new(home, &config, dev);
     output::scan_report(
-        &aai_gateway::scan_once(&options, &config.platforms),
+        &aai_engine::scan_once(&options, &config.platforms),
         home,
         &config.platforms,
     );

@@ -2,10 +2,11 @@
 
 use std::process::ExitCode;
 
+use aai_engine::config::Config;
+use aai_engine::discovery::ScanOptions;
+use aai_engine::schedule;
+use aai_engine::schedule::Task;
 use aai_executor::Executors;
-use aai_gateway::config::Config;
-use aai_gateway::discovery::ScanOptions;
-use aai_gateway::schedule::{self, Task};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -154,10 +155,10 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
         eprintln!("warning: {problem}");
     }
     let options = ScanOptions::new(home, &config, false);
-    let registry = aai_gateway::scan_once(&options, &config.platforms);
+    let registry = aai_engine::scan_once(&options, &config.platforms);
     let executors = Executors::with_settings(config.executors.clone(), None);
-    let gateway = aai_gateway::fixed_gateway(registry, config, executors, home.join(DATA_DB));
-    let daemon = aai_gateway::daemon::running(home).is_some();
+    let gateway = aai_engine::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+    let daemon = aai_engine::runfiles::running(home).is_some();
     let (tool, args) = match action {
         Action::Add(args) => {
             let mut task = task_of(*args)?;
@@ -203,7 +204,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
 /// `run-now` while a daemon runs: the run is queued in data.db, where the daemon's scheduler
 /// sees it within half a second; with `wait`, its end is awaited and printed.
 async fn queue_run(
-    gateway: &aai_gateway::pipeline::Gateway,
+    gateway: &aai_engine::pipeline::Gateway,
     name: &str,
     wait: bool,
 ) -> anyhow::Result<ExitCode> {

@@ -1,9 +1,9 @@
 //! `aai-gateway` (no subcommand): the stdio MCP server.
 
+use aai_engine::config::Config;
+use aai_engine::pipeline::Gateway;
 use aai_executor::Executors;
-use aai_gateway::config::Config;
-use aai_gateway::pipeline::Gateway;
-use aai_gateway::server::AaiServer;
+use aai_server::mcp::AaiServer;
 use anyhow::Context;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
@@ -18,15 +18,14 @@ pub(super) fn start_gateway(
     cancel: &CancellationToken,
 ) -> (
     std::sync::Arc<Gateway>,
-    tokio::sync::watch::Receiver<std::sync::Arc<aai_gateway::registry::Registry>>,
+    tokio::sync::watch::Receiver<std::sync::Arc<aai_engine::registry::Registry>>,
 ) {
-    if let Err(error) = aai_gateway::private::create_dir(home) {
+    if let Err(error) = aai_engine::private::create_dir(home) {
         tracing::warn!(home = %home.display(), "cannot create the gateway's folder: {error}");
     }
     // Read again whenever the file changes (discovery wakes on it).
-    let config = std::sync::Arc::new(aai_gateway::live_config::LiveConfig::load(home));
-    let registry =
-        aai_gateway::live::spawn(home.to_path_buf(), dev, config.clone(), cancel.clone());
+    let config = std::sync::Arc::new(aai_engine::live_config::LiveConfig::load(home));
+    let registry = aai_engine::live::spawn(home.to_path_buf(), dev, config.clone(), cancel.clone());
     let executors = Executors::with_settings(config.get().executors.clone(), None);
     let gateway = Gateway::new_live(
         registry.clone(),
@@ -36,16 +35,16 @@ pub(super) fn start_gateway(
         home,
     );
     // A stop pressed anywhere for this user (the marker) stops this gateway too.
-    aai_gateway::stop::watch_marker(gateway.clone(), cancel.clone());
+    aai_engine::stop::watch_marker(gateway.clone(), cancel.clone());
     if gateway.config().store.url.is_some() {
         // The app store's index for install hints, read in the background.
         let refreshing = gateway.clone();
         tokio::spawn(async move {
             let every = refreshing.config().store.index_refresh_seconds.max(60);
             loop {
-                let store = aai_gateway::store::Store::new(
+                let store = aai_engine::store::Store::new(
                     &refreshing.config().store,
-                    &aai_gateway::store::ca_pems(&refreshing.config()),
+                    &aai_engine::store::ca_pems(&refreshing.config()),
                 );
                 match store {
                     Ok(store) => match store
@@ -94,16 +93,16 @@ pub(super) fn start_gateway(
 /// saying why every few seconds; only a daemon whose process is gone is passed over.
 async fn daemon_to_forward_to(
     home: &std::path::Path,
-) -> Option<(reqwest::Client, aai_gateway::daemon::Running)> {
-    let running = aai_gateway::daemon::running(home)?;
-    let client = aai_gateway::daemon::forward::loopback_client().ok()?;
+) -> Option<(reqwest::Client, aai_engine::runfiles::Running)> {
+    let running = aai_engine::runfiles::running(home)?;
+    let client = aai_server::daemon::forward::loopback_client().ok()?;
     let started = std::time::Instant::now();
     let mut said: Option<std::time::Instant> = None;
     loop {
-        if aai_gateway::daemon::forward::answers(&client, &running).await {
+        if aai_server::daemon::forward::answers(&client, &running).await {
             return Some((client, running));
         }
-        if !aai_gateway::daemon::is_daemon(running.info.pid) {
+        if !aai_engine::runfiles::is_daemon(running.info.pid) {
             tracing::warn!(url = %running.info.url, pid = running.info.pid, "the gateway daemon recorded for this user is gone (its process exited or is another program); serving this client here");
             return None;
         }
@@ -124,13 +123,13 @@ pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
     if let Some((client, running)) = daemon_to_forward_to(&home).await {
         tracing::info!(url = %running.info.url, "a gateway daemon runs: forwarding this client to it");
         let (config, _) = Config::load(&home);
-        let (input, output) = aai_gateway::transport::guarded(
-            aai_gateway::transport::stdin(),
-            aai_gateway::transport::stdout(),
+        let (input, output) = aai_server::transport::guarded(
+            aai_server::transport::stdin(),
+            aai_server::transport::stdout(),
             config.max_request_bytes,
             None,
         );
-        aai_gateway::daemon::forward::forward(client, &running, input, output).await;
+        aai_server::daemon::forward::forward(client, &running, input, output).await;
         return Ok(());
     }
     let cancel = CancellationToken::new();
@@ -140,11 +139,11 @@ pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
     let server = AaiServer::new(gateway);
     let running = server
         .clone()
-        .serve(aai_gateway::transport::guarded(
-            aai_gateway::transport::stdin(),
-            aai_gateway::transport::stdout(),
+        .serve(aai_server::transport::guarded(
+            aai_server::transport::stdin(),
+            aai_server::transport::stdout(),
             max_request_bytes,
-            Some(std::sync::Arc::new(aai_gateway::server::ToolListBody(
+            Some(std::sync::Arc::new(aai_server::mcp::ToolListBody(
                 server.clone(),
             ))),
         ))
@@ -152,7 +151,7 @@ pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
         .context("the MCP session did not start")?;
     // Sessions that began with `initialize` get list_changed as plain notifications; the
     // 2026-07-28 lifecycle gets them through `subscriptions/listen` instead.
-    let notifier = tokio::spawn(aai_gateway::server::notify_changes(
+    let notifier = tokio::spawn(aai_server::mcp::notify_changes(
         running.peer().clone(),
         registry,
         server.subscriptions(),

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use aai_gateway::daemon::service::Manager;
+use aai_server::daemon::service::Manager;
 use anyhow::Context as _;
 
 #[derive(clap::Subcommand, Debug)]
@@ -155,7 +155,7 @@ fn status(aai_home: &Path) -> anyhow::Result<ExitCode> {
     let manager = Manager::native();
     let path = manager.unit_path(&user_home()?, aai_home);
     let installed = path.exists();
-    let running = aai_gateway::daemon::running(aai_home);
+    let running = aai_engine::runfiles::running(aai_home);
     super::output::line(&format!(
         "unit: {} ({})\ndaemon: {}",
         path.display(),

@@ -3,8 +3,9 @@
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
-use aai_gateway::config::Config;
-use aai_gateway::store::{self, Store};
+use aai_engine::config::Config;
+use aai_engine::store;
+use aai_engine::store::Store;
 use clap::Subcommand;
 
 use super::output;

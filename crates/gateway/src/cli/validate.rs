@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use aai_gateway::config::Config;
+use aai_engine::config::Config;
 
 use super::output;
 

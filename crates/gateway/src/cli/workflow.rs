@@ -3,10 +3,11 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
+use aai_engine::config::Config;
+use aai_engine::discovery::ScanOptions;
+use aai_engine::workflow;
+use aai_engine::workflow::Workflow;
 use aai_executor::Executors;
-use aai_gateway::config::Config;
-use aai_gateway::discovery::ScanOptions;
-use aai_gateway::workflow::{self, Workflow};
 use anyhow::Context;
 use clap::Subcommand;
 
@@ -83,19 +84,19 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                 eprintln!("warning: {problem}");
             }
             let options = ScanOptions::new(home, &config, false);
-            let registry = aai_gateway::scan_once(&options, &config.platforms);
+            let registry = aai_engine::scan_once(&options, &config.platforms);
             let executors = Executors::with_settings(config.executors.clone(), None);
             let gateway =
-                aai_gateway::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+                aai_engine::fixed_gateway(registry, config, executors, home.join(DATA_DB));
             // At a terminal, a step that needs approval asks the person at the keyboard.
             let asker = (std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
                 .then_some(output::TerminalAsker);
             let ran = gateway
                 .run_workflow(
-                    &aai_gateway::pipeline::Caller::named("cli"),
+                    &aai_engine::pipeline::Caller::named("cli"),
                     &name,
                     &inputs,
-                    asker.as_ref().map(|a| a as &dyn aai_gateway::gate::Asker),
+                    asker.as_ref().map(|a| a as &dyn aai_engine::gate::Asker),
                 )
                 .await;
             match ran {

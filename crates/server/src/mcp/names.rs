@@ -9,7 +9,7 @@ use std::path::Path;
 use rmcp::ErrorData as McpError;
 use serde_json::json;
 
-use crate::registry::Registry;
+use aai_engine::registry::Registry;
 
 /// The fixed tools and the spec's spellings of them, accepted in every exposure mode.
 const FIXED: &[&str] = &[
@@ -40,7 +40,7 @@ pub(crate) fn unknown(name: &str, registry: &Registry) -> McpError {
         .filter(|n| !n.contains(':'))
         .chain(registry.apps.iter().map(|app| app.slug.as_str()))
         .chain(workflows.iter().map(String::as_str));
-    let near = crate::registry::nearest(name, candidates, NEAREST);
+    let near = aai_engine::registry::nearest(name, candidates, NEAREST);
     let hint = match near.as_slice() {
         [] => String::new(),
         names => format!(
@@ -69,9 +69,9 @@ pub(crate) fn routes(name: &str, home: &Path) -> bool {
     if let Some(workflow) = name.strip_prefix("workflow_") {
         // Read where running it reads, so a file written since the last scan runs too.
         let file = home
-            .join(crate::workflow::DIR)
+            .join(aai_engine::workflow::DIR)
             .join(format!("{workflow}.json"));
-        return crate::workflow::name_of(&file).as_deref() == Some(workflow) && file.is_file();
+        return aai_engine::workflow::name_of(&file).as_deref() == Some(workflow) && file.is_file();
     }
     // `<appId>:<tool>`, run as aai_exec runs it.
     name.rsplit_once(':')
@@ -85,7 +85,7 @@ mod tests {
     #[test]
     fn names_that_route_nowhere_are_unknown_tools() {
         let home = tempfile::tempdir().expect("dir");
-        let workflows = home.path().join(crate::workflow::DIR);
+        let workflows = home.path().join(aai_engine::workflow::DIR);
         std::fs::create_dir_all(&workflows).expect("dir");
         std::fs::write(workflows.join("report.json"), "{}").expect("file");
         for routed in [

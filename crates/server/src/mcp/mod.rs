@@ -22,11 +22,11 @@ use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 
-use crate::config::Exposure;
-use crate::gate::Asker;
-use crate::pipeline::INPUT_REQUIRED;
-use crate::pipeline::{Caller, Gateway, find_app, render};
-use crate::registry::Registry;
+use aai_engine::config::Exposure;
+use aai_engine::gate::Asker;
+use aai_engine::pipeline::INPUT_REQUIRED;
+use aai_engine::pipeline::{Caller, Gateway, find_app, render};
+use aai_engine::registry::Registry;
 
 mod askers;
 mod changes;
@@ -101,7 +101,7 @@ impl AaiServer {
     pub fn new(gateway: Arc<Gateway>) -> Self {
         Self {
             session: Arc::new(Session {
-                id: crate::gate::new_session_id(),
+                id: aai_engine::gate::new_session_id(),
                 gateway: gateway.clone(),
             }),
             gateway,
@@ -213,7 +213,7 @@ impl AaiServer {
     }
 
     /// The apps with a tool of their own in the configured exposure mode.
-    fn listed_apps<'a>(&self, registry: &'a Registry) -> &'a [Arc<crate::registry::App>] {
+    fn listed_apps<'a>(&self, registry: &'a Registry) -> &'a [Arc<aai_engine::registry::App>] {
         match self.gateway.config().exposure {
             Exposure::Full => &registry.apps,
             Exposure::Compact => &[],
@@ -263,7 +263,7 @@ impl AaiServer {
             schema(json!({
                 "type": "object",
                 "properties": {
-                    "steps": {"type": "array", "minItems": 1, "maxItems": crate::pipeline::batch::MAX_STEPS, "items": {
+                    "steps": {"type": "array", "minItems": 1, "maxItems": aai_engine::pipeline::batch::MAX_STEPS, "items": {
                         "type": "object",
                         "properties": {
                             "app": {"type": "string"},
@@ -368,7 +368,7 @@ impl AaiServer {
                 let found = gateway
                     .discover(required_str(&args, "url")?, refresh)
                     .await?;
-                Ok(crate::web::discovered_guide(&found))
+                Ok(aai_engine::web::discovered_guide(&found))
             }
             "aai_apps" => {
                 let registry = gateway.registry().await;
@@ -457,7 +457,7 @@ fn tool_result(result: Result<Value, AaiError>, max_chars: usize) -> CallToolRes
         Ok(output) => {
             let rendered = render(&output, max_chars);
             let mut blocks = vec![ContentBlock::text(rendered.text)];
-            if let Some((mime, _, data)) = crate::pipeline::binary(&output) {
+            if let Some((mime, _, data)) = aai_engine::pipeline::binary(&output) {
                 // Images as image content; anything else as an embedded resource, typed.
                 blocks.push(if mime.starts_with("image/") {
                     ContentBlock::image(data, mime)
@@ -513,8 +513,11 @@ impl ServerHandler for AaiServer {
         let registry = self.gateway.registry().await;
         let tools = registry
             .tool_list
-            .get_or_init(|| Arc::new(self.tools(&registry)));
+            .get_or_init(|| Arc::new(self.tools(&registry)))
+            .clone();
         registry.listed.raise();
+        // Made here, so always a list of tools; anything else would be a list of none.
+        let tools = tools.downcast::<Vec<Tool>>().unwrap_or_default();
         Ok(ListToolsResult::with_all_items(tools.as_ref().clone()))
     }
 
@@ -613,9 +616,9 @@ impl ServerHandler for AaiServer {
         });
         let queue = || {
             queued_call.as_ref().map(|(app, tool, args)| {
-                Box::new(crate::approvals::QueueAsker {
+                Box::new(aai_engine::approvals::QueueAsker {
                     approvals: &self.gateway.approvals,
-                    call: crate::approvals::Pending {
+                    call: aai_engine::approvals::Pending {
                         caller: &caller,
                         app,
                         tool,
@@ -628,7 +631,7 @@ impl ServerHandler for AaiServer {
             })
         };
         let asker: Option<Box<dyn Asker + '_>> = if let Some((grant, _)) = &task {
-            Some(Box::new(crate::schedule::runner::TaskAsker {
+            Some(Box::new(aai_engine::schedule::runner::TaskAsker {
                 gateway: &self.gateway,
                 task: &grant.task,
                 on_approval: grant.on_approval,
@@ -637,7 +640,7 @@ impl ServerHandler for AaiServer {
             queue()
         } else if stateless && can_elicit {
             Some(Box::new(StatelessAsker {
-                rounds: &self.gateway.consent_rounds,
+                rounds: ConsentRounds::of_this_process(),
                 binding: binding(&caller, &name, &args),
                 state: request.request_state.clone(),
                 responses: request.input_responses.clone(),
@@ -648,8 +651,8 @@ impl ServerHandler for AaiServer {
         } else if queued {
             queue()
         } else {
-            crate::dialog::available().map(|kind| {
-                Box::new(crate::dialog::DialogAsker { kind, timeout }) as Box<dyn Asker>
+            aai_engine::dialog::available().map(|kind| {
+                Box::new(aai_engine::dialog::DialogAsker { kind, timeout }) as Box<dyn Asker>
             })
         };
         let roots = if self.gateway.policy_config().uses_roots() {
@@ -686,7 +689,7 @@ impl ServerHandler for AaiServer {
                 }
             };
             outcome.unwrap_or_else(|panic| {
-                    let what = crate::pipeline::panic_message(panic.as_ref());
+                    let what = aai_engine::pipeline::panic_message(panic.as_ref());
                     tracing::error!(tool = %name, panic = %what, "a call panicked; it failed and the gateway goes on");
                     Err(AaiError::new(
                         ErrorKind::AutomationFailed,
@@ -852,7 +855,7 @@ impl ServerHandler for AaiServer {
                             let _ = context.sink().notify_resource_updated(uri).await;
                         }
                     }
-                    tokio::time::sleep(crate::NOTIFY_EVERY).await;
+                    tokio::time::sleep(aai_engine::NOTIFY_EVERY).await;
                 }
             }
         }
@@ -861,7 +864,9 @@ impl ServerHandler for AaiServer {
 
 /// Turns a long call's reports into `notifications/progress` when the request carries a
 /// progress token (values increase by one per report; the message is the latest output).
-fn progress_reporter(context: &RequestContext<RoleServer>) -> Option<crate::pipeline::Progress> {
+fn progress_reporter(
+    context: &RequestContext<RoleServer>,
+) -> Option<aai_engine::pipeline::Progress> {
     let token = context.meta.get_progress_token()?;
     let peer = context.peer.clone();
     let count = Arc::new(std::sync::atomic::AtomicU64::new(0));

@@ -226,7 +226,7 @@ impl Gateway {
         {
             return (true, "running".to_owned());
         }
-        match crate::daemon::running(&self.home) {
+        match crate::runfiles::running(&self.home) {
             Some(daemon) => (
                 true,
                 format!(

@@ -1,23 +1,11 @@
-//! The long-lived gateway (`aai-gateway serve`): one per user, many clients.
-//!
-//! It serves MCP Streamable HTTP on loopback ([`http`]) and says where it listens the way
-//! Jupyter's runtime files do: `AAI_HOME/run/serve.json` (`{"url", "pid"}`) and
-//! `AAI_HOME/run/token` (the bearer token), both 0600 and removed on a clean exit, so the
-//! stdio forwarder, `aai-gateway stop` and scripts find it.
-
-pub mod dashboard;
-pub mod forward;
-pub mod http;
-mod ids;
-pub mod service;
-pub mod sessions;
+//! The running daemon's files, the way Jupyter's runtime files work: `AAI_HOME/run/serve.json`
+//! (`{"url", "pid"}`) and `AAI_HOME/run/token` (the bearer token), both 0600 and removed on a
+//! clean exit, so the stdio forwarder, `aai-gateway stop`, the app store and the scheduler
+//! find the daemon.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-
-/// Where the daemon listens unless `--listen` says otherwise.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:7377";
 
 /// The contents of `run/serve.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -38,13 +26,6 @@ fn run_dir(home: &Path) -> PathBuf {
     home.join("run")
 }
 
-/// A new 256-bit bearer token, hex.
-pub fn new_token() -> String {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("the system's random source");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The runtime files of this daemon; removed when dropped (a clean exit).
 pub struct RuntimeFiles {
     dir: PathBuf,
@@ -58,9 +39,9 @@ impl RuntimeFiles {
     pub fn write(home: &Path, info: &ServeInfo, token: &str) -> std::io::Result<Self> {
         let dir = run_dir(home);
         crate::private::create_dir(&dir)?;
-        write_private(&dir.join("token"), token.as_bytes())?;
+        crate::private::write_private(&dir.join("token"), token.as_bytes())?;
         let json = serde_json::to_vec(info).map_err(std::io::Error::other)?;
-        write_private(&dir.join("serve.json"), &json)?;
+        crate::private::write_private(&dir.join("serve.json"), &json)?;
         Ok(Self { dir })
     }
 }
@@ -70,24 +51,6 @@ impl Drop for RuntimeFiles {
         let _ = std::fs::remove_file(self.dir.join("serve.json"));
         let _ = std::fs::remove_file(self.dir.join("token"));
     }
-}
-
-/// Writes `bytes` to `path` through a private temporary file renamed into place, so a reader
-/// never sees half a file and the file is never readable by others, not even for a moment.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        file.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    file.write_all(bytes)?;
-    file.as_file().sync_all()?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 /// The daemon the runtime files under `home` describe, when its process is alive and is a
@@ -160,7 +123,7 @@ mod tests {
             url: "http://127.0.0.1:1/mcp".into(),
             pid: std::process::id(),
         };
-        let token = new_token();
+        let token = crate::private::new_token();
         assert_eq!(token.len(), 64);
         let files = RuntimeFiles::write(home.path(), &info, &token).expect("write");
         #[cfg(unix)]
@@ -195,7 +158,8 @@ mod tests {
             url: "http://127.0.0.1:1/mcp".into(),
             pid,
         };
-        let files = RuntimeFiles::write(home.path(), &info, &new_token()).expect("write");
+        let files =
+            RuntimeFiles::write(home.path(), &info, &crate::private::new_token()).expect("write");
         assert!(running(home.path()).is_none());
         drop(files);
     }

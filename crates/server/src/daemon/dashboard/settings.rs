@@ -8,8 +8,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use crate::config::{CONFIG_FILE, Config};
-use crate::pipeline::Gateway;
+use aai_engine::config::{CONFIG_FILE, Config};
+use aai_engine::pipeline::Gateway;
 
 /// The built-in toolsets, each with whether the config in force turns it on.
 pub fn toolsets(config: &Config) -> Vec<Value> {
@@ -127,7 +127,8 @@ fn edit(home: &Path, change: impl FnOnce(&mut Map<String, Value>)) -> Result<Con
     let text = serde_json::to_string_pretty(&config).unwrap_or_default() + "\n";
     let parsed = Config::parse(&path, text.as_bytes())?;
     let dir = path.parent().unwrap_or(home);
-    crate::private::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    aai_engine::private::create_dir(dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut file = tempfile::NamedTempFile::new_in(dir)
         .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
     std::io::Write::write_all(&mut file, text.as_bytes())

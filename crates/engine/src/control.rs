@@ -64,8 +64,8 @@ pub fn credential(home: &Path) -> Result<String, ControlError> {
         Err(error) => return Err(unreadable(error)),
     }
     crate::private::create_dir(&home.join("run")).map_err(unreadable)?;
-    let token = crate::daemon::new_token();
-    crate::daemon::write_private(&path, token.as_bytes()).map_err(unreadable)?;
+    let token = crate::private::new_token();
+    crate::private::write_private(&path, token.as_bytes()).map_err(unreadable)?;
     Ok(token)
 }
 
@@ -92,7 +92,7 @@ pub fn write_marker(home: &Path, by: &str) -> std::io::Result<()> {
         at,
     };
     let json = serde_json::to_vec(&marker).map_err(std::io::Error::other)?;
-    match crate::daemon::write_private(&stop_marker(home), &json) {
+    match crate::private::write_private(&stop_marker(home), &json) {
         Ok(()) => Ok(()),
         // A full disk still has room for an empty file (an inode, no data block), and an
         // empty marker means "stopped" like any other: the stop never waits on free space.

@@ -69,7 +69,7 @@ pub(super) async fn run(
                 "an agent task runs in the daemon (`aai-gateway serve`), which its agent connects to; start it",
             )
         })?;
-    let token = crate::daemon::new_token();
+    let token = crate::private::new_token();
     let file = gateway
         .home
         .join("run")
@@ -77,7 +77,7 @@ pub(super) async fn run(
     let config = json!({"mcpServers": {"aai-gateway": {
         "type": "http", "url": url, "headers": {"Authorization": format!("Bearer {token}")}
     }}});
-    crate::daemon::write_private(&file, config.to_string().as_bytes()).map_err(|e| {
+    crate::private::write_private(&file, config.to_string().as_bytes()).map_err(|e| {
         AaiError::new(
             ErrorKind::AutomationFailed,
             format!("cannot write {}: {e}", file.display()),

@@ -43,7 +43,7 @@ impl SizeRotating {
     /// # Errors
     /// As [`SizeRotating::open`].
     pub fn with_cap(dir: &Path, name: &str, max: u64) -> std::io::Result<Self> {
-        crate::private::create_dir(dir)?;
+        aai_engine::private::create_dir(dir)?;
         let path = dir.join(name);
         let file = open_private(&path)?;
         let written = file.metadata().map_or(0, |m| m.len());

@@ -1,30 +1,28 @@
-//! The aai-gateway server: discovery, registry, call pipeline and the MCP surface.
-//!
-//! The binary (`main.rs`) parses the command line and wires these together; this library
-//! exists so benchmarks and tests can drive the same code. It does not parse arguments,
-//! install a log subscriber or print.
+//! The gateway's engine: what decides and runs a call, with no protocol in it — the config,
+//! discovery and the snapshot of apps it offers, web apps and their credentials, the gate
+//! (policy, consent, audit), the call pipeline, workflows, the emergency stop and the app
+//! store's client. The MCP surface (`aai-server`) and the command line (`aai-gateway`) sit on
+//! top; this crate knows neither. It does not parse arguments, install a log subscriber or
+//! print.
 
 pub mod approvals;
 pub mod catalog;
 pub mod config;
 pub mod control;
-pub mod daemon;
 pub mod dialog;
 pub mod discovery;
 pub mod feed;
 pub mod gate;
 pub mod live;
 pub mod live_config;
-pub mod logfile;
 pub mod pipeline;
 pub mod policy_config;
 pub mod private;
 pub mod registry;
+pub mod runfiles;
 pub mod schedule;
-pub mod server;
 pub mod stop;
 pub mod store;
-pub mod transport;
 pub mod web;
 pub mod workflow;
 

@@ -9,7 +9,7 @@ use rmcp::RoleServer;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{IntoTransport, StreamableHttpClientTransport, Transport};
 
-use super::Running;
+use aai_engine::runfiles::Running;
 
 /// An HTTP client for the daemon on loopback: no proxy (a user's `HTTP_PROXY` must not see
 /// the token), no TLS needed.

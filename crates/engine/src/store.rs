@@ -135,7 +135,7 @@ pub fn set_preferred(home: &Path, app_id: &str, prefer: bool) -> Result<(), Stri
     }
     crate::private::create_dir(&store_dir(home)).map_err(|e| e.to_string())?;
     let file = preferred_file(home);
-    crate::daemon::write_private(
+    crate::private::write_private(
         &file,
         &serde_json::to_vec_pretty(&chosen).unwrap_or_default(),
     )
@@ -228,7 +228,7 @@ pub fn migrate(home: &Path) -> usize {
         }
     }
     let written = crate::private::create_dir(&store_dir(home))
-        .and_then(|()| crate::daemon::write_private(&done, b"store apps live in store/apps\n"));
+        .and_then(|()| crate::private::write_private(&done, b"store apps live in store/apps\n"));
     if let Err(error) = written {
         tracing::debug!(file = %done.display(), %error, "the move of store apps is tried again next time");
     }
@@ -631,7 +631,7 @@ impl Store {
         };
         kept.insert(self.url.clone(), key.clone());
         crate::private::create_dir(&store_dir(home)).map_err(|e| e.to_string())?;
-        crate::daemon::write_private(&path, &serde_json::to_vec_pretty(&kept).unwrap_or_default())
+        crate::private::write_private(&path, &serde_json::to_vec_pretty(&kept).unwrap_or_default())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         Ok(Some((key, true)))
     }
@@ -645,7 +645,7 @@ impl Store {
         let count = apps.len();
         let dir = store_dir(home);
         crate::private::create_dir(&dir).map_err(|e| e.to_string())?;
-        crate::daemon::write_private(
+        crate::private::write_private(
             &dir.join("index.json"),
             &serde_json::to_vec(&apps).unwrap_or_default(),
         )
@@ -984,19 +984,19 @@ pub fn write(home: &Path, store: &str, fetched: &Fetched) -> Result<PathBuf, Str
         sha256: fetched.sha256.clone(),
         store: store.to_owned(),
     };
-    crate::daemon::write_private(
+    crate::private::write_private(
         &dir.join(MARK),
         &serde_json::to_vec_pretty(&mark).unwrap_or_default(),
     )
     .map_err(|e| format!("cannot write {}: {e}", dir.join(MARK).display()))?;
     let path = dir.join("aai.json");
-    crate::daemon::write_private(&path, fetched.text.as_bytes())
+    crate::private::write_private(&path, fetched.text.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     let mut pinned = pinned_keys(home);
     pinned.insert(fetched.publisher.clone(), fetched.key.clone());
     let dir = store_dir(home);
     crate::private::create_dir(&dir).map_err(|e| e.to_string())?;
-    crate::daemon::write_private(
+    crate::private::write_private(
         &dir.join("publishers.json"),
         &serde_json::to_vec_pretty(&pinned).unwrap_or_default(),
     )
@@ -1008,7 +1008,7 @@ pub fn write(home: &Path, store: &str, fetched: &Fetched) -> Result<PathBuf, Str
         fetched.descriptor.app_id.clone(),
         (fetched.publisher.clone(), fetched.key.clone()),
     );
-    crate::daemon::write_private(
+    crate::private::write_private(
         &dir.join("app-publishers.json"),
         &serde_json::to_vec_pretty(&owners).unwrap_or_default(),
     )

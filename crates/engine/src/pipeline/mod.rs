@@ -107,10 +107,6 @@ pub struct Gateway {
     pub schedule: crate::schedule::runner::Hub,
     /// The app store's apps as last read (install hints, `aai_apps`): in memory.
     pub store_index: crate::store::Index,
-    /// The key that seals 2026-07-28 consent rounds, one per process (made at start): the
-    /// daemon builds a server per HTTP session — per request in the stateless era — and an
-    /// answer must open in whichever one the retry reaches.
-    pub consent_rounds: crate::server::ConsentRounds,
 }
 
 /// The longest a request waits for the first scan, however steadily it progresses (clients
@@ -206,7 +202,6 @@ impl Gateway {
             desktop: tokio::sync::Mutex::new(()),
             schedule,
             store_index: crate::store::Index::load(home),
-            consent_rounds: crate::server::ConsentRounds::new(),
         })
     }
 

@@ -23,6 +23,39 @@ pub fn create_dir(dir: &Path) -> std::io::Result<()> {
     }
 }
 
+/// A new 256-bit bearer token, hex.
+pub fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the system's random source");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes `bytes` to `path` through a private temporary file renamed into place, so a reader
+/// never sees half a file and the file is never readable by others, not even for a moment.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        file.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    file.write_all(bytes)?;
+    file.as_file().sync_all()?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Byte-wise comparison whose time does not depend on where the first difference is.
+pub fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// Tightens what exists of the gateway's files under `home`; returns the paths changed.
 pub fn tighten(home: &Path) -> Vec<std::path::PathBuf> {
     let mut changed = Vec::new();
@@ -101,5 +134,18 @@ mod tests {
             "a link's target is not the gateway's"
         );
         assert!(tighten(&home).is_empty(), "nothing left to change");
+    }
+}
+
+#[cfg(test)]
+mod secrets {
+    use super::*;
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"abcd", b"abcd"));
+        assert!(!same_secret(b"abcd", b"abce"));
+        assert!(!same_secret(b"abcd", b"abc"));
+        assert!(!same_secret(b"", b"a"));
     }
 }

@@ -24,7 +24,7 @@ use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
 };
 
-use crate::config::SessionsConfig;
+use aai_engine::config::SessionsConfig;
 
 /// What is known of one session.
 struct Entry {

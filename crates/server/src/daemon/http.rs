@@ -4,7 +4,7 @@
 //! Every request passes one guard before anything else reads it: the `Host` must name this
 //! listener (DNS rebinding), an `Origin`, when a browser sends one, must be this origin, and
 //! the credential must fit the path (compared in constant time): the MCP bearer token opens
-//! `/mcp` only; the control credential ([`crate::control`]) the control endpoints that answer,
+//! `/mcp` only; the control credential ([`aai_engine::control`]) the control endpoints that answer,
 //! resume or log in; stopping and the status are open to every local caller (stopping is
 //! always safe). Only then is the caller's own token bucket charged, so an unauthenticated
 //! flood costs nobody else's rate. Bodies are bounded by `max_request_bytes`; session ids are
@@ -34,9 +34,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::dashboard::{self, Logins};
 use super::sessions::Sessions;
-use super::{RuntimeFiles, ServeInfo, new_token};
-use crate::pipeline::Gateway;
-use crate::server::AaiServer;
+use crate::mcp::AaiServer;
+use aai_engine::pipeline::Gateway;
+use aai_engine::private::{new_token, same_secret};
+use aai_engine::runfiles::{RuntimeFiles, ServeInfo};
 
 /// Requests per second a client may send on average, and the burst it may send at once.
 const RATE_PER_SECOND: f64 = 200.0;
@@ -146,7 +147,7 @@ pub async fn serve(
     let own = aai_local::own_listeners::register(addr);
     let port = addr.port();
     let token = new_token();
-    let control_credential = crate::control::credential(home)
+    let control_credential = aai_engine::control::credential(home)
         .with_context(|| "cannot make the control credential".to_owned())?;
     let host = if addr.is_ipv6() {
         format!("[{}]", addr.ip())
@@ -333,14 +334,6 @@ async fn accept(listener: tokio::net::TcpListener, app: Router, cancel: Cancella
     {
         tracing::debug!("connections still open at shutdown were dropped");
     }
-}
-
-/// Byte-wise comparison whose time does not depend on where the first difference is.
-pub(crate) fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 pub(crate) fn refuse(status: StatusCode, message: &str) -> Response {
@@ -656,14 +649,6 @@ pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secrets_compare_whole() {
-        assert!(same_secret(b"abcd", b"abcd"));
-        assert!(!same_secret(b"abcd", b"abce"));
-        assert!(!same_secret(b"abcd", b"abc"));
-        assert!(!same_secret(b"", b"a"));
-    }
 
     #[test]
     fn each_path_needs_its_own_credential() {

@@ -27,7 +27,7 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::http::{Control, json_response, refuse};
-use crate::feed::Event;
+use aai_engine::feed::Event;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS_SOURCE: &str = include_str!("assets/app.js");
@@ -77,7 +77,7 @@ struct Session {
 impl Logins {
     /// A new one-time login code.
     pub fn mint(&self) -> String {
-        let code = super::new_token();
+        let code = aai_engine::private::new_token();
         let now = Instant::now();
         let mut codes = self.codes.lock().unwrap_or_else(|e| e.into_inner());
         codes.retain(|_, until| *until > now);
@@ -95,7 +95,10 @@ impl Logins {
         if until <= Instant::now() {
             return None;
         }
-        let (id, csrf) = (super::new_token(), super::new_token());
+        let (id, csrf) = (
+            aai_engine::private::new_token(),
+            aai_engine::private::new_token(),
+        );
         let now = Instant::now();
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions.retain(|_, s| s.until > now);
@@ -116,7 +119,7 @@ impl Logins {
         sessions
             .iter()
             .find(|(known, s)| {
-                super::http::same_secret(known.as_bytes(), id.as_bytes())
+                aai_engine::private::same_secret(known.as_bytes(), id.as_bytes())
                     && s.until > Instant::now()
             })
             .map(|(_, s)| s.csrf.clone())
@@ -170,7 +173,7 @@ impl Logins {
             .map(str::to_owned)
             .or(in_query)
             .unwrap_or_default();
-        if !super::http::same_secret(presented.as_bytes(), csrf.as_bytes()) {
+        if !aai_engine::private::same_secret(presented.as_bytes(), csrf.as_bytes()) {
             return Some(refuse(
                 StatusCode::FORBIDDEN,
                 "the request lacks this session's key; open the dashboard again with `aai-gateway dashboard`",
@@ -323,16 +326,16 @@ async fn state(State(control): State<Control>) -> Response {
 }
 
 /// The scheduled tasks and their latest runs, or why they cannot be read.
-fn schedules(gateway: &crate::pipeline::Gateway) -> Value {
+fn schedules(gateway: &aai_engine::pipeline::Gateway) -> Value {
     let store = match gateway.schedule.store() {
         Ok(store) => store,
         Err(error) => return json!({"error": error.message}),
     };
     let runs = store.history(None, 15).unwrap_or_default();
     json!({
-        "tasks": crate::schedule::tools::list(&store).unwrap_or_default(),
+        "tasks": aai_engine::schedule::tools::list(&store).unwrap_or_default(),
         "runs": runs.iter().map(|run| {
-            let described = crate::schedule::tools::describe_run(&store, run);
+            let described = aai_engine::schedule::tools::describe_run(&store, run);
             json!({
                 "run_id": run.id, "task": run.task, "kind": run.kind, "state": run.state,
                 "scheduled": described["scheduled"], "finished": described["finished"],
@@ -383,10 +386,10 @@ async fn schedule_change(control: &Control, tool: &str, name: &str) -> Response 
     let args = serde_json::Map::from_iter([("name".to_owned(), json!(name))]);
     let result = control.gateway.schedule_tool(tool, &args).await;
     let audit_args = json!({"name": name});
-    let call = crate::gate::Call {
+    let call = aai_engine::gate::Call {
         id: control.gateway.gate.call_id(),
         caller: "dashboard",
-        app: crate::schedule::tools::APP_ID,
+        app: aai_engine::schedule::tools::APP_ID,
         tool,
         args: &audit_args,
         risk: aai_descriptor::Risk::High,

@@ -12,7 +12,7 @@ use rmcp::service::{Peer, RequestContext, ServiceError};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::gate::{Answer, Asker, Question, Unanswered, consent_form, read_elicit_result};
+use aai_engine::gate::{Answer, Asker, Question, Unanswered, consent_form, read_elicit_result};
 
 /// Asks the user through MCP elicitation (a server-to-client request, protocol ≤ 2025-11-25).
 pub(super) struct PeerAsker {
@@ -151,6 +151,14 @@ pub struct ConsentRounds {
 }
 
 impl ConsentRounds {
+    /// The key of this process, made at first use: the daemon builds a server per HTTP
+    /// session — per request in the stateless era — and an answer must open in whichever one
+    /// the retry reaches. States do not survive a restart, on purpose.
+    pub fn of_this_process() -> &'static Self {
+        static ROUNDS: std::sync::OnceLock<ConsentRounds> = std::sync::OnceLock::new();
+        ROUNDS.get_or_init(Self::new)
+    }
+
     /// Rounds sealed with a fresh random key: states do not survive a restart, on purpose.
     pub fn new() -> Self {
         let mut key = [0u8; 32];

@@ -167,7 +167,7 @@ fn acknowledge(home: &std::path::Path, report: &Value) {
         let path = home
             .join("run")
             .join(format!("stopped.{}", std::process::id()));
-        if let Err(error) = crate::daemon::write_private(&path, &bytes) {
+        if let Err(error) = crate::private::write_private(&path, &bytes) {
             tracing::debug!(%error, "the stop's report could not be left for `aai-gateway stop`");
         }
     }

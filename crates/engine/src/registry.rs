@@ -168,9 +168,9 @@ pub struct Registry {
     /// The workflow files when this snapshot was taken, each offered as a `workflow_<name>`
     /// tool: when one changes, clients are told the tool list changed.
     pub workflows: Vec<crate::workflow::Found>,
-    /// The `tools/list` answer for this snapshot, made on first use and shared by every
-    /// session until the next snapshot.
-    pub tool_list: std::sync::OnceLock<Arc<Vec<rmcp::model::Tool>>>,
+    /// The `tools/list` answer for this snapshot in the MCP layer's own types, made there on
+    /// first use and shared by every session until the next snapshot.
+    pub tool_list: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
     /// The same answer as JSON (`{"tools":[…]}`), for the stdio transport to copy out.
     pub tool_list_body: std::sync::OnceLock<Arc<Vec<u8>>>,
     /// Raised once this snapshot's tool list has been made for a client.

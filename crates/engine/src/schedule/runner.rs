@@ -87,7 +87,7 @@ impl Hub {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         tokens
             .iter()
-            .find(|(known, _)| crate::daemon::http::same_secret(known.as_bytes(), token.as_bytes()))
+            .find(|(known, _)| crate::private::same_secret(known.as_bytes(), token.as_bytes()))
             .map(|(_, found)| found.clone())
     }
 }
@@ -105,7 +105,7 @@ fn owner_alive(owner: &str, me: &str) -> bool {
     owner
         .split_once(':')
         .and_then(|(pid, _)| pid.parse::<u32>().ok())
-        .is_some_and(|pid| pid != std::process::id() && crate::daemon::alive(pid))
+        .is_some_and(|pid| pid != std::process::id() && crate::runfiles::alive(pid))
 }
 
 /// Starts the scheduler of `gateway`; it ends when `cancel` fires.
@@ -550,10 +550,10 @@ impl Checkpoints for RunCheckpoints<'_> {
 
 /// Who asks for a task's call that needs a person: nobody (the run fails), or the
 /// dashboard's queue when the task says so.
-pub(crate) struct TaskAsker<'a> {
-    pub(crate) gateway: &'a Gateway,
-    pub(crate) task: &'a str,
-    pub(crate) on_approval: OnApproval,
+pub struct TaskAsker<'a> {
+    pub gateway: &'a Gateway,
+    pub task: &'a str,
+    pub on_approval: OnApproval,
 }
 
 impl Asker for TaskAsker<'_> {
