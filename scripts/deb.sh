@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Debian package of aai-gateway with Debian's own dpkg-deb: the binary, its manual
-# page, shell completions and the README. Usage:
+# page, shell completions, the README and the manual (docs/manual/). Usage:
 #   scripts/deb.sh [BINARY] [OUT_DIR]   (default: target/release/aai-gateway, target/debian)
 # Build the binary first (`cargo build --release -p aai-gateway`).
 set -euo pipefail
@@ -25,6 +25,9 @@ install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/ve
 "$binary" completions zsh > "$root/usr/share/zsh/vendor-completions/_aai-gateway"
 "$binary" completions fish > "$root/usr/share/fish/vendor_completions.d/aai-gateway.fish"
 install -Dm644 README.md "$root/usr/share/doc/aai-gateway/README.md"
+for page in docs/manual/*.md; do
+  install -Dm644 "$page" "$root/usr/share/doc/aai-gateway/$page"
+done
 cat > "$root/usr/share/doc/aai-gateway/copyright" <<COPYRIGHT
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: aai-gateway

@@ -21,7 +21,7 @@ pub fn text(folder: &str) -> String {
             }
         },
         "policy": {
-            "$comment": "Which calls run without asking. Without a profile, low-risk tools run and the rest ask you (in the client, a dialog, or the daemon's approval queue). See README, 'Approval, consent and the audit log'."
+            "$comment": "Which calls run without asking. Without a profile, low-risk tools run and the rest ask you (in the client, a dialog, or the daemon's approval queue). See docs/manual/approval.md."
         },
         "web": {
             "$comment": "Web apps. Set allow_http_loopback to true to call a web app served on http://127.0.0.1 or localhost (local development); https is required everywhere else. Keys for web apps come from the environment variable their descriptor names, or `aai-gateway auth set APP`.",
