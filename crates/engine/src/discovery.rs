@@ -34,6 +34,17 @@ pub struct ScanOptions {
     pub dev: bool,
     /// The gateway's built-in apps, offered ahead of every file.
     pub builtins: Vec<Found>,
+    /// Apps of toolsets other crates plug in, offered as built-in apps when their config
+    /// says so (kept here so a scan under a new config offers them again).
+    pub plugged: Vec<PluggedApp>,
+}
+
+/// The app of a toolset another crate plugs in ([`crate::pipeline::Gateway::plug`]): its
+/// descriptor, and whether a config offers it.
+#[derive(Debug, Clone)]
+pub struct PluggedApp {
+    pub descriptor: Arc<aai_descriptor::Descriptor>,
+    pub offered: fn(&crate::config::Config) -> bool,
 }
 
 impl ScanOptions {
@@ -43,17 +54,29 @@ impl ScanOptions {
             home: home.to_path_buf(),
             paths: config.paths.clone(),
             dev,
-            builtins: builtins(config),
+            builtins: builtins(config, &[]),
+            plugged: Vec::new(),
         }
+    }
+
+    /// These options with `apps` offered as built-in apps where `config` says so.
+    #[must_use]
+    pub fn plug(mut self, config: &crate::config::Config, apps: &[PluggedApp]) -> Self {
+        self.plugged.extend_from_slice(apps);
+        self.builtins = builtins(config, &self.plugged);
+        self
     }
 }
 
 /// The built-in toolsets `config` turns on, as discovery results ahead of every file.
-fn builtins(config: &crate::config::Config) -> Vec<Found> {
+fn builtins(config: &crate::config::Config, plugged: &[PluggedApp]) -> Vec<Found> {
     let mut descriptors = aai_local::descriptors(&config.local);
-    if config.scheduler.tools {
-        descriptors.push(crate::schedule::tools::DESCRIPTOR.clone());
-    }
+    descriptors.extend(
+        plugged
+            .iter()
+            .filter(|app| (app.offered)(config))
+            .map(|app| app.descriptor.clone()),
+    );
     descriptors
         .into_iter()
         .map(|descriptor| Found {
@@ -654,10 +677,9 @@ mod tests {
         std::fs::write(bundles.join("Mail.app/Contents/Resources/aai.json"), "{}").expect("write");
 
         let files = candidates(&ScanOptions {
-            builtins: Vec::new(),
             home: home.clone(),
             paths: vec![extra.clone()],
-            dev: false,
+            ..ScanOptions::default()
         });
         assert_eq!(
             files,

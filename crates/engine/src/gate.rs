@@ -135,6 +135,12 @@ impl Gate {
         }
     }
 
+    /// The database of the audit log and the grants (`data.db`), which the scheduler's tables
+    /// share.
+    pub fn data_db(&self) -> &std::path::Path {
+        &self.path
+    }
+
     /// The store, opened on first use where the call runs: once per process, a few
     /// milliseconds (it waits only if another process holds the write lock as it clears ended
     /// sessions' grants). Moving a runtime worker's place for it would start a thread that

@@ -20,7 +20,6 @@ pub mod policy_config;
 pub mod private;
 pub mod registry;
 pub mod runfiles;
-pub mod schedule;
 pub mod stop;
 pub mod store;
 pub mod web;

@@ -36,17 +36,19 @@ const POLL_EVERY: Duration = Duration::from_secs(10);
 /// Starts discovery on its own thread and returns the channel of registry snapshots.
 ///
 /// Each pass reads `config.json` again through `config` first: a new valid config is in force
-/// before the snapshot that announces it is published.
+/// before the snapshot that announces it is published. `plugged` are the apps of toolsets
+/// other crates plug in, offered as built-in apps where the config says so.
 pub fn spawn(
     home: PathBuf,
     dev: bool,
+    plugged: Vec<crate::discovery::PluggedApp>,
     config: Arc<LiveConfig>,
     cancel: CancellationToken,
 ) -> watch::Receiver<Arc<Registry>> {
     let (tx, rx) = watch::channel(Arc::new(Registry::default()));
     let spawned = std::thread::Builder::new()
         .name("aai-discovery".into())
-        .spawn(move || run(&home, dev, &config, &cancel, &tx));
+        .spawn(move || run(&home, dev, &plugged, &config, &cancel, &tx));
     if let Err(error) = spawned {
         tracing::error!(%error, "cannot start the discovery thread; no apps will be offered");
     }
@@ -56,6 +58,7 @@ pub fn spawn(
 fn run(
     home: &Path,
     dev: bool,
+    plugged: &[crate::discovery::PluggedApp],
     live: &LiveConfig,
     cancel: &CancellationToken,
     tx: &watch::Sender<Arc<Registry>>,
@@ -86,7 +89,7 @@ fn run(
     while !cancel.is_cancelled() {
         live.reload();
         let config = live.get();
-        let options = ScanOptions::new(home, &config, dev);
+        let options = ScanOptions::new(home, &config, dev).plug(&config, plugged);
         let generation = live.generation();
         rescan(
             &options,
@@ -483,7 +486,7 @@ mod tests {
         let home = dir.path().to_path_buf();
         let cancel = CancellationToken::new();
         let config = Arc::new(LiveConfig::load(&home));
-        let mut registry = spawn(home.clone(), false, config, cancel.clone());
+        let mut registry = spawn(home.clone(), false, Vec::new(), config, cancel.clone());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()

@@ -179,17 +179,17 @@ impl Gateway {
     pub async fn emergency_stop(&self, by: &str) -> Value {
         let started = Instant::now();
         let newly = self.stop.trip(by);
+        let toolsets = self.toolsets();
         self.gate
             .feed
             .send(crate::feed::Event::Stop { stopped: true });
         // Toolsets end what they keep running (terminal sessions, browsers), then every
         // process left — escapees included — is killed.
-        let _ = tokio::time::timeout(Duration::from_millis(300), self.toolsets().emergency_stop())
-            .await;
+        let _ = tokio::time::timeout(Duration::from_millis(300), toolsets.emergency_stop()).await;
         let killed = tokio::task::spawn_blocking(kill_everything)
             .await
             .unwrap_or_default();
-        let released = self.toolsets().release_input().await;
+        let released = toolsets.local().release_input().await;
         let took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let args = json!({"by": by, "killed": killed, "took_ms": took_ms});
         let call = Call {
@@ -215,18 +215,22 @@ impl Gateway {
             )
             .await;
         });
-        json!({
+        let mut report = json!({
             "stopped": true,
             "already": !newly,
             "killed": killed,
             "input_released": released,
-            "scheduler": if self.schedule.active.load(std::sync::atomic::Ordering::SeqCst) {
-                "paused until resume"
-            } else {
-                "not running"
-            },
             "took_ms": took_ms,
-        })
+        });
+        if let Some(report) = report.as_object_mut() {
+            report.extend(
+                toolsets
+                    .stop_notes()
+                    .into_iter()
+                    .map(|(key, value)| (key.to_owned(), value)),
+            );
+        }
+        report
     }
 
     /// Lifts the emergency stop; false when it was not on.
@@ -252,8 +256,7 @@ impl Gateway {
                 );
             }
             tracing::warn!(%by, "emergency stop lifted");
-            // The scheduler claims what fell due meanwhile, by each task's catch_up.
-            self.schedule.nudge.notify_one();
+            self.toolsets().resumed();
         }
         was
     }

@@ -605,10 +605,8 @@ async fn registry_copies_are_offered_like_installed_apps() {
     let home = setup.dir.path().join("home");
     assert!(home.join("web/com.example.tasks/aai.json").exists());
     let options = aai_engine::discovery::ScanOptions {
-        builtins: Vec::new(),
         home: home.clone(),
-        paths: Vec::new(),
-        dev: false,
+        ..aai_engine::discovery::ScanOptions::default()
     };
     let registry = aai_engine::scan_once(&options, &[Platform::Linux, Platform::Web]);
     assert_eq!(registry.apps.len(), 1);

@@ -245,6 +245,15 @@ pub trait Toolset: Send + Sync + std::any::Any {
     fn emergency_stop(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
     }
+
+    /// What the emergency stop's report says of this toolset, as a key and a value (the
+    /// scheduler: whether its runs are paused), if anything.
+    fn stop_note(&self) -> Option<(&'static str, Value)> {
+        None
+    }
+
+    /// The emergency stop was lifted.
+    fn resumed(&self) {}
 }
 
 /// One line of `aai-gateway doctor`: a tool, and what serves it or why nothing can.

@@ -24,13 +24,16 @@ use crate::registry::{App, Registry};
 
 mod args;
 pub mod batch;
+pub mod builtins;
 mod consent;
 mod render;
+pub mod task;
 mod web;
 
 use crate::web::Web;
 pub use args::find_app;
 use args::{check_args, find_tool};
+pub use builtins::Builtins;
 pub use render::{Rendered, binary, render};
 use web::{authorization_url, explain_tls};
 
@@ -46,7 +49,7 @@ pub struct Caller {
     pub progress: Option<Progress>,
     /// A scheduled task's policy layer: only its granted tools, up to its risk, and never
     /// a wait for a person unless the task says so.
-    pub task: Option<Arc<crate::schedule::TaskGrant>>,
+    pub task: Option<Arc<task::TaskGrant>>,
     /// Where the audit ids of this caller's calls are collected (a scheduled run's history).
     pub calls: Option<CallIds>,
 }
@@ -94,6 +97,8 @@ pub struct Gateway {
     /// The built-in toolsets (they judge their own calls' risk and prefix grants): rebuilt
     /// when their sections of the config change; [`Gateway::toolsets`] is the current one.
     toolsets: Arc<std::sync::RwLock<Arc<aai_local::Toolsets>>>,
+    /// The toolsets other crates plugged in ([`Gateway::plug`]).
+    plugged: Plugged,
     /// The emergency stop: while it is on, every call is refused.
     pub stop: Arc<crate::stop::EmergencyStop>,
     /// Approvals waiting for the user (the daemon's queue).
@@ -103,8 +108,6 @@ pub struct Gateway {
     pub queue_approvals: std::sync::atomic::AtomicBool,
     /// Held by a batch step that drives the screen, mouse or keyboard: one at a time.
     pub desktop: tokio::sync::Mutex<()>,
-    /// Scheduled tasks: their store, and the daemon's scheduler when it runs here.
-    pub schedule: crate::schedule::runner::Hub,
     /// The app store's apps as last read (install hints, `aai_apps`): in memory.
     pub store_index: crate::store::Index,
 }
@@ -154,11 +157,12 @@ impl Gateway {
         let toolsets = Arc::new(std::sync::RwLock::new(Arc::new(aai_local::Toolsets::new(
             &setup,
         ))));
+        let plugged = Plugged::default();
         // A caller that plugged in its own built-in executor (tests) keeps it.
         let executors = if executors.has_local() {
             executors
         } else {
-            executors.with_local(Arc::new(CurrentToolsets(toolsets.clone())))
+            executors.with_local(Arc::new(CurrentToolsets(toolsets.clone(), plugged.clone())))
         };
         let rebuilt = toolsets.clone();
         let runtime = tokio::runtime::Handle::try_current().ok();
@@ -183,7 +187,6 @@ impl Gateway {
             drop(old);
             tracing::info!("the built-in toolsets were restarted with the new config");
         }));
-        let schedule = crate::schedule::runner::Hub::new(data_db.clone());
         let gate = Gate::new(data_db);
         let approvals = Arc::new(crate::approvals::Approvals::new(gate.feed.clone()));
         let stop = Arc::new(crate::stop::EmergencyStop::default());
@@ -196,11 +199,11 @@ impl Gateway {
             gate,
             web,
             toolsets,
+            plugged,
             stop,
             approvals,
             queue_approvals: std::sync::atomic::AtomicBool::new(false),
             desktop: tokio::sync::Mutex::new(()),
-            schedule,
             store_index: crate::store::Index::load(home),
         })
     }
@@ -211,11 +214,28 @@ impl Gateway {
     }
 
     /// The built-in toolsets in force.
-    pub fn toolsets(&self) -> Arc<aai_local::Toolsets> {
-        self.toolsets
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+    pub fn toolsets(&self) -> Builtins {
+        current(&self.toolsets, &self.plugged)
+    }
+
+    /// Plugs in a toolset another crate provides (the scheduler's `local.schedule`): its calls
+    /// go through the gate and reach it through the [`aai_local::Toolset`] trait like those of
+    /// the local toolsets. Its app is offered when discovery is given its descriptor
+    /// ([`crate::discovery::ScanOptions::plug`]). A toolset of an app id already plugged in
+    /// replaces it.
+    pub fn plug(&self, toolset: Arc<dyn aai_local::Toolset>) {
+        let mut plugged = self
+            .plugged
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let app = toolset.descriptor().app_id.clone();
+        let mut sets: Vec<Arc<dyn aai_local::Toolset>> = plugged
+            .iter()
+            .filter(|set| set.descriptor().app_id != app)
+            .cloned()
+            .collect();
+        sets.push(toolset);
+        *plugged = sets.into();
     }
 
     /// An app of the snapshot, else one found by `web_discover`. Not found: the hint names
@@ -456,12 +476,6 @@ impl Gateway {
             Ok(args) => args,
             Err(error) => return Err(self.refuse(&step, "none", "failed", error)),
         };
-        // A scheduled task is checked before anyone is asked to approve it.
-        if app.id() == crate::schedule::tools::APP_ID
-            && let Err(error) = self.schedule_precheck(&spec.name, &args)
-        {
-            return Err(self.refuse(&step, "none", "failed", error));
-        }
         // What the toolset would refuse whatever the user answered (a path outside the file
         // sandbox) is refused now: nobody is asked to approve a call that cannot run.
         if let Some(error) = self.refusal(who, app, spec, &args) {
@@ -708,9 +722,6 @@ impl Gateway {
         if app.platform != Platform::Local {
             return None;
         }
-        if app.id() == crate::schedule::tools::APP_ID {
-            return crate::schedule::tools::must_ask(&spec.name, args);
-        }
         let call = judged_call(who, spec, args);
         self.toolsets().must_ask(app.id(), &call).await
     }
@@ -902,9 +913,6 @@ impl Gateway {
         invocation: Invocation<'_>,
         spec: &ToolCommon,
     ) -> Result<Value, AaiError> {
-        if invocation.descriptor.app_id == crate::schedule::tools::APP_ID {
-            return self.schedule_tool(&spec.name, invocation.args).await;
-        }
         let retry = self.config().retry;
         let retryable = spec.read_only == Some(true);
         // Every try together fits in the tool's timeout: a retry gets what is left.
@@ -1063,30 +1071,58 @@ fn toolset_setup(config: &Config, home: &std::path::Path) -> aai_local::Setup {
     setup
 }
 
+/// The toolsets other crates plugged in, shared by the gateway and its executor.
+type Plugged = Arc<std::sync::RwLock<Arc<[Arc<dyn aai_local::Toolset>]>>>;
+
+/// The built-in toolsets in force now.
+fn current(
+    local: &std::sync::RwLock<Arc<aai_local::Toolsets>>,
+    plugged: &std::sync::RwLock<Arc<[Arc<dyn aai_local::Toolset>]>>,
+) -> Builtins {
+    let local = local
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let plugged = plugged
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    Builtins::new(local, plugged)
+}
+
 /// The executor of `automation: "builtin"`: whichever toolsets are in force when a call
 /// starts (a call keeps the ones it started with).
-struct CurrentToolsets(Arc<std::sync::RwLock<Arc<aai_local::Toolsets>>>);
-
-impl CurrentToolsets {
-    fn current(&self) -> Arc<aai_local::Toolsets> {
-        self.0
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-}
+struct CurrentToolsets(Arc<std::sync::RwLock<Arc<aai_local::Toolsets>>>, Plugged);
 
 impl aai_executor::Executor for CurrentToolsets {
     fn call<'a>(
         &'a self,
         invocation: aai_executor::Invocation<'a>,
     ) -> aai_executor::BoxFuture<'a, Result<Value, AaiError>> {
-        let toolsets = self.current();
-        Box::pin(async move { toolsets.call(invocation).await })
+        let toolsets = current(&self.0, &self.1);
+        Box::pin(async move {
+            let app = invocation.descriptor.app_id.as_str();
+            let call = aai_local::Call {
+                tool: invocation.tool,
+                args: invocation.args,
+                roots: invocation.roots,
+                progress: invocation.progress,
+                caller: invocation.caller,
+                approved: invocation.approved,
+            };
+            match toolsets.run_plugged(app, call, invocation.timeout).await {
+                Some(result) => result,
+                None => toolsets.local().call(invocation).await,
+            }
+        })
     }
 
     fn plan(&self, invocation: aai_executor::Invocation<'_>) -> Result<Value, AaiError> {
-        self.current().plan(invocation)
+        let toolsets = current(&self.0, &self.1);
+        match toolsets.plugged(&invocation.descriptor.app_id) {
+            Some(set) => Ok(set.plan(invocation.tool, invocation.args, invocation.target)),
+            None => toolsets.local().plan(invocation),
+        }
     }
 }
 

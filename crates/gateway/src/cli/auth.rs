@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use aai_descriptor::Platform;
 use aai_engine::config::Config;
-use aai_engine::discovery::ScanOptions;
 use anyhow::Context;
 use clap::Subcommand;
 
@@ -137,7 +136,7 @@ fn web_apps(home: &std::path::Path, dev: bool) -> (Config, aai_engine::registry:
     if let Some(problem) = problem {
         eprintln!("warning: {problem}");
     }
-    let options = ScanOptions::new(home, &config, dev);
+    let options = super::compose::scan_options(home, &config, dev);
     let registry = aai_engine::scan_once(&options, &[Platform::Web]);
     (config, registry)
 }

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use aai_descriptor::{AaiError, Platform};
 use aai_engine::config::Config;
-use aai_engine::discovery::ScanOptions;
 use aai_engine::pipeline::render;
 use aai_executor::Executors;
 
@@ -33,11 +32,11 @@ pub async fn run(
     if let Some(platform) = request.platform {
         config.platforms = vec![platform];
     }
-    let options = ScanOptions::new(home, &config, dev);
+    let options = super::compose::scan_options(home, &config, dev);
     let registry = aai_engine::scan_once(&options, &config.platforms);
     let max = config.max_result_chars;
     let executors = Executors::with_settings(config.executors.clone(), None);
-    let gateway = aai_engine::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+    let gateway = super::compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
     let Some(tool) = request.tool else {
         // What the agent reads before it calls: the app's tools, their parameters, an example.
         let registry = gateway.registry().await;

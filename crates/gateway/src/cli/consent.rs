@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use aai_engine::config::Config;
-use aai_engine::discovery::ScanOptions;
 use aai_executor::Executors;
 use clap::Subcommand;
 
@@ -85,10 +84,10 @@ async fn resolve(
     tool: Option<&str>,
 ) -> anyhow::Result<(String, Option<String>)> {
     let (config, _) = Config::load(home);
-    let options = ScanOptions::new(home, &config, dev);
+    let options = super::compose::scan_options(home, &config, dev);
     let registry = aai_engine::scan_once(&options, &config.platforms);
     let executors = Executors::with_settings(config.executors.clone(), None);
-    let gateway = aai_engine::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+    let gateway = super::compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
     gateway
         .resolve(app, tool)
         .await

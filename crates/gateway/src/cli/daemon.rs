@@ -32,7 +32,7 @@ pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Resu
     )
     .await?;
     // Scheduled tasks run from here on (and the runs a killed daemon left resume).
-    let _scheduler = aai_engine::schedule::runner::spawn(gateway, cancel.clone());
+    let _scheduler = aai_schedule::runner::spawn(gateway, cancel.clone());
     // For the person who started it: where it is (the token stays in the 0600 file).
     eprintln!(
         "aai-gateway: serving MCP at {} (token in {})",

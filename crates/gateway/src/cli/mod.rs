@@ -4,6 +4,7 @@
 mod audit;
 mod auth;
 mod call;
+mod compose;
 mod config;
 mod consent;
 mod daemon;

@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use aai_engine::config::Config;
-use aai_engine::discovery::ScanOptions;
 
 use super::output;
 
@@ -13,7 +12,7 @@ pub fn run(home: &std::path::Path, dev: bool) -> anyhow::Result<ExitCode> {
     if let Some(problem) = problem {
         eprintln!("warning: {problem}");
     }
-    let options = ScanOptions::new(home, &config, dev);
+    let options = super::compose::scan_options(home, &config, dev);
     output::scan_report(
         &aai_engine::scan_once(&options, &config.platforms),
         home,

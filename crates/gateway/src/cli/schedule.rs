@@ -3,10 +3,8 @@
 use std::process::ExitCode;
 
 use aai_engine::config::Config;
-use aai_engine::discovery::ScanOptions;
-use aai_engine::schedule;
-use aai_engine::schedule::Task;
 use aai_executor::Executors;
+use aai_schedule::Task;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -154,10 +152,10 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
     if let Some(problem) = problem {
         eprintln!("warning: {problem}");
     }
-    let options = ScanOptions::new(home, &config, false);
+    let options = super::compose::scan_options(home, &config, false);
     let registry = aai_engine::scan_once(&options, &config.platforms);
     let executors = Executors::with_settings(config.executors.clone(), None);
-    let gateway = aai_engine::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+    let gateway = super::compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
     let daemon = aai_engine::runfiles::running(home).is_some();
     let (tool, args) = match action {
         Action::Add(args) => {
@@ -182,7 +180,12 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
         Action::Schema => unreachable!("answered above"),
     };
     let args = args.as_object().cloned().unwrap_or_default();
-    match gateway.schedule_tool(tool, &args).await {
+    let hub = aai_schedule::plug(&gateway);
+    let scheduling = aai_schedule::Scheduling {
+        gateway: &gateway,
+        hub: &hub,
+    };
+    match scheduling.schedule_tool(tool, &args).await {
         Ok(report) => {
             output::report(&report);
             let failed = report["state"]
@@ -208,19 +211,18 @@ async fn queue_run(
     name: &str,
     wait: bool,
 ) -> anyhow::Result<ExitCode> {
-    let store = gateway
-        .schedule
-        .store()
-        .map_err(|e| anyhow::anyhow!(e.message))?;
+    let hub =
+        aai_schedule::hub_of(gateway).context("the scheduler is plugged into every gateway")?;
+    let store = hub.store().map_err(|e| anyhow::anyhow!(e.message))?;
     let stored = store
         .get(name)
         .map_err(|e| anyhow::anyhow!(e))?
         .with_context(|| format!("no scheduled task {name:?} (`aai-gateway schedule list`)"))?;
-    gateway
+    aai_schedule::Scheduling { gateway, hub: &hub }
         .check_task(&stored.task)
         .map_err(|e| anyhow::anyhow!(e.message))?;
     let id = store
-        .run_now(&stored.task, schedule::now_ms())
+        .run_now(&stored.task, aai_schedule::now_ms())
         .map_err(|e| anyhow::anyhow!(e))?;
     if !wait {
         output::line(&format!(
@@ -231,7 +233,7 @@ async fn queue_run(
     loop {
         let run = store.run(id).map_err(|e| anyhow::anyhow!(e))?;
         if let Some(run) = run.filter(|r| !matches!(r.state.as_str(), "pending" | "running")) {
-            output::report(&schedule::tools::describe_run(&store, &run));
+            output::report(&aai_schedule::tools::describe_run(&store, &run));
             return Ok(if run.state == "succeeded" {
                 ExitCode::SUCCESS
             } else {

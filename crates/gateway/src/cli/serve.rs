@@ -25,7 +25,13 @@ pub(super) fn start_gateway(
     }
     // Read again whenever the file changes (discovery wakes on it).
     let config = std::sync::Arc::new(aai_engine::live_config::LiveConfig::load(home));
-    let registry = aai_engine::live::spawn(home.to_path_buf(), dev, config.clone(), cancel.clone());
+    let registry = aai_engine::live::spawn(
+        home.to_path_buf(),
+        dev,
+        super::compose::plugged_apps(),
+        config.clone(),
+        cancel.clone(),
+    );
     let executors = Executors::with_settings(config.get().executors.clone(), None);
     let gateway = Gateway::new_live(
         registry.clone(),
@@ -34,6 +40,7 @@ pub(super) fn start_gateway(
         home.join(DATA_DB),
         home,
     );
+    super::compose::plug(&gateway);
     // A stop pressed anywhere for this user (the marker) stops this gateway too.
     aai_engine::stop::watch_marker(gateway.clone(), cancel.clone());
     if gateway.config().store.url.is_some() {

@@ -4,7 +4,6 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use aai_engine::config::Config;
-use aai_engine::discovery::ScanOptions;
 use aai_engine::workflow;
 use aai_engine::workflow::Workflow;
 use aai_executor::Executors;
@@ -83,11 +82,11 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             if let Some(problem) = problem {
                 eprintln!("warning: {problem}");
             }
-            let options = ScanOptions::new(home, &config, false);
+            let options = super::compose::scan_options(home, &config, false);
             let registry = aai_engine::scan_once(&options, &config.platforms);
             let executors = Executors::with_settings(config.executors.clone(), None);
             let gateway =
-                aai_engine::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+                super::compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
             // At a terminal, a step that needs approval asks the person at the keyboard.
             let asker = (std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
                 .then_some(output::TerminalAsker);

@@ -244,8 +244,7 @@ pub async fn serve(
         .merge(dashboard::routes())
         .with_state(control)
         .layer(axum::middleware::from_fn_with_state(guard, check));
-    *gateway
-        .schedule
+    *aai_schedule::plug(&gateway)
         .url
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(url.clone());
@@ -498,7 +497,9 @@ fn judge(
         // An agent a scheduled task started may reach MCP (nothing else) with its run's token
         // while the run lasts.
         Needs::Mcp
-            if !presented.is_empty() && guard.gateway.schedule.token(presented).is_some() =>
+            if !presented.is_empty()
+                && aai_schedule::hub_of(&guard.gateway)
+                    .is_some_and(|hub| hub.token(presented).is_some()) =>
         {
             Principal::Task
         }

@@ -548,7 +548,7 @@ impl ServerHandler for AaiServer {
             .and_then(|parts| parts.headers.get(axum::http::header::AUTHORIZATION))
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.strip_prefix("Bearer "))
-            .and_then(|token| self.gateway.schedule.token(token.trim()));
+            .and_then(|token| aai_schedule::hub_of(&self.gateway)?.token(token.trim()));
         let caller = match &task {
             Some((grant, _)) => format!("schedule:{}", grant.task),
             None => caller,
@@ -631,7 +631,7 @@ impl ServerHandler for AaiServer {
             })
         };
         let asker: Option<Box<dyn Asker + '_>> = if let Some((grant, _)) = &task {
-            Some(Box::new(aai_engine::schedule::runner::TaskAsker {
+            Some(Box::new(aai_schedule::runner::TaskAsker {
                 gateway: &self.gateway,
                 task: &grant.task,
                 on_approval: grant.on_approval,

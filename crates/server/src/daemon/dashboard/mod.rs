@@ -327,15 +327,18 @@ async fn state(State(control): State<Control>) -> Response {
 
 /// The scheduled tasks and their latest runs, or why they cannot be read.
 fn schedules(gateway: &aai_engine::pipeline::Gateway) -> Value {
-    let store = match gateway.schedule.store() {
+    let Some(hub) = aai_schedule::hub_of(gateway) else {
+        return json!({"error": "this gateway runs no scheduler"});
+    };
+    let store = match hub.store() {
         Ok(store) => store,
         Err(error) => return json!({"error": error.message}),
     };
     let runs = store.history(None, 15).unwrap_or_default();
     json!({
-        "tasks": aai_engine::schedule::tools::list(&store).unwrap_or_default(),
+        "tasks": aai_schedule::tools::list(&store).unwrap_or_default(),
         "runs": runs.iter().map(|run| {
-            let described = aai_engine::schedule::tools::describe_run(&store, run);
+            let described = aai_schedule::tools::describe_run(&store, run);
             json!({
                 "run_id": run.id, "task": run.task, "kind": run.kind, "state": run.state,
                 "scheduled": described["scheduled"], "finished": described["finished"],
@@ -384,12 +387,18 @@ async fn schedule_run(State(control): State<Control>, body: Body) -> Response {
 /// A change the person at the dashboard makes: their own, so not asked again; audited.
 async fn schedule_change(control: &Control, tool: &str, name: &str) -> Response {
     let args = serde_json::Map::from_iter([("name".to_owned(), json!(name))]);
-    let result = control.gateway.schedule_tool(tool, &args).await;
+    let hub = aai_schedule::plug(&control.gateway);
+    let result = aai_schedule::Scheduling {
+        gateway: &control.gateway,
+        hub: &hub,
+    }
+    .schedule_tool(tool, &args)
+    .await;
     let audit_args = json!({"name": name});
     let call = aai_engine::gate::Call {
         id: control.gateway.gate.call_id(),
         caller: "dashboard",
-        app: aai_engine::schedule::tools::APP_ID,
+        app: aai_schedule::tools::APP_ID,
         tool,
         args: &audit_args,
         risk: aai_descriptor::Risk::High,

@@ -8,16 +8,17 @@ use std::time::Duration;
 use aai_descriptor::{AaiError, ErrorKind};
 use serde_json::{Value, json};
 
-use super::runner::RunCheckpoints;
-use super::store::RunRow;
-use crate::pipeline::{CallIds, Gateway};
-use crate::workflow::{Checkpoints as _, Prior};
+use super::runner::{Hub, RunCheckpoints};
+use super::tables::RunRow;
+use aai_engine::pipeline::{CallIds, Gateway};
+use aai_engine::workflow::{Checkpoints as _, Prior};
 
 /// Hands the instruction to the configured agent command, with an MCP config whose bearer
 /// token makes every call it makes run under the task's layer. It is one step: a run
 /// interrupted while the agent worked is not started again unless the task is idempotent.
 pub(super) async fn run(
     gateway: &Gateway,
+    hub: &Hub,
     run: &RunRow,
     checkpoints: &RunCheckpoints<'_>,
     name: &str,
@@ -32,7 +33,7 @@ pub(super) async fn run(
             );
         }
         Prior::InFlight if !run.spec.idempotent => {
-            let entry = crate::pipeline::batch::merge(
+            let entry = aai_engine::pipeline::batch::merge(
                 head,
                 json!({"status": "interrupted", "error": {"type": "INTERRUPTED", "message": "the agent was working when the gateway stopped (a crash or a kill); the task is not marked idempotent, so it was not started again. Check what it did."}}),
             );
@@ -57,8 +58,7 @@ pub(super) async fn run(
             ),
         ));
     };
-    let url = gateway
-        .schedule
+    let url = hub
         .url
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -69,7 +69,7 @@ pub(super) async fn run(
                 "an agent task runs in the daemon (`aai-gateway serve`), which its agent connects to; start it",
             )
         })?;
-    let token = crate::private::new_token();
+    let token = aai_engine::private::new_token();
     let file = gateway
         .home
         .join("run")
@@ -77,7 +77,7 @@ pub(super) async fn run(
     let config = json!({"mcpServers": {"aai-gateway": {
         "type": "http", "url": url, "headers": {"Authorization": format!("Bearer {token}")}
     }}});
-    crate::private::write_private(&file, config.to_string().as_bytes()).map_err(|e| {
+    aai_engine::private::write_private(&file, config.to_string().as_bytes()).map_err(|e| {
         AaiError::new(
             ErrorKind::AutomationFailed,
             format!("cannot write {}: {e}", file.display()),
@@ -103,7 +103,7 @@ pub(super) async fn run(
     };
     // The agent runs contained like a terminal command: it may read its MCP config (under
     // the home's run/, otherwise unreadable) and nothing else of the gateway's.
-    let (program, args) = match gateway.toolsets().setup().containment(&[])? {
+    let (program, args) = match gateway.toolsets().local().setup().containment(&[])? {
         Some(mut profile) => {
             profile.read.push(file.clone());
             aai_local::contain::wrap(&profile, program, args)?
@@ -126,9 +126,7 @@ pub(super) async fn run(
         )
     })?;
     let grant = run.spec.grant();
-    gateway
-        .schedule
-        .tokens
+    hub.tokens
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .insert(token.clone(), (grant, calls.clone()));
@@ -138,9 +136,7 @@ pub(super) async fn run(
         &format!("agent {name}"),
     )
     .await;
-    gateway
-        .schedule
-        .tokens
+    hub.tokens
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .remove(&token);
@@ -150,7 +146,7 @@ pub(super) async fn run(
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     );
     let entry = match outcome {
-        Ok(output) => crate::pipeline::batch::merge(
+        Ok(output) => aai_engine::pipeline::batch::merge(
             head,
             json!({
                 "status": if output.success() { "ok" } else { "failed" },
@@ -159,7 +155,9 @@ pub(super) async fn run(
                 "errors": tail(&output.stderr),
             }),
         ),
-        Err(error) => crate::pipeline::batch::merge(head, crate::pipeline::batch::failure(&error)),
+        Err(error) => {
+            aai_engine::pipeline::batch::merge(head, aai_engine::pipeline::batch::failure(&error))
+        }
     };
     let _ = checkpoints.finished(0, &entry, &audit);
     let failed = usize::from(entry["status"] != "ok");

@@ -4,18 +4,22 @@
 use std::sync::{Arc, LazyLock};
 
 use aai_descriptor::{AaiError, Descriptor, ErrorKind};
+use aai_executor::BoxFuture;
+use aai_local::{Call, Toolset};
 use serde_json::{Map, Value, json};
 
-use super::store::{RunRow, Store};
+use super::tables::{RunRow, Store};
 use super::{Run, Task, now_ms};
-use crate::pipeline::Gateway;
+use aai_engine::pipeline::Gateway;
+
+use super::runner::Hub;
 
 /// The toolset's appId.
 pub const APP_ID: &str = "local.schedule";
 
 /// The toolset's descriptor.
 pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> =
-    LazyLock::new(|| aai_local::shipped(APP_ID, include_str!("../../toolsets/schedule.aai.json")));
+    LazyLock::new(|| aai_local::shipped(APP_ID, include_str!("../toolsets/schedule.aai.json")));
 
 fn store_error(problem: String) -> AaiError {
     AaiError::new(ErrorKind::AutomationFailed, problem)
@@ -45,7 +49,14 @@ fn unknown(name: &str) -> AaiError {
     .with_detail(json!({"field": "name"}))
 }
 
-impl Gateway {
+/// The scheduler's tools over one gateway and its hub.
+#[derive(Clone, Copy)]
+pub struct Scheduling<'a> {
+    pub gateway: &'a Gateway,
+    pub hub: &'a Hub,
+}
+
+impl Scheduling<'_> {
     /// Checks `task` against what this gateway has: its cron and zone, and the workflow or
     /// agent it runs.
     ///
@@ -56,11 +67,11 @@ impl Gateway {
         let timing = task.compile().map_err(invalid)?;
         match &task.run {
             Run::Workflow { name, .. } => {
-                crate::workflow::find(&self.home, name)
+                aai_engine::workflow::find(&self.gateway.home, name)
                     .map_err(|error| invalid(format!("\"run\": {}", error.message)))?;
             }
             Run::Agent { name, instruction } => {
-                let config = self.config();
+                let config = self.gateway.config();
                 if !config.scheduler.agents.contains_key(name) {
                     let known: Vec<&String> = config.scheduler.agents.keys().collect();
                     return Err(invalid(format!(
@@ -92,7 +103,7 @@ impl Gateway {
             }
             "schedule_remove" | "schedule_enable" | "schedule_disable" | "schedule_run_now" => {
                 let name = name_of(args)?;
-                let store = self.schedule.store()?;
+                let store = self.hub.store()?;
                 if store.get(name).map_err(store_error)?.is_none() {
                     return Err(unknown(name));
                 }
@@ -113,7 +124,10 @@ impl Gateway {
     ) -> Result<Value, AaiError> {
         let done = self.schedule_tool_inner(tool, args).await;
         if done.is_ok() && tool != "schedule_list" && tool != "schedule_history" {
-            self.gate.feed.send(crate::feed::Event::Schedules);
+            self.gateway
+                .gate
+                .feed
+                .send(aai_engine::feed::Event::Schedules);
         }
         done
     }
@@ -123,7 +137,7 @@ impl Gateway {
         tool: &str,
         args: &Map<String, Value>,
     ) -> Result<Value, AaiError> {
-        let hub = &self.schedule;
+        let hub = &self.hub;
         let store = hub.store()?;
         let now = now_ms();
         match tool {
@@ -179,7 +193,7 @@ impl Gateway {
                         json!({"run_id": id, "state": "pending", "note": "the scheduler starts it now; schedule_history shows how it went"}),
                     )
                 } else {
-                    super::runner::run_here_boxed(self, id).await
+                    super::runner::run_here_boxed(self.gateway, self.hub, id).await
                 }
             }
             "schedule_history" => {
@@ -213,20 +227,16 @@ impl Gateway {
     /// line's `schedule add` runs in a process of its own, while the daemon's scheduler runs
     /// the task) — and whether the emergency stop holds it.
     fn scheduler_state(&self) -> (bool, String) {
-        if self.stop.is_stopped() {
+        if self.gateway.stop.is_stopped() {
             return (
                 false,
                 "paused by the emergency stop (`aai-gateway resume` lifts it)".to_owned(),
             );
         }
-        if self
-            .schedule
-            .active
-            .load(std::sync::atomic::Ordering::SeqCst)
-        {
+        if self.hub.active.load(std::sync::atomic::Ordering::SeqCst) {
             return (true, "running".to_owned());
         }
-        match crate::runfiles::running(&self.home) {
+        match aai_engine::runfiles::running(&self.gateway.home) {
             Some(daemon) => (
                 true,
                 format!(
@@ -266,7 +276,7 @@ pub fn must_ask(tool: &str, args: &Map<String, Value>) -> Option<String> {
         } else {
             task.granted_tools.join(", ")
         },
-        crate::gate::risk_name(task.max_risk_level)
+        aai_engine::gate::risk_name(task.max_risk_level)
     ))
 }
 
@@ -354,4 +364,69 @@ pub fn describe_run(store: &Store, run: &RunRow) -> Value {
         "error": error,
         "outcome": run.outcome.as_ref().filter(|o| o.get("steps").is_none()),
     })
+}
+
+/// `local.schedule` as a toolset the gateway runs through the [`Toolset`] trait.
+pub struct ScheduleTools {
+    pub(crate) gateway: std::sync::Weak<Gateway>,
+    pub(crate) hub: Arc<Hub>,
+}
+
+impl ScheduleTools {
+    fn gone() -> AaiError {
+        AaiError::new(
+            ErrorKind::AppNotRunning,
+            "the gateway this scheduler belonged to has ended",
+        )
+    }
+}
+
+impl Toolset for ScheduleTools {
+    fn descriptor(&self) -> &Arc<Descriptor> {
+        &DESCRIPTOR
+    }
+
+    fn run<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
+        Box::pin(async move {
+            let gateway = self.gateway.upgrade().ok_or_else(Self::gone)?;
+            Scheduling {
+                gateway: &gateway,
+                hub: &self.hub,
+            }
+            .schedule_tool(call.tool, call.args)
+            .await
+        })
+    }
+
+    /// A scheduled task is checked before anyone is asked to approve it.
+    fn refusal(&self, call: &Call<'_>) -> Option<AaiError> {
+        let gateway = self.gateway.upgrade()?;
+        Scheduling {
+            gateway: &gateway,
+            hub: &self.hub,
+        }
+        .schedule_precheck(call.tool, call.args)
+        .err()
+    }
+
+    fn must_ask<'a>(&'a self, call: &'a Call<'a>) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move { must_ask(call.tool, call.args) })
+    }
+
+    fn stop_note(&self) -> Option<(&'static str, Value)> {
+        let active = self.hub.active.load(std::sync::atomic::Ordering::SeqCst);
+        Some((
+            "scheduler",
+            Value::from(if active {
+                "paused until resume"
+            } else {
+                "not running"
+            }),
+        ))
+    }
+
+    /// The scheduler claims what fell due meanwhile, by each task's catch_up.
+    fn resumed(&self) {
+        self.hub.nudge.notify_one();
+    }
 }

@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::store::{NewRun, RunRow, Store, Stored};
+use super::tables::{NewRun, RunRow, Store, Stored};
 use super::{CLAIM_LIMIT, CatchUp, OnApproval, Overlap, Run, TaskGrant, Timing, now_ms};
-use crate::gate::{Answer, Asker, Question, Unanswered};
-use crate::pipeline::{CallIds, Caller, Gateway};
-use crate::workflow::{Checkpoints, Prior};
+use aai_engine::gate::{Answer, Asker, Question, Unanswered};
+use aai_engine::pipeline::{CallIds, Caller, Gateway};
+use aai_engine::workflow::{Checkpoints, Prior};
 
 /// What the gateway shares with its scheduler: the store, a nudge, and the tokens of agent
 /// runs in flight (each names the task whose layer its calls run under).
@@ -87,7 +87,7 @@ impl Hub {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         tokens
             .iter()
-            .find(|(known, _)| crate::private::same_secret(known.as_bytes(), token.as_bytes()))
+            .find(|(known, _)| aai_engine::private::same_secret(known.as_bytes(), token.as_bytes()))
             .map(|(_, found)| found.clone())
     }
 }
@@ -105,19 +105,18 @@ fn owner_alive(owner: &str, me: &str) -> bool {
     owner
         .split_once(':')
         .and_then(|(pid, _)| pid.parse::<u32>().ok())
-        .is_some_and(|pid| pid != std::process::id() && crate::runfiles::alive(pid))
+        .is_some_and(|pid| pid != std::process::id() && aai_engine::runfiles::alive(pid))
 }
 
 /// Starts the scheduler of `gateway`; it ends when `cancel` fires.
 pub fn spawn(gateway: Arc<Gateway>, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
-    gateway
-        .schedule
-        .active
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let hub = crate::plug(&gateway);
+    hub.active.store(true, std::sync::atomic::Ordering::SeqCst);
     let scheduler = Arc::new(Scheduler {
         owner: owner_id(),
         running: Mutex::new(HashMap::new()),
         gateway,
+        hub,
     });
     tokio::spawn(async move { scheduler.serve(cancel).await })
 }
@@ -131,6 +130,7 @@ struct Planned {
 
 struct Scheduler {
     gateway: Arc<Gateway>,
+    hub: Arc<Hub>,
     owner: String,
     /// Runs of each task running in this process.
     running: Mutex<HashMap<String, usize>>,
@@ -141,7 +141,7 @@ const LOOK_EVERY: Duration = Duration::from_millis(500);
 
 impl Scheduler {
     fn hub(&self) -> &Hub {
-        &self.gateway.schedule
+        &self.hub
     }
 
     async fn serve(self: Arc<Self>, cancel: CancellationToken) {
@@ -178,7 +178,10 @@ impl Scheduler {
             {
                 if version != i64::MIN && seen != version {
                     // Another process (the CLI) changed data.db: the dashboard shows it.
-                    self.gateway.gate.feed.send(crate::feed::Event::Schedules);
+                    self.gateway
+                        .gate
+                        .feed
+                        .send(aai_engine::feed::Event::Schedules);
                 }
                 version = seen;
                 tasks = load(&store, tasks);
@@ -338,7 +341,10 @@ impl Scheduler {
             }
             match store.start(run.id, &self.owner, now) {
                 Ok(true) => {
-                    self.gateway.gate.feed.send(crate::feed::Event::Schedules);
+                    self.gateway
+                        .gate
+                        .feed
+                        .send(aai_engine::feed::Event::Schedules);
                     self.launch(store.clone(), run);
                 }
                 Ok(false) => {}
@@ -382,7 +388,7 @@ impl Scheduler {
         tokio::spawn(async move {
             let task = run.task.clone();
             let id = run.id;
-            let result = execute(&this.gateway, &store, &run).await;
+            let result = execute(&this.gateway, &this.hub, &store, &run).await;
             settle(&this.gateway, &store, &run, result);
             if let Some(count) = this
                 .running
@@ -393,7 +399,10 @@ impl Scheduler {
                 *count = count.saturating_sub(1);
             }
             tracing::info!(%task, run = id, "run ended");
-            this.gateway.gate.feed.send(crate::feed::Event::Schedules);
+            this.gateway
+                .gate
+                .feed
+                .send(aai_engine::feed::Event::Schedules);
             this.hub().nudge.notify_one();
         });
     }
@@ -525,7 +534,7 @@ fn final_failure(result: &Result<Value, AaiError>) -> bool {
 pub(super) struct RunCheckpoints<'a> {
     pub(super) store: &'a Store,
     pub(super) run: i64,
-    pub(super) prior: Vec<super::store::StepRow>,
+    pub(super) prior: Vec<super::tables::StepRow>,
 }
 
 impl Checkpoints for RunCheckpoints<'_> {
@@ -569,9 +578,9 @@ impl Asker for TaskAsker<'_> {
                 )));
             }
             let args = Value::String(question.args.clone());
-            let queue = crate::approvals::QueueAsker {
+            let queue = aai_engine::approvals::QueueAsker {
                 approvals: &self.gateway.approvals,
-                call: crate::approvals::Pending {
+                call: aai_engine::approvals::Pending {
                     caller: &question.caller,
                     app: &question.app_id,
                     tool: &question.tool,
@@ -591,7 +600,12 @@ impl Asker for TaskAsker<'_> {
 }
 
 /// Runs (or resumes) `run`.
-async fn execute(gateway: &Gateway, store: &Store, run: &RunRow) -> Result<Value, AaiError> {
+async fn execute(
+    gateway: &Gateway,
+    hub: &Hub,
+    store: &Store,
+    run: &RunRow,
+) -> Result<Value, AaiError> {
     let task = &run.spec;
     let calls = CallIds::default();
     let who = Caller {
@@ -633,26 +647,27 @@ async fn execute(gateway: &Gateway, store: &Store, run: &RunRow) -> Result<Value
                 .await
         }
         Run::Agent { name, instruction } => {
-            super::agent::run(gateway, run, &checkpoints, name, instruction, calls).await
+            super::agent::run(gateway, hub, run, &checkpoints, name, instruction, calls).await
         }
     }
 }
 
 /// [`run_here`] as a boxed future: a run's steps are calls themselves, and a call can ask for
 /// a run (`schedule_run_now`), so the cycle goes through a box.
-pub fn run_here_boxed(
-    gateway: &Gateway,
+pub fn run_here_boxed<'a>(
+    gateway: &'a Gateway,
+    hub: &'a Hub,
     id: i64,
-) -> aai_executor::BoxFuture<'_, Result<Value, AaiError>> {
-    Box::pin(run_here(gateway, id))
+) -> aai_executor::BoxFuture<'a, Result<Value, AaiError>> {
+    Box::pin(run_here(gateway, hub, id))
 }
 
 /// Runs `id` in this process now (the CLI's `run-now` when no daemon runs), to its end.
 ///
 /// # Errors
 /// The run is unknown or not pending.
-pub async fn run_here(gateway: &Gateway, id: i64) -> Result<Value, AaiError> {
-    let store = gateway.schedule.store()?;
+pub async fn run_here(gateway: &Gateway, hub: &Hub, id: i64) -> Result<Value, AaiError> {
+    let store = hub.store()?;
     let owner = owner_id();
     let started = store
         .start(id, &owner, now_ms())
@@ -667,7 +682,7 @@ pub async fn run_here(gateway: &Gateway, id: i64) -> Result<Value, AaiError> {
                 format!("run {id} is not waiting to start"),
             )
         })?;
-    let result = execute(gateway, &store, &run).await;
+    let result = execute(gateway, hub, &store, &run).await;
     settle(gateway, &store, &run, result);
     let run = store
         .run(id)

@@ -127,7 +127,7 @@ impl Store {
     /// The file cannot be opened or set up.
     pub fn open(path: &Path) -> Result<Self, String> {
         if let Some(parent) = path.parent() {
-            let _ = crate::private::create_dir(parent);
+            let _ = aai_engine::private::create_dir(parent);
         }
         #[cfg(unix)]
         {

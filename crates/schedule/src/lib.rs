@@ -2,21 +2,58 @@
 //! zone, what to run (a workflow, or an agent command the user configured), the tools the
 //! task may use and how risky they may be, and what to do with missed and overlapping runs.
 //!
-//! Tasks, runs and each finished step live in `data.db` ([`store`]); the daemon's
+//! Tasks, runs and each finished step live in `data.db` ([`tables`]); the daemon's
 //! [`runner`] claims every occurrence in one transaction with the task's cursor, so a crash
 //! at any point neither repeats nor loses one, and a run resumes at its first unfinished step.
 
 mod agent;
 pub mod runner;
-pub mod store;
+pub mod tables;
 pub mod tools;
+
+pub use runner::Hub;
+pub use tools::{APP_ID, ScheduleTools, Scheduling};
+
+/// Plugs the scheduler's `local.schedule` toolset into `gateway` (once: a gateway that has it
+/// keeps it) and returns the hub it shares with the scheduler.
+pub fn plug(gateway: &Arc<Gateway>) -> Arc<Hub> {
+    if let Some(hub) = hub_of(gateway) {
+        return hub;
+    }
+    let hub = Arc::new(Hub::new(gateway.gate.data_db().to_path_buf()));
+    gateway.plug(Arc::new(ScheduleTools {
+        gateway: Arc::downgrade(gateway),
+        hub: hub.clone(),
+    }));
+    hub
+}
+
+/// The hub of the scheduler plugged into `gateway`, if one is.
+pub fn hub_of(gateway: &Gateway) -> Option<Arc<Hub>> {
+    let toolsets = gateway.toolsets();
+    let plugged: Arc<dyn std::any::Any + Send + Sync> = toolsets.plugged(APP_ID)?.clone();
+    plugged
+        .downcast::<ScheduleTools>()
+        .ok()
+        .map(|tools| tools.hub.clone())
+}
+
+/// The app `local.schedule` for discovery: offered while `scheduler.tools` is on.
+pub fn app() -> aai_engine::discovery::PluggedApp {
+    aai_engine::discovery::PluggedApp {
+        descriptor: tools::DESCRIPTOR.clone(),
+        offered: |config| config.scheduler.tools,
+    }
+}
 
 use std::sync::Arc;
 
-use aai_descriptor::{AaiError, ErrorKind, Risk};
+use aai_descriptor::Risk;
+use aai_engine::pipeline::Gateway;
+pub use aai_engine::pipeline::task::{OnApproval, TaskGrant};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// A scheduled task, as `schedule add` and the `schedule_add` tool take it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -113,14 +150,6 @@ pub enum Overlap {
     Skip,
     Queue,
     Allow,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum OnApproval {
-    #[default]
-    Fail,
-    Queue,
 }
 
 /// The most occurrences one pass of the scheduler claims for a task (`catch_up: all` after
@@ -286,62 +315,10 @@ pub fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
 }
 
-/// The policy layer of a task's calls: it only tightens what the policy allows.
-#[derive(Debug, Clone)]
-pub struct TaskGrant {
-    pub task: String,
-    pub tools: Vec<String>,
-    pub max_risk: Risk,
-    pub on_approval: OnApproval,
-}
-
-impl TaskGrant {
-    /// Whether `app:tool` is among the granted tools.
-    pub fn covers(&self, app: &str, tool: &str) -> bool {
-        self.tools
-            .iter()
-            .any(|pattern| match pattern.split_once(':') {
-                Some((a, "*")) => a == app,
-                Some((a, t)) => a == app && t == tool,
-                None => pattern == tool,
-            })
-    }
-
-    /// The refusal of a call this task may not make: a risk above the task's limit, or a tool
-    /// not granted when nobody is to be asked (`on_approval: fail`).
-    pub fn refusal(&self, app: &str, tool: &str, risk: Risk) -> Option<AaiError> {
-        let name = &self.task;
-        if risk > self.max_risk {
-            return Some(
-                AaiError::new(
-                    ErrorKind::PermissionDenied,
-                    format!(
-                        "{app}:{tool} was not run: its risk ({}) is above the scheduled task {name:?}'s max_risk_level ({}). Raise it with `aai-gateway schedule add` (the same name replaces the task) if the task should do this.",
-                        crate::gate::risk_name(risk),
-                        crate::gate::risk_name(self.max_risk)
-                    ),
-                )
-                .with_detail(json!({"reason": "task_max_risk", "task": name})),
-            );
-        }
-        if !self.covers(app, tool) && self.on_approval == OnApproval::Fail {
-            return Some(
-                AaiError::new(
-                    ErrorKind::PermissionDenied,
-                    format!(
-                        "{app}:{tool} was not run: the scheduled task {name:?} runs unattended and its granted_tools do not include it. Add \"{app}:{tool}\" to the task's granted_tools (`aai-gateway schedule add` with the same name) if it should."
-                    ),
-                )
-                .with_detail(json!({"reason": "task_not_granted", "task": name, "grant": format!("{app}:{tool}")})),
-            );
-        }
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn ms(text: &str) -> i64 {
         text.parse::<jiff::Timestamp>()

@@ -1,0 +1,150 @@
+//! The built-in toolsets a call can reach, behind one by-app-id face: the local ones
+//! (`aai-local`, rebuilt when their part of the config changes) and the ones another crate
+//! plugged in through the same [`Toolset`] trait (the scheduler's `local.schedule`). The
+//! engine names none of them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aai_descriptor::AaiError;
+use aai_local::{Call, Judged, Toolset};
+use aai_policy::Risk;
+use serde_json::{Map, Value};
+
+/// The toolsets in force for one call.
+#[derive(Clone)]
+pub struct Builtins {
+    local: Arc<aai_local::Toolsets>,
+    plugged: Arc<[Arc<dyn Toolset>]>,
+}
+
+impl Builtins {
+    pub(crate) fn new(local: Arc<aai_local::Toolsets>, plugged: Arc<[Arc<dyn Toolset>]>) -> Self {
+        Self { local, plugged }
+    }
+
+    /// The local toolsets (the browser, the input devices, what they were built with).
+    pub fn local(&self) -> &aai_local::Toolsets {
+        &self.local
+    }
+
+    /// The plugged-in toolset of `app`, if one is.
+    pub fn plugged(&self, app: &str) -> Option<&Arc<dyn Toolset>> {
+        self.plugged
+            .iter()
+            .find(|set| set.descriptor().app_id == app)
+    }
+
+    /// Every plugged-in toolset.
+    pub fn every_plugged(&self) -> &[Arc<dyn Toolset>] {
+        &self.plugged
+    }
+
+    /// See [`Toolset::call_risk`].
+    pub fn call_risk(&self, app: &str, tool: &str, args: &Map<String, Value>) -> Option<Risk> {
+        match self.plugged(app) {
+            Some(set) => set.call_risk(tool, args),
+            None => self.local.call_risk(app, tool, args),
+        }
+    }
+
+    /// See [`Toolset::prefix_covers`].
+    pub fn prefix_covers(
+        &self,
+        app: &str,
+        tool: &str,
+        args: &Map<String, Value>,
+        prefixes: &[String],
+    ) -> bool {
+        match self.plugged(app) {
+            Some(set) => set.prefix_covers(tool, args, prefixes),
+            None => self.local.prefix_covers(app, tool, args, prefixes),
+        }
+    }
+
+    /// See [`Toolset::offered_prefix`].
+    pub fn offered_prefix(
+        &self,
+        app: &str,
+        tool: &str,
+        args: &Map<String, Value>,
+    ) -> Option<String> {
+        match self.plugged(app) {
+            Some(set) => set.offered_prefix(tool, args),
+            None => self.local.offered_prefix(app, tool, args),
+        }
+    }
+
+    /// See [`Toolset::refusal`].
+    pub fn refusal(&self, app: &str, call: &Call<'_>) -> Option<AaiError> {
+        match self.plugged(app) {
+            Some(set) => set.refusal(call),
+            None => self.local.refusal(app, call),
+        }
+    }
+
+    /// See [`Toolset::must_ask`].
+    pub async fn must_ask(&self, app: &str, call: &Call<'_>) -> Option<String> {
+        match self.plugged(app) {
+            Some(set) => set.must_ask(call).await,
+            None => self.local.must_ask(app, call).await,
+        }
+    }
+
+    /// See [`Toolset::judged_as`].
+    ///
+    /// # Errors
+    /// The toolset refuses the call whatever the gate would say.
+    pub async fn judged_as(&self, app: &str, call: &Call<'_>) -> Result<Option<Judged>, AaiError> {
+        match self.plugged(app) {
+            Some(set) => set.judged_as(call).await,
+            None => self.local.judged_as(app, call).await,
+        }
+    }
+
+    /// Tells every toolset the emergency stop was pressed.
+    pub async fn emergency_stop(&self) {
+        for set in self.plugged.iter() {
+            set.emergency_stop().await;
+        }
+        self.local.emergency_stop().await;
+    }
+
+    /// What the plugged-in toolsets add to the emergency stop's report.
+    pub fn stop_notes(&self) -> Vec<(&'static str, Value)> {
+        self.plugged
+            .iter()
+            .filter_map(|set| set.stop_note())
+            .collect()
+    }
+
+    /// Tells every plugged-in toolset the emergency stop was lifted.
+    pub fn resumed(&self) {
+        for set in self.plugged.iter() {
+            set.resumed();
+        }
+    }
+
+    /// Runs a call of a plugged-in toolset, within its time limit; `None` when `app` is none.
+    pub(crate) async fn run_plugged(
+        &self,
+        app: &str,
+        call: Call<'_>,
+        timeout: Duration,
+    ) -> Option<Result<Value, AaiError>> {
+        let set = self.plugged(app)?;
+        let limit = timeout.max(
+            Duration::from_millis(set.waits_ms(call.tool, call.args)) + Duration::from_secs(10),
+        );
+        Some(match tokio::time::timeout(limit, set.run(call)).await {
+            Ok(result) => result,
+            Err(_) => Err(AaiError::new(
+                aai_descriptor::ErrorKind::Timeout,
+                format!(
+                    "{app} did not finish within {} ms and was stopped",
+                    limit.as_millis()
+                ),
+            )),
+        })
+    }
+}
