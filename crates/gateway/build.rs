@@ -8,7 +8,7 @@ fn main() {
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     if var("PROFILE") != "release"
         || var("TARGET") != "x86_64-unknown-linux-gnu"
-        || !glibc_minor().is_some_and(|minor| minor >= 36)
+        || glibc_minor().is_none_or(|minor| minor < 36)
     {
         return;
     }
