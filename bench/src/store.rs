@@ -269,7 +269,7 @@ pub fn run() {
         listed["apps"].to_string(),
     )
     .expect("index");
-    let index = aai_engine::store::Index::load(index_dir.path());
+    let index = aai_engine::appstore::Index::load(index_dir.path());
     let mut lookups = Vec::new();
     for i in 0..1000 {
         let name = if i % 2 == 0 {

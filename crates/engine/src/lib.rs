@@ -5,23 +5,16 @@
 //! top; this crate knows neither. It does not parse arguments, install a log subscriber or
 //! print.
 
-pub mod approvals;
+pub mod appstore;
 pub mod catalog;
 pub mod config;
+pub mod consent;
 pub mod control;
-pub mod dialog;
-pub mod discovery;
 pub mod feed;
 pub mod gate;
-pub mod live;
-pub mod live_config;
 pub mod pipeline;
-pub mod policy_config;
 pub mod private;
-pub mod registry;
 pub mod runfiles;
-pub mod stop;
-pub mod store;
 pub mod web;
 pub mod workflow;
 
@@ -31,8 +24,8 @@ use std::time::Duration;
 use aai_descriptor::Platform;
 use aai_executor::Executors;
 
-use crate::discovery::{ParseCache, ScanOptions};
-use crate::registry::Registry;
+use crate::catalog::discovery::{ParseCache, ScanOptions};
+use crate::catalog::snapshot::Registry;
 
 /// At most one `list_changed` per session in this interval; bursts of changes are coalesced.
 pub const NOTIFY_EVERY: Duration = Duration::from_millis(250);
@@ -41,7 +34,7 @@ pub const NOTIFY_EVERY: Duration = Duration::from_millis(250);
 /// with the descriptor cache of the home scanned.
 pub fn scan_once(options: &ScanOptions, platforms: &[Platform]) -> Registry {
     let mut found = Vec::new();
-    discovery::scan(
+    crate::catalog::discovery::scan(
         options,
         &ParseCache::on_disk(&options.home),
         Duration::from_secs(3600),

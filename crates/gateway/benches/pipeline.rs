@@ -4,9 +4,9 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use aai_descriptor::Platform;
+use aai_engine::catalog::discovery::Found;
+use aai_engine::catalog::snapshot::Registry;
 use aai_engine::config::Config;
-use aai_engine::discovery::Found;
-use aai_engine::registry::Registry;
 use aai_executor::Executors;
 use aai_server::mcp::AaiServer;
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -36,10 +36,10 @@ fn found(count: usize) -> Vec<Found> {
         .map(|i| {
             let text = descriptor(i, 3).to_string();
             let outcome = aai_descriptor::parse("bench", text.as_bytes())
-                .map(|d| aai_engine::catalog::Entry::held(Arc::new(d)));
+                .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d)));
             Found {
                 rank: i,
-                source: aai_engine::discovery::Source::UserWritten,
+                source: aai_engine::catalog::discovery::Source::UserWritten,
                 path: format!("/apps/{i}/aai.json").into(),
                 outcome,
             }
@@ -144,10 +144,10 @@ fn rest(c: &mut Criterion) {
                 "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}}]}}});
     let found = vec![Found {
         rank: 0,
-        source: aai_engine::discovery::Source::UserWritten,
+        source: aai_engine::catalog::discovery::Source::UserWritten,
         path: "/bench/aai.json".into(),
         outcome: aai_descriptor::parse("bench", doc.to_string().as_bytes())
-            .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
+            .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d))),
     }];
     let dir = tempfile::tempdir().expect("dir");
     let config: Config = serde_json::from_value(json!({
@@ -205,7 +205,7 @@ fn local(c: &mut Criterion) {
     .expect("config");
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
-    let options = aai_engine::discovery::ScanOptions::new(&home, &config, false);
+    let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false);
     let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
     let sandbox =
         aai_local::sandbox::Sandbox::new(&config.local.sandbox, &[], std::slice::from_ref(&home));
@@ -271,7 +271,7 @@ fn containment(c: &mut Criterion) {
             "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}}
         }))
         .expect("config");
-        let options = aai_engine::discovery::ScanOptions::new(&home, &config, false);
+        let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false);
         let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
         let gateway = aai_engine::fixed_gateway(
             registry,

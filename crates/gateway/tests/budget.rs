@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use aai_descriptor::Platform;
+use aai_engine::catalog::discovery::Found;
+use aai_engine::catalog::snapshot::Registry;
 use aai_engine::config::Config;
-use aai_engine::discovery::Found;
-use aai_engine::registry::Registry;
 use aai_executor::Executors;
 use aai_server::mcp::AaiServer;
 use serde_json::json;
@@ -52,8 +52,8 @@ fn apps(count: usize) -> Vec<Found> {
                     "interface": "org.example.App", "tools": [{"name": "ping", "description": "Ping", "method": "Ping"}]}}
             });
             let outcome = aai_descriptor::parse(&app_id, doc.to_string().as_bytes())
-                .map(|d| aai_engine::catalog::Entry::held(Arc::new(d)));
-            Found { rank: i, source: aai_engine::discovery::Source::UserWritten, path: format!("/apps/{app_id}/aai.json").into(), outcome }
+                .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d)));
+            Found { rank: i, source: aai_engine::catalog::discovery::Source::UserWritten, path: format!("/apps/{app_id}/aai.json").into(), outcome }
         })
         .collect()
 }

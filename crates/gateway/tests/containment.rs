@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use aai_descriptor::{AaiError, Platform};
 use aai_engine::config::Config;
-use aai_engine::gate::{Answer, Asker, Question, Unanswered};
+use aai_engine::consent::{Answer, Asker, Question, Unanswered};
 use aai_engine::pipeline::{Caller, Gateway};
 use aai_executor::Executors;
 use serde_json::{Value, json};
@@ -60,7 +60,7 @@ impl Setup {
             "web": {"cache_dir": root.join("web-cache")}
         }))
         .expect("config");
-        let options = aai_engine::discovery::ScanOptions::new(&home, &config, false);
+        let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false);
         let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
         let gateway =
             aai_engine::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
@@ -403,7 +403,7 @@ async fn a_double_forked_escapee_dies_with_the_stop() {
     let escapee = read_pid(&pidfile).await;
     let parent = aai_contain::procs::stat(escapee).map(|(_, ppid)| ppid);
     assert_eq!(parent, Some(launcher.id()), "re-parented to the launcher");
-    let killed = tokio::task::spawn_blocking(aai_engine::stop::kill_everything)
+    let killed = tokio::task::spawn_blocking(aai_engine::pipeline::stop::kill_everything)
         .await
         .expect("stop");
     assert!(killed >= 2, "{killed}");

@@ -43,7 +43,7 @@ impl Setup {
         }))
         .expect("config");
         std::fs::write(home.join("config.json"), "{}").expect("config file");
-        let options = aai_engine::discovery::ScanOptions::new(&home, &config, false);
+        let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false);
         let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
         let gateway =
             aai_engine::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
@@ -610,34 +610,36 @@ fn builtin_apps_follow_the_config() {
 /// Answers approval questions from a list and keeps what it was asked.
 #[derive(Default)]
 struct Scripted {
-    answers: std::sync::Mutex<Vec<aai_engine::gate::Answer>>,
-    asked: std::sync::Mutex<Vec<aai_engine::gate::Question>>,
+    answers: std::sync::Mutex<Vec<aai_engine::consent::Answer>>,
+    asked: std::sync::Mutex<Vec<aai_engine::consent::Question>>,
 }
 
 impl Scripted {
-    fn new(answers: &[aai_engine::gate::Answer]) -> Self {
+    fn new(answers: &[aai_engine::consent::Answer]) -> Self {
         Self {
             answers: std::sync::Mutex::new(answers.to_vec()),
             ..Self::default()
         }
     }
 
-    fn asked(&self) -> Vec<aai_engine::gate::Question> {
+    fn asked(&self) -> Vec<aai_engine::consent::Question> {
         self.asked.lock().expect("asked").clone()
     }
 }
 
-impl aai_engine::gate::Asker for Scripted {
+impl aai_engine::consent::Asker for Scripted {
     fn ask<'a>(
         &'a self,
-        question: &'a aai_engine::gate::Question,
-    ) -> aai_executor::BoxFuture<'a, Result<aai_engine::gate::Answer, aai_engine::gate::Unanswered>>
-    {
+        question: &'a aai_engine::consent::Question,
+    ) -> aai_executor::BoxFuture<
+        'a,
+        Result<aai_engine::consent::Answer, aai_engine::consent::Unanswered>,
+    > {
         self.asked.lock().expect("asked").push(question.clone());
         let answer = {
             let mut answers = self.answers.lock().expect("answers");
             if answers.is_empty() {
-                aai_engine::gate::Answer::Deny
+                aai_engine::consent::Answer::Deny
             } else {
                 answers.remove(0)
             }
@@ -648,7 +650,7 @@ impl aai_engine::gate::Asker for Scripted {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn command_prefix_grants_cover_only_plain_commands_they_name() {
-    use aai_engine::gate::Answer;
+    use aai_engine::consent::Answer;
     let s = Setup::with_policy(
         json!({"default_profile": "p", "profiles": {"p": {"preset": "development",
         "risk_policies": {"high": "require_approval", "critical": "require_approval"}}}}),
@@ -1275,7 +1277,7 @@ async fn launching_a_command_is_judged_as_the_shell_command() {
 /// the shell command and the launch run unasked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_launch_judged_as_a_command_is_asked_and_granted_as_the_terminal() {
-    use aai_engine::gate::Answer;
+    use aai_engine::consent::Answer;
     let s = Setup::with_policy(
         json!({"default_profile": "p", "profiles": {"p": {"preset": "development"}}}),
     );
@@ -1408,7 +1410,7 @@ async fn file_tools_never_write_inside_aai_home() {
             "web": {"cache_dir": dir.path().join("cache")}
         }))
         .expect("config");
-        let options = aai_engine::discovery::ScanOptions::new(&home, &config, false);
+        let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false);
         let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
         let gateway =
             aai_engine::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
@@ -1430,7 +1432,7 @@ async fn file_tools_never_write_inside_aai_home() {
 /// nobody approves a write that then fails. A call that can run is still asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_the_sandbox_or_schema_refuse_are_refused_before_anyone_is_asked() {
-    use aai_engine::gate::Answer;
+    use aai_engine::consent::Answer;
     let s = Setup::with_policy(
         json!({"default_profile": "p", "profiles": {"p": {"preset": "development",
         "risk_policies": {"low": "require_approval", "medium": "require_approval",
@@ -1539,7 +1541,7 @@ async fn the_terminal_starts_in_an_allowed_folder_that_exists() {
         "web": {"cache_dir": dir.path().join("cache")}
     }))
     .expect("config");
-    let options = aai_engine::discovery::ScanOptions::new(&home, &config, false);
+    let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false);
     let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
     let gateway =
         aai_engine::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use aai_audit::{AuditLog, Filter, Grants};
 use aai_descriptor::{ErrorKind, Platform};
+use aai_engine::catalog::discovery::Found;
+use aai_engine::catalog::snapshot::Registry;
 use aai_engine::config::Config;
-use aai_engine::discovery::Found;
 use aai_engine::pipeline::Gateway;
-use aai_engine::registry::Registry;
 use aai_executor::Executors;
 use aai_test_support::{TEST_SERVICE, TestBus, full_test_descriptor};
 use serde_json::{Value, json};
@@ -25,10 +25,10 @@ impl Setup {
             .enumerate()
             .map(|(rank, doc)| Found {
                 rank,
-                source: aai_engine::discovery::Source::UserWritten,
+                source: aai_engine::catalog::discovery::Source::UserWritten,
                 path: format!("/apps/{rank}/aai.json").into(),
                 outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
-                    .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
+                    .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d))),
             })
             .collect();
         let dir = tempfile::tempdir().expect("dir");
@@ -455,10 +455,10 @@ async fn a_panicking_call_fails_alone_with_an_audit_row_and_the_server_keeps_ser
     ]}}});
     let found = vec![Found {
         rank: 0,
-        source: aai_engine::discovery::Source::UserWritten,
+        source: aai_engine::catalog::discovery::Source::UserWritten,
         path: "/apps/panics/aai.json".into(),
         outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
-            .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
+            .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d))),
     }];
     let dir = tempfile::tempdir().expect("dir");
     let registry = Registry::build(&found, &[Platform::Local], true);
@@ -564,10 +564,10 @@ async fn a_call_during_the_first_scan_waits_for_an_app_not_found_yet() {
     let doc = full_test_descriptor("org.aai.test", TEST_SERVICE);
     let found = vec![Found {
         rank: 0,
-        source: aai_engine::discovery::Source::UserWritten,
+        source: aai_engine::catalog::discovery::Source::UserWritten,
         path: "/apps/0/aai.json".into(),
         outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
-            .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
+            .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d))),
     }];
     let (tx, rx) =
         tokio::sync::watch::channel(Arc::new(Registry::build(&[], &[Platform::Linux], false)));

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aai_descriptor::{ErrorKind, Platform};
+use aai_engine::catalog::discovery::Found;
+use aai_engine::catalog::snapshot::Registry;
 use aai_engine::config::{Config, Retry};
-use aai_engine::discovery::Found;
 use aai_engine::pipeline::Gateway;
-use aai_engine::registry::Registry;
 use aai_executor::{Executors, Settings};
 use serde_json::{Value, json};
 
@@ -59,10 +59,10 @@ impl Setup {
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         let found = vec![Found {
             rank: 0,
-            source: aai_engine::discovery::Source::UserWritten,
+            source: aai_engine::catalog::discovery::Source::UserWritten,
             path: "/apps/mail/aai.json".into(),
             outcome: aai_descriptor::parse("t", mail().to_string().as_bytes())
-                .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
+                .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d))),
         }];
         let registry = Registry::build(&found, &[Platform::Linux, Platform::Macos], true);
         assert_eq!(registry.apps[0].platform, Platform::Macos);

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use aai_descriptor::Platform;
+use aai_engine::catalog::discovery::Found;
+use aai_engine::catalog::snapshot::Registry;
 use aai_engine::config::{Config, Exposure};
-use aai_engine::discovery::Found;
-use aai_engine::registry::Registry;
 use aai_executor::Executors;
 use aai_server::mcp::AaiServer;
 use serde_json::json;
@@ -29,14 +29,14 @@ fn server(exposure: Exposure) -> (AaiServer, Arc<Registry>, tempfile::TempDir) {
         .enumerate()
         .map(|(rank, doc)| Found {
             rank,
-            source: aai_engine::discovery::Source::UserWritten,
+            source: aai_engine::catalog::discovery::Source::UserWritten,
             path: format!(
                 "/home/user/.aai/{}/aai.json",
                 doc["appId"].as_str().unwrap_or_default()
             )
             .into(),
             outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
-                .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
+                .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d))),
         })
         .collect();
     let registry = Registry::build(&found, &[Platform::Linux], true);

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aai_descriptor::{ErrorKind, Platform};
+use aai_engine::catalog::snapshot::Registry;
 use aai_engine::config::Config;
 use aai_engine::pipeline::Gateway;
-use aai_engine::registry::Registry;
 use aai_executor::Executors;
 use aai_server::mcp::AaiServer;
 use aai_test_support::http::{Request, Response, TestCa, TestServer};
@@ -510,11 +510,11 @@ async fn rest_calls_build_requests_from_the_descriptor() {
         error.message
     );
 
-    let store = aai_engine::web::store::Store::new(&setup.dir.path().join("home"));
+    let store = aai_engine::web::credentials::Store::new(&setup.dir.path().join("home"));
     store
         .put(
             "com.example.tasks",
-            &aai_engine::web::store::Stored {
+            &aai_engine::web::credentials::Stored {
                 secret: Some(API_KEY.into()),
                 oauth: None,
                 // Bound to the test app's origin, as `auth set` binds it.
@@ -604,9 +604,9 @@ async fn registry_copies_are_offered_like_installed_apps() {
     );
     let home = setup.dir.path().join("home");
     assert!(home.join("web/com.example.tasks/aai.json").exists());
-    let options = aai_engine::discovery::ScanOptions {
+    let options = aai_engine::catalog::discovery::ScanOptions {
         home: home.clone(),
-        ..aai_engine::discovery::ScanOptions::default()
+        ..aai_engine::catalog::discovery::ScanOptions::default()
     };
     let registry = aai_engine::scan_once(&options, &[Platform::Linux, Platform::Web]);
     assert_eq!(registry.apps.len(), 1);
@@ -661,14 +661,16 @@ struct ConfirmingAsker {
     asked: Mutex<Vec<String>>,
 }
 
-impl aai_engine::gate::Asker for ConfirmingAsker {
+impl aai_engine::consent::Asker for ConfirmingAsker {
     fn ask<'a>(
         &'a self,
-        question: &'a aai_engine::gate::Question,
-    ) -> aai_executor::BoxFuture<'a, Result<aai_engine::gate::Answer, aai_engine::gate::Unanswered>>
-    {
+        question: &'a aai_engine::consent::Question,
+    ) -> aai_executor::BoxFuture<
+        'a,
+        Result<aai_engine::consent::Answer, aai_engine::consent::Unanswered>,
+    > {
         self.asked.lock().expect("asked").push(question.message());
-        Box::pin(async { Ok(aai_engine::gate::Answer::AlwaysTool) })
+        Box::pin(async { Ok(aai_engine::consent::Answer::AlwaysTool) })
     }
 }
 
@@ -853,7 +855,7 @@ async fn tokens_about_to_expire_are_refreshed_before_the_call() {
     );
     let setup = gateway(&app, tempfile::tempdir().expect("dir"), json!({}));
     setup.discover(&app).await;
-    let store = aai_engine::web::store::Store::new(&setup.dir.path().join("home"));
+    let store = aai_engine::web::credentials::Store::new(&setup.dir.path().join("home"));
     let soon = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("now")
@@ -862,9 +864,9 @@ async fn tokens_about_to_expire_are_refreshed_before_the_call() {
     store
         .put(
             "com.example.tasks",
-            &aai_engine::web::store::Stored {
+            &aai_engine::web::credentials::Stored {
                 secret: None,
-                oauth: Some(aai_engine::web::store::Tokens {
+                oauth: Some(aai_engine::web::credentials::Tokens {
                     access_token: ACCESS_1.into(),
                     refresh_token: Some(REFRESH.into()),
                     expires_at: Some(soon),
@@ -1249,8 +1251,8 @@ async fn oauth_tokens_stay_with_their_origins_and_discovery_cannot_take_an_insta
         "auth_url": "__BASE__/oauth/authorize", "token_url": "__BASE__/oauth/token"}));
     let setup = gateway(&foreign, tempfile::tempdir().expect("dir"), json!({}));
     let home = setup.dir.path().join("home");
-    let store = aai_engine::web::store::Store::new(&home);
-    let tokens = |expires_at: u64| aai_engine::web::store::Tokens {
+    let store = aai_engine::web::credentials::Store::new(&home);
+    let tokens = |expires_at: u64| aai_engine::web::credentials::Tokens {
         access_token: ACCESS_1.into(),
         refresh_token: Some(REFRESH.into()),
         expires_at: Some(expires_at),
@@ -1266,7 +1268,7 @@ async fn oauth_tokens_stay_with_their_origins_and_discovery_cannot_take_an_insta
         store
             .put(
                 "com.example.tasks",
-                &aai_engine::web::store::Stored {
+                &aai_engine::web::credentials::Stored {
                     oauth: Some(tokens(expires_at)),
                     ..Default::default()
                 },
@@ -1291,12 +1293,12 @@ async fn oauth_tokens_stay_with_their_origins_and_discovery_cannot_take_an_insta
     // An installed app with that appId: the discovered copy is refused.
     let installed = json!({"schema_version": "1.0", "appId": "com.example.tasks", "name": "Tasks",
         "platforms": {"web": {"automation": "restapi", "base_url": "https://api.real.example", "tools": []}}});
-    let found = vec![aai_engine::discovery::Found {
+    let found = vec![aai_engine::catalog::discovery::Found {
         rank: 0,
-        source: aai_engine::discovery::Source::UserWritten,
+        source: aai_engine::catalog::discovery::Source::UserWritten,
         path: "/home/u/.aai/com.example.tasks/aai.json".into(),
         outcome: aai_descriptor::parse("t", installed.to_string().as_bytes())
-            .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
+            .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d))),
     }];
     let config: Config = serde_json::from_value(json!({
         "web": {"extra_ca_certs": [setup.dir.path().join("ca.pem")], "cache_dir": setup.dir.path().join("cache2"), "open_browser": false}
@@ -1420,7 +1422,7 @@ async fn auth_login_from_the_terminal_and_dead_tokens() {
 
     // The tokens age out and the server no longer honours the refresh token.
     app.state.refresh_works.store(false, Ordering::SeqCst);
-    let store = aai_engine::web::store::Store::new(&home);
+    let store = aai_engine::web::credentials::Store::new(&home);
     let mut stored = store.get("com.example.tasks").expect("stored");
     if let Some(tokens) = stored.oauth.as_mut() {
         tokens.expires_at = Some(1);
@@ -1492,12 +1494,12 @@ async fn connection_failures_name_their_cause() {
         let doc = json!({"schema_version": "1.0", "appId": id, "name": id,
             "platforms": {"web": {"automation": "restapi", "base_url": base, "auth": {"type": "none"},
                 "tools": [{"name": "get", "description": "d", "endpoint": "/x"}]}}});
-        aai_engine::discovery::Found {
+        aai_engine::catalog::discovery::Found {
             rank: 0,
-            source: aai_engine::discovery::Source::UserWritten,
+            source: aai_engine::catalog::discovery::Source::UserWritten,
             path: format!("/apps/{id}/aai.json").into(),
             outcome: aai_descriptor::parse(id, doc.to_string().as_bytes())
-                .map(|d| aai_engine::catalog::Entry::held(Arc::new(d))),
+                .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d))),
         }
     };
     let found = vec![

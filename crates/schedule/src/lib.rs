@@ -39,8 +39,8 @@ pub fn hub_of(gateway: &Gateway) -> Option<Arc<Hub>> {
 }
 
 /// The app `local.schedule` for discovery: offered while `scheduler.tools` is on.
-pub fn app() -> aai_engine::discovery::PluggedApp {
-    aai_engine::discovery::PluggedApp {
+pub fn app() -> aai_engine::catalog::discovery::PluggedApp {
+    aai_engine::catalog::discovery::PluggedApp {
         descriptor: tools::DESCRIPTOR.clone(),
         offered: |config| config.scheduler.tools,
     }

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::tables::{NewRun, RunRow, Store, Stored};
 use super::{CLAIM_LIMIT, CatchUp, OnApproval, Overlap, Run, TaskGrant, Timing, now_ms};
-use aai_engine::gate::{Answer, Asker, Question, Unanswered};
+use aai_engine::consent::{Answer, Asker, Question, Unanswered};
 use aai_engine::pipeline::{CallIds, Caller, Gateway};
 use aai_engine::workflow::{Checkpoints, Prior};
 
@@ -578,9 +578,9 @@ impl Asker for TaskAsker<'_> {
                 )));
             }
             let args = Value::String(question.args.clone());
-            let queue = aai_engine::approvals::QueueAsker {
+            let queue = aai_engine::consent::queue::QueueAsker {
                 approvals: &self.gateway.approvals,
-                call: aai_engine::approvals::Pending {
+                call: aai_engine::consent::queue::Pending {
                     caller: &question.caller,
                     app: &question.app_id,
                     tool: &question.tool,

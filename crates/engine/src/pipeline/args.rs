@@ -6,7 +6,7 @@ use std::sync::Arc;
 use aai_descriptor::{AaiError, Descriptor, ErrorKind, ToolCommon, guide};
 use serde_json::{Map, Value, json};
 
-use crate::registry::{App, Registry};
+use crate::catalog::snapshot::{App, Registry};
 
 /// Looks an app up, or says which apps exist.
 pub fn find_app<'r>(registry: &'r Registry, name: &str) -> Result<&'r Arc<App>, AaiError> {
@@ -37,7 +37,7 @@ pub(super) fn find_tool<'a>(
             .iter()
             .map(|t| t.name.as_str())
             .collect();
-        let near = crate::registry::nearest(tool, names.iter().copied(), 1);
+        let near = crate::catalog::snapshot::nearest(tool, names.iter().copied(), 1);
         let hint = near
             .first()
             .map(|n| format!(" Did you mean {n:?}?"))
@@ -106,14 +106,14 @@ pub(super) fn check_args(
             let names: Vec<&str> = properties.keys().map(String::as_str).collect();
             let listed: Vec<String> = unknown
                 .iter()
-                .map(
-                    |u| match crate::registry::nearest(u, names.iter().copied(), 1).first() {
+                .map(|u| {
+                    match crate::catalog::snapshot::nearest(u, names.iter().copied(), 1).first() {
                         Some(near) if strsim::jaro_winkler(u, near) >= 0.8 => {
                             format!("`{u}` (did you mean `{near}`?)")
                         }
                         _ => format!("`{u}`"),
-                    },
-                )
+                    }
+                })
                 .collect();
             return Err(AaiError::new(
                 ErrorKind::InvalidParams,

@@ -9,6 +9,7 @@
 //! JSON Pointer into the results (`{"$from": "/0/result/id"}`): a value, never text spliced
 //! into a template.
 
+use crate::workflow::references;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -21,7 +22,8 @@ use tokio::sync::{Mutex, Semaphore};
 
 use super::args::{check_args, find_tool};
 use super::{Caller, Gateway};
-use crate::gate::{Answer, Asker, Question, Unanswered, risk_name};
+use crate::consent::{Answer, Asker, Question, Unanswered};
+use crate::gate::risk_name;
 
 /// The most steps one batch may hold.
 pub const MAX_STEPS: usize = 100;
@@ -51,34 +53,6 @@ enum Gatecheck {
     },
     /// Its arguments come from earlier steps: it is checked, and asked about, when it runs.
     Later,
-}
-
-/// The `$from` pointers in `value`, checked: each must point into an earlier step's result.
-pub fn references(value: &Value, index: usize, needs: &mut BTreeSet<usize>) -> Result<(), String> {
-    match value {
-        Value::Object(map) if map.len() == 1 && map.contains_key("$from") => {
-            let pointer = map["$from"]
-                .as_str()
-                .ok_or("\"$from\" must be a JSON Pointer string like \"/0/result/id\"")?;
-            let first = pointer
-                .strip_prefix('/')
-                .and_then(|rest| rest.split('/').next())
-                .and_then(|step| step.parse::<usize>().ok())
-                .ok_or_else(|| {
-                    format!("\"$from\": {pointer:?} must start with an earlier step's number, like \"/0/result\"")
-                })?;
-            if first >= index {
-                return Err(format!(
-                    "\"$from\": {pointer:?} points at step {first}, which does not run before step {index}"
-                ));
-            }
-            needs.insert(first);
-            Ok(())
-        }
-        Value::Object(map) => map.values().try_for_each(|v| references(v, index, needs)),
-        Value::Array(items) => items.iter().try_for_each(|v| references(v, index, needs)),
-        _ => Ok(()),
-    }
 }
 
 /// `value` with every `{"$from": pointer}` replaced by what the pointer finds in `results`.

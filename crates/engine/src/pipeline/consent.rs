@@ -9,8 +9,9 @@ use serde_json::{Map, Value, json};
 use aai_audit::{Grant, Scope};
 
 use super::{Caller, Gateway, INPUT_REQUIRED, Step};
-use crate::gate::{Answer, Asker, Question, Unanswered, action_name, risk_name, shell_quote};
-use crate::registry::App;
+use crate::catalog::snapshot::App;
+use crate::consent::{Answer, Asker, Question, Unanswered};
+use crate::gate::{action_name, risk_name, shell_quote};
 
 impl Gateway {
     /// The consent step: a blocked call is refused; one that needs approval runs on a

@@ -15,20 +15,23 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::gate::{Asker, Call, Gate};
+use crate::consent::Asker;
+use crate::gate::{Call, Gate};
 
 /// The key under which a pending 2026-07-28 consent round travels in an error's detail, for
 /// the MCP layer to turn into an `InputRequiredResult`.
 pub const INPUT_REQUIRED: &str = "input_required";
-use crate::registry::{App, Registry};
+use crate::catalog::snapshot::{App, Registry};
 
 mod args;
 pub mod batch;
 pub mod builtins;
 mod consent;
 mod render;
+pub mod stop;
 pub mod task;
 mod web;
+mod workflow;
 
 use crate::web::Web;
 pub use args::find_app;
@@ -87,8 +90,8 @@ pub struct Gateway {
     pub registry: watch::Receiver<Arc<Registry>>,
     pub executors: Executors,
     /// The config in force and its policy, read again when `config.json` changes (see
-    /// [`crate::live_config`]); [`Gateway::config`] is the current one.
-    pub live: Arc<crate::live_config::LiveConfig>,
+    /// [`crate::config::live`]); [`Gateway::config`] is the current one.
+    pub live: Arc<crate::config::live::LiveConfig>,
     /// `AAI_HOME`.
     pub home: std::path::PathBuf,
     pub gate: Gate,
@@ -100,16 +103,16 @@ pub struct Gateway {
     /// The toolsets other crates plugged in ([`Gateway::plug`]).
     plugged: Plugged,
     /// The emergency stop: while it is on, every call is refused.
-    pub stop: Arc<crate::stop::EmergencyStop>,
+    pub stop: Arc<crate::pipeline::stop::EmergencyStop>,
     /// Approvals waiting for the user (the daemon's queue).
-    pub approvals: Arc<crate::approvals::Approvals>,
+    pub approvals: Arc<crate::consent::queue::Approvals>,
     /// Whether calls whose client cannot ask wait in the queue (the daemon) rather than in
     /// a desktop dialog.
     pub queue_approvals: std::sync::atomic::AtomicBool,
     /// Held by a batch step that drives the screen, mouse or keyboard: one at a time.
     pub desktop: tokio::sync::Mutex<()>,
     /// The app store's apps as last read (install hints, `aai_apps`): in memory.
-    pub store_index: crate::store::Index,
+    pub store_index: crate::appstore::Index,
 }
 
 /// The longest a request waits for the first scan, however steadily it progresses (clients
@@ -128,7 +131,7 @@ impl Gateway {
     ) -> Arc<Self> {
         Self::new_live(
             registry,
-            Arc::new(crate::live_config::LiveConfig::fixed(config)),
+            Arc::new(crate::config::live::LiveConfig::fixed(config)),
             executors,
             data_db,
             home,
@@ -138,7 +141,7 @@ impl Gateway {
     /// A gateway whose config is `live`: when it changes, the toolsets are rebuilt with it.
     pub fn new_live(
         registry: watch::Receiver<Arc<Registry>>,
-        live: Arc<crate::live_config::LiveConfig>,
+        live: Arc<crate::config::live::LiveConfig>,
         executors: Executors,
         data_db: std::path::PathBuf,
         home: &std::path::Path,
@@ -188,8 +191,8 @@ impl Gateway {
             tracing::info!("the built-in toolsets were restarted with the new config");
         }));
         let gate = Gate::new(data_db);
-        let approvals = Arc::new(crate::approvals::Approvals::new(gate.feed.clone()));
-        let stop = Arc::new(crate::stop::EmergencyStop::default());
+        let approvals = Arc::new(crate::consent::queue::Approvals::new(gate.feed.clone()));
+        let stop = Arc::new(crate::pipeline::stop::EmergencyStop::default());
         stop.share_with(home.to_path_buf());
         Arc::new(Self {
             registry,
@@ -204,7 +207,7 @@ impl Gateway {
             approvals,
             queue_approvals: std::sync::atomic::AtomicBool::new(false),
             desktop: tokio::sync::Mutex::new(()),
-            store_index: crate::store::Index::load(home),
+            store_index: crate::appstore::Index::load(home),
         })
     }
 
@@ -221,7 +224,7 @@ impl Gateway {
     /// Plugs in a toolset another crate provides (the scheduler's `local.schedule`): its calls
     /// go through the gate and reach it through the [`aai_local::Toolset`] trait like those of
     /// the local toolsets. Its app is offered when discovery is given its descriptor
-    /// ([`crate::discovery::ScanOptions::plug`]). A toolset of an app id already plugged in
+    /// ([`crate::catalog::discovery::ScanOptions::plug`]). A toolset of an app id already plugged in
     /// replaces it.
     pub fn plug(&self, toolset: Arc<dyn aai_local::Toolset>) {
         let mut plugged = self
@@ -262,7 +265,7 @@ impl Gateway {
                         }
                     });
                     if let Some(listed) = self.store_index.find(name) {
-                        error.message.push_str(&crate::store::hint(&listed));
+                        error.message.push_str(&crate::appstore::hint(&listed));
                         let store = json!({"appId": listed.app_id, "install": format!("aai-gateway store install {}", listed.app_id)});
                         match error.detail.as_mut().and_then(Value::as_object_mut) {
                             Some(detail) => {
@@ -283,7 +286,7 @@ impl Gateway {
     }
 
     /// The policy in force.
-    pub fn policy_config(&self) -> Arc<crate::policy_config::PolicyConfig> {
+    pub fn policy_config(&self) -> Arc<crate::config::policy::PolicyConfig> {
         self.live.policy()
     }
 

@@ -5,8 +5,9 @@ use aai_descriptor::{AaiError, ErrorKind, Platform, Risk};
 use serde_json::{Value, json};
 
 use super::{Gateway, INPUT_REQUIRED};
-use crate::gate::{Answer, Asker, Question, Unanswered, shell_quote};
-use crate::registry::App;
+use crate::catalog::snapshot::App;
+use crate::consent::{Answer, Asker, Question, Unanswered};
+use crate::gate::shell_quote;
 use aai_audit::Grant;
 
 impl Gateway {

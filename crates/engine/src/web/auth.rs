@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use sha2::Digest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::store::{Store, Tokens};
+use super::credentials::{Store, Tokens};
 
 /// How long the gateway waits for the browser to come back after sending the user off.
 pub const AUTHORIZATION_WAIT: Duration = Duration::from_secs(600);

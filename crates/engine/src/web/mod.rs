@@ -2,7 +2,7 @@
 //! the AAI registry refreshed in the background, and the credentials web tools use.
 
 pub mod auth;
-pub mod store;
+pub mod credentials;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,8 +14,8 @@ use aai_executor::rest::{RestSettings, is_loopback};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::catalog::snapshot::App;
 use crate::config::{Config, WebConfig};
-use crate::registry::App;
 
 /// A fetched descriptor is cached this long when the server says nothing (24 h).
 pub const DEFAULT_TTL: u64 = 86_400;
@@ -143,11 +143,14 @@ impl Web {
     pub fn new(config: &Config, home: &Path) -> Result<Self, String> {
         let mut pems = Vec::new();
         for path in &config.web.extra_ca_certs {
-            pems.push(read_ca_file(path).map_err(|e| format!("web.extra_ca_certs: {e}"))?);
+            pems.push(
+                crate::config::read_ca_file(path)
+                    .map_err(|e| format!("web.extra_ca_certs: {e}"))?,
+            );
         }
         let client = aai_executor::HttpClient::new(pems);
         let auth = Arc::new(auth::GatewayAuth::new(
-            store::Store::new(home),
+            credentials::Store::new(home),
             client.clone(),
             config.web.open_browser,
         ));
@@ -671,26 +674,6 @@ pub fn host_key(url: &str) -> Option<String> {
         Some(port) => format!("{host}_{port}"),
         None => host,
     })
-}
-
-/// A PEM file of certificate authorities; an error naming the file when it cannot be read or
-/// holds no certificate.
-///
-/// # Errors
-/// The message.
-pub fn read_ca_file(path: &Path) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    match reqwest::Certificate::from_pem_bundle(&bytes) {
-        Ok(certs) if !certs.is_empty() => Ok(bytes),
-        Ok(_) => Err(format!(
-            "{} holds no certificate (expected PEM blocks `-----BEGIN CERTIFICATE-----`)",
-            path.display()
-        )),
-        Err(e) => Err(format!(
-            "{} is not a PEM certificate file: {e}",
-            path.display()
-        )),
-    }
 }
 
 /// What a TLS server's certificate says, read during a handshake that is then refused

@@ -36,7 +36,7 @@ pub enum Action {
 }
 
 pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<ExitCode> {
-    let store = aai_engine::web::store::Store::new(home);
+    let store = aai_engine::web::credentials::Store::new(home);
     match action {
         Action::Set { app, origin } => {
             anyhow::ensure!(
@@ -131,7 +131,10 @@ pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<
 
 /// The config and the web apps installed (or copied from a registry) under `home`, for the
 /// `auth` commands; a config problem is said once on stderr.
-fn web_apps(home: &std::path::Path, dev: bool) -> (Config, aai_engine::registry::Registry) {
+fn web_apps(
+    home: &std::path::Path,
+    dev: bool,
+) -> (Config, aai_engine::catalog::snapshot::Registry) {
     let (config, problem) = Config::load(home);
     if let Some(problem) = problem {
         eprintln!("warning: {problem}");

@@ -71,7 +71,7 @@ pub async fn run(
                 request.app,
                 tool,
                 request.args,
-                asker.as_ref().map(|a| a as &dyn aai_engine::gate::Asker),
+                asker.as_ref().map(|a| a as &dyn aai_engine::consent::Asker),
             )
             .await
     };

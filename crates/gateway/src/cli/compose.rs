@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use aai_engine::catalog::discovery::{PluggedApp, ScanOptions};
+use aai_engine::catalog::snapshot::Registry;
 use aai_engine::config::Config;
-use aai_engine::discovery::{PluggedApp, ScanOptions};
 use aai_engine::pipeline::Gateway;
-use aai_engine::registry::Registry;
 use aai_executor::Executors;
 
 /// The apps of the toolsets plugged into every gateway.

@@ -270,7 +270,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     aai_engine::private::tighten_and_log(&home);
     // Once per home: store apps earlier versions put among the user's own folders move to
     // `store/apps`, where they are never taken for the user's descriptors.
-    aai_engine::store::migrate(&home);
+    aai_engine::appstore::migrate(&home);
     if let Some(command) = &cli.command
         && changes_gate(command)
     {

@@ -35,7 +35,7 @@ pub fn emit(line: std::fmt::Arguments<'_>) {
 
 use aai_descriptor::LoadError;
 use aai_descriptor::Platform;
-use aai_engine::registry::{Registry, Rejected};
+use aai_engine::catalog::snapshot::{Registry, Rejected};
 
 /// Generated text (completions, the manual page) written by `write` to stdout; a closed
 /// pipe ends quietly.
@@ -139,7 +139,7 @@ pub fn scan_report(registry: &Registry, home: &std::path::Path, platforms: &[Pla
 /// sign-in), without the secrets.
 pub fn auth_status(
     app: &str,
-    stored: &aai_engine::web::store::Stored,
+    stored: &aai_engine::web::credentials::Stored,
     env_var: Option<&str>,
 ) -> String {
     let mut parts = Vec::new();
@@ -581,13 +581,15 @@ pub fn export(rows: &[aai_audit::Row], format: ExportFormat) {
 /// Asks the person at the terminal (`call` in an interactive shell): y allows this call once.
 pub struct TerminalAsker;
 
-impl aai_engine::gate::Asker for TerminalAsker {
+impl aai_engine::consent::Asker for TerminalAsker {
     fn ask<'a>(
         &'a self,
-        question: &'a aai_engine::gate::Question,
-    ) -> aai_executor::BoxFuture<'a, Result<aai_engine::gate::Answer, aai_engine::gate::Unanswered>>
-    {
-        use aai_engine::gate::{Answer, Unanswered};
+        question: &'a aai_engine::consent::Question,
+    ) -> aai_executor::BoxFuture<
+        'a,
+        Result<aai_engine::consent::Answer, aai_engine::consent::Unanswered>,
+    > {
+        use aai_engine::consent::{Answer, Unanswered};
         let message = question.message();
         Box::pin(async move {
             let read = tokio::task::spawn_blocking(move || {

@@ -18,14 +18,14 @@ pub(super) fn start_gateway(
     cancel: &CancellationToken,
 ) -> (
     std::sync::Arc<Gateway>,
-    tokio::sync::watch::Receiver<std::sync::Arc<aai_engine::registry::Registry>>,
+    tokio::sync::watch::Receiver<std::sync::Arc<aai_engine::catalog::snapshot::Registry>>,
 ) {
     if let Err(error) = aai_engine::private::create_dir(home) {
         tracing::warn!(home = %home.display(), "cannot create the gateway's folder: {error}");
     }
     // Read again whenever the file changes (discovery wakes on it).
-    let config = std::sync::Arc::new(aai_engine::live_config::LiveConfig::load(home));
-    let registry = aai_engine::live::spawn(
+    let config = std::sync::Arc::new(aai_engine::config::live::LiveConfig::load(home));
+    let registry = aai_engine::catalog::watch::spawn(
         home.to_path_buf(),
         dev,
         super::compose::plugged_apps(),
@@ -42,16 +42,16 @@ pub(super) fn start_gateway(
     );
     super::compose::plug(&gateway);
     // A stop pressed anywhere for this user (the marker) stops this gateway too.
-    aai_engine::stop::watch_marker(gateway.clone(), cancel.clone());
+    aai_engine::pipeline::stop::watch_marker(gateway.clone(), cancel.clone());
     if gateway.config().store.url.is_some() {
         // The app store's index for install hints, read in the background.
         let refreshing = gateway.clone();
         tokio::spawn(async move {
             let every = refreshing.config().store.index_refresh_seconds.max(60);
             loop {
-                let store = aai_engine::store::Store::new(
+                let store = aai_engine::appstore::Store::new(
                     &refreshing.config().store,
-                    &aai_engine::store::ca_pems(&refreshing.config()),
+                    &aai_engine::appstore::ca_pems(&refreshing.config()),
                 );
                 match store {
                     Ok(store) => match store

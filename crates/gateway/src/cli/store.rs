@@ -3,9 +3,9 @@
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
+use aai_engine::appstore;
+use aai_engine::appstore::Store;
 use aai_engine::config::Config;
-use aai_engine::store;
-use aai_engine::store::Store;
 use clap::Subcommand;
 
 use super::output;
@@ -83,7 +83,7 @@ fn confirm(question: &str, yes: bool) -> anyhow::Result<bool> {
 }
 
 /// `store info` as text: what the app is, who publishes it, its tools and versions.
-fn info_text(info: &serde_json::Value, installed: Option<&store::Installed>) {
+fn info_text(info: &serde_json::Value, installed: Option<&appstore::Installed>) {
     let words = |key: &str| {
         info[key]
             .as_array()
@@ -126,7 +126,7 @@ fn info_text(info: &serde_json::Value, installed: Option<&store::Installed>) {
     }
 }
 
-fn show(fetched: &store::Fetched) {
+fn show(fetched: &appstore::Fetched) {
     let d = &fetched.descriptor;
     output::line(&format!(
         "{} {} — {} (publisher {}, sha256 {})",
@@ -137,10 +137,10 @@ fn show(fetched: &store::Fetched) {
         &fetched.sha256[..16]
     ));
     output::line(&format!("  {}", d.description));
-    for (platform, tool, risk) in store::summary(d) {
+    for (platform, tool, risk) in appstore::summary(d) {
         output::line(&format!("  {platform:8} {tool} (risk {risk})"));
     }
-    let reach = store::reach(d);
+    let reach = appstore::reach(d);
     for origin in &reach.origins {
         output::line(&format!("  talks to {origin}"));
     }
@@ -151,15 +151,15 @@ fn show(fetched: &store::Fetched) {
 }
 
 /// What the store's publisher and timestamp checks found, when there is something to say.
-fn identity(fetched: &store::Fetched) {
+fn identity(fetched: &appstore::Fetched) {
     match &fetched.identity {
-        store::Identity::FirstSeen => output::line(&format!(
+        appstore::Identity::FirstSeen => output::line(&format!(
             "  publisher {} is new to this computer: its key is trusted from now on",
             fetched.publisher
         )),
-        store::Identity::Same => {}
-        store::Identity::Rotated(what) => output::line(&format!("  {what}")),
-        store::Identity::Changed(what) => {
+        appstore::Identity::Same => {}
+        appstore::Identity::Rotated(what) => output::line(&format!("  {what}")),
+        appstore::Identity::Changed(what) => {
             output::line(&format!(
                 "  PUBLISHER CHANGE (--accept-publisher-change): {what}"
             ));
@@ -169,7 +169,7 @@ fn identity(fetched: &store::Fetched) {
         None => output::line(
             "  this store signs no timestamps: a mirror could hold back updates unnoticed",
         ),
-        Some(store::Stamp {
+        Some(appstore::Stamp {
             first_seen: Some(key),
             ..
         }) => output::line(&format!(
@@ -180,12 +180,12 @@ fn identity(fetched: &store::Fetched) {
 }
 
 /// The environment variables `fetched` asks for, with the origin each would go to.
-fn asked_variables(fetched: &store::Fetched) -> Vec<(String, String)> {
-    store::reach(&fetched.descriptor)
+fn asked_variables(fetched: &appstore::Fetched) -> Vec<(String, String)> {
+    appstore::reach(&fetched.descriptor)
         .credentials
         .into_iter()
         .filter_map(|c| match c {
-            store::Credential::Env { var, origin } => Some((var, origin)),
+            appstore::Credential::Env { var, origin } => Some((var, origin)),
             _ => None,
         })
         .collect()
@@ -193,7 +193,7 @@ fn asked_variables(fetched: &store::Fetched) -> Vec<(String, String)> {
 
 /// Refuses, before anything is written, a `--grant-credential` for a variable the app does
 /// not ask for.
-fn check_grants(fetched: &store::Fetched, choices: &Choices) -> anyhow::Result<()> {
+fn check_grants(fetched: &appstore::Fetched, choices: &Choices) -> anyhow::Result<()> {
     let app_id = &fetched.descriptor.app_id;
     let asked = asked_variables(fetched);
     for var in &choices.grant_credential {
@@ -221,7 +221,7 @@ fn check_grants(fetched: &store::Fetched, choices: &Choices) -> anyhow::Result<(
 /// stay unbound (the app's first use of one asks). `--yes` binds nothing.
 fn bind_credentials(
     home: &std::path::Path,
-    fetched: &store::Fetched,
+    fetched: &appstore::Fetched,
     choices: &Choices,
     yes: bool,
 ) -> anyhow::Result<()> {
@@ -274,7 +274,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
         eprintln!("warning: {problem}");
     }
     if let Action::List = action {
-        let installed = store::all_installed(home);
+        let installed = appstore::all_installed(home);
         if output::json() {
             output::value(&serde_json::json!(installed.iter().map(|app| serde_json::json!({
                 "appId": app.app_id, "version": app.version, "publisher": app.publisher, "store": app.store,
@@ -294,20 +294,21 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
     }
     if let Action::Uninstall { app_id } = &action {
         anyhow::ensure!(
-            store::installed(home, app_id).is_some(),
+            appstore::installed(home, app_id).is_some(),
             "{app_id} was not installed from the store (`aai-gateway store list`)"
         );
         // Grants first: an app whose removal fails keeps its files without its bindings, never
         // the other way round (bindings left for a later app of the same id).
         let forgotten = aai_audit::Grants::open(&home.join(super::DATA_DB))?.forget_app(app_id)?;
-        let mark = store::uninstall(home, app_id).map_err(anyhow::Error::msg)?;
+        let mark = appstore::uninstall(home, app_id).map_err(anyhow::Error::msg)?;
         output::line(&format!(
             "removed {} {} and {forgotten} grant(s) made for it",
             mark.app_id, mark.version
         ));
         return Ok(ExitCode::SUCCESS);
     }
-    let client = Store::new(&config.store, &store::ca_pems(&config)).map_err(anyhow::Error::msg)?;
+    let client =
+        Store::new(&config.store, &appstore::ca_pems(&config)).map_err(anyhow::Error::msg)?;
     match action {
         Action::Search { query } => {
             let query = query.join(" ");
@@ -322,7 +323,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             }
             for app in found {
                 let id = app["appId"].as_str().unwrap_or_default();
-                let mark = if store::installed(home, id).is_some() {
+                let mark = if appstore::installed(home, id).is_some() {
                     "  [installed]"
                 } else {
                     ""
@@ -345,7 +346,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             Ok(ExitCode::SUCCESS)
         }
         Action::Refresh => {
-            let index = store::Index::default();
+            let index = appstore::Index::default();
             let count = client
                 .refresh(home, &index)
                 .await
@@ -358,7 +359,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             if output::json() {
                 output::value(&info);
             } else {
-                info_text(&info, store::installed(home, &app_id).as_ref());
+                info_text(&info, appstore::installed(home, &app_id).as_ref());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -369,7 +370,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             choices,
             prefer_store,
         } => {
-            let installed = store::installed(home, &app_id);
+            let installed = appstore::installed(home, &app_id);
             if let Some(mark) = &installed {
                 anyhow::ensure!(
                     version.is_some(),
@@ -377,7 +378,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                     mark.version
                 );
             }
-            let elsewhere = store::offered_elsewhere(home, &config, &app_id);
+            let elsewhere = appstore::offered_elsewhere(home, &config, &app_id);
             if let Some((source, path)) = &elsewhere {
                 anyhow::ensure!(
                     prefer_store,
@@ -391,7 +392,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                     home,
                     &app_id,
                     version.as_deref(),
-                    store::Trust {
+                    appstore::Trust {
                         installed: installed.as_ref(),
                         accept_publisher_change: choices.accept_publisher_change,
                     },
@@ -400,7 +401,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                 .map_err(anyhow::Error::msg)?;
             let downgrade = match &installed {
                 Some(mark) => {
-                    store::version_forward(mark, &fetched.version, choices.allow_downgrade)
+                    appstore::version_forward(mark, &fetched.version, choices.allow_downgrade)
                         .map_err(anyhow::Error::msg)?
                 }
                 None => false,
@@ -436,9 +437,9 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                 return Ok(ExitCode::from(1));
             }
             if elsewhere.is_some() {
-                store::set_preferred(home, &app_id, true).map_err(anyhow::Error::msg)?;
+                appstore::set_preferred(home, &app_id, true).map_err(anyhow::Error::msg)?;
             }
-            let path = store::write(home, &client.url, &fetched).map_err(anyhow::Error::msg)?;
+            let path = appstore::write(home, &client.url, &fetched).map_err(anyhow::Error::msg)?;
             bind_credentials(home, &fetched, &choices, yes)?;
             output::line(&format!(
                 "installed {}: a running gateway offers it now",
@@ -457,7 +458,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                 choices.grant_credential.is_empty() || app_ids.len() == 1,
                 "--grant-credential binds a variable to one app: name it (`aai-gateway store update APP --grant-credential VAR`); nothing was updated"
             );
-            let installed: Vec<store::Installed> = store::all_installed(home)
+            let installed: Vec<appstore::Installed> = appstore::all_installed(home)
                 .into_iter()
                 .filter(|a| app_ids.is_empty() || app_ids.contains(&a.app_id))
                 .collect();
@@ -476,7 +477,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                             home,
                             &app.app_id,
                             None,
-                            store::Trust {
+                            appstore::Trust {
                                 installed: Some(&app),
                                 accept_publisher_change: choices.accept_publisher_change,
                             },
@@ -486,7 +487,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                         return Ok(None);
                     }
                     let downgrade =
-                        store::version_forward(&app, &fetched.version, choices.allow_downgrade)?;
+                        appstore::version_forward(&app, &fetched.version, choices.allow_downgrade)?;
                     Ok::<_, String>(Some((fetched, downgrade)))
                 }
                 .await;
@@ -503,7 +504,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                         continue;
                     }
                 };
-                let old = std::fs::read(store::descriptor_path(home, &app.app_id))
+                let old = std::fs::read(appstore::descriptor_path(home, &app.app_id))
                     .ok()
                     .and_then(|bytes| aai_descriptor::parse(&app.app_id, &bytes).ok());
                 output::line(&format!(
@@ -519,10 +520,10 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                 ));
                 match old {
                     Some(old) => {
-                        let mut changes = store::diff(&old, &fetched.descriptor);
-                        changes.extend(store::reach_diff(
-                            &store::reach(&old),
-                            &store::reach(&fetched.descriptor),
+                        let mut changes = appstore::diff(&old, &fetched.descriptor);
+                        changes.extend(appstore::reach_diff(
+                            &appstore::reach(&old),
+                            &appstore::reach(&fetched.descriptor),
                             &app.app_id,
                         ));
                         if changes.is_empty() {
@@ -539,7 +540,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                 }
                 check_grants(&fetched, &choices)?;
                 if confirm(&format!("Update {}?", app.app_id), yes)? {
-                    store::write(home, &client.url, &fetched).map_err(anyhow::Error::msg)?;
+                    appstore::write(home, &client.url, &fetched).map_err(anyhow::Error::msg)?;
                     bind_credentials(home, &fetched, &choices, yes)?;
                     updated += 1;
                 }

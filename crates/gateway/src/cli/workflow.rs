@@ -95,7 +95,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                     &aai_engine::pipeline::Caller::named("cli"),
                     &name,
                     &inputs,
-                    asker.as_ref().map(|a| a as &dyn aai_engine::gate::Asker),
+                    asker.as_ref().map(|a| a as &dyn aai_engine::consent::Asker),
                 )
                 .await;
             match ran {

@@ -12,7 +12,7 @@ use rmcp::service::{Peer, RequestContext, ServiceError};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use aai_engine::gate::{Answer, Asker, Question, Unanswered, consent_form, read_elicit_result};
+use aai_engine::consent::{Answer, Asker, Question, Unanswered, consent_form, read_elicit_result};
 
 /// Asks the user through MCP elicitation (a server-to-client request, protocol ≤ 2025-11-25).
 pub(super) struct PeerAsker {

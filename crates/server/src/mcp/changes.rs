@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use rmcp::RoleServer;
 use rmcp::model::ResourceUpdatedNotificationParam;
 
-use aai_engine::registry::Registry;
+use aai_engine::catalog::snapshot::Registry;
 
 /// The resource URIs one client subscribed to.
 pub type Subscriptions = Arc<Mutex<std::collections::BTreeSet<String>>>;
@@ -39,7 +39,7 @@ pub(super) fn updated<'u>(
 /// channel keeps only the newest snapshot, so one notification covers what changed meanwhile.
 pub async fn notify_changes(
     peer: rmcp::Peer<RoleServer>,
-    mut changes: tokio::sync::watch::Receiver<Arc<aai_engine::registry::Registry>>,
+    mut changes: tokio::sync::watch::Receiver<Arc<aai_engine::catalog::snapshot::Registry>>,
     subscriptions: Subscriptions,
 ) {
     let mut last = changes.borrow_and_update().clone();

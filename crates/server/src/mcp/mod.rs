@@ -22,11 +22,11 @@ use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 
+use aai_engine::catalog::snapshot::Registry;
 use aai_engine::config::Exposure;
-use aai_engine::gate::Asker;
+use aai_engine::consent::Asker;
 use aai_engine::pipeline::INPUT_REQUIRED;
 use aai_engine::pipeline::{Caller, Gateway, find_app, render};
-use aai_engine::registry::Registry;
 
 mod askers;
 mod changes;
@@ -213,7 +213,10 @@ impl AaiServer {
     }
 
     /// The apps with a tool of their own in the configured exposure mode.
-    fn listed_apps<'a>(&self, registry: &'a Registry) -> &'a [Arc<aai_engine::registry::App>] {
+    fn listed_apps<'a>(
+        &self,
+        registry: &'a Registry,
+    ) -> &'a [Arc<aai_engine::catalog::snapshot::App>] {
         match self.gateway.config().exposure {
             Exposure::Full => &registry.apps,
             Exposure::Compact => &[],
@@ -616,9 +619,9 @@ impl ServerHandler for AaiServer {
         });
         let queue = || {
             queued_call.as_ref().map(|(app, tool, args)| {
-                Box::new(aai_engine::approvals::QueueAsker {
+                Box::new(aai_engine::consent::queue::QueueAsker {
                     approvals: &self.gateway.approvals,
-                    call: aai_engine::approvals::Pending {
+                    call: aai_engine::consent::queue::Pending {
                         caller: &caller,
                         app,
                         tool,
@@ -651,8 +654,9 @@ impl ServerHandler for AaiServer {
         } else if queued {
             queue()
         } else {
-            aai_engine::dialog::available().map(|kind| {
-                Box::new(aai_engine::dialog::DialogAsker { kind, timeout }) as Box<dyn Asker>
+            aai_engine::consent::dialog::available().map(|kind| {
+                Box::new(aai_engine::consent::dialog::DialogAsker { kind, timeout })
+                    as Box<dyn Asker>
             })
         };
         let roots = if self.gateway.policy_config().uses_roots() {

@@ -9,7 +9,7 @@ use std::path::Path;
 use rmcp::ErrorData as McpError;
 use serde_json::json;
 
-use aai_engine::registry::Registry;
+use aai_engine::catalog::snapshot::Registry;
 
 /// The fixed tools and the spec's spellings of them, accepted in every exposure mode.
 const FIXED: &[&str] = &[
@@ -40,7 +40,7 @@ pub(crate) fn unknown(name: &str, registry: &Registry) -> McpError {
         .filter(|n| !n.contains(':'))
         .chain(registry.apps.iter().map(|app| app.slug.as_str()))
         .chain(workflows.iter().map(String::as_str));
-    let near = aai_engine::registry::nearest(name, candidates, NEAREST);
+    let near = aai_engine::catalog::snapshot::nearest(name, candidates, NEAREST);
     let hint = match near.as_slice() {
         [] => String::new(),
         names => format!(

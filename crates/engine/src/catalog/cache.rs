@@ -150,7 +150,8 @@ impl Entry {
         summary: Summary,
         listing: Option<(usize, Arc<str>)>,
     ) -> Arc<Self> {
-        let listing = listing.unwrap_or_else(|| crate::registry::default_listing(&summary));
+        let listing =
+            listing.unwrap_or_else(|| crate::catalog::snapshot::default_listing(&summary));
         Arc::new(Self {
             id: next_id(),
             summary,
@@ -200,7 +201,7 @@ impl Entry {
         };
         let metadata =
             std::fs::metadata(path).map_err(|e| changed(format!("cannot be read now: {e}")))?;
-        if !metadata.is_file() || metadata.len() > crate::discovery::MAX_DESCRIPTOR_BYTES {
+        if !metadata.is_file() || metadata.len() > crate::catalog::discovery::MAX_DESCRIPTOR_BYTES {
             return Err(changed(
                 "is no longer a regular file within the size limit".into(),
             ));
@@ -209,7 +210,10 @@ impl Entry {
         let mut file = std::fs::File::open(path).map_err(unreadable)?;
         let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
         std::io::Read::read_to_end(
-            &mut std::io::Read::take(&mut file, crate::discovery::MAX_DESCRIPTOR_BYTES + 1),
+            &mut std::io::Read::take(
+                &mut file,
+                crate::catalog::discovery::MAX_DESCRIPTOR_BYTES + 1,
+            ),
             &mut bytes,
         )
         .map_err(unreadable)?;

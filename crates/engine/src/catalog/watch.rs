@@ -17,9 +17,9 @@ use notify::{Event, EventKind, RecursiveMode, Watcher};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::discovery::{Found, ParseCache, ScanOptions, scan};
-use crate::live_config::LiveConfig;
-use crate::registry::Registry;
+use crate::catalog::discovery::{Found, ParseCache, ScanOptions, scan};
+use crate::catalog::snapshot::Registry;
+use crate::config::live::LiveConfig;
 
 /// How often the first scan publishes what it has found so far.
 const BATCH_EVERY: Duration = Duration::from_millis(400);
@@ -41,7 +41,7 @@ const POLL_EVERY: Duration = Duration::from_secs(10);
 pub fn spawn(
     home: PathBuf,
     dev: bool,
-    plugged: Vec<crate::discovery::PluggedApp>,
+    plugged: Vec<crate::catalog::discovery::PluggedApp>,
     config: Arc<LiveConfig>,
     cancel: CancellationToken,
 ) -> watch::Receiver<Arc<Registry>> {
@@ -58,7 +58,7 @@ pub fn spawn(
 fn run(
     home: &Path,
     dev: bool,
-    plugged: &[crate::discovery::PluggedApp],
+    plugged: &[crate::catalog::discovery::PluggedApp],
     live: &LiveConfig,
     cancel: &CancellationToken,
     tx: &watch::Sender<Arc<Registry>>,
@@ -71,7 +71,7 @@ fn run(
     // else: its reading starts now, and the scan waits for it where it needs it.
     let seeding = {
         let cache = cache.clone();
-        let fetched = crate::discovery::FetchedRoots::of(home);
+        let fetched = crate::catalog::discovery::FetchedRoots::of(home);
         std::thread::Builder::new()
             .name("aai-cache".into())
             .spawn(move || cache.seed(&fetched))
@@ -172,7 +172,7 @@ impl<'a> Relevant<'a> {
             paths: options.paths.clone(),
             seen,
             cache: home.join("cache"),
-            preferred: crate::store::preferred_file(home),
+            preferred: crate::catalog::store_apps::preferred_file(home),
         }
     }
 
@@ -326,7 +326,7 @@ fn rescan(
                         continue;
                     }
                     match rejected {
-                        crate::registry::Rejected::Invalid(_) => {
+                        crate::catalog::snapshot::Rejected::Invalid(_) => {
                             tracing::warn!("descriptor rejected: {text}");
                         }
                         _ => tracing::info!("descriptor skipped: {text}"),
@@ -358,11 +358,11 @@ mod tests {
                 "interface": "org.example.App", "tools": []}}});
             Arc::new(aai_descriptor::parse(id, doc.to_string().as_bytes()).expect("valid"))
         };
-        let a = crate::catalog::Entry::held(descriptor("org.example.a"));
-        let b = crate::catalog::Entry::held(descriptor("org.example.b"));
-        let found = |rank: usize, name: &str, entry: &Arc<crate::catalog::Entry>| Found {
+        let a = crate::catalog::cache::Entry::held(descriptor("org.example.a"));
+        let b = crate::catalog::cache::Entry::held(descriptor("org.example.b"));
+        let found = |rank: usize, name: &str, entry: &Arc<crate::catalog::cache::Entry>| Found {
             rank,
-            source: crate::discovery::Source::UserWritten,
+            source: crate::catalog::discovery::Source::UserWritten,
             path: PathBuf::from(format!("/home/{name}/aai.json")),
             outcome: Ok(entry.clone()),
         };
@@ -370,7 +370,7 @@ mod tests {
         // Workers hand results over in any order.
         assert_eq!(first, fingerprint(&[found(1, "b", &b), found(0, "a", &a)]));
         // A file parsed again (it changed) is a new entry.
-        let b_again = crate::catalog::Entry::held(descriptor("org.example.b"));
+        let b_again = crate::catalog::cache::Entry::held(descriptor("org.example.b"));
         assert_ne!(
             first,
             fingerprint(&[found(0, "a", &a), found(1, "b", &b_again)])
@@ -382,7 +382,7 @@ mod tests {
         // A rejected file counts by its problem.
         let broken = |message: &str| Found {
             rank: 1,
-            source: crate::discovery::Source::UserWritten,
+            source: crate::catalog::discovery::Source::UserWritten,
             path: PathBuf::from("/home/b/aai.json"),
             outcome: Err(aai_descriptor::LoadError {
                 source_name: "/home/b/aai.json".into(),
@@ -409,7 +409,7 @@ mod tests {
         for folder in [&app, &home.join("gone.app")] {
             std::fs::create_dir_all(folder).expect("mkdir");
             std::fs::write(folder.join("aai.json"), "{}").expect("write");
-            let _ = crate::discovery::load(&folder.join("aai.json"), false, &cache);
+            let _ = crate::catalog::discovery::load(&folder.join("aai.json"), false, &cache);
         }
         std::fs::remove_dir_all(home.join("gone.app")).expect("move away");
         let relevant = Relevant::new(
@@ -433,7 +433,7 @@ mod tests {
             event(data, &home.join("workflows/report.json")),
             event(data, &extra),
             // The user chose a store app over another source: the ranking changes.
-            event(renamed, &crate::store::preferred_file(home)),
+            event(renamed, &crate::catalog::store_apps::preferred_file(home)),
             event(EventKind::Create(CreateKind::Folder), &app),
             // A folder that held a known descriptor was moved away (it no longer exists).
             event(renamed, &home.join("gone.app")),

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use serde_json::Value;
 
+use crate::config::policy::PolicyConfig;
 use crate::config::{CONFIG_FILE, Config};
-use crate::policy_config::PolicyConfig;
 
 /// Sections whose change rebuilds the built-in toolsets (their sessions — terminals, the
 /// browser — end, and start again with the new settings on the next call).

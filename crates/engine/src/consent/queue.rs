@@ -13,8 +13,8 @@ use tokio::sync::watch;
 
 use aai_descriptor::visible::visible;
 
+use crate::consent::{Answer, Asker, Question, Unanswered};
 use crate::feed::{Event, Feed};
-use crate::gate::{Answer, Asker, Question, Unanswered};
 
 /// How long pending approvals are kept.
 const KEEP: Duration = Duration::from_secs(24 * 3600);

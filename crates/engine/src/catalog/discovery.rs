@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use aai_descriptor::{LoadError, Problem};
 
-use crate::catalog::{DiskCache, Entry, Stamp, Summary};
+use crate::catalog::cache::{DiskCache, Entry, Stamp, Summary};
 
 /// Descriptors larger than this are rejected unread.
 pub const MAX_DESCRIPTOR_BYTES: u64 = 4 * 1024 * 1024;
@@ -159,7 +159,10 @@ pub struct FetchedRoots(Vec<PathBuf>);
 
 impl FetchedRoots {
     pub fn of(home: &Path) -> Self {
-        Self(vec![home.join("web"), crate::store::apps_dir(home)])
+        Self(vec![
+            home.join("web"),
+            crate::catalog::store_apps::apps_dir(home),
+        ])
     }
 
     pub fn holds(&self, path: &Path) -> bool {
@@ -210,9 +213,9 @@ fn guesses(options: &ScanOptions) -> Vec<Guess> {
     let mut guessed = Vec::new();
     // Store apps are listed before the home's folders so that, among store copies of one
     // appId, the one in its place wins over one an earlier version left in the home.
-    let store = crate::store::apps_dir(&options.home);
+    let store = crate::catalog::store_apps::apps_dir(&options.home);
     // One small file read per scan, not a mark per app.
-    let preferred = crate::store::preferred(&options.home);
+    let preferred = crate::catalog::store_apps::preferred(&options.home);
     children_with(&store, &mut guessed);
     let mut files: Vec<Guess> = Vec::with_capacity(guessed.len());
     files.extend(guessed.drain(..).map(|path| {
@@ -513,7 +516,7 @@ fn load_with(
     let fetched = fetched
         || (marked_fetched
             && path
-                .with_file_name(crate::store::MARK)
+                .with_file_name(crate::catalog::store_apps::MARK)
                 .symlink_metadata()
                 .is_ok());
     let outcome = match std::fs::read(path) {
@@ -769,8 +772,11 @@ mod cache_tests {
         scan(&options, &cache, Duration::from_secs(60), |batch, _| {
             found.extend(batch)
         });
-        let registry =
-            crate::registry::Registry::build(&found, &[aai_descriptor::Platform::Linux], true);
+        let registry = crate::catalog::snapshot::Registry::build(
+            &found,
+            &[aai_descriptor::Platform::Linux],
+            true,
+        );
         let names = registry.apps.iter().map(|a| a.name().to_owned()).collect();
         (names, cache.parsed())
     }
@@ -859,8 +865,11 @@ mod cache_tests {
             );
             reader.join().expect("read");
             assert_eq!(cache.parsed(), 0, "a file was parsed that the cache held");
-            let registry =
-                crate::registry::Registry::build(&found, &[aai_descriptor::Platform::Linux], true);
+            let registry = crate::catalog::snapshot::Registry::build(
+                &found,
+                &[aai_descriptor::Platform::Linux],
+                true,
+            );
             let names: Vec<String> = registry.apps.iter().map(|a| a.name().to_owned()).collect();
             assert_eq!(names, first);
         }
@@ -927,7 +936,7 @@ mod cache_tests {
     fn a_lying_cache_entry_never_runs() {
         let home = home_with(2);
         start(home.path());
-        let cache = crate::catalog::DiskCache::new(home.path());
+        let cache = crate::catalog::cache::DiskCache::new(home.path());
         let mut rows = Vec::new();
         cache.read_each(|row, _| rows.push(row)).expect("cache");
         let entries: Vec<(PathBuf, Stamp, Arc<Entry>)> = rows
@@ -950,8 +959,11 @@ mod cache_tests {
             Duration::from_secs(60),
             |batch, _| found.extend(batch),
         );
-        let registry =
-            crate::registry::Registry::build(&found, &[aai_descriptor::Platform::Linux], true);
+        let registry = crate::catalog::snapshot::Registry::build(
+            &found,
+            &[aai_descriptor::Platform::Linux],
+            true,
+        );
         let app = registry
             .find("org.example.app0.impostor")
             .expect("listed from the cache");
@@ -979,8 +991,11 @@ mod cache_tests {
             Duration::from_secs(60),
             |batch, _| found.extend(batch),
         );
-        let registry =
-            crate::registry::Registry::build(&found, &[aai_descriptor::Platform::Linux], true);
+        let registry = crate::catalog::snapshot::Registry::build(
+            &found,
+            &[aai_descriptor::Platform::Linux],
+            true,
+        );
         let app = registry.find("org.example.app0").expect("app");
         let one = app.descriptor().expect("loads");
         assert_eq!(one.app_id, "org.example.app0");
@@ -994,7 +1009,7 @@ mod cache_tests {
         std::fs::write(&file, "{\"schema_version\": \"1.0\"}").expect("write");
         assert!(app.descriptor().is_ok());
         // Not kept (or gone from memory) and broken on disk: refused, saying why.
-        crate::catalog::forget_recent(&file);
+        crate::catalog::cache::forget_recent(&file);
         let error = app.descriptor().expect_err("invalid now");
         assert!(
             error.message.contains("no longer valid"),
@@ -1002,7 +1017,7 @@ mod cache_tests {
             error.message
         );
         std::fs::remove_file(&file).expect("rm");
-        crate::catalog::forget_recent(&file);
+        crate::catalog::cache::forget_recent(&file);
         let error = app.descriptor().expect_err("gone");
         assert!(
             error.message.contains("cannot be read now"),
@@ -1048,18 +1063,22 @@ mod source_tests {
         let home = dir.path().to_path_buf();
         let user = put(&home.join("org.user.mine"), "org.user.mine", "Mine");
         let store = put(
-            &crate::store::apps_dir(&home).join("com.shop.notes"),
+            &crate::catalog::store_apps::apps_dir(&home).join("com.shop.notes"),
             "com.shop.notes",
             "Shop notes",
         );
-        std::fs::write(store.with_file_name(crate::store::MARK), "{}").expect("mark");
+        std::fs::write(store.with_file_name(crate::catalog::store_apps::MARK), "{}").expect("mark");
         let web = put(
             &home.join("web/com.web.notes"),
             "com.web.notes",
             "Web notes",
         );
         let legacy = put(&home.join("com.old.notes"), "com.old.notes", "Old notes");
-        std::fs::write(legacy.with_file_name(crate::store::MARK), "{}").expect("mark");
+        std::fs::write(
+            legacy.with_file_name(crate::catalog::store_apps::MARK),
+            "{}",
+        )
+        .expect("mark");
         Home {
             _dir: dir,
             home,
@@ -1136,7 +1155,7 @@ mod source_tests {
     fn a_cache_row_cannot_unmark_a_store_app() {
         let h = home();
         start(&h.home);
-        let disk = crate::catalog::DiskCache::new(&h.home);
+        let disk = crate::catalog::cache::DiskCache::new(&h.home);
         let mut rows = Vec::new();
         disk.read_each(|row, _| rows.push(row)).expect("cache");
         let entries: Vec<(PathBuf, Stamp, Arc<Entry>)> = rows
@@ -1158,8 +1177,11 @@ mod source_tests {
     }
 
     fn winner(found: &[Found], id: &str) -> (PathBuf, Option<Source>) {
-        let registry =
-            crate::registry::Registry::build(found, &[aai_descriptor::Platform::Web], true);
+        let registry = crate::catalog::snapshot::Registry::build(
+            found,
+            &[aai_descriptor::Platform::Web],
+            true,
+        );
         let app = registry.find(id).expect("offered");
         (app.source().to_path_buf(), app.hides)
     }
@@ -1172,7 +1194,11 @@ mod source_tests {
         let dir = tempfile::tempdir().expect("dir");
         let home = dir.path().join("home");
         let id = "org.user.notes";
-        let store = put(&crate::store::apps_dir(&home).join(id), id, "Squatter");
+        let store = put(
+            &crate::catalog::store_apps::apps_dir(&home).join(id),
+            id,
+            "Squatter",
+        );
         let configured = put(&dir.path().join("mine").join(id), id, "My notes");
         let options = ScanOptions {
             home: home.clone(),
@@ -1199,17 +1225,17 @@ mod source_tests {
             winner(&scan_now(), id),
             (user.clone(), Some(Source::ConfiguredFolder))
         );
-        crate::store::set_preferred(&home, id, true).expect("prefer");
+        crate::appstore::set_preferred(&home, id, true).expect("prefer");
         assert_eq!(
             winner(&scan_now(), id),
             (store.clone(), Some(Source::UserWritten))
         );
-        crate::store::set_preferred(&home, id, false).expect("forget");
+        crate::appstore::set_preferred(&home, id, false).expect("forget");
         assert_eq!(winner(&scan_now(), id).0, user);
         // An earlier version's store copy in the home ranks as a store app, after the copy
         // in the store's place.
         std::fs::remove_file(&user).expect("rm");
-        std::fs::write(user.with_file_name(crate::store::MARK), "{}").expect("mark");
+        std::fs::write(user.with_file_name(crate::catalog::store_apps::MARK), "{}").expect("mark");
         std::fs::write(&user, web_app(id, "Old store copy")).expect("write");
         std::fs::remove_dir_all(dir.path().join("mine")).expect("rm");
         let found = scan_now();

@@ -7,6 +7,8 @@ use aai_descriptor::Platform;
 use serde::Deserialize;
 
 pub mod hints;
+pub mod live;
+pub mod policy;
 pub mod starter;
 
 /// How apps appear in `tools/list`.
@@ -46,7 +48,7 @@ pub struct Config {
     /// before it returns pending (clients time calls out at about 60 s).
     pub approval_wait_seconds: u64,
     /// Approval policy profiles and which client gets which.
-    pub policy: crate::policy_config::PolicyConfig,
+    pub policy: crate::config::policy::PolicyConfig,
     /// The descriptor sections served, in order of preference: an app runs the first one it
     /// has. Default: this computer's OS. Add `android` or `ios` to drive a device or a
     /// simulator from the desktop.
@@ -70,7 +72,7 @@ pub struct Config {
     /// The daemon's MCP sessions over HTTP: when an abandoned one ends.
     pub sessions: SessionsConfig,
     /// The app store: where it is, and whether `aai_apps` lists its apps.
-    pub store: crate::store::StoreConfig,
+    pub store: crate::config::StoreConfig,
     /// Set when `config.json` could not be used: `<file>:<line>:<column> <problem>`. The
     /// config is then the fail-closed default, and every refused call says why.
     #[serde(skip)]
@@ -261,7 +263,7 @@ impl Default for Config {
             max_request_bytes: 4 * 1024 * 1024,
             consent_timeout_seconds: 120,
             approval_wait_seconds: 45,
-            policy: crate::policy_config::PolicyConfig::default(),
+            policy: crate::config::policy::PolicyConfig::default(),
             platforms: vec![Platform::current(), Platform::Web],
             executors: aai_executor::Settings::default(),
             retry: Retry::default(),
@@ -272,7 +274,7 @@ impl Default for Config {
             audit: AuditConfig::default(),
             scheduler: SchedulerConfig::default(),
             sessions: SessionsConfig::default(),
-            store: crate::store::StoreConfig::default(),
+            store: crate::config::StoreConfig::default(),
             invalid: None,
         }
     }
@@ -283,7 +285,7 @@ impl Config {
     /// but cannot be used, so a broken file never loosens what the user set.
     pub fn fail_closed() -> Self {
         Self {
-            policy: crate::policy_config::PolicyConfig::fail_closed(),
+            policy: crate::config::policy::PolicyConfig::fail_closed(),
             ..Self::default()
         }
     }
@@ -482,7 +484,7 @@ impl Config {
             Err((problem, _)) => problems.push(problem),
             Ok(config) => {
                 for file in &config.web.extra_ca_certs {
-                    if let Err(problem) = crate::web::read_ca_file(file) {
+                    if let Err(problem) = crate::config::read_ca_file(file) {
                         problems.push(format!("{}: web.extra_ca_certs: {problem}", path.display()));
                     }
                 }
@@ -501,6 +503,56 @@ pub fn aai_home() -> PathBuf {
 }
 
 pub use aai_local::{expand_home, user_home};
+
+/// `store` in config.json.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// The app store (an `aai-registry`), e.g. `https://store.example.org`; none by default.
+    pub url: Option<String>,
+    /// How often the local index of the store's apps is read again, in seconds.
+    pub index_refresh_seconds: u64,
+    /// `aai_apps {query}` also lists matching store apps, marked as not installed.
+    pub in_apps: bool,
+    /// The store's timestamp key (base64 ed25519); without it, the key the store gives at the
+    /// first contact is kept in `AAI_HOME/store/registries.json` and required from then on.
+    pub timestamp_key: Option<String>,
+    /// The oldest timestamp accepted on a descriptor from the store, in seconds: how long a
+    /// mirror may hold back an update unnoticed.
+    pub max_age_seconds: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            url: None,
+            index_refresh_seconds: 3600,
+            in_apps: false,
+            timestamp_key: None,
+            max_age_seconds: 86_400,
+        }
+    }
+}
+
+/// A PEM file of certificate authorities; an error naming the file when it cannot be read or
+/// holds no certificate.
+///
+/// # Errors
+/// The message.
+pub fn read_ca_file(path: &Path) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    match reqwest::Certificate::from_pem_bundle(&bytes) {
+        Ok(certs) if !certs.is_empty() => Ok(bytes),
+        Ok(_) => Err(format!(
+            "{} holds no certificate (expected PEM blocks `-----BEGIN CERTIFICATE-----`)",
+            path.display()
+        )),
+        Err(e) => Err(format!(
+            "{} is not a PEM certificate file: {e}",
+            path.display()
+        )),
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -20,35 +20,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
-/// `store` in config.json.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields)]
-pub struct StoreConfig {
-    /// The app store (an `aai-registry`), e.g. `https://store.example.org`; none by default.
-    pub url: Option<String>,
-    /// How often the local index of the store's apps is read again, in seconds.
-    pub index_refresh_seconds: u64,
-    /// `aai_apps {query}` also lists matching store apps, marked as not installed.
-    pub in_apps: bool,
-    /// The store's timestamp key (base64 ed25519); without it, the key the store gives at the
-    /// first contact is kept in `AAI_HOME/store/registries.json` and required from then on.
-    pub timestamp_key: Option<String>,
-    /// The oldest timestamp accepted on a descriptor from the store, in seconds: how long a
-    /// mirror may hold back an update unnoticed.
-    pub max_age_seconds: u64,
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        Self {
-            url: None,
-            index_refresh_seconds: 3600,
-            in_apps: false,
-            timestamp_key: None,
-            max_age_seconds: 86_400,
-        }
-    }
-}
+use crate::catalog::store_apps::{MARK, apps_dir, preferred, preferred_file, store_dir};
+use crate::config::StoreConfig;
 
 /// What is kept of an app installed from the store, next to its `aai.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -62,19 +35,6 @@ pub struct Installed {
     pub key: String,
     pub sha256: String,
     pub store: String,
-}
-
-/// The file beside an installed descriptor that says it came from the store.
-pub const MARK: &str = ".store.json";
-
-fn store_dir(home: &Path) -> PathBuf {
-    home.join("store")
-}
-
-/// Where store apps are installed, `AAI_HOME/store/apps/<appId>/`: every descriptor under it
-/// is a copy from the network, never one the user wrote ([`crate::discovery::FetchedRoots`]).
-pub fn apps_dir(home: &Path) -> PathBuf {
-    store_dir(home).join("apps")
 }
 
 /// The folder an earlier version installed `app_id` in, `AAI_HOME/<appId>/`, when it still
@@ -103,19 +63,6 @@ pub fn descriptor_path(home: &Path, app_id: &str) -> PathBuf {
     installed_dir(home, app_id)
         .unwrap_or_else(|| apps_dir(home).join(app_id))
         .join("aai.json")
-}
-
-/// The file listing the store apps the user chose over another source of the same appId.
-pub fn preferred_file(home: &Path) -> PathBuf {
-    store_dir(home).join("preferred.json")
-}
-
-/// The store apps the user chose over another source (`store install --prefer-store`).
-pub fn preferred(home: &Path) -> std::collections::BTreeSet<String> {
-    std::fs::read(preferred_file(home))
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .unwrap_or_default()
 }
 
 /// Records (or, with `prefer` false, forgets) that the user chose the store's `app_id` over
@@ -149,12 +96,12 @@ pub fn offered_elsewhere(
     home: &Path,
     config: &crate::config::Config,
     app_id: &str,
-) -> Option<(crate::discovery::Source, PathBuf)> {
-    let options = crate::discovery::ScanOptions::new(home, config, false);
+) -> Option<(crate::catalog::discovery::Source, PathBuf)> {
+    let options = crate::catalog::discovery::ScanOptions::new(home, config, false);
     let mut found = Vec::new();
-    crate::discovery::scan(
+    crate::catalog::discovery::scan(
         &options,
-        &crate::discovery::ParseCache::on_disk(home),
+        &crate::catalog::discovery::ParseCache::on_disk(home),
         std::time::Duration::from_secs(3600),
         |batch, _| found.extend(batch),
     );
@@ -320,7 +267,7 @@ pub fn ca_pems(config: &crate::config::Config) -> Vec<Vec<u8>> {
         .web
         .extra_ca_certs
         .iter()
-        .filter_map(|path| crate::web::read_ca_file(path).ok())
+        .filter_map(|path| crate::config::read_ca_file(path).ok())
         .collect()
 }
 
@@ -1217,14 +1164,17 @@ mod tests {
         config.paths = vec![dir.path().join("mine")];
         for (source, dir) in [
             (
-                crate::discovery::Source::WebRegistry,
+                crate::catalog::discovery::Source::WebRegistry,
                 home.join("web").join(id),
             ),
             (
-                crate::discovery::Source::ConfiguredFolder,
+                crate::catalog::discovery::Source::ConfiguredFolder,
                 dir.path().join("mine").join(id),
             ),
-            (crate::discovery::Source::UserWritten, home.join(id)),
+            (
+                crate::catalog::discovery::Source::UserWritten,
+                home.join(id),
+            ),
         ] {
             std::fs::create_dir_all(&dir).expect("mkdir");
             std::fs::write(dir.join("aai.json"), notes(id)).expect("write");
@@ -1235,14 +1185,14 @@ mod tests {
             );
         }
         // A built-in app's id.
-        let builtin = crate::discovery::ScanOptions::new(&home, &config, false)
+        let builtin = crate::catalog::discovery::ScanOptions::new(&home, &config, false)
             .builtins
             .first()
             .and_then(|f| f.outcome.as_ref().ok().map(|e| e.summary.app_id.clone()))
             .expect("a built-in app");
         assert_eq!(
             offered_elsewhere(&home, &config, &builtin).map(|(s, _)| s),
-            Some(crate::discovery::Source::BuiltIn)
+            Some(crate::catalog::discovery::Source::BuiltIn)
         );
     }
 }

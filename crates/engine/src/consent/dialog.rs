@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
-use crate::gate::{Answer, Asker, Question, Unanswered};
+use crate::consent::{Answer, Asker, Question, Unanswered};
 
 const TITLE: &str = "AAI Gateway";
 /// The most argument text (characters) a dialog shows; a longer call is shown by its head

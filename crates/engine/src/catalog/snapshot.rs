@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use aai_descriptor::{AaiError, Descriptor, LoadError, Parameters, Platform, guide, naming};
 
-use crate::catalog::{Entry, Summary};
-use crate::discovery::{Found, Source};
+use crate::catalog::cache::{Entry, Summary};
+use crate::catalog::discovery::{Found, Source};
 
 /// One offered app.
 #[derive(Debug)]
@@ -74,7 +74,7 @@ impl App {
         self.entry.fetched
     }
 
-    /// The whole descriptor, read on demand (see [`crate::catalog`]).
+    /// The whole descriptor, read on demand (see [`crate::catalog::cache`]).
     ///
     /// # Errors
     /// Its file changed or went away since it was listed.
@@ -96,7 +96,7 @@ impl App {
         let Some(parameters) = parameters else {
             return Ok(None);
         };
-        crate::catalog::validator(&self.entry, tool, parameters).map(Some)
+        crate::catalog::cache::validator(&self.entry, tool, parameters).map(Some)
     }
 }
 
@@ -175,7 +175,7 @@ pub struct Registry {
     pub tool_list_body: std::sync::OnceLock<Arc<Vec<u8>>>,
     /// Raised once this snapshot's tool list has been made for a client.
     pub listed: Listed,
-    /// The [`crate::live_config::LiveConfig::generation`] this snapshot was made under: a new
+    /// The [`crate::config::live::LiveConfig::generation`] this snapshot was made under: a new
     /// config (another exposure mode, other toolsets) is a new tool list.
     pub config_generation: u64,
 }
