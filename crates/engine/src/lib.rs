@@ -25,14 +25,14 @@ use aai_descriptor::Platform;
 use aai_executor::Executors;
 
 use crate::catalog::discovery::{ParseCache, ScanOptions};
-use crate::catalog::snapshot::Registry;
+use crate::catalog::snapshot::Snapshot;
 
 /// At most one `list_changed` per session in this interval; bursts of changes are coalesced.
 pub const NOTIFY_EVERY: Duration = Duration::from_millis(250);
 
 /// Scans once, synchronously, and returns the complete registry (for the CLI and benchmarks),
 /// with the descriptor cache of the home scanned.
-pub fn scan_once(options: &ScanOptions, platforms: &[Platform]) -> Registry {
+pub fn scan_once(options: &ScanOptions, platforms: &[Platform]) -> Snapshot {
     let mut found = Vec::new();
     crate::catalog::discovery::scan(
         options,
@@ -42,13 +42,13 @@ pub fn scan_once(options: &ScanOptions, platforms: &[Platform]) -> Registry {
             found.extend(batch);
         },
     );
-    Registry::build(&found, platforms, true)
+    Snapshot::build(&found, platforms, true)
 }
 
 /// A gateway over a fixed registry, with no discovery thread (for the CLI, tests and
 /// benchmarks). `data_db` is where its audit log and grants live.
 pub fn fixed_gateway(
-    registry: Registry,
+    registry: Snapshot,
     config: config::Config,
     executors: Executors,
     data_db: std::path::PathBuf,

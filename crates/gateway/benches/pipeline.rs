@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use aai_descriptor::Platform;
 use aai_engine::catalog::discovery::Found;
-use aai_engine::catalog::snapshot::Registry;
+use aai_engine::catalog::snapshot::Snapshot;
 use aai_engine::config::Config;
 use aai_executor::Executors;
 use aai_server::mcp::AaiServer;
@@ -55,12 +55,12 @@ fn benches(c: &mut Criterion) {
 
     let apps = found(1000);
     c.bench_function("registry build (1000 apps)", |b| {
-        b.iter(|| Registry::build(black_box(&apps), &[Platform::Linux], true))
+        b.iter(|| Snapshot::build(black_box(&apps), &[Platform::Linux], true))
     });
 
-    let registry = Registry::build(&apps, &[Platform::Linux], true);
+    let registry = Snapshot::build(&apps, &[Platform::Linux], true);
     let server = AaiServer::new(aai_engine::fixed_gateway(
-        Registry::default(),
+        Snapshot::default(),
         Config::default(),
         Executors::new(),
         std::env::temp_dir().join("aai-bench-unused.db"),
@@ -156,7 +156,7 @@ fn rest(c: &mut Criterion) {
     }))
     .expect("config");
     let gateway = aai_engine::fixed_gateway(
-        Registry::build(&found, &[Platform::Web], true),
+        Snapshot::build(&found, &[Platform::Web], true),
         config,
         Executors::new(),
         dir.path().join("data.db"),

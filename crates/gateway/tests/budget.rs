@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use aai_descriptor::Platform;
 use aai_engine::catalog::discovery::Found;
-use aai_engine::catalog::snapshot::Registry;
+use aai_engine::catalog::snapshot::Snapshot;
 use aai_engine::config::Config;
 use aai_executor::Executors;
 use aai_server::mcp::AaiServer;
@@ -60,10 +60,10 @@ fn apps(count: usize) -> Vec<Found> {
 
 #[test]
 fn an_app_entry_in_tools_list_costs_at_most_40_tokens() {
-    let registry = Registry::build(&apps(50), &[Platform::Linux], true);
+    let registry = Snapshot::build(&apps(50), &[Platform::Linux], true);
     assert_eq!(registry.apps.len(), 50);
     let gateway = aai_engine::fixed_gateway(
-        Registry::default(),
+        Snapshot::default(),
         Config::default(),
         Executors::new(),
         std::env::temp_dir().join("aai-unused-data.db"),
@@ -118,7 +118,7 @@ async fn the_streamed_tool_list_is_the_tool_list() {
         aai_engine::config::Exposure::Full,
         aai_engine::config::Exposure::Compact,
     ] {
-        let registry = Registry::build(&apps(40), &[Platform::Linux], true);
+        let registry = Snapshot::build(&apps(40), &[Platform::Linux], true);
         let config = Config {
             exposure,
             ..Config::default()
@@ -132,7 +132,7 @@ async fn the_streamed_tool_list_is_the_tool_list() {
         );
         let server = AaiServer::new(gateway.clone());
         let body = server.tool_list_body().await;
-        let registry = gateway.registry().await;
+        let registry = gateway.snapshot().await;
         let expected = serde_json::to_vec(&rmcp::model::ListToolsResult::with_all_items(
             server.tools(&registry),
         ))

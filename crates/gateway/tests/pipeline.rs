@@ -6,7 +6,7 @@ use std::sync::Arc;
 use aai_audit::{AuditLog, Filter, Grants};
 use aai_descriptor::{ErrorKind, Platform};
 use aai_engine::catalog::discovery::Found;
-use aai_engine::catalog::snapshot::Registry;
+use aai_engine::catalog::snapshot::Snapshot;
 use aai_engine::config::Config;
 use aai_engine::pipeline::Gateway;
 use aai_executor::Executors;
@@ -32,7 +32,7 @@ impl Setup {
             })
             .collect();
         let dir = tempfile::tempdir().expect("dir");
-        let registry = Registry::build(&found, &[Platform::Linux], true);
+        let registry = Snapshot::build(&found, &[Platform::Linux], true);
         let gateway =
             aai_engine::fixed_gateway(registry, config, executors, dir.path().join("data.db"));
         Self { gateway, dir }
@@ -63,7 +63,7 @@ async fn a_schema_that_does_not_compile_is_refused_at_load_time() {
     doc["platforms"]["linux"]["tools"][0]["parameters"]["properties"]["text"]["pattern"] =
         json!("([unclosed");
     let setup = Setup::new(vec![doc], Config::default(), Executors::new());
-    let registry = setup.gateway.registry().await;
+    let registry = setup.gateway.snapshot().await;
     let rejected: Vec<String> = registry.rejected.iter().map(ToString::to_string).collect();
     assert!(
         rejected
@@ -461,7 +461,7 @@ async fn a_panicking_call_fails_alone_with_an_audit_row_and_the_server_keeps_ser
             .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d))),
     }];
     let dir = tempfile::tempdir().expect("dir");
-    let registry = Registry::build(&found, &[Platform::Local], true);
+    let registry = Snapshot::build(&found, &[Platform::Local], true);
     let gateway = aai_engine::fixed_gateway(
         registry,
         policy(json!({"default_profile": "a", "profiles": {"a": {"preset": "full_auto"}}})),
@@ -541,7 +541,7 @@ async fn defaults_unknown_arguments_and_aliases() {
         error.message
     );
     // The fixture's alias is "tester" and its name "Test Service".
-    let registry = gateway.registry().await;
+    let registry = gateway.snapshot().await;
     for name in ["tester", "Test Service", "app_tester"] {
         let guide = gateway.guide(&registry, name).expect(name);
         assert!(guide.contains("org.aai.test"), "{name}: {guide}");
@@ -570,7 +570,7 @@ async fn a_call_during_the_first_scan_waits_for_an_app_not_found_yet() {
             .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d))),
     }];
     let (tx, rx) =
-        tokio::sync::watch::channel(Arc::new(Registry::build(&[], &[Platform::Linux], false)));
+        tokio::sync::watch::channel(Arc::new(Snapshot::build(&[], &[Platform::Linux], false)));
     let mut config =
         policy(json!({"default_profile": "a", "profiles": {"a": {"preset": "full_auto"}}}));
     config.scan_budget_ms = 0;
@@ -598,7 +598,7 @@ async fn a_call_during_the_first_scan_waits_for_an_app_not_found_yet() {
     })
     .await
     .expect("the call waits for the scan");
-    tx.send(Arc::new(Registry::build(&found, &[Platform::Linux], true)))
+    tx.send(Arc::new(Snapshot::build(&found, &[Platform::Linux], true)))
         .expect("send");
     let answer = call.await.expect("call");
     assert!(

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use aai_descriptor::{ErrorKind, Platform};
 use aai_engine::catalog::discovery::Found;
-use aai_engine::catalog::snapshot::Registry;
+use aai_engine::catalog::snapshot::Snapshot;
 use aai_engine::config::{Config, Retry};
 use aai_engine::pipeline::Gateway;
 use aai_executor::{Executors, Settings};
@@ -64,7 +64,7 @@ impl Setup {
             outcome: aai_descriptor::parse("t", mail().to_string().as_bytes())
                 .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d))),
         }];
-        let registry = Registry::build(&found, &[Platform::Linux, Platform::Macos], true);
+        let registry = Snapshot::build(&found, &[Platform::Linux, Platform::Macos], true);
         assert_eq!(registry.apps[0].platform, Platform::Macos);
         let config = Config {
             policy: serde_json::from_value(

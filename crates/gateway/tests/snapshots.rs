@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use aai_descriptor::Platform;
 use aai_engine::catalog::discovery::Found;
-use aai_engine::catalog::snapshot::Registry;
+use aai_engine::catalog::snapshot::Snapshot;
 use aai_engine::config::{Config, Exposure};
 use aai_executor::Executors;
 use aai_server::mcp::AaiServer;
@@ -19,7 +19,7 @@ fn example(app_id: &str) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("example")).expect("json")
 }
 
-fn server(exposure: Exposure) -> (AaiServer, Arc<Registry>, tempfile::TempDir) {
+fn server(exposure: Exposure) -> (AaiServer, Arc<Snapshot>, tempfile::TempDir) {
     let docs = [
         example("org.freedesktop.Notifications"),
         example("org.mpris.MediaPlayer2.vlc"),
@@ -39,14 +39,14 @@ fn server(exposure: Exposure) -> (AaiServer, Arc<Registry>, tempfile::TempDir) {
                 .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d))),
         })
         .collect();
-    let registry = Registry::build(&found, &[Platform::Linux], true);
+    let registry = Snapshot::build(&found, &[Platform::Linux], true);
     let config = Config {
         exposure,
         ..Config::default()
     };
     let dir = tempfile::tempdir().expect("dir");
     let gateway = aai_engine::fixed_gateway(
-        Registry::build(&found, &[Platform::Linux], true),
+        Snapshot::build(&found, &[Platform::Linux], true),
         config,
         Executors::new(),
         dir.path().join("data.db"),

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aai_descriptor::{ErrorKind, Platform};
-use aai_engine::catalog::snapshot::Registry;
+use aai_engine::catalog::snapshot::Snapshot;
 use aai_engine::config::Config;
 use aai_engine::pipeline::Gateway;
 use aai_executor::Executors;
@@ -327,7 +327,7 @@ fn gateway(app: &App, dir: tempfile::TempDir, extra: Value) -> Setup {
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
     let gateway = aai_engine::fixed_gateway(
-        Registry::build(&[], &[Platform::Web], true),
+        Snapshot::build(&[], &[Platform::Web], true),
         config,
         Executors::new(),
         home.join("data.db"),
@@ -1305,7 +1305,7 @@ async fn oauth_tokens_stay_with_their_origins_and_discovery_cannot_take_an_insta
     }))
     .expect("config");
     let gateway = aai_engine::fixed_gateway(
-        Registry::build(&found, &[Platform::Web], true),
+        Snapshot::build(&found, &[Platform::Web], true),
         config,
         Executors::new(),
         home.join("data.db"),
@@ -1510,7 +1510,7 @@ async fn connection_failures_name_their_cause() {
         app("com.example.misnamed", misnamed.url()),
     ];
     let gateway = aai_engine::fixed_gateway(
-        Registry::build(&found, &[Platform::Web], true),
+        Snapshot::build(&found, &[Platform::Web], true),
         config,
         Executors::new(),
         setup.dir.path().join("home/data.db"),
@@ -1753,7 +1753,7 @@ async fn discovered_apps_persist_refresh_and_can_be_forgotten() {
         }))
         .expect("config");
         aai_engine::fixed_gateway(
-            Registry::build(&[], &[Platform::Web], true),
+            Snapshot::build(&[], &[Platform::Web], true),
             config,
             Executors::new(),
             setup.dir.path().join("home/data.db"),
@@ -1910,7 +1910,7 @@ async fn multipart_uploads_read_files_through_the_sandbox() {
     .expect("config");
     std::fs::create_dir_all(dir.path().join("home")).expect("home");
     let gateway = aai_engine::fixed_gateway(
-        Registry::build(&[], &[Platform::Web], true),
+        Snapshot::build(&[], &[Platform::Web], true),
         config,
         Executors::new(),
         dir.path().join("home/data.db"),

@@ -772,7 +772,7 @@ mod cache_tests {
         scan(&options, &cache, Duration::from_secs(60), |batch, _| {
             found.extend(batch)
         });
-        let registry = crate::catalog::snapshot::Registry::build(
+        let registry = crate::catalog::snapshot::Snapshot::build(
             &found,
             &[aai_descriptor::Platform::Linux],
             true,
@@ -865,7 +865,7 @@ mod cache_tests {
             );
             reader.join().expect("read");
             assert_eq!(cache.parsed(), 0, "a file was parsed that the cache held");
-            let registry = crate::catalog::snapshot::Registry::build(
+            let registry = crate::catalog::snapshot::Snapshot::build(
                 &found,
                 &[aai_descriptor::Platform::Linux],
                 true,
@@ -959,7 +959,7 @@ mod cache_tests {
             Duration::from_secs(60),
             |batch, _| found.extend(batch),
         );
-        let registry = crate::catalog::snapshot::Registry::build(
+        let registry = crate::catalog::snapshot::Snapshot::build(
             &found,
             &[aai_descriptor::Platform::Linux],
             true,
@@ -991,7 +991,7 @@ mod cache_tests {
             Duration::from_secs(60),
             |batch, _| found.extend(batch),
         );
-        let registry = crate::catalog::snapshot::Registry::build(
+        let registry = crate::catalog::snapshot::Snapshot::build(
             &found,
             &[aai_descriptor::Platform::Linux],
             true,
@@ -1177,7 +1177,7 @@ mod source_tests {
     }
 
     fn winner(found: &[Found], id: &str) -> (PathBuf, Option<Source>) {
-        let registry = crate::catalog::snapshot::Registry::build(
+        let registry = crate::catalog::snapshot::Snapshot::build(
             found,
             &[aai_descriptor::Platform::Web],
             true,

@@ -157,7 +157,7 @@ impl std::fmt::Display for Rejected {
 
 /// A snapshot of the discovered apps.
 #[derive(Debug, Default)]
-pub struct Registry {
+pub struct Snapshot {
     /// Offered apps, sorted by appId (found by binary search).
     pub apps: Vec<Arc<App>>,
     /// Indexes into `apps`, sorted by tool name (no second copy of every name).
@@ -211,7 +211,7 @@ impl Listed {
 /// first copy it hides.
 type Chosen<'a> = (&'a Found, Arc<Entry>, Platform, Option<Source>);
 
-impl Registry {
+impl Snapshot {
     /// Builds a snapshot from everything found so far. Each app runs the first of
     /// `platforms` (in order of preference) that it has a section for.
     pub fn build(found: &[Found], platforms: &[Platform], complete: bool) -> Self {
@@ -481,7 +481,7 @@ mod tests {
             })
             .collect();
         let found: Vec<Found> = ids.iter().enumerate().map(|(i, id)| found(i, id)).collect();
-        let registry = Registry::build(&found, &[Platform::Linux], true);
+        let registry = Snapshot::build(&found, &[Platform::Linux], true);
         assert_eq!(registry.apps.len(), ids.len());
         for app in &registry.apps {
             for name in [
@@ -497,7 +497,7 @@ mod tests {
         for missing in ["", "com.vendor0", "app_", "app:nothing", "zzz"] {
             assert!(registry.find(missing).is_none(), "{missing}");
         }
-        assert!(Registry::default().find("com.vendor59.mail").is_none());
+        assert!(Snapshot::default().find("com.vendor59.mail").is_none());
     }
 }
 
@@ -539,7 +539,7 @@ mod source_tests {
                     offered(0, *loser, "org.x.a"),
                     offered(9, *winner, "org.x.a"),
                 ];
-                let registry = Registry::build(&found, &[Platform::Linux], true);
+                let registry = Snapshot::build(&found, &[Platform::Linux], true);
                 let app = registry.find("org.x.a").expect("offered");
                 assert_eq!(
                     (app.source, app.hides),
@@ -563,7 +563,7 @@ mod source_tests {
             offered(1, Source::Store, "org.x.a"),
             offered(2, Source::Store, "org.x.b"),
         ];
-        let registry = Registry::build(&found, &[Platform::Linux], true);
+        let registry = Snapshot::build(&found, &[Platform::Linux], true);
         let a = registry.find("org.x.a").expect("a");
         assert_eq!(a.source(), Path::new("/Store/1/aai.json"));
         assert_eq!(registry.find("org.x.b").expect("b").hides, None);

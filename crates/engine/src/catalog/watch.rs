@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::discovery::{Found, ParseCache, ScanOptions, scan};
-use crate::catalog::snapshot::Registry;
+use crate::catalog::snapshot::Snapshot;
 use crate::config::live::LiveConfig;
 
 /// How often the first scan publishes what it has found so far.
@@ -44,8 +44,8 @@ pub fn spawn(
     plugged: Vec<crate::catalog::discovery::PluggedApp>,
     config: Arc<LiveConfig>,
     cancel: CancellationToken,
-) -> watch::Receiver<Arc<Registry>> {
-    let (tx, rx) = watch::channel(Arc::new(Registry::default()));
+) -> watch::Receiver<Arc<Snapshot>> {
+    let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));
     let spawned = std::thread::Builder::new()
         .name("aai-discovery".into())
         .spawn(move || run(&home, dev, &plugged, &config, &cancel, &tx));
@@ -61,7 +61,7 @@ fn run(
     plugged: &[crate::catalog::discovery::PluggedApp],
     live: &LiveConfig,
     cancel: &CancellationToken,
-    tx: &watch::Sender<Arc<Registry>>,
+    tx: &watch::Sender<Arc<Snapshot>>,
 ) {
     if let Err(error) = std::fs::create_dir_all(home) {
         tracing::warn!(home = %home.display(), %error, "cannot create the AAI home directory");
@@ -261,7 +261,7 @@ fn rescan(
     options: &ScanOptions,
     cache: &ParseCache,
     (platforms, generation): (&[Platform], u64),
-    tx: &watch::Sender<Arc<Registry>>,
+    tx: &watch::Sender<Arc<Snapshot>>,
     streaming: bool,
     last: &mut Option<u64>,
 ) {
@@ -293,7 +293,7 @@ fn rescan(
         if scanned.is_some() && scanned == *last && current_is_it() {
             return;
         }
-        let mut registry = Registry::build(&found, platforms, done);
+        let mut registry = Snapshot::build(&found, platforms, done);
         registry.workflows.clone_from(&workflows);
         registry.config_generation = generation;
         let (changed, known) = {
@@ -491,7 +491,7 @@ mod tests {
             .enable_time()
             .build()
             .expect("runtime");
-        let has = |registry: &Registry, id: &str| registry.apps.iter().any(|a| a.id() == id);
+        let has = |registry: &Snapshot, id: &str| registry.apps.iter().any(|a| a.id() == id);
         runtime.block_on(async {
             tokio::time::timeout(Duration::from_secs(20), async {
                 while !registry.borrow_and_update().complete {

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use aai_descriptor::{AaiError, Descriptor, ErrorKind, ToolCommon, guide};
 use serde_json::{Map, Value, json};
 
-use crate::catalog::snapshot::{App, Registry};
+use crate::catalog::snapshot::{App, Snapshot};
 
 /// Looks an app up, or says which apps exist.
-pub fn find_app<'r>(registry: &'r Registry, name: &str) -> Result<&'r Arc<App>, AaiError> {
+pub fn find_app<'r>(registry: &'r Snapshot, name: &str) -> Result<&'r Arc<App>, AaiError> {
     registry.find(name).ok_or_else(|| {
         let near = registry.suggestions(name, 8);
         let hint = if registry.apps.is_empty() {

@@ -327,7 +327,7 @@ impl Gateway {
 
     /// What the gate will do with `step`, without running or asking.
     async fn gatecheck(&self, who: &Caller, step: &Step) -> Result<Gatecheck, AaiError> {
-        let registry = self.registry_for(&step.app).await;
+        let registry = self.snapshot_for(&step.app).await;
         let app = self.find(&registry, &step.app)?;
         let descriptor = app.descriptor()?;
         let spec = find_tool(&app, &descriptor, &step.tool)?;

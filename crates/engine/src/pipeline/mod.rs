@@ -21,7 +21,7 @@ use crate::gate::{Call, Gate};
 /// The key under which a pending 2026-07-28 consent round travels in an error's detail, for
 /// the MCP layer to turn into an `InputRequiredResult`.
 pub const INPUT_REQUIRED: &str = "input_required";
-use crate::catalog::snapshot::{App, Registry};
+use crate::catalog::snapshot::{App, Snapshot};
 
 mod args;
 pub mod batch;
@@ -87,7 +87,7 @@ impl Caller {
 
 /// Shared state of one gateway process.
 pub struct Gateway {
-    pub registry: watch::Receiver<Arc<Registry>>,
+    pub snapshots: watch::Receiver<Arc<Snapshot>>,
     pub executors: Executors,
     /// The config in force and its policy, read again when `config.json` changes (see
     /// [`crate::config::live`]); [`Gateway::config`] is the current one.
@@ -123,7 +123,7 @@ impl Gateway {
     /// A gateway whose web tools use the credential store under `home`. A config whose
     /// `extra_ca_certs` cannot be read is logged and the system's roots are used alone.
     pub fn new(
-        registry: watch::Receiver<Arc<Registry>>,
+        registry: watch::Receiver<Arc<Snapshot>>,
         config: Config,
         executors: Executors,
         data_db: std::path::PathBuf,
@@ -140,7 +140,7 @@ impl Gateway {
 
     /// A gateway whose config is `live`: when it changes, the toolsets are rebuilt with it.
     pub fn new_live(
-        registry: watch::Receiver<Arc<Registry>>,
+        registry: watch::Receiver<Arc<Snapshot>>,
         live: Arc<crate::config::live::LiveConfig>,
         executors: Executors,
         data_db: std::path::PathBuf,
@@ -195,7 +195,7 @@ impl Gateway {
         let stop = Arc::new(crate::pipeline::stop::EmergencyStop::default());
         stop.share_with(home.to_path_buf());
         Arc::new(Self {
-            registry,
+            snapshots: registry,
             live,
             home: home.to_path_buf(),
             executors,
@@ -243,7 +243,7 @@ impl Gateway {
 
     /// An app of the snapshot, else one found by `web_discover`. Not found: the hint names
     /// only tools this client's tool list has, and `web_discover` for URLs and domains.
-    fn find(&self, registry: &Registry, name: &str) -> Result<Arc<App>, AaiError> {
+    fn find(&self, registry: &Snapshot, name: &str) -> Result<Arc<App>, AaiError> {
         match find_app(registry, name) {
             Ok(app) => Ok(app.clone()),
             Err(mut error) => match self.web.discovered(name) {
@@ -294,8 +294,8 @@ impl Gateway {
     /// as it keeps making progress (a new partial snapshot at least every scan budget) and
     /// at most [`FIRST_SCAN_AT_MOST`]: the first `tools/list` of a client lists every app
     /// however many there are, and a stalled folder cannot hold it beyond the budget.
-    pub async fn registry(&self) -> Arc<Registry> {
-        let mut rx = self.registry.clone();
+    pub async fn snapshot(&self) -> Arc<Snapshot> {
+        let mut rx = self.snapshots.clone();
         let give_up = tokio::time::Instant::now() + FIRST_SCAN_AT_MOST;
         loop {
             let current = rx.borrow_and_update().clone();
@@ -305,7 +305,7 @@ impl Gateway {
             let until = (tokio::time::Instant::now() + self.config().scan_budget()).min(give_up);
             match tokio::time::timeout_at(until, rx.changed()).await {
                 Ok(Ok(())) => {}
-                _ => return self.registry.borrow().clone(),
+                _ => return self.snapshots.borrow().clone(),
             }
         }
     }
@@ -315,12 +315,12 @@ impl Gateway {
     /// ([`FIRST_SCAN_AT_MOST`] at most). A call must not fail with APP_NOT_FOUND only because
     /// a busy machine went slowly between two steps of the scan (a scheduled run resumed at
     /// start, a client's first call).
-    pub async fn registry_for(&self, app: &str) -> Arc<Registry> {
-        let registry = self.registry().await;
+    pub async fn snapshot_for(&self, app: &str) -> Arc<Snapshot> {
+        let registry = self.snapshot().await;
         if registry.complete || find_app(&registry, app).is_ok() {
             return registry;
         }
-        let mut rx = self.registry.clone();
+        let mut rx = self.snapshots.clone();
         let complete = async {
             while !rx.borrow_and_update().complete {
                 if rx.changed().await.is_err() {
@@ -329,7 +329,7 @@ impl Gateway {
             }
         };
         let _ = tokio::time::timeout(FIRST_SCAN_AT_MOST, complete).await;
-        self.registry.borrow().clone()
+        self.snapshots.borrow().clone()
     }
 
     /// `web_discover`: fetches a web app's descriptor; one whose appId is that of an app
@@ -343,7 +343,7 @@ impl Gateway {
         refresh: bool,
     ) -> Result<crate::web::Discovered, AaiError> {
         let found = self.web.discover_with(input, refresh).await?;
-        let registry = self.registry().await;
+        let registry = self.snapshot().await;
         let id = found.app.id();
         // Store apps are fetched too, but installed: a discovered copy cannot pass for them.
         if let Some(installed) = registry
@@ -384,7 +384,7 @@ impl Gateway {
         {
             return Ok((app.to_owned(), Some(binding.to_owned())));
         }
-        let registry = self.registry_for(app).await;
+        let registry = self.snapshot_for(app).await;
         let found = self.find(&registry, app)?;
         let tool = match tool {
             Some(tool) => {
@@ -400,7 +400,7 @@ impl Gateway {
     ///
     /// # Errors
     /// `APP_NOT_FOUND` with suggestions.
-    pub fn guide(&self, registry: &Registry, app: &str) -> Result<String, AaiError> {
+    pub fn guide(&self, registry: &Snapshot, app: &str) -> Result<String, AaiError> {
         let app = self.find(registry, app)?;
         let descriptor = app.descriptor()?;
         let tools = descriptor.tools(app.platform).unwrap_or_default();
@@ -444,7 +444,7 @@ impl Gateway {
         asker: Option<&dyn Asker>,
     ) -> Result<Value, AaiError> {
         let started = Instant::now();
-        let registry = self.registry_for(app).await;
+        let registry = self.snapshot_for(app).await;
         // The tool is borrowed from the app found, not copied: this is every call's path.
         let found = self
             .find(&registry, app)
@@ -960,7 +960,7 @@ impl Gateway {
     /// `APP_NOT_FOUND`, `TOOL_NOT_FOUND`, `INVALID_PARAMS`, `SCRIPT_PARSE_ERROR`,
     /// `AUTOMATION_NOT_SUPPORTED`.
     pub async fn plan(&self, app: &str, tool: &str, args: &Value) -> Result<Value, AaiError> {
-        let registry = self.registry_for(app).await;
+        let registry = self.snapshot_for(app).await;
         let app = self.find(&registry, app)?;
         let descriptor = app.descriptor()?;
         let spec = find_tool(&app, &descriptor, tool)?;

@@ -192,7 +192,7 @@ impl Gateway {
 
     /// Whether `app:tool` is read-only (safe to run again).
     async fn read_only(&self, app: &str, tool: &str) -> bool {
-        let registry = self.registry().await;
+        let registry = self.snapshot().await;
         crate::pipeline::find_app(&registry, app)
             .ok()
             .and_then(|app| {

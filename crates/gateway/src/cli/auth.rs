@@ -134,7 +134,7 @@ pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<
 fn web_apps(
     home: &std::path::Path,
     dev: bool,
-) -> (Config, aai_engine::catalog::snapshot::Registry) {
+) -> (Config, aai_engine::catalog::snapshot::Snapshot) {
     let (config, problem) = Config::load(home);
     if let Some(problem) = problem {
         eprintln!("warning: {problem}");

@@ -39,7 +39,7 @@ pub async fn run(
     let gateway = super::compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
     let Some(tool) = request.tool else {
         // What the agent reads before it calls: the app's tools, their parameters, an example.
-        let registry = gateway.registry().await;
+        let registry = gateway.snapshot().await;
         return match gateway.guide(&registry, request.app) {
             Ok(guide) if output::json() => {
                 output::value(&serde_json::json!({"app": request.app, "guide": guide}));

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use aai_engine::catalog::discovery::{PluggedApp, ScanOptions};
-use aai_engine::catalog::snapshot::Registry;
+use aai_engine::catalog::snapshot::Snapshot;
 use aai_engine::config::Config;
 use aai_engine::pipeline::Gateway;
 use aai_executor::Executors;
@@ -28,7 +28,7 @@ pub fn plug(gateway: &Arc<Gateway>) {
 
 /// A gateway over a fixed registry (see [`aai_engine::fixed_gateway`]), the toolsets plugged.
 pub fn fixed_gateway(
-    registry: Registry,
+    registry: Snapshot,
     config: Config,
     executors: Executors,
     data_db: PathBuf,

@@ -35,7 +35,7 @@ pub fn emit(line: std::fmt::Arguments<'_>) {
 
 use aai_descriptor::LoadError;
 use aai_descriptor::Platform;
-use aai_engine::catalog::snapshot::{Registry, Rejected};
+use aai_engine::catalog::snapshot::{Rejected, Snapshot};
 
 /// Generated text (completions, the manual page) written by `write` to stdout; a closed
 /// pipe ends quietly.
@@ -53,7 +53,7 @@ pub fn generated(write: impl FnOnce(&mut dyn std::io::Write)) {
 }
 
 /// `--scan`: the offered apps, then every file that was skipped and why.
-pub fn scan_report(registry: &Registry, home: &std::path::Path, platforms: &[Platform]) {
+pub fn scan_report(registry: &Snapshot, home: &std::path::Path, platforms: &[Platform]) {
     if json() {
         let apps: Vec<serde_json::Value> = registry
             .apps

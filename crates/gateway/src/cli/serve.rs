@@ -18,7 +18,7 @@ pub(super) fn start_gateway(
     cancel: &CancellationToken,
 ) -> (
     std::sync::Arc<Gateway>,
-    tokio::sync::watch::Receiver<std::sync::Arc<aai_engine::catalog::snapshot::Registry>>,
+    tokio::sync::watch::Receiver<std::sync::Arc<aai_engine::catalog::snapshot::Snapshot>>,
 ) {
     if let Err(error) = aai_engine::private::create_dir(home) {
         tracing::warn!(home = %home.display(), "cannot create the gateway's folder: {error}");

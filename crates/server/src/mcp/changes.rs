@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use rmcp::RoleServer;
 use rmcp::model::ResourceUpdatedNotificationParam;
 
-use aai_engine::catalog::snapshot::Registry;
+use aai_engine::catalog::snapshot::Snapshot;
 
 /// The resource URIs one client subscribed to.
 pub type Subscriptions = Arc<Mutex<std::collections::BTreeSet<String>>>;
@@ -14,8 +14,8 @@ pub type Subscriptions = Arc<Mutex<std::collections::BTreeSet<String>>>;
 /// Of the subscribed `uris`, the app resources (`app:<appId>`) whose guide differs between
 /// two snapshots: changed, added or removed.
 pub(super) fn updated<'u>(
-    last: &Registry,
-    current: &Registry,
+    last: &Snapshot,
+    current: &Snapshot,
     uris: impl IntoIterator<Item = &'u String>,
 ) -> Vec<String> {
     uris.into_iter()
@@ -39,7 +39,7 @@ pub(super) fn updated<'u>(
 /// channel keeps only the newest snapshot, so one notification covers what changed meanwhile.
 pub async fn notify_changes(
     peer: rmcp::Peer<RoleServer>,
-    mut changes: tokio::sync::watch::Receiver<Arc<aai_engine::catalog::snapshot::Registry>>,
+    mut changes: tokio::sync::watch::Receiver<Arc<aai_engine::catalog::snapshot::Snapshot>>,
     subscriptions: Subscriptions,
 ) {
     let mut last = changes.borrow_and_update().clone();

@@ -22,7 +22,7 @@ use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 
-use aai_engine::catalog::snapshot::Registry;
+use aai_engine::catalog::snapshot::Snapshot;
 use aai_engine::config::Exposure;
 use aai_engine::consent::Asker;
 use aai_engine::pipeline::INPUT_REQUIRED;
@@ -137,7 +137,7 @@ impl AaiServer {
     /// is written straight from the registry: at 10,000 apps a list of every entry built first
     /// held megabytes only to be serialized and dropped.
     pub async fn tool_list_body(&self) -> Arc<Vec<u8>> {
-        let registry = self.gateway.registry().await;
+        let registry = self.gateway.snapshot().await;
         let body = registry
             .tool_list_body
             .get_or_init(|| Arc::new(self.tool_list_json(&registry)))
@@ -148,7 +148,7 @@ impl AaiServer {
 
     /// rmcp's `tools/list` result of [`Self::tools`], with the tools written as they are
     /// made: the result's other fields come from rmcp serializing it with no tools.
-    fn tool_list_json(&self, registry: &Registry) -> Vec<u8> {
+    fn tool_list_json(&self, registry: &Snapshot) -> Vec<u8> {
         let everything = || {
             serde_json::to_vec(&ListToolsResult::with_all_items(self.tools(registry)))
                 .unwrap_or_else(|_| b"{\"tools\":[]}".to_vec())
@@ -195,14 +195,14 @@ impl AaiServer {
     }
 
     /// The tool list for the configured exposure mode.
-    pub fn tools(&self, registry: &Registry) -> Vec<Tool> {
+    pub fn tools(&self, registry: &Snapshot) -> Vec<Tool> {
         self.all_tools(registry).collect()
     }
 
     /// The tools of [`Self::tools`], each made when it is taken: the fixed ones before the
     /// apps, one `app_<slug>` per app in the full exposure mode (none in the compact one),
     /// the fixed ones after.
-    fn all_tools<'a>(&self, registry: &'a Registry) -> impl Iterator<Item = Tool> + 'a {
+    fn all_tools<'a>(&self, registry: &'a Snapshot) -> impl Iterator<Item = Tool> + 'a {
         let empty = schema(json!({"type": "object"}));
         let (head, tail) = self.fixed_tools(registry);
         head.into_iter()
@@ -215,7 +215,7 @@ impl AaiServer {
     /// The apps with a tool of their own in the configured exposure mode.
     fn listed_apps<'a>(
         &self,
-        registry: &'a Registry,
+        registry: &'a Snapshot,
     ) -> &'a [Arc<aai_engine::catalog::snapshot::App>] {
         match self.gateway.config().exposure {
             Exposure::Full => &registry.apps,
@@ -224,7 +224,7 @@ impl AaiServer {
     }
 
     /// The tools listed before the apps' and after them.
-    fn fixed_tools(&self, registry: &Registry) -> (Vec<Tool>, Vec<Tool>) {
+    fn fixed_tools(&self, registry: &Snapshot) -> (Vec<Tool>, Vec<Tool>) {
         let mut head = Vec::new();
         if matches!(self.gateway.config().exposure, Exposure::Compact) {
             head.push(Tool::new(
@@ -374,7 +374,7 @@ impl AaiServer {
                 Ok(aai_engine::web::discovered_guide(&found))
             }
             "aai_apps" => {
-                let registry = gateway.registry().await;
+                let registry = gateway.snapshot().await;
                 let query = args.get("query").and_then(Value::as_str).unwrap_or("");
                 let mut listed = app_list(&registry, query);
                 if gateway.config().store.in_apps {
@@ -393,13 +393,13 @@ impl AaiServer {
                 Ok(Value::String(listed))
             }
             "aai_guide" => {
-                let registry = gateway.registry().await;
+                let registry = gateway.snapshot().await;
                 gateway
                     .guide(&registry, required_str(&args, "app")?)
                     .map(Value::String)
             }
             _ if name.starts_with("app_") || name.starts_with("app:") => {
-                let registry = gateway.registry().await;
+                let registry = gateway.snapshot().await;
                 gateway.guide(&registry, name).map(Value::String)
             }
             _ => match name.rsplit_once(':') {
@@ -426,7 +426,7 @@ fn required_str<'a>(args: &'a Value, field: &str) -> Result<&'a str, AaiError> {
 }
 
 /// The text of `aai_apps`: one line per matching app.
-fn app_list(registry: &Registry, query: &str) -> String {
+fn app_list(registry: &Snapshot, query: &str) -> String {
     let apps = registry.search(query);
     if apps.is_empty() {
         let all: Vec<&str> = registry.apps.iter().take(30).map(|a| a.id()).collect();
@@ -513,7 +513,7 @@ impl ServerHandler for AaiServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let registry = self.gateway.registry().await;
+        let registry = self.gateway.snapshot().await;
         let tools = registry
             .tool_list
             .get_or_init(|| Arc::new(self.tools(&registry)))
@@ -533,7 +533,7 @@ impl ServerHandler for AaiServer {
         let mut name = request.name.to_string();
         if !names::routes(&name, &self.gateway.home) {
             tracing::info!(tool = %name, "tools/call of no tool");
-            return Err(names::unknown(&name, &*self.gateway.registry().await));
+            return Err(names::unknown(&name, &*self.gateway.snapshot().await));
         }
         let mut args = Value::Object(request.arguments.unwrap_or_default());
         // The caller identity for consent: `clientInfo.name` from initialize, or from the
@@ -727,7 +727,7 @@ impl ServerHandler for AaiServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let registry = self.gateway.registry().await;
+        let registry = self.gateway.snapshot().await;
         let resources = registry
             .apps
             .iter()
@@ -746,7 +746,7 @@ impl ServerHandler for AaiServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let registry = self.gateway.registry().await;
+        let registry = self.gateway.snapshot().await;
         let Some(id) = request.uri.strip_prefix("app:") else {
             return Err(McpError::resource_not_found(
                 format!(
@@ -778,7 +778,7 @@ impl ServerHandler for AaiServer {
         if self.notify {
             tokio::spawn(notify_changes(
                 context.peer.clone(),
-                self.gateway.registry.clone(),
+                self.gateway.snapshots.clone(),
                 self.subscriptions.clone(),
             ));
         }
@@ -833,7 +833,7 @@ impl ServerHandler for AaiServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let mut changes = self.gateway.registry.clone();
+        let mut changes = self.gateway.snapshots.clone();
         let mut last = changes.borrow_and_update().clone();
         loop {
             tokio::select! {

@@ -9,7 +9,7 @@ use std::path::Path;
 use rmcp::ErrorData as McpError;
 use serde_json::json;
 
-use aai_engine::catalog::snapshot::Registry;
+use aai_engine::catalog::snapshot::Snapshot;
 
 /// The fixed tools and the spec's spellings of them, accepted in every exposure mode.
 const FIXED: &[&str] = &[
@@ -27,7 +27,7 @@ const FIXED: &[&str] = &[
 const NEAREST: usize = 3;
 
 /// The `-32602` error for `name`, a name that [`routes`] nowhere, naming the nearest tools.
-pub(crate) fn unknown(name: &str, registry: &Registry) -> McpError {
+pub(crate) fn unknown(name: &str, registry: &Snapshot) -> McpError {
     let workflows: Vec<String> = registry
         .workflows
         .iter()
@@ -110,7 +110,7 @@ mod tests {
         ] {
             assert!(!routes(unknown, home.path()), "{unknown:?}");
         }
-        let registry = Registry::default();
+        let registry = Snapshot::default();
         let error = super::unknown("aai_exce", &registry);
         assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
         assert!(
