@@ -42,17 +42,14 @@ fn dotted(pointer: &str) -> String {
 pub fn unknown_keys(schema: &Value, value: &Value) -> Vec<Unknown> {
     let mut known = Vec::new();
     paths(schema, schema, &mut Vec::new(), &mut known, 0);
-    let mut found = Vec::new();
-    walk(
-        schema,
-        schema,
-        value,
-        &mut Vec::new(),
-        &known,
-        &mut found,
-        0,
-    );
-    found
+    let mut walk = Walk {
+        root: schema,
+        known: &known,
+        at: Vec::new(),
+        found: Vec::new(),
+    };
+    walk.object(schema, value, 0);
+    walk.found
 }
 
 /// `node` with its `$ref` followed (`#/$defs/Name`), and its one non-null alternative when it
@@ -116,42 +113,46 @@ fn paths(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn walk(
-    root: &Value,
-    schema: &Value,
-    value: &Value,
-    at: &mut Vec<String>,
-    known: &[Vec<String>],
-    found: &mut Vec<Unknown>,
-    depth: usize,
-) {
-    if depth > 12 {
-        return;
-    }
-    let schema = resolved(root, schema);
-    let Some(object) = value.as_object() else {
-        return;
-    };
-    let properties = schema.get("properties").and_then(Value::as_object);
-    let map = schema.get("additionalProperties").filter(|v| v.is_object());
-    for (key, child) in object {
-        if key == COMMENT {
-            continue;
+/// A walk of a config value beside the schema, collecting its unknown keys.
+struct Walk<'a> {
+    root: &'a Value,
+    /// Every key path the schema has.
+    known: &'a [Vec<String>],
+    /// Where the walk is.
+    at: Vec<String>,
+    found: Vec<Unknown>,
+}
+
+impl Walk<'_> {
+    fn object(&mut self, schema: &Value, value: &Value, depth: usize) {
+        if depth > 12 {
+            return;
         }
-        at.push(key.clone());
-        match (properties.and_then(|p| p.get(key)), map) {
-            (Some(child_schema), _) | (None, Some(child_schema)) => {
-                walk(root, child_schema, child, at, known, found, depth + 1);
+        let (root, known) = (self.root, self.known);
+        let schema = resolved(root, schema);
+        let Some(object) = value.as_object() else {
+            return;
+        };
+        let properties = schema.get("properties").and_then(Value::as_object);
+        let map = schema.get("additionalProperties").filter(|v| v.is_object());
+        for (key, child) in object {
+            if key == COMMENT {
+                continue;
             }
-            (None, None) if properties.is_some() => found.push(Unknown {
-                pointer: format!("/{}", at.join("/")),
-                key: key.clone(),
-                meant: meant(key, &at[..at.len() - 1], properties, known),
-            }),
-            (None, None) => {}
+            self.at.push(key.clone());
+            match (properties.and_then(|p| p.get(key)), map) {
+                (Some(child_schema), _) | (None, Some(child_schema)) => {
+                    self.object(child_schema, child, depth + 1);
+                }
+                (None, None) if properties.is_some() => self.found.push(Unknown {
+                    pointer: format!("/{}", self.at.join("/")),
+                    key: key.clone(),
+                    meant: meant(key, &self.at[..self.at.len() - 1], properties, known),
+                }),
+                (None, None) => {}
+            }
+            self.at.pop();
         }
-        at.pop();
     }
 }
 

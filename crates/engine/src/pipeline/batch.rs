@@ -175,6 +175,16 @@ impl Asker for Approved<'_> {
     }
 }
 
+/// What every step of one batch shares: who runs it, whether the user approved it whole,
+/// who can ask about a step, and the results so far.
+#[derive(Clone, Copy)]
+struct BatchRun<'a> {
+    who: &'a Caller,
+    approved: bool,
+    asker: Option<&'a dyn Asker>,
+    results: &'a Mutex<Vec<Value>>,
+}
+
 impl Gateway {
     /// Runs a batch for `who` (see the module's documentation); the answer lists every
     /// step's outcome by its number.
@@ -235,17 +245,14 @@ impl Gateway {
                     let _ = done[*before].subscribe().wait_for(|d| *d).await;
                 }
                 let _permit = limit.acquire().await;
+                let run = BatchRun {
+                    who,
+                    approved,
+                    asker,
+                    results: &results,
+                };
                 let outcome = self
-                    .run_step(
-                        who,
-                        index,
-                        step,
-                        &checks[index],
-                        approved,
-                        asker,
-                        &results,
-                        &waits,
-                    )
+                    .run_step(&run, index, step, &checks[index], &waits)
                     .await;
                 results.lock().await[index] = outcome;
                 done[index].send_replace(true);
@@ -265,18 +272,20 @@ impl Gateway {
     /// One step: skipped when a step it waited for (the one before, in order; the ones it
     /// takes values from) or a step it uses did not succeed, else run through the gate with
     /// its `$from` values filled in.
-    #[allow(clippy::too_many_arguments)]
     async fn run_step(
         &self,
-        who: &Caller,
+        run: &BatchRun<'_>,
         index: usize,
         step: &Step,
         check: &Gatecheck,
-        approved: bool,
-        asker: Option<&dyn Asker>,
-        results: &Mutex<Vec<Value>>,
         waited: &[usize],
     ) -> Value {
+        let BatchRun {
+            who,
+            approved,
+            asker,
+            results,
+        } = *run;
         let head = json!({"step": index, "app": step.app, "tool": step.tool});
         let so_far = Value::Array(results.lock().await.clone());
         if let Some(source) = waited

@@ -8,9 +8,8 @@ use serde_json::{Map, Value, json};
 
 use aai_audit::{Grant, Scope};
 
-use super::{Caller, Gateway, INPUT_REQUIRED, Step};
-use crate::catalog::snapshot::App;
-use crate::consent::{Answer, Asker, Question, Unanswered};
+use super::{CallContext, Gateway, INPUT_REQUIRED, Step, Verdict};
+use crate::consent::{Answer, Question, Unanswered};
 use crate::gate::{action_name, risk_name, shell_quote};
 
 impl Gateway {
@@ -18,21 +17,26 @@ impl Gateway {
     /// remembered grant or the user's answer. Returns the decision the audit rows carry and,
     /// when the user was asked, the arguments the question showed (redacted, whole): the
     /// call's later rows keep them so the log shows what was approved.
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn consent(
         &self,
-        step: &Step<'_>,
-        who: &Caller,
-        app: &App,
-        spec: &ToolCommon,
-        args: &Map<String, Value>,
-        action: Action,
-        profile_name: &str,
-        raised: Option<Risk>,
-        must_ask: Option<&str>,
-        judged: Option<&str>,
-        asker: Option<&dyn Asker>,
+        call: &CallContext<'_>,
+        verdict: &Verdict<'_>,
     ) -> Result<(String, Option<Value>), AaiError> {
+        let CallContext {
+            step,
+            who,
+            app,
+            spec,
+            args,
+            asker,
+        } = *call;
+        let Verdict {
+            action,
+            profile_name,
+            raised,
+            must_ask,
+            judged,
+        } = *verdict;
         let caller = who.name.as_str();
         let risk = step.call.risk;
         let mut decision = action_name(action).to_owned();

@@ -565,21 +565,22 @@ impl Gateway {
         if must_ask.is_some() && action != Action::AlwaysBlock {
             action = Action::RequireApproval;
         }
-        let (decision, shown) = self
-            .consent(
-                &step,
-                who,
-                gate_app,
-                gate_spec,
-                gate_args,
-                action,
-                &profile_name,
-                raised,
-                must_ask.as_deref(),
-                judged.as_ref().map(|j| j.why.as_str()),
-                asker,
-            )
-            .await?;
+        let judging = CallContext {
+            step: &step,
+            who,
+            app: gate_app,
+            spec: gate_spec,
+            args: gate_args,
+            asker,
+        };
+        let verdict = Verdict {
+            action,
+            profile_name: &profile_name,
+            raised,
+            must_ask: must_ask.as_deref(),
+            judged: judged.as_ref().map(|j| j.why.as_str()),
+        };
+        let (decision, shown) = self.consent(&judging, &verdict).await?;
         // A call the user was asked about is recorded with exactly what they saw.
         let asked = shown.as_ref().map(|args| Call {
             id: call.id.clone(),
@@ -603,15 +604,17 @@ impl Gateway {
         self.gate.record(step.call, &decision, "started", 0, None)?;
         let result = self
             .execute(
-                &step,
+                &CallContext {
+                    step: &step,
+                    who,
+                    app,
+                    spec,
+                    args: &args,
+                    asker,
+                },
                 &decision,
-                who,
-                app,
                 descriptor,
-                spec,
-                &args,
                 must_ask.is_some(),
-                asker,
             )
             .await;
         if let Some((var, origin)) = once_binding {
@@ -759,19 +762,21 @@ impl Gateway {
     /// The execute step: runs the tool (again after a sign-in through the client), with a
     /// `cancelled` row written if the call is dropped before it ends; a TLS failure is
     /// explained from the certificate the server presents.
-    #[allow(clippy::too_many_arguments)]
     async fn execute(
         &self,
-        step: &Step<'_>,
+        call: &CallContext<'_>,
         decision: &str,
-        who: &Caller,
-        app: &App,
         descriptor: &Descriptor,
-        spec: &ToolCommon,
-        args: &Map<String, Value>,
         asked: bool,
-        asker: Option<&dyn Asker>,
     ) -> Result<Value, AaiError> {
+        let CallContext {
+            step,
+            who,
+            app,
+            spec,
+            args,
+            asker,
+        } = *call;
         let timeout = self.config().tool_timeout(app.platform, spec.timeout);
         let invocation = Invocation::new(descriptor, &spec.name, args, timeout)
             .with_roots(&who.roots)
@@ -891,6 +896,30 @@ fn judged_off(judged: &aai_local::Judged) -> AaiError {
 struct Step<'a> {
     call: &'a Call<'a>,
     started: Instant,
+}
+
+/// One call on its way through the gate, passed whole: its audit step, who makes it, the app
+/// and tool, the arguments as checked, and who can ask the user about it.
+#[derive(Clone, Copy)]
+struct CallContext<'a> {
+    step: &'a Step<'a>,
+    who: &'a Caller,
+    app: &'a App,
+    spec: &'a ToolCommon,
+    args: &'a Map<String, Value>,
+    asker: Option<&'a dyn Asker>,
+}
+
+/// Why the policy said what it said of a call, for the consent step: its action and the
+/// profile that gave it, the risk the call raised its tool's to, and why it must be asked or
+/// is judged as another call.
+#[derive(Clone, Copy)]
+struct Verdict<'a> {
+    action: Action,
+    profile_name: &'a str,
+    raised: Option<Risk>,
+    must_ask: Option<&'a str>,
+    judged: Option<&'a str>,
 }
 
 impl Step<'_> {
