@@ -592,7 +592,7 @@ async fn registry_copies_are_offered_like_installed_apps() {
     assert_eq!(
         setup
             .gateway
-            .web
+            .web()
             .refresh_registry()
             .await
             .expect("refreshed"),
@@ -1315,7 +1315,7 @@ async fn oauth_tokens_stay_with_their_origins_and_discovery_cannot_take_an_insta
     };
     assert_eq!(error.kind, ErrorKind::AaiJsonInvalid, "{}", error.message);
     assert!(error.message.contains("installed"), "{}", error.message);
-    assert!(gateway.web.discovered(&foreign.host()).is_none());
+    assert!(gateway.web().discovered(&foreign.host()).is_none());
 }
 
 /// A value that fills a whole path segment cannot be `.` or `..`: normalisation would send
@@ -1878,7 +1878,7 @@ async fn the_registry_list_is_published_and_counted_truthfully() {
     );
     let counts = setup
         .gateway
-        .web
+        .web()
         .refresh_registry()
         .await
         .expect("refreshed");

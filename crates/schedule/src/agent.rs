@@ -71,7 +71,7 @@ pub(super) async fn run(
         })?;
     let token = aai_engine::private::new_token();
     let file = gateway
-        .home
+        .home()
         .join("run")
         .join(format!("task-{}.mcp.json", run.id));
     let config = json!({"mcpServers": {"aai-gateway": {

@@ -20,7 +20,7 @@ pub fn plug(gateway: &Arc<Gateway>) -> Arc<Hub> {
     if let Some(hub) = hub_of(gateway) {
         return hub;
     }
-    let hub = Arc::new(Hub::new(gateway.gate.data_db().to_path_buf()));
+    let hub = Arc::new(Hub::new(gateway.gate().data_db().to_path_buf()));
     gateway.plug(Arc::new(ScheduleTools {
         gateway: Arc::downgrade(gateway),
         hub: hub.clone(),

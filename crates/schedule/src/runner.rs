@@ -168,7 +168,7 @@ impl Scheduler {
             if cancel.is_cancelled() {
                 break;
             }
-            let stopped = self.gateway.stop.is_stopped();
+            let stopped = self.gateway.stop().is_stopped();
             let seen = store.version();
             if seen != version
                 || self
@@ -179,7 +179,7 @@ impl Scheduler {
                 if version != i64::MIN && seen != version {
                     // Another process (the CLI) changed data.db: the dashboard shows it.
                     self.gateway
-                        .gate
+                        .gate()
                         .feed
                         .send(aai_engine::feed::Event::Schedules);
                 }
@@ -342,7 +342,7 @@ impl Scheduler {
             match store.start(run.id, &self.owner, now) {
                 Ok(true) => {
                     self.gateway
-                        .gate
+                        .gate()
                         .feed
                         .send(aai_engine::feed::Event::Schedules);
                     self.launch(store.clone(), run);
@@ -400,7 +400,7 @@ impl Scheduler {
             }
             tracing::info!(%task, run = id, "run ended");
             this.gateway
-                .gate
+                .gate()
                 .feed
                 .send(aai_engine::feed::Event::Schedules);
             this.hub().nudge.notify_one();
@@ -412,7 +412,7 @@ impl Scheduler {
 fn settle(gateway: &Gateway, store: &Store, run: &RunRow, result: Result<Value, AaiError>) {
     let now = now_ms();
     let (state, outcome) = ended(&result);
-    let state = if gateway.stop.is_stopped() && state != "succeeded" {
+    let state = if gateway.stop().is_stopped() && state != "succeeded" {
         "cancelled"
     } else {
         state
@@ -579,7 +579,7 @@ impl Asker for TaskAsker<'_> {
             }
             let args = Value::String(question.args.clone());
             let queue = aai_engine::consent::queue::QueueAsker {
-                approvals: &self.gateway.approvals,
+                approvals: self.gateway.approvals(),
                 call: aai_engine::consent::queue::Pending {
                     caller: &question.caller,
                     app: &question.app_id,
@@ -588,7 +588,7 @@ impl Asker for TaskAsker<'_> {
                 },
                 resume: None,
                 wait: Duration::from_secs(24 * 3600),
-                stop: self.gateway.stop.calls(),
+                stop: self.gateway.stop().calls(),
             };
             queue.ask(question).await
         })

@@ -67,7 +67,7 @@ impl Scheduling<'_> {
         let timing = task.compile().map_err(invalid)?;
         match &task.run {
             Run::Workflow { name, .. } => {
-                aai_engine::workflow::find(&self.gateway.home, name)
+                aai_engine::workflow::find(self.gateway.home(), name)
                     .map_err(|error| invalid(format!("\"run\": {}", error.message)))?;
             }
             Run::Agent { name, instruction } => {
@@ -125,7 +125,7 @@ impl Scheduling<'_> {
         let done = self.schedule_tool_inner(tool, args).await;
         if done.is_ok() && tool != "schedule_list" && tool != "schedule_history" {
             self.gateway
-                .gate
+                .gate()
                 .feed
                 .send(aai_engine::feed::Event::Schedules);
         }
@@ -227,7 +227,7 @@ impl Scheduling<'_> {
     /// line's `schedule add` runs in a process of its own, while the daemon's scheduler runs
     /// the task) — and whether the emergency stop holds it.
     fn scheduler_state(&self) -> (bool, String) {
-        if self.gateway.stop.is_stopped() {
+        if self.gateway.stop().is_stopped() {
             return (
                 false,
                 "paused by the emergency stop (`aai-gateway resume` lifts it)".to_owned(),
@@ -236,7 +236,7 @@ impl Scheduling<'_> {
         if self.hub.active.load(std::sync::atomic::Ordering::SeqCst) {
             return (true, "running".to_owned());
         }
-        match aai_engine::runfiles::running(&self.gateway.home) {
+        match aai_engine::runfiles::running(self.gateway.home()) {
             Some(daemon) => (
                 true,
                 format!(

@@ -87,32 +87,32 @@ impl Caller {
 
 /// Shared state of one gateway process.
 pub struct Gateway {
-    pub snapshots: watch::Receiver<Arc<Snapshot>>,
-    pub executors: Executors,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    executors: Executors,
     /// The config in force and its policy, read again when `config.json` changes (see
     /// [`crate::config::live`]); [`Gateway::config`] is the current one.
-    pub live: Arc<crate::config::live::LiveConfig>,
+    live: Arc<crate::config::live::LiveConfig>,
     /// `AAI_HOME`.
-    pub home: std::path::PathBuf,
-    pub gate: Gate,
+    home: std::path::PathBuf,
+    gate: Gate,
     /// Web apps: discovery, registry, credentials.
-    pub web: Arc<Web>,
+    web: Arc<Web>,
     /// The built-in toolsets (they judge their own calls' risk and prefix grants): rebuilt
     /// when their sections of the config change; [`Gateway::toolsets`] is the current one.
     toolsets: Arc<std::sync::RwLock<Arc<aai_local::Toolsets>>>,
     /// The toolsets other crates plugged in ([`Gateway::plug`]).
     plugged: Plugged,
     /// The emergency stop: while it is on, every call is refused.
-    pub stop: Arc<crate::pipeline::stop::EmergencyStop>,
+    stop: Arc<crate::pipeline::stop::EmergencyStop>,
     /// Approvals waiting for the user (the daemon's queue).
-    pub approvals: Arc<crate::consent::queue::Approvals>,
+    approvals: Arc<crate::consent::queue::Approvals>,
     /// Whether calls whose client cannot ask wait in the queue (the daemon) rather than in
     /// a desktop dialog.
-    pub queue_approvals: std::sync::atomic::AtomicBool,
+    queue_approvals: std::sync::atomic::AtomicBool,
     /// Held by a batch step that drives the screen, mouse or keyboard: one at a time.
-    pub desktop: tokio::sync::Mutex<()>,
+    desktop: tokio::sync::Mutex<()>,
     /// The app store's apps as last read (install hints, `aai_apps`): in memory.
-    pub store_index: crate::appstore::Index,
+    store_index: crate::appstore::Index,
 }
 
 /// The longest a request waits for the first scan, however steadily it progresses (clients
@@ -214,6 +214,70 @@ impl Gateway {
     /// The config in force.
     pub fn config(&self) -> Arc<Config> {
         self.live.get()
+    }
+
+    /// The config as it is kept up to date ([`crate::config::live`]): its problem, its
+    /// generation, and what reacts to a change.
+    pub fn live(&self) -> &Arc<crate::config::live::LiveConfig> {
+        &self.live
+    }
+
+    /// `AAI_HOME`.
+    pub fn home(&self) -> &std::path::Path {
+        &self.home
+    }
+
+    /// The audit log and the grants.
+    pub fn gate(&self) -> &Gate {
+        &self.gate
+    }
+
+    /// Web apps: discovery, the web registries, credentials.
+    pub fn web(&self) -> &Arc<Web> {
+        &self.web
+    }
+
+    /// The emergency stop's state.
+    pub fn stop(&self) -> &Arc<crate::pipeline::stop::EmergencyStop> {
+        &self.stop
+    }
+
+    /// Approvals waiting for the user in the daemon's queue.
+    pub fn approvals(&self) -> &Arc<crate::consent::queue::Approvals> {
+        &self.approvals
+    }
+
+    /// The executors calls run on.
+    pub fn executors(&self) -> &Executors {
+        &self.executors
+    }
+
+    /// Every new snapshot of offered apps, as discovery publishes it.
+    pub fn snapshot_changes(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.snapshots.clone()
+    }
+
+    /// Calls whose client cannot ask wait in the daemon's queue (`true`) rather than in a
+    /// desktop dialog.
+    pub fn set_queue_approvals(&self, queue: bool) {
+        self.queue_approvals
+            .store(queue, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether calls whose client cannot ask wait in the daemon's queue.
+    pub fn queues_approvals(&self) -> bool {
+        self.queue_approvals
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The app store's apps as last read (install hints, `aai_apps`).
+    pub fn store_index(&self) -> &crate::appstore::Index {
+        &self.store_index
+    }
+
+    /// Held while a call drives the screen, mouse or keyboard: one at a time.
+    pub fn desktop(&self) -> &tokio::sync::Mutex<()> {
+        &self.desktop
     }
 
     /// The built-in toolsets in force.

@@ -20,9 +20,7 @@ pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Resu
     let cancel = CancellationToken::new();
     let (gateway, _registry) = super::serve::start_gateway(home, dev, &cancel);
     // Clients that cannot ask the user wait in the approval queue, answered from anywhere.
-    gateway
-        .queue_approvals
-        .store(true, std::sync::atomic::Ordering::Relaxed);
+    gateway.set_queue_approvals(true);
     watch_stop_hotkey(&gateway);
     let listening = http::serve(
         gateway.clone(),

@@ -55,7 +55,7 @@ pub(super) fn start_gateway(
                 );
                 match store {
                     Ok(store) => match store
-                        .refresh(&refreshing.home, &refreshing.store_index)
+                        .refresh(refreshing.home(), refreshing.store_index())
                         .await
                     {
                         Ok(count) => tracing::info!(count, "app store index refreshed"),
@@ -69,7 +69,7 @@ pub(super) fn start_gateway(
     }
     if gateway.config().web.registry_url.is_some() {
         // Start-up never waits on the network: discovery picks the copies up when they land.
-        let web = gateway.web.clone();
+        let web = gateway.web().clone();
         let every = gateway.config().web.registry_refresh_seconds;
         tokio::spawn(async move {
             loop {

@@ -594,7 +594,7 @@ async fn stop(State(control): State<Control>, body: Body) -> Response {
         .take(100)
         .collect();
     let Ok(_only) = control.stopping.try_lock() else {
-        control.gateway.stop.trip(&by);
+        control.gateway.stop().trip(&by);
         return json_response(
             &json!({"stopped": true, "already": true, "killed": 0, "input_released": 0, "took_ms": 0}),
         );
@@ -610,16 +610,16 @@ async fn resume(State(control): State<Control>) -> Response {
 
 async fn status(State(control): State<Control>) -> Response {
     json_response(&json!({
-        "stopped": control.gateway.stop.is_stopped(),
+        "stopped": control.gateway.stop().is_stopped(),
         "pid": std::process::id(),
         "version": env!("CARGO_PKG_VERSION"),
         "sessions": control.sessions.count(),
-        "config_problem": control.gateway.live.problem(),
+        "config_problem": control.gateway.live().problem(),
     }))
 }
 
 async fn approvals(State(control): State<Control>) -> Response {
-    json_response(&json!({"pending": control.gateway.approvals.list()}))
+    json_response(&json!({"pending": control.gateway.approvals().list()}))
 }
 
 async fn answer(State(control): State<Control>, body: Body) -> Response {
@@ -628,7 +628,7 @@ async fn answer(State(control): State<Control>, body: Body) -> Response {
     let (Some(id), Some(key)) = (request["id"].as_str(), request["answer"].as_str()) else {
         return refuse(StatusCode::BAD_REQUEST, "send {\"id\", \"answer\"}");
     };
-    match control.gateway.approvals.answer(id, key) {
+    match control.gateway.approvals().answer(id, key) {
         Ok(()) => json_response(&json!({"answered": id, "answer": key})),
         Err(message) => refuse(StatusCode::CONFLICT, &message),
     }

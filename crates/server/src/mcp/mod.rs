@@ -54,7 +54,7 @@ struct Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        self.gateway.gate.end_session(&self.id);
+        self.gateway.gate().end_session(&self.id);
     }
 }
 
@@ -129,7 +129,7 @@ impl AaiServer {
 
     /// The client disconnected: its session grants end.
     pub fn end_session(&self) {
-        self.gateway.gate.end_session(&self.session.id);
+        self.gateway.gate().end_session(&self.session.id);
     }
 
     /// The `tools/list` result of the current snapshot as JSON, made once per snapshot and
@@ -379,7 +379,7 @@ impl AaiServer {
                 let mut listed = app_list(&registry, query);
                 if gateway.config().store.in_apps {
                     let offered: Vec<String> = gateway
-                        .store_index
+                        .store_index()
                         .matching(query, 5)
                         .into_iter()
                         .filter(|found| registry.find(&found.app_id).is_none())
@@ -531,7 +531,7 @@ impl ServerHandler for AaiServer {
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let mut name = request.name.to_string();
-        if !names::routes(&name, &self.gateway.home) {
+        if !names::routes(&name, self.gateway.home()) {
             tracing::info!(tool = %name, "tools/call of no tool");
             return Err(names::unknown(&name, &*self.gateway.snapshot().await));
         }
@@ -578,7 +578,7 @@ impl ServerHandler for AaiServer {
             None
         };
         if let Some(id) = &resume {
-            match self.gateway.approvals.call_of(id, &caller) {
+            match self.gateway.approvals().call_of(id, &caller) {
                 // A batch waited as a whole: it runs again with the user's answer.
                 Ok(call) if call.app == "aai_batch" => {
                     name = "aai_batch".to_owned();
@@ -594,10 +594,7 @@ impl ServerHandler for AaiServer {
                 }
             }
         }
-        let queued = self
-            .gateway
-            .queue_approvals
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let queued = self.gateway.queues_approvals();
         // The call as the queue keeps it, copied only when the queue may be asked.
         let queued_call = (resume.is_some() || queued).then(|| {
             if exec {
@@ -620,7 +617,7 @@ impl ServerHandler for AaiServer {
         let queue = || {
             queued_call.as_ref().map(|(app, tool, args)| {
                 Box::new(aai_engine::consent::queue::QueueAsker {
-                    approvals: &self.gateway.approvals,
+                    approvals: self.gateway.approvals(),
                     call: aai_engine::consent::queue::Pending {
                         caller: &caller,
                         app,
@@ -629,7 +626,7 @@ impl ServerHandler for AaiServer {
                     },
                     resume: resume.clone(),
                     wait: self.gateway.config().approval_wait(),
-                    stop: self.gateway.stop.calls(),
+                    stop: self.gateway.stop().calls(),
                 }) as Box<dyn Asker + '_>
             })
         };
@@ -778,7 +775,7 @@ impl ServerHandler for AaiServer {
         if self.notify {
             tokio::spawn(notify_changes(
                 context.peer.clone(),
-                self.gateway.snapshots.clone(),
+                self.gateway.snapshot_changes(),
                 self.subscriptions.clone(),
             ));
         }
@@ -833,7 +830,7 @@ impl ServerHandler for AaiServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let mut changes = self.gateway.snapshots.clone();
+        let mut changes = self.gateway.snapshot_changes();
         let mut last = changes.borrow_and_update().clone();
         loop {
             tokio::select! {

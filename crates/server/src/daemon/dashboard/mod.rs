@@ -294,8 +294,8 @@ async fn login(State(control): State<Control>, uri: Uri, body: axum::body::Body)
 /// Everything the page shows when it loads.
 async fn state(State(control): State<Control>) -> Response {
     let gateway = &control.gateway;
-    let grants = gateway.gate.grants().map_err(|e| e.message);
-    let (recent, mut clients) = match gateway.gate.log() {
+    let grants = gateway.gate().grants().map_err(|e| e.message);
+    let (recent, mut clients) = match gateway.gate().log() {
         Ok(store) => (
             store.0.search(None, None, RECENT_ROWS).unwrap_or_default(),
             store.0.callers().unwrap_or_default(),
@@ -312,15 +312,15 @@ async fn state(State(control): State<Control>) -> Response {
         .map(|c| json!({"name": c, "profile": policy.profile_for(c, &[]).0}))
         .collect();
     json_response(&json!({
-        "stopped": gateway.stop.is_stopped(),
-        "pending": gateway.approvals.list(),
+        "stopped": gateway.stop().is_stopped(),
+        "pending": gateway.approvals().list(),
         "grants": grants.unwrap_or_default(),
         "recent": recent,
         "clients": clients,
         "default_profile": policy.default_profile,
         "profiles": settings::profiles(gateway),
         "toolsets": settings::toolsets(&gateway.config()),
-        "config_problem": gateway.live.problem(),
+        "config_problem": gateway.live().problem(),
         "schedules": schedules(gateway),
     }))
 }
@@ -396,7 +396,7 @@ async fn schedule_change(control: &Control, tool: &str, name: &str) -> Response 
     .await;
     let audit_args = json!({"name": name});
     let call = aai_engine::gate::Call {
-        id: control.gateway.gate.call_id(),
+        id: control.gateway.gate().call_id(),
         caller: "dashboard",
         app: aai_schedule::tools::APP_ID,
         tool,
@@ -407,14 +407,14 @@ async fn schedule_change(control: &Control, tool: &str, name: &str) -> Response 
     if let Err(error) =
         control
             .gateway
-            .gate
+            .gate()
             .record(&call, "user", outcome, 0, result.as_ref().err())
     {
         return refuse(StatusCode::INTERNAL_SERVER_ERROR, &error.message);
     }
     match result {
         Ok(done) => {
-            control.gateway.gate.feed.send(Event::Schedules);
+            control.gateway.gate().feed.send(Event::Schedules);
             json_response(&done)
         }
         Err(error) => refuse(StatusCode::UNPROCESSABLE_ENTITY, &error.message),
@@ -423,7 +423,7 @@ async fn schedule_change(control: &Control, tool: &str, name: &str) -> Response 
 
 /// The live feed: every event as one server-sent event, until the daemon stops.
 async fn events(State(control): State<Control>) -> Response {
-    let receiver = control.gateway.gate.feed.subscribe();
+    let receiver = control.gateway.gate().feed.subscribe();
     let stream = futures::stream::unfold(
         (receiver, control.cancel.clone()),
         |(mut receiver, cancel)| async move {
@@ -460,7 +460,7 @@ async fn audit(State(control): State<Control>, uri: Uri) -> Response {
         .clamp(1, MAX_PAGE);
     let found = control
         .gateway
-        .gate
+        .gate()
         .log()
         .map_err(|e| e.message)
         .and_then(|store| {
@@ -476,7 +476,7 @@ async fn audit(State(control): State<Control>, uri: Uri) -> Response {
 }
 
 async fn verify(State(control): State<Control>) -> Response {
-    let store = match control.gateway.gate.log() {
+    let store = match control.gateway.gate().log() {
         Ok(store) => store,
         Err(error) => return refuse(StatusCode::SERVICE_UNAVAILABLE, &error.message),
     };
@@ -516,7 +516,7 @@ async fn answer(State(control): State<Control>, body: Body) -> Response {
     let (Some(id), Some(key)) = (text(&request, "id"), text(&request, "answer")) else {
         return refuse(StatusCode::BAD_REQUEST, "send {\"id\", \"answer\"}");
     };
-    match control.gateway.approvals.answer(id, key) {
+    match control.gateway.approvals().answer(id, key) {
         Ok(()) => json_response(&json!({"answered": id, "answer": key})),
         Err(message) => refuse(StatusCode::CONFLICT, &message),
     }
@@ -542,7 +542,7 @@ async fn revoke(State(control): State<Control>, body: Body) -> Response {
     grant.tool = owned("tool");
     grant.prefix = owned("prefix");
     grant.session = owned("session");
-    match control.gateway.gate.revoke(&grant) {
+    match control.gateway.gate().revoke(&grant) {
         Ok(true) => {
             tracing::info!(%client, %app, tool = ?grant.tool, "grant revoked in the dashboard");
             json_response(&json!({"revoked": true}))
@@ -596,7 +596,7 @@ async fn profile(State(control): State<Control>, body: Body) -> Response {
 fn settled(control: &Control, result: Result<(), String>) -> Response {
     match result {
         Ok(()) => {
-            control.gateway.gate.feed.send(Event::Settings);
+            control.gateway.gate().feed.send(Event::Settings);
             json_response(&json!({"saved": true}))
         }
         Err(message) => refuse(StatusCode::UNPROCESSABLE_ENTITY, &message),

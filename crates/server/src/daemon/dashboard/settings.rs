@@ -46,7 +46,7 @@ pub fn set_toolset(gateway: &Gateway, app: &str, on: bool) -> Result<(), String>
         .find(|d| d.app_id == app)
         .and_then(|d| d.app_id.strip_prefix("local.").map(str::to_owned))
         .ok_or_else(|| format!("{app:?} is not a built-in toolset"))?;
-    edit(&gateway.home, |config| {
+    edit(gateway.home(), |config| {
         object(config, "local").insert(key, json!(on));
     })?;
     Ok(())
@@ -67,10 +67,10 @@ pub fn set_profile(gateway: &Gateway, client: &str, profile: &str) -> Result<(),
             profiles(gateway).join(", ")
         ));
     }
-    let config = edit(&gateway.home, |config| {
+    let config = edit(gateway.home(), |config| {
         give_profile(config, client, profile)
     })?;
-    gateway.live.set_policy(config.policy);
+    gateway.live().set_policy(config.policy);
     Ok(())
 }
 
