@@ -11,6 +11,10 @@ use aai_local::{Call, Judged, Toolset};
 use aai_policy::Risk;
 use serde_json::{Map, Value};
 
+use super::Caller;
+use crate::config::Config;
+use aai_descriptor::ToolCommon;
+
 /// The toolsets in force for one call.
 #[derive(Clone)]
 pub struct Builtins {
@@ -146,5 +150,92 @@ impl Builtins {
                 ),
             )),
         })
+    }
+}
+
+/// What the built-in toolsets are built with, from `config`.
+pub(super) fn toolset_setup(config: &Config, home: &std::path::Path) -> aai_local::Setup {
+    let mut setup = aai_local::Setup::new(
+        config.local.clone(),
+        vec![home.to_path_buf(), config.web.cache_dir()],
+    );
+    setup.desktop = config.desktop.clone();
+    setup.browser = config.browser.clone();
+    setup.home = home.to_path_buf();
+    setup.extra_ca_certs = config.web.extra_ca_certs.clone();
+    setup
+}
+
+/// The toolsets other crates plugged in, shared by the gateway and its executor.
+pub(super) type Plugged = Arc<std::sync::RwLock<Arc<[Arc<dyn aai_local::Toolset>]>>>;
+
+/// The built-in toolsets in force now.
+pub(super) fn current(
+    local: &std::sync::RwLock<Arc<aai_local::Toolsets>>,
+    plugged: &std::sync::RwLock<Arc<[Arc<dyn aai_local::Toolset>]>>,
+) -> Builtins {
+    let local = local
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let plugged = plugged
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    Builtins::new(local, plugged)
+}
+
+/// The executor of `automation: "builtin"`: whichever toolsets are in force when a call
+/// starts (a call keeps the ones it started with).
+pub(super) struct CurrentToolsets(
+    pub(super) Arc<std::sync::RwLock<Arc<aai_local::Toolsets>>>,
+    pub(super) Plugged,
+);
+
+impl aai_executor::Executor for CurrentToolsets {
+    fn call<'a>(
+        &'a self,
+        invocation: aai_executor::Invocation<'a>,
+    ) -> aai_executor::BoxFuture<'a, Result<Value, AaiError>> {
+        let toolsets = current(&self.0, &self.1);
+        Box::pin(async move {
+            let app = invocation.descriptor.app_id.as_str();
+            let call = aai_local::Call {
+                tool: invocation.tool,
+                args: invocation.args,
+                roots: invocation.roots,
+                progress: invocation.progress,
+                caller: invocation.caller,
+                approved: invocation.approved,
+            };
+            match toolsets.run_plugged(app, call, invocation.timeout).await {
+                Some(result) => result,
+                None => toolsets.local().call(invocation).await,
+            }
+        })
+    }
+
+    fn plan(&self, invocation: aai_executor::Invocation<'_>) -> Result<Value, AaiError> {
+        let toolsets = current(&self.0, &self.1);
+        match toolsets.plugged(&invocation.descriptor.app_id) {
+            Some(set) => Ok(set.plan(invocation.tool, invocation.args, invocation.target)),
+            None => toolsets.local().plan(invocation),
+        }
+    }
+}
+
+/// A built-in call as its toolset judges it before it runs: not approved yet, no progress.
+pub(super) fn judged_call<'a>(
+    who: &'a Caller,
+    spec: &'a ToolCommon,
+    args: &'a Map<String, Value>,
+) -> aai_local::Call<'a> {
+    aai_local::Call {
+        tool: &spec.name,
+        args,
+        roots: &who.roots,
+        progress: None,
+        caller: &who.name,
+        approved: false,
     }
 }

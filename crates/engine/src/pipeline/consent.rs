@@ -8,7 +8,8 @@ use serde_json::{Map, Value, json};
 
 use aai_audit::{Grant, Scope};
 
-use super::{CallContext, Gateway, INPUT_REQUIRED, Step, Verdict};
+use super::call::{CallContext, Step, Verdict};
+use super::{Gateway, INPUT_REQUIRED};
 use crate::consent::{Answer, Question, Unanswered};
 use crate::gate::{action_name, risk_name, shell_quote};
 

@@ -1,0 +1,686 @@
+//! The call path: a tool call through the gate — its arguments checked, what its toolset
+//! would refuse, the call judged as what it does, the policy, consent, the run, and the
+//! audit rows before and after.
+
+use std::time::Instant;
+
+use aai_descriptor::{AaiError, Descriptor, ErrorKind, Parameters, Platform, Risk, ToolCommon};
+use aai_executor::Invocation;
+use aai_policy::{Action, ToolFacts, derive_risk};
+use serde_json::{Map, Value, json};
+
+use super::args::{check_args, find_tool};
+use super::builtins::judged_call;
+use super::render::binary;
+use super::web::{authorization_url, explain_tls};
+use super::{Caller, Gateway, INPUT_REQUIRED, panic_message};
+use crate::catalog::snapshot::App;
+use crate::consent::Asker;
+use crate::gate::{Call, Gate};
+
+impl Gateway {
+    /// Runs `tool` of `app` with `args` for `caller` (the MCP client's name), through the
+    /// gate: argument checks, the policy, remembered consent, and audit rows before and after.
+    ///
+    /// # Errors
+    /// `APP_NOT_FOUND`, `TOOL_NOT_FOUND`, `INVALID_PARAMS`, `PERMISSION_DENIED`, an audit
+    /// failure, or the executor's error.
+    pub async fn exec(
+        &self,
+        caller: &str,
+        app: &str,
+        tool: &str,
+        args: &Value,
+    ) -> Result<Value, AaiError> {
+        self.exec_asking(&Caller::named(caller), app, tool, args, None)
+            .await
+    }
+
+    /// [`Gateway::exec`] for `caller`, asking the user through `asker` when the policy
+    /// requires approval and no grant covers the call. Without an asker such a call is denied
+    /// with the command that grants it; a decline, a cancel or no answer in time is a denial
+    /// the agent is told not to ask again about.
+    ///
+    /// The steps are the gate's (DESIGN §8), in order: find the tool, check the arguments
+    /// against its schema, rate the risk, apply the policy, get consent, run, audit. Every
+    /// step that refuses writes the call's audit row before it answers.
+    ///
+    /// # Errors
+    /// See [`Gateway::exec`].
+    pub async fn exec_asking(
+        &self,
+        who: &Caller,
+        app: &str,
+        tool: &str,
+        args: &Value,
+        asker: Option<&dyn Asker>,
+    ) -> Result<Value, AaiError> {
+        let started = Instant::now();
+        let registry = self.snapshot_for(app).await;
+        // The tool is borrowed from the app found, not copied: this is every call's path.
+        let found = self
+            .find(&registry, app)
+            .and_then(|found| found.descriptor().map(|descriptor| (found, descriptor)));
+        let (app, descriptor, spec) = match &found {
+            Ok((found, descriptor)) => match find_tool(found, descriptor, tool) {
+                Ok(spec) => (found, descriptor, spec),
+                Err(error) => return self.unresolved(who, app, tool, args, started, error),
+            },
+            Err(error) => return self.unresolved(who, app, tool, args, started, error.clone()),
+        };
+        // Schema check. The arguments are redacted (by the schema's secret fields) and
+        // shortened for the audit log once.
+        let schema = spec.parameters.as_ref().map(Parameters::schema);
+        let redacted = aai_audit::shrink(
+            &aai_audit::redact(args, schema.as_ref()),
+            self.config().audit.max_arg_chars,
+        );
+        let mut call = Call {
+            id: self.call_id(who),
+            caller: &who.name,
+            app: app.id(),
+            tool: &spec.name,
+            args: &redacted,
+            risk: derive_risk(spec.risk, spec.read_only, spec.destructive),
+        };
+        let step = Step {
+            call: &call,
+            started,
+        };
+        let args = match check_args(app, spec, schema.as_ref(), args) {
+            Ok(args) => args,
+            Err(error) => return Err(self.refuse(&step, "none", "failed", error)),
+        };
+        // What the toolset would refuse whatever the user answered (a path outside the file
+        // sandbox) is refused now: nobody is asked to approve a call that cannot run.
+        if let Some(error) = self.refusal(who, app, spec, &args) {
+            let outcome = if error.kind == ErrorKind::PermissionDenied {
+                "denied"
+            } else {
+                "failed"
+            };
+            return Err(self.refuse(&step, "none", outcome, error));
+        }
+        // A built-in call that does what another tool does is judged as that call — text
+        // typed into a terminal window is a shell command, and so is an app launch of a
+        // shell: the other's risk, classifier, policy, grants and question. It still runs
+        // (and is audited) as itself; its toolset checks at run time that the judgement holds.
+        let judged = match self.judged_as(who, app, spec, &args).await {
+            Ok(judged) => judged,
+            Err(error) => return Err(self.refuse(&step, "none", "denied", error)),
+        };
+        let stand_in = match &judged {
+            Some(judged) => match self
+                .find(&registry, &judged.app)
+                .and_then(|found| found.descriptor().map(|descriptor| (found, descriptor)))
+            {
+                Ok(found) => Some(found),
+                Err(_) => return Err(self.refuse(&step, "none", "denied", judged_off(judged))),
+            },
+            None => None,
+        };
+        let (gate_app, gate_spec, gate_args): (&App, &ToolCommon, &Map<String, Value>) =
+            match (&judged, &stand_in) {
+                (Some(judged), Some((found, descriptor))) => {
+                    match find_tool(found, descriptor, &judged.tool) {
+                        Ok(spec) => (found, spec, &judged.args),
+                        Err(_) => {
+                            return Err(self.refuse(&step, "none", "denied", judged_off(judged)));
+                        }
+                    }
+                }
+                _ => (app, spec, &args),
+            };
+        if judged.is_some() {
+            call.risk = call.risk.max(derive_risk(
+                gate_spec.risk,
+                gate_spec.read_only,
+                gate_spec.destructive,
+            ));
+        }
+        // Risk: the tool's own, raised by what this call does (a critical shell command).
+        let raised = self.raised_risk(gate_app, gate_spec, gate_args);
+        call.risk = call.risk.max(raised.unwrap_or(Risk::Low));
+        let step = Step {
+            call: &call,
+            started,
+        };
+        if let Some(error) = self.stop.refusal() {
+            return Err(self.refuse(&step, "emergency_stop", "denied", error));
+        }
+        // A scheduled task's layer only tightens: a tool it was not granted, or a risk above
+        // its limit, is refused before the policy is asked.
+        if let Some(error) = who
+            .task
+            .as_ref()
+            .and_then(|task| task.refusal(gate_app.id(), &gate_spec.name, call.risk))
+        {
+            return Err(self.refuse(&step, "task_grant", "denied", error));
+        }
+        let (mut action, profile_name) = self.policy(who, gate_app, gate_spec, call.risk, raised);
+        // A task's call of a tool it was not granted goes to the user (its layer refused it
+        // already unless the task queues such calls).
+        if who
+            .task
+            .as_ref()
+            .is_some_and(|task| !task.covers(gate_app.id(), &gate_spec.name))
+        {
+            action = action.max(Action::RequireApproval);
+        }
+        // A call its toolset says must be asked every time (a password typed into a page, a
+        // paste into a terminal) is put to the user whatever the profile and the grants say;
+        // only a block stays.
+        let must_ask = match self.must_ask(who, app, spec, &args).await {
+            Some(why) => Some(why),
+            None => judged.as_ref().and_then(|j| j.ask_every_time.clone()),
+        };
+        if must_ask.is_some() && action != Action::AlwaysBlock {
+            action = Action::RequireApproval;
+        }
+        let judging = CallContext {
+            step: &step,
+            who,
+            app: gate_app,
+            spec: gate_spec,
+            args: gate_args,
+            asker,
+        };
+        let verdict = Verdict {
+            action,
+            profile_name: &profile_name,
+            raised,
+            must_ask: must_ask.as_deref(),
+            judged: judged.as_ref().map(|j| j.why.as_str()),
+        };
+        let (decision, shown) = self.consent(&judging, &verdict).await?;
+        // A call the user was asked about is recorded with exactly what they saw.
+        let asked = shown.as_ref().map(|args| Call {
+            id: call.id.clone(),
+            args,
+            ..call
+        });
+        let step = Step {
+            call: asked.as_ref().unwrap_or(&call),
+            started,
+        };
+        let once_binding = match self.confirm_authorization(&who.name, app, asker).await {
+            Ok(once) => once,
+            Err(error) if waits_for_input(&error) => return Err(error),
+            Err(error) => return Err(self.refuse(&step, &decision, "denied", error)),
+        };
+        // The stop may have been pressed while the user was being asked.
+        if let Some(error) = self.stop.refusal() {
+            return Err(self.refuse(&step, &decision, "denied", error));
+        }
+        // The intent row is durable before anything runs: no call happens unrecorded.
+        self.gate.record(step.call, &decision, "started", 0, None)?;
+        let result = self
+            .execute(
+                &CallContext {
+                    step: &step,
+                    who,
+                    app,
+                    spec,
+                    args: &args,
+                    asker,
+                },
+                &decision,
+                descriptor,
+                must_ask.is_some(),
+            )
+            .await;
+        if let Some((var, origin)) = once_binding {
+            // Allowed for this call only.
+            self.web.auth.withdraw_env(descriptor, &var, &origin);
+        }
+        self.audit(&step, &decision, result)
+    }
+
+    /// A fresh audit id for a call of `who`, also handed to its collector.
+    pub(super) fn call_id(&self, who: &Caller) -> String {
+        let id = self.gate.call_id();
+        if let Some(calls) = &who.calls {
+            calls
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(id.clone());
+        }
+        id
+    }
+
+    /// A call whose app or tool does not exist: audited as failed with the arguments as given.
+    pub(super) fn unresolved(
+        &self,
+        who: &Caller,
+        app: &str,
+        tool: &str,
+        args: &Value,
+        started: Instant,
+        error: AaiError,
+    ) -> Result<Value, AaiError> {
+        let args = aai_audit::shrink(
+            &aai_audit::redact(args, None),
+            self.config().audit.max_arg_chars,
+        );
+        let call = Call {
+            id: self.call_id(who),
+            caller: &who.name,
+            app,
+            tool,
+            args: &args,
+            risk: Risk::Medium,
+        };
+        let step = Step {
+            call: &call,
+            started,
+        };
+        Err(self.refuse(&step, "none", "failed", error))
+    }
+
+    /// Writes the refused call's audit row and returns the error for the agent (or the audit
+    /// failure, which then matters more).
+    pub(super) fn refuse(
+        &self,
+        step: &Step<'_>,
+        decision: &str,
+        outcome: &str,
+        error: AaiError,
+    ) -> AaiError {
+        match self
+            .gate
+            .record(step.call, decision, outcome, step.elapsed(), Some(&error))
+        {
+            Ok(()) => error,
+            Err(audit) => audit,
+        }
+    }
+
+    /// The risk of this call when above its tool's own: built-in toolsets judge their calls
+    /// (the terminal rates a command the classifier finds critical as critical).
+    pub(super) fn raised_risk(
+        &self,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+    ) -> Option<Risk> {
+        (app.platform == Platform::Local)
+            .then(|| self.toolsets().call_risk(app.id(), &spec.name, args))
+            .flatten()
+    }
+
+    /// The call the gate judges in place of a built-in call, when its toolset names one
+    /// ([`aai_local::Toolset::judged_as`]).
+    pub(super) async fn judged_as(
+        &self,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+    ) -> Result<Option<aai_local::Judged>, AaiError> {
+        if app.platform != Platform::Local {
+            return Ok(None);
+        }
+        let call = judged_call(who, spec, args);
+        self.toolsets().judged_as(app.id(), &call).await
+    }
+
+    /// Why a built-in call cannot run whatever the user answers ([`aai_local::Toolset::refusal`]).
+    pub(super) fn refusal(
+        &self,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+    ) -> Option<AaiError> {
+        if app.platform != Platform::Local {
+            return None;
+        }
+        let call = judged_call(who, spec, args);
+        self.toolsets().refusal(app.id(), &call)
+    }
+
+    /// Why a built-in call must be asked every time, judged by its toolset from the app's
+    /// state now (the element a browser call would type into).
+    pub(super) async fn must_ask(
+        &self,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+    ) -> Option<String> {
+        if app.platform != Platform::Local {
+            return None;
+        }
+        let call = judged_call(who, spec, args);
+        self.toolsets().must_ask(app.id(), &call).await
+    }
+
+    /// The policy step: what the client's profile says for this tool at this risk, and the
+    /// profile's name. An override that lets a tool run does not let a raised call through:
+    /// the profile's rule for the raised risk applies at least.
+    pub(super) fn policy(
+        &self,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        risk: Risk,
+        raised: Option<Risk>,
+    ) -> (Action, String) {
+        let (profile_name, profile) = self.policy_config().profile_for(&who.name, &who.roots);
+        let policy_name = format!("{}:{}", app.id(), spec.name);
+        let mut action = profile.decide(
+            &ToolFacts {
+                name: &policy_name,
+                category: app.id(),
+                risk,
+            },
+            &[],
+        );
+        if let Some(raised) = raised {
+            action = action.max(profile.risk_policies.get(raised));
+        }
+        (action, profile_name.to_owned())
+    }
+
+    /// The execute step: runs the tool (again after a sign-in through the client), with a
+    /// `cancelled` row written if the call is dropped before it ends; a TLS failure is
+    /// explained from the certificate the server presents.
+    pub(super) async fn execute(
+        &self,
+        call: &CallContext<'_>,
+        decision: &str,
+        descriptor: &Descriptor,
+        asked: bool,
+    ) -> Result<Value, AaiError> {
+        let CallContext {
+            step,
+            who,
+            app,
+            spec,
+            args,
+            asker,
+        } = *call;
+        let timeout = self.config().tool_timeout(app.platform, spec.timeout);
+        let invocation = Invocation::new(descriptor, &spec.name, args, timeout)
+            .with_roots(&who.roots)
+            .with_caller(&who.name, asked)
+            .with_progress(who.progress.as_deref());
+        // A call dropped before it finishes (the client cancelled it) still gets its outcome row.
+        let mut unfinished = Unfinished {
+            gate: &self.gate,
+            call: step.call,
+            decision,
+            started: step.started,
+            armed: true,
+        };
+        // The token is taken before the switch is read: a stop pressed in between cancels it.
+        let stop = self.stop.calls();
+        let stopped = || {
+            AaiError::new(
+                ErrorKind::PermissionDenied,
+                "cancelled by the emergency stop: its processes were killed; nothing runs until the user runs `aai-gateway resume`",
+            )
+        };
+        let mut result = if self.stop.is_stopped() {
+            Err(stopped())
+        } else {
+            tokio::select! {
+                // The stop wins when both are ready: a call whose processes the stop killed
+                // reports the stop, not what the killing did to it.
+                biased;
+                () = stop.cancelled() => Err(stopped()),
+                result = self.run(app.platform, invocation, spec) => result,
+            }
+        };
+        if let (Err(error), Some(asker)) = (&result, asker)
+            && let Some(url) = authorization_url(error)
+            && asker.open_url(&error.message, &url).await
+            && self
+                .web
+                .auth
+                .wait_for_authorization(app.id(), self.config().consent_timeout())
+                .await
+        {
+            // The user signed in through the client: the call goes on with the new tokens.
+            result = self.run(app.platform, invocation, spec).await;
+        }
+        unfinished.armed = false;
+        if let Err(error) = &mut result
+            && app.platform == Platform::Web
+            && error
+                .detail
+                .as_ref()
+                .is_some_and(|d| d["reason"].as_str().is_some_and(|r| r.starts_with("tls")))
+            // The host the request went to (a `web.base_urls` override included).
+            && let Some(host) = error.detail.as_ref().and_then(|d| d["host"].as_str())
+            && let Some(seen) = crate::web::presented_certificate(&format!("https://{host}/")).await
+        {
+            explain_tls(error, &seen);
+        }
+        result
+    }
+
+    /// The audit step: the outcome row. A result that cannot be audited is not returned.
+    pub(super) fn audit(
+        &self,
+        step: &Step<'_>,
+        decision: &str,
+        result: Result<Value, AaiError>,
+    ) -> Result<Value, AaiError> {
+        let (outcome, error) = match &result {
+            Ok(_) => ("success", None),
+            Err(error) => ("failed", Some(error)),
+        };
+        // An image or file that came back is recorded by type, size and hash, never kept.
+        let output = result
+            .as_ref()
+            .ok()
+            .and_then(binary)
+            .map(|(mime, bytes, data)| {
+                use base64::Engine as _;
+                use sha2::Digest as _;
+                let raw = base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap_or_default();
+                format!(
+                    "{mime} {bytes} bytes sha256:{:x}",
+                    sha2::Sha256::digest(&raw)
+                )
+            });
+        self.gate
+            .record_with_output(step.call, decision, outcome, step.elapsed(), error, output)
+            .map_err(|mut audit| {
+                audit.message = format!(
+                    "{}:{} ran ({outcome}), but its result could not be audited: {}",
+                    step.call.app, step.call.tool, audit.message
+                );
+                audit
+            })?;
+        result
+    }
+}
+
+/// PERMISSION_DENIED for a call judged as a tool that is not on (the terminal turned off in
+/// config.json): it does what that tool does, so it cannot run either.
+fn judged_off(judged: &aai_local::Judged) -> AaiError {
+    AaiError::new(
+        ErrorKind::PermissionDenied,
+        format!(
+            "{} It is judged as {}:{}, which is not on in this gateway, so it does not run.",
+            judged.why, judged.app, judged.tool
+        ),
+    )
+    .with_detail(
+        json!({"reason": "judged_as_off", "judged_as": format!("{}:{}", judged.app, judged.tool)}),
+    )
+}
+
+/// A call between the gate's steps: its audit identity and when it began.
+pub(super) struct Step<'a> {
+    pub(super) call: &'a Call<'a>,
+    pub(super) started: Instant,
+}
+
+/// One call on its way through the gate, passed whole: its audit step, who makes it, the app
+/// and tool, the arguments as checked, and who can ask the user about it.
+#[derive(Clone, Copy)]
+pub(super) struct CallContext<'a> {
+    pub(super) step: &'a Step<'a>,
+    pub(super) who: &'a Caller,
+    pub(super) app: &'a App,
+    pub(super) spec: &'a ToolCommon,
+    pub(super) args: &'a Map<String, Value>,
+    pub(super) asker: Option<&'a dyn Asker>,
+}
+
+/// Why the policy said what it said of a call, for the consent step: its action and the
+/// profile that gave it, the risk the call raised its tool's to, and why it must be asked or
+/// is judged as another call.
+#[derive(Clone, Copy)]
+pub(super) struct Verdict<'a> {
+    pub(super) action: Action,
+    pub(super) profile_name: &'a str,
+    pub(super) raised: Option<Risk>,
+    pub(super) must_ask: Option<&'a str>,
+    pub(super) judged: Option<&'a str>,
+}
+
+impl Step<'_> {
+    fn elapsed(&self) -> i64 {
+        i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+/// An error that is a consent round still open (2026-07-28 `input_required`), not a refusal.
+fn waits_for_input(error: &AaiError) -> bool {
+    error
+        .detail
+        .as_ref()
+        .is_some_and(|d| d.get(INPUT_REQUIRED).is_some())
+}
+
+impl Gateway {
+    /// Runs the executor; a read-only tool that timed out or found its app not running is
+    /// tried again, up to `retry.attempts` tries, waiting longer each time.
+    pub(super) async fn run(
+        &self,
+        platform: Platform,
+        invocation: Invocation<'_>,
+        spec: &ToolCommon,
+    ) -> Result<Value, AaiError> {
+        let retry = self.config().retry;
+        let retryable = spec.read_only == Some(true);
+        // Every try together fits in the tool's timeout: a retry gets what is left.
+        let deadline = Instant::now() + invocation.timeout;
+        let mut attempt = 1;
+        loop {
+            let mut this_try = invocation;
+            this_try.timeout = deadline.saturating_duration_since(Instant::now());
+            let result = guarded(self.executors.call(platform, this_try), &this_try).await;
+            match result {
+                Err(error)
+                    if retryable
+                        && attempt < retry.attempts
+                        && matches!(error.kind, ErrorKind::Timeout | ErrorKind::AppNotRunning)
+                        && deadline.saturating_duration_since(Instant::now())
+                            > retry.backoff(attempt + 1)
+                                + std::time::Duration::from_millis(100) =>
+                {
+                    attempt += 1;
+                    let wait = retry.backoff(attempt);
+                    tracing::info!(tool = %invocation.name(), attempt, wait_ms = wait.as_millis() as u64, error = %error, "retrying a read-only call");
+                    tokio::time::sleep(wait).await;
+                }
+                Err(mut error) if attempt > 1 => {
+                    error.message = format!("{} (after {attempt} tries)", error.message);
+                    if let Some(Value::Object(detail)) = &mut error.detail {
+                        detail.insert("attempts".into(), json!(attempt));
+                    } else if error.detail.is_none() {
+                        error.detail = Some(json!({"attempts": attempt}));
+                    }
+                    return Err(error);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// What a call would run, without running it or asking anyone (`call --dry-run`): the
+    /// arguments are checked as for a real call, then the executor plans.
+    ///
+    /// # Errors
+    /// `APP_NOT_FOUND`, `TOOL_NOT_FOUND`, `INVALID_PARAMS`, `SCRIPT_PARSE_ERROR`,
+    /// `AUTOMATION_NOT_SUPPORTED`.
+    pub async fn plan(&self, app: &str, tool: &str, args: &Value) -> Result<Value, AaiError> {
+        let registry = self.snapshot_for(app).await;
+        let app = self.find(&registry, app)?;
+        let descriptor = app.descriptor()?;
+        let spec = find_tool(&app, &descriptor, tool)?;
+        let schema = spec.parameters.as_ref().map(Parameters::schema);
+        let args = check_args(&app, spec, schema.as_ref(), args)?;
+        let timeout = self.config().tool_timeout(app.platform, spec.timeout);
+        // Built-in tools plan for the OS `--platform` names (the first platform in effect).
+        let invocation = Invocation::new(&descriptor, &spec.name, &args, timeout)
+            .with_target(self.config().platforms.first().copied());
+        let mut plan = self.executors.plan(app.platform, invocation)?;
+        if let Some(object) = plan.as_object_mut() {
+            object.insert("platform".into(), json!(app.platform.key()));
+            object.insert(
+                "timeout_ms".into(),
+                json!(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+            );
+        }
+        Ok(plan)
+    }
+}
+
+/// Writes a `cancelled` outcome row for a call whose future was dropped while it ran.
+struct Unfinished<'a> {
+    gate: &'a Gate,
+    call: &'a Call<'a>,
+    decision: &'a str,
+    started: Instant,
+    armed: bool,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let ms = i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX);
+            let error = AaiError::new(ErrorKind::AutomationFailed, "the client cancelled the call");
+            if let Err(error) =
+                self.gate
+                    .record(self.call, self.decision, "cancelled", ms, Some(&error))
+            {
+                tracing::warn!(
+                    "the cancelled call's row could not be written: {}",
+                    error.message
+                );
+            }
+        }
+    }
+}
+
+/// Runs an executor's future under a panic boundary: a panic anywhere inside (executor,
+/// parser, dependency) fails this call with AUTOMATION_FAILED, and the server goes on.
+async fn guarded(
+    call: impl std::future::Future<Output = Result<Value, AaiError>>,
+    invocation: &Invocation<'_>,
+) -> Result<Value, AaiError> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(call).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => {
+            let what = panic_message(panic.as_ref());
+            tracing::error!(tool = %invocation.name(), panic = %what, "a call panicked; it failed and the gateway goes on");
+            Err(AaiError::new(
+                ErrorKind::AutomationFailed,
+                format!(
+                    "{} failed inside the gateway ({what}). This is a bug in aai-gateway; the call did not complete, and other calls are unaffected. Please report it with the gateway's log.",
+                    invocation.name()
+                ),
+            )
+            .with_detail(json!({"reason": "panic"})))
+        }
+    }
+}
