@@ -11,11 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aai_descriptor::{AaiError, Platform};
+use aai_descriptor::AaiError;
 use aai_engine::config::Config;
 use aai_engine::consent::{Answer, Asker, Question, Unanswered};
-use aai_engine::pipeline::{Caller, Gateway};
-use aai_executor::Executors;
+use aai_engine::pipeline::Caller;
 use serde_json::{Value, json};
 
 /// The emergency stop kills every descendant of this process: the tests of this binary run
@@ -24,74 +23,67 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const SECRET: &str = "s3cr3t-token-value";
 
-struct Setup {
-    gateway: Arc<Gateway>,
-    base: tempfile::TempDir,
+mod common;
+
+use common::TestGateway as Setup;
+
+/// `project` and `allowed` are allowed; the gateway's home lies inside `allowed` (so the
+/// home wins over the allowed folders), `outside` holds the canaries.
+fn setup(policy: Value) -> Setup {
+    aai_contain::set_launcher(env!("CARGO_BIN_EXE_aai-gateway"));
+    let base = tempfile::Builder::new()
+        .prefix("containment-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("base");
+    let root = base.path();
+    let home = root.join("allowed/aai-home");
+    for dir in [
+        "project/empty",
+        "allowed/work",
+        "outside",
+        "allowed/aai-home/run",
+    ] {
+        std::fs::create_dir_all(root.join(dir)).expect("dir");
+    }
+    std::fs::create_dir_all(home.join("tokens")).expect("tokens");
+    std::fs::write(home.join("config.json"), "{\"original\": true}").expect("config");
+    std::fs::write(home.join("run/token"), SECRET).expect("token");
+    std::fs::write(home.join("tokens/app.json"), SECRET).expect("tokens");
+    std::fs::write(home.join("ca.key"), SECRET).expect("key");
+    let config: Config = serde_json::from_value(json!({
+        "policy": policy,
+        "local": {"sandbox": {"allowed_directories": [root.join("project"), root.join("allowed")]},
+                  "writable_caches": []},
+        "web": {"cache_dir": root.join("web-cache")}
+    }))
+    .expect("config");
+    Setup::scanning(base, &home, config)
 }
 
-impl Setup {
-    /// `project` and `allowed` are allowed; the gateway's home lies inside `allowed` (so the
-    /// home wins over the allowed folders), `outside` holds the canaries.
-    fn new(policy: Value) -> Self {
-        aai_contain::set_launcher(env!("CARGO_BIN_EXE_aai-gateway"));
-        let base = tempfile::Builder::new()
-            .prefix("containment-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .expect("base");
-        let root = base.path();
-        let home = root.join("allowed/aai-home");
-        for dir in [
-            "project/empty",
-            "allowed/work",
-            "outside",
-            "allowed/aai-home/run",
-        ] {
-            std::fs::create_dir_all(root.join(dir)).expect("dir");
-        }
-        std::fs::create_dir_all(home.join("tokens")).expect("tokens");
-        std::fs::write(home.join("config.json"), "{\"original\": true}").expect("config");
-        std::fs::write(home.join("run/token"), SECRET).expect("token");
-        std::fs::write(home.join("tokens/app.json"), SECRET).expect("tokens");
-        std::fs::write(home.join("ca.key"), SECRET).expect("key");
-        let config: Config = serde_json::from_value(json!({
-            "policy": policy,
-            "local": {"sandbox": {"allowed_directories": [root.join("project"), root.join("allowed")]},
-                      "writable_caches": []},
-            "web": {"cache_dir": root.join("web-cache")}
-        }))
-        .expect("config");
-        let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false);
-        let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
-        let gateway =
-            aai_engine::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
-        Self { gateway, base }
-    }
+/// Every call runs unasked: only containment stands between a command and the disk.
+fn unguarded() -> Setup {
+    setup(
+        json!({"default_profile": "p", "profiles": {"p": {"preset": "full_auto",
+        "risk_policies": {"high": "auto_approve", "critical": "auto_approve"}}}}),
+    )
+}
 
-    /// Every call runs unasked: only containment stands between a command and the disk.
-    fn unguarded() -> Self {
-        Self::new(
-            json!({"default_profile": "p", "profiles": {"p": {"preset": "full_auto",
-            "risk_policies": {"high": "auto_approve", "critical": "auto_approve"}}}}),
-        )
-    }
+/// What the containment tests do with their gateway.
+trait Contained {
+    async fn bash(&self, command: &str) -> Result<Value, AaiError>;
+    fn canary(&self, name: &str) -> String;
+    fn assert_canary(&self, name: &str, how: &str);
+}
 
-    fn path(&self, relative: &str) -> PathBuf {
-        self.base.path().join(relative)
-    }
-
-    fn p(&self, relative: &str) -> String {
-        self.path(relative).display().to_string()
-    }
-
+impl Contained for Setup {
     async fn bash(&self, command: &str) -> Result<Value, AaiError> {
-        self.gateway
-            .exec(
-                "agent",
-                "local.terminal",
-                "bash_execute",
-                &json!({"command": command, "timeout_ms": 20_000}),
-            )
-            .await
+        self.call_as(
+            "agent",
+            "local.terminal",
+            "bash_execute",
+            json!({"command": command, "timeout_ms": 20_000}),
+        )
+        .await
     }
 
     /// A canary folder outside the allowed ones: a file and one deeper down.
@@ -158,7 +150,7 @@ async fn gone_within(pid: u32, within: Duration) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destructive_commands_of_every_shape_leave_every_canary_outside_the_allowed_folders() {
     let _serial = SERIAL.lock().await;
-    let s = Setup::unguarded();
+    let s = unguarded();
     let project = s.p("project");
     let home = s.p("allowed/aai-home");
     let cases: Vec<(&str, String)> = vec![
@@ -321,7 +313,7 @@ async fn destructive_commands_of_every_shape_leave_every_canary_outside_the_allo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_cannot_kill_its_launcher_or_leave_its_cgroup() {
     let _serial = SERIAL.lock().await;
-    let s = Setup::unguarded();
+    let s = unguarded();
     let out = s.bash("kill -KILL $PPID").await.expect("ran");
     assert_ne!(out["exit_code"], 0, "{out}");
     assert!(
@@ -356,7 +348,7 @@ async fn a_command_cannot_kill_its_launcher_or_leave_its_cgroup() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_double_forked_escapee_dies_with_the_stop() {
     let _serial = SERIAL.lock().await;
-    let s = Setup::unguarded();
+    let s = unguarded();
     let pidfile = s.path("project/escapee");
     let out = s
         .bash(&format!(
@@ -438,7 +430,7 @@ impl Asker for Answering {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_outside_the_sandbox_is_asked_every_time_and_never_granted() {
     let _serial = SERIAL.lock().await;
-    let s = Setup::unguarded();
+    let s = unguarded();
     let target = s.path("outside/made-outside.txt");
     let args = json!({"command": format!("echo out > {}", target.display()),
         "outside_sandbox": true, "reason": "write the release notes outside the project"});
@@ -738,7 +730,7 @@ fn a_launched_app_and_what_it_runs_are_contained() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_cannot_reach_the_users_session_sockets() {
     let _serial = SERIAL.lock().await;
-    let s = Setup::unguarded();
+    let s = unguarded();
     let uid = std::fs::metadata("/proc/self").map_or(0, |m| {
         use std::os::unix::fs::MetadataExt as _;
         m.uid()

@@ -2,66 +2,53 @@
 //! PTY terminal sessions and the critical-command gate, system tools.
 #![cfg(unix)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use aai_descriptor::{AaiError, ErrorKind, Platform};
 use aai_engine::config::Config;
-use aai_engine::pipeline::Gateway;
 use aai_executor::Executors;
 use serde_json::{Value, json};
 
-struct Setup {
-    gateway: Arc<Gateway>,
-    dir: tempfile::TempDir,
+mod common;
+
+use common::TestGateway as Setup;
+
+/// A gateway whose sandbox allows `<tmp>/allowed`, whose own home is inside it (to show the
+/// gateway's files win over the configuration), and whose policy runs high-risk tools.
+fn setup() -> Setup {
+    setup_with_policy(
+        json!({"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}}),
+    )
 }
 
-impl Setup {
-    /// A gateway whose sandbox allows `<tmp>/allowed`, whose own home is inside it (to show
-    /// the gateway's files win over the configuration), and whose policy runs high-risk tools.
-    fn new() -> Self {
-        Self::with_policy(
-            json!({"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}}),
-        )
-    }
+fn setup_with_policy(policy: Value) -> Setup {
+    // What the terminal and apps start runs under the gateway binary's sandbox launcher.
+    aai_contain::set_launcher(env!("CARGO_BIN_EXE_aai-gateway"));
+    let dir = tempfile::tempdir().expect("dir");
+    let allowed = dir.path().join("allowed");
+    let home = allowed.join("aai-home");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(dir.path().join("outside")).expect("outside");
+    // Where commands write: nothing new can be made directly in `allowed`, which holds
+    // the gateway's home (the sandbox grants only what was there beside the home).
+    std::fs::create_dir_all(allowed.join("work")).expect("work");
+    let config: Config = serde_json::from_value(json!({
+        "policy": policy,
+        "local": {"sandbox": {"allowed_directories": [allowed], "max_file_size": 2_000_000}},
+        "web": {"cache_dir": dir.path().join("cache")}
+    }))
+    .expect("config");
+    std::fs::write(home.join("config.json"), "{}").expect("config file");
+    Setup::scanning(dir, &home, config)
+}
 
-    fn with_policy(policy: Value) -> Self {
-        // What the terminal and apps start runs under the gateway binary's sandbox launcher.
-        aai_contain::set_launcher(env!("CARGO_BIN_EXE_aai-gateway"));
-        let dir = tempfile::tempdir().expect("dir");
-        let allowed = dir.path().join("allowed");
-        let home = allowed.join("aai-home");
-        std::fs::create_dir_all(&home).expect("home");
-        std::fs::create_dir_all(dir.path().join("outside")).expect("outside");
-        // Where commands write: nothing new can be made directly in `allowed`, which holds
-        // the gateway's home (the sandbox grants only what was there beside the home).
-        std::fs::create_dir_all(allowed.join("work")).expect("work");
-        let config: Config = serde_json::from_value(json!({
-            "policy": policy,
-            "local": {"sandbox": {"allowed_directories": [allowed], "max_file_size": 2_000_000}},
-            "web": {"cache_dir": dir.path().join("cache")}
-        }))
-        .expect("config");
-        std::fs::write(home.join("config.json"), "{}").expect("config file");
-        let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false);
-        let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
-        let gateway =
-            aai_engine::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
-        Self { gateway, dir }
-    }
+/// `local.files` calls.
+trait Files {
+    async fn files(&self, tool: &str, args: Value) -> Result<Value, AaiError>;
+}
 
-    fn path(&self, relative: &str) -> PathBuf {
-        self.dir.path().join(relative)
-    }
-
-    fn p(&self, relative: &str) -> String {
-        self.path(relative).display().to_string()
-    }
-
-    async fn call(&self, app: &str, tool: &str, args: Value) -> Result<Value, AaiError> {
-        self.gateway.exec("test", app, tool, &args).await
-    }
-
+impl Files for Setup {
     async fn files(&self, tool: &str, args: Value) -> Result<Value, AaiError> {
         self.call("local.files", tool, args).await
     }
@@ -81,7 +68,7 @@ fn denied(result: Result<Value, AaiError>, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sandbox_refuses_every_way_out() {
-    let s = Setup::new();
+    let s = setup();
     let secret = s.path("outside/secret.txt");
     std::fs::write(&secret, "outside secret").expect("secret");
     std::fs::create_dir_all(s.path("allowed_evil")).expect("evil");
@@ -219,7 +206,7 @@ async fn the_sandbox_refuses_every_way_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_tools_read_write_edit_search_and_watch() {
-    let s = Setup::new();
+    let s = setup();
     let file = s.p("allowed/notes.txt");
     let written = s
         .files(
@@ -353,7 +340,7 @@ async fn bash(s: &Setup, args: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminal_sessions_persist_and_survive_timeouts() {
-    let s = Setup::new();
+    let s = setup();
     let tmp = s.p("allowed");
     let first = bash(
         &s,
@@ -483,7 +470,7 @@ async fn terminal_sessions_persist_and_survive_timeouts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn critical_commands_are_blocked_by_the_policy_and_never_run() {
-    let s = Setup::new();
+    let s = setup();
     let victim = s.path("allowed/victim");
     std::fs::create_dir_all(&victim).expect("victim");
     for command in [
@@ -520,7 +507,7 @@ async fn critical_commands_are_blocked_by_the_policy_and_never_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn system_info_describes_this_machine() {
-    let s = Setup::new();
+    let s = setup();
     let info = s
         .call("local.system", "system_info", json!({}))
         .await
@@ -651,7 +638,7 @@ impl aai_engine::consent::Asker for Scripted {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn command_prefix_grants_cover_only_plain_commands_they_name() {
     use aai_engine::consent::Answer;
-    let s = Setup::with_policy(
+    let s = setup_with_policy(
         json!({"default_profile": "p", "profiles": {"p": {"preset": "development",
         "risk_policies": {"high": "require_approval", "critical": "require_approval"}}}}),
     );
@@ -753,7 +740,7 @@ async fn run_in(s: &Setup, session: Option<&str>, command: &str) -> Result<Value
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shell_that_ends_is_reported_never_silently_replaced() {
-    let s = Setup::new();
+    let s = setup();
     // New sessions start inside the allowed folders.
     let first = run_in(&s, None, "pwd; export MARK=1").await.expect("pwd");
     assert_eq!(first["stdout"], s.p("allowed"), "{first}");
@@ -816,7 +803,7 @@ async fn a_shell_that_ends_is_reported_never_silently_replaced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_a_session_mid_command_reports_it_and_stops_its_processes() {
-    let s = Arc::new(Setup::new());
+    let s = Arc::new(setup());
     s.call(
         "local.terminal",
         "bash_session",
@@ -885,7 +872,7 @@ fn nix_alive(pid: i32) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_call_stops_its_command_and_the_session_goes_on() {
-    let s = Setup::new();
+    let s = setup();
     run_in(&s, None, "export KEEP=kept").await.expect("setup");
     let pidfile = s.path("allowed/work/cancel-pid");
     let command = format!("sh -c 'echo $$ > {}; exec sleep 60'", pidfile.display());
@@ -925,7 +912,7 @@ async fn a_cancelled_call_stops_its_command_and_the_session_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_commands_report_their_latest_output() {
-    let s = Setup::new();
+    let s = setup();
     let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let sink = seen.clone();
     let caller = aai_engine::pipeline::Caller {
@@ -957,7 +944,7 @@ async fn long_commands_report_their_latest_output() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn built_in_tools_reject_unknown_arguments_and_name_units() {
-    let s = Setup::new();
+    let s = setup();
     let error = s
         .call(
             "local.terminal",
@@ -1084,7 +1071,7 @@ fn writes_race_free_against_a_folder_swapped_for_a_symlink() {
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifos_and_sockets_are_refused_without_hanging() {
-    let s = Setup::new();
+    let s = setup();
     let fifo = s.path("allowed/pipe");
     let status = std::process::Command::new("mkfifo")
         .arg(&fifo)
@@ -1120,7 +1107,7 @@ async fn fifos_and_sockets_are_refused_without_hanging() {
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_watch_never_names_files_outside_the_sandbox() {
-    let s = Setup::new();
+    let s = setup();
     let outside = s.path("outside");
     std::os::unix::fs::symlink(&outside, s.path("allowed/link")).expect("link");
     std::fs::write(outside.join("victim-existing"), "x").expect("file");
@@ -1148,7 +1135,7 @@ async fn file_watch_never_names_files_outside_the_sandbox() {
 /// default session's folder and variables never cross, nor does a named one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminal_sessions_belong_to_their_client() {
-    let s = Setup::new();
+    let s = setup();
     let tmp = s.p("allowed");
     let terminal = |client: &'static str, tool: &'static str, args: Value| {
         let gateway = s.gateway.clone();
@@ -1210,7 +1197,7 @@ async fn terminal_sessions_belong_to_their_client() {
 /// are blocked as the shell command is, and the canary folder survives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn launching_a_command_is_judged_as_the_shell_command() {
-    let s = Setup::new();
+    let s = setup();
     let canary = s.path("allowed/canary");
     std::fs::create_dir_all(&canary).expect("canary");
     std::fs::write(canary.join("keep"), "x").expect("keep");
@@ -1278,7 +1265,7 @@ async fn launching_a_command_is_judged_as_the_shell_command() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_launch_judged_as_a_command_is_asked_and_granted_as_the_terminal() {
     use aai_engine::consent::Answer;
-    let s = Setup::with_policy(
+    let s = setup_with_policy(
         json!({"default_profile": "p", "profiles": {"p": {"preset": "development"}}}),
     );
     let caller = aai_engine::pipeline::Caller::named("agent");
@@ -1345,7 +1332,7 @@ async fn a_launch_judged_as_a_command_is_asked_and_granted_as_the_terminal() {
 /// home itself or lies inside it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_tools_never_write_inside_aai_home() {
-    let s = Setup::new();
+    let s = setup();
     let home = s.path("allowed/aai-home");
     std::fs::create_dir_all(home.join("run")).expect("run");
     std::fs::write(home.join("run/token"), "secret-token").expect("token");
@@ -1433,7 +1420,7 @@ async fn file_tools_never_write_inside_aai_home() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_the_sandbox_or_schema_refuse_are_refused_before_anyone_is_asked() {
     use aai_engine::consent::Answer;
-    let s = Setup::with_policy(
+    let s = setup_with_policy(
         json!({"default_profile": "p", "profiles": {"p": {"preset": "development",
         "risk_policies": {"low": "require_approval", "medium": "require_approval",
         "high": "require_approval", "critical": "require_approval"}}}}),

@@ -13,41 +13,14 @@ use aai_executor::Executors;
 use aai_test_support::{TEST_SERVICE, TestBus, full_test_descriptor};
 use serde_json::{Value, json};
 
-struct Setup {
-    gateway: Arc<Gateway>,
-    dir: tempfile::TempDir,
-}
+mod common;
 
-impl Setup {
-    fn new(docs: Vec<Value>, config: Config, executors: Executors) -> Self {
-        let found: Vec<Found> = docs
-            .into_iter()
-            .enumerate()
-            .map(|(rank, doc)| Found {
-                rank,
-                source: aai_engine::catalog::discovery::Source::UserWritten,
-                path: format!("/apps/{rank}/aai.json").into(),
-                outcome: aai_descriptor::parse("t", doc.to_string().as_bytes())
-                    .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d))),
-            })
-            .collect();
-        let dir = tempfile::tempdir().expect("dir");
-        let registry = Snapshot::build(&found, &[Platform::Linux], true);
-        let gateway =
-            aai_engine::fixed_gateway(registry, config, executors, dir.path().join("data.db"));
-        Self { gateway, dir }
-    }
+use common::TestGateway as Setup;
 
-    fn log(&self) -> AuditLog {
-        AuditLog::open(&self.dir.path().join("data.db")).expect("log")
-    }
-
-    fn results(&self) -> Vec<(String, String, String)> {
-        let rows = self.log().query(&Filter::default()).expect("rows");
-        rows.into_iter()
-            .map(|r| (r.entry.tool, r.entry.decision, r.entry.result))
-            .collect()
-    }
+/// A gateway offering `docs` on Linux.
+fn setup(docs: Vec<Value>, config: Config, executors: Executors) -> Setup {
+    let dir = tempfile::tempdir().expect("dir");
+    Setup::offering(dir, &docs, &[Platform::Linux], config, executors)
 }
 
 fn policy(json: Value) -> Config {
@@ -62,7 +35,7 @@ async fn a_schema_that_does_not_compile_is_refused_at_load_time() {
     let mut doc = full_test_descriptor("org.aai.test", TEST_SERVICE);
     doc["platforms"]["linux"]["tools"][0]["parameters"]["properties"]["text"]["pattern"] =
         json!("([unclosed");
-    let setup = Setup::new(vec![doc], Config::default(), Executors::new());
+    let setup = setup(vec![doc], Config::default(), Executors::new());
     let registry = setup.gateway.snapshot().await;
     let rejected: Vec<String> = registry.rejected.iter().map(ToString::to_string).collect();
     assert!(
@@ -83,7 +56,7 @@ async fn a_schema_that_does_not_compile_is_refused_at_load_time() {
 #[tokio::test]
 async fn arguments_are_checked_before_anything_runs() {
     // No D-Bus session here: a call that passed the checks would fail to connect instead.
-    let setup = Setup::new(
+    let setup = setup(
         vec![full_test_descriptor("org.aai.test", TEST_SERVICE)],
         Config::default(),
         Executors::new(),
@@ -149,7 +122,7 @@ async fn policy_consent_and_audit_rows() {
     let mut doc = full_test_descriptor("org.aai.test", TEST_SERVICE);
     doc["platforms"]["linux"]["tools"][0]["parameters"]["properties"]["token"] =
         json!({"type": "string"});
-    let setup = Setup::new(
+    let setup = setup(
         vec![doc],
         config,
         Executors::with_session_bus(bus.address()),
@@ -270,7 +243,7 @@ async fn policy_consent_and_audit_rows() {
             s("deny", "always_block", "blocked"),
         ]
     );
-    let log = setup.log();
+    let log = setup.audit();
     let first = &log.query(&Filter::default()).expect("rows")[0];
     assert_eq!(
         (first.entry.caller.as_str(), first.entry.args.as_str()),
@@ -283,7 +256,7 @@ async fn policy_consent_and_audit_rows() {
 async fn a_broken_store_fails_calls_clearly_and_runs_nothing() {
     let mut bus = TestBus::start();
     bus.spawn_service(TEST_SERVICE);
-    let setup = Setup::new(
+    let setup = setup(
         vec![full_test_descriptor("org.aai.test", TEST_SERVICE)],
         Config::default(),
         Executors::with_session_bus(bus.address()),
@@ -336,7 +309,7 @@ async fn a_broken_store_fails_calls_clearly_and_runs_nothing() {
             .await,
         Ok(json!("y"))
     );
-    assert_eq!(setup.log().verify().map(|rows| rows > 0), Ok(true));
+    assert_eq!(setup.audit().verify().map(|rows| rows > 0), Ok(true));
 }
 
 /// Opens `data.db` (creating the tables through the audit crate) and takes its write lock.
@@ -375,7 +348,7 @@ async fn blocks_hold_whatever_name_the_call_uses() {
     let config = policy(
         json!({"profiles": {"p": {"tool_overrides": {"org.aai.test:echo": "always_block"}}}, "default_profile": "p"}),
     );
-    let setup = Setup::new(
+    let setup = setup(
         vec![full_test_descriptor("org.aai.test", TEST_SERVICE)],
         config,
         Executors::new(),
@@ -513,7 +486,7 @@ async fn defaults_unknown_arguments_and_aliases() {
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "default": 5}},
         "required": ["a"]
     });
-    let setup = Setup::new(
+    let setup = setup(
         vec![doc],
         policy(json!({"default_profile": "a", "profiles": {"a": {"preset": "full_auto"}}})),
         Executors::with_session_bus(bus.address()),

@@ -6,14 +6,10 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 
 use aai_descriptor::{ErrorKind, Platform};
-use aai_engine::catalog::discovery::Found;
-use aai_engine::catalog::snapshot::Snapshot;
 use aai_engine::config::{Config, Retry};
-use aai_engine::pipeline::Gateway;
 use aai_executor::{Executors, Settings};
 use serde_json::{Value, json};
 
@@ -46,50 +42,57 @@ fn mail() -> Value {
     }})
 }
 
-struct Setup {
-    gateway: Arc<Gateway>,
-    dir: tempfile::TempDir,
+mod common;
+
+use common::TestGateway;
+
+/// A gateway offering the Mail app on macOS through a fake `osascript` in its folder that
+/// fails as often as `fail_first` says; `attempts` tries of a read-only tool.
+fn setup(attempts: u32) -> TestGateway {
+    let dir = tempfile::tempdir().expect("dir");
+    let fake = dir.path().join("osascript");
+    std::fs::write(&fake, FAKE_OSASCRIPT).expect("write");
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let config = Config {
+        policy: serde_json::from_value(
+            json!({"default_profile": "p", "profiles": {"p": {"preset": "development"}}}),
+        )
+        .expect("policy"),
+        retry: Retry {
+            attempts,
+            backoff_ms: 10,
+        },
+        timeout_seconds: 1,
+        ..Config::default()
+    };
+    let executors = Executors::with_settings(
+        Settings {
+            osascript: fake.display().to_string(),
+            ..Settings::default()
+        },
+        None,
+    );
+    let setup = TestGateway::offering(
+        dir,
+        &[mail()],
+        &[Platform::Linux, Platform::Macos],
+        config,
+        executors,
+    );
+    assert_eq!(
+        setup.gateway.snapshot_changes().borrow().apps[0].platform,
+        Platform::Macos
+    );
+    setup
 }
 
-impl Setup {
-    fn new(attempts: u32) -> Self {
-        let dir = tempfile::tempdir().expect("dir");
-        let fake = dir.path().join("osascript");
-        std::fs::write(&fake, FAKE_OSASCRIPT).expect("write");
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        let found = vec![Found {
-            rank: 0,
-            source: aai_engine::catalog::discovery::Source::UserWritten,
-            path: "/apps/mail/aai.json".into(),
-            outcome: aai_descriptor::parse("t", mail().to_string().as_bytes())
-                .map(|d| aai_engine::catalog::cache::Entry::held(Arc::new(d))),
-        }];
-        let registry = Snapshot::build(&found, &[Platform::Linux, Platform::Macos], true);
-        assert_eq!(registry.apps[0].platform, Platform::Macos);
-        let config = Config {
-            policy: serde_json::from_value(
-                json!({"default_profile": "p", "profiles": {"p": {"preset": "development"}}}),
-            )
-            .expect("policy"),
-            retry: Retry {
-                attempts,
-                backoff_ms: 10,
-            },
-            timeout_seconds: 1,
-            ..Config::default()
-        };
-        let executors = Executors::with_settings(
-            Settings {
-                osascript: fake.display().to_string(),
-                ..Settings::default()
-            },
-            None,
-        );
-        let gateway =
-            aai_engine::fixed_gateway(registry, config, executors, dir.path().join("data.db"));
-        Self { gateway, dir }
-    }
+/// What a test does to the fake `osascript`.
+trait FakeOsascript {
+    fn fail_first(&self, n: u32);
+    fn runs(&self) -> u32;
+}
 
+impl FakeOsascript for TestGateway {
     fn fail_first(&self, n: u32) {
         std::fs::write(self.dir.path().join("failures"), n.to_string()).expect("failures");
         let _ = std::fs::remove_file(self.dir.path().join("count"));
@@ -103,7 +106,7 @@ impl Setup {
 
 #[tokio::test]
 async fn read_only_tools_are_retried_on_app_not_running() {
-    let setup = Setup::new(3);
+    let setup = setup(3);
     setup.fail_first(2);
     let result = setup
         .gateway
@@ -129,7 +132,7 @@ async fn read_only_tools_are_retried_on_app_not_running() {
 
 #[tokio::test]
 async fn tools_that_change_things_are_never_retried() {
-    let setup = Setup::new(3);
+    let setup = setup(3);
     setup.fail_first(1);
     let error = setup
         .gateway
@@ -142,7 +145,7 @@ async fn tools_that_change_things_are_never_retried() {
 
 #[tokio::test]
 async fn retries_can_be_turned_off() {
-    let setup = Setup::new(1);
+    let setup = setup(1);
     setup.fail_first(1);
     let error = setup
         .gateway
@@ -157,7 +160,7 @@ async fn retries_can_be_turned_off() {
 /// TIMEOUT.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_executor_does_not_hold_up_other_calls() {
-    let setup = Setup::new(1);
+    let setup = setup(1);
     let gateway = setup.gateway.clone();
     let stuck = tokio::spawn(async move {
         gateway
