@@ -1,0 +1,423 @@
+//! The MCP methods the gateway answers (`rmcp::ServerHandler`): initialize, tools, resources,
+//! prompts, logging, subscriptions.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use aai_descriptor::{AaiError, ErrorKind};
+#[allow(deprecated)]
+use rmcp::model::SetLevelRequestParams;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, InputRequiredResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    Tool, UnsubscribeRequestParams,
+};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
+use rmcp::{ErrorData as McpError, ServerHandler};
+use serde_json::{Value, json};
+
+use aai_engine::consent::Asker;
+use aai_engine::pipeline::INPUT_REQUIRED;
+use aai_engine::pipeline::{Caller, find_app};
+
+use super::*;
+
+impl ServerHandler for AaiServer {
+    #[allow(deprecated)] // enable_logging: see set_level
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .enable_resources_subscribe()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "aai-gateway",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let registry = self.gateway.snapshot().await;
+        let tools = registry
+            .tool_list
+            .get_or_init(|| Arc::new(self.tools(&registry)))
+            .clone();
+        registry.listed.raise();
+        // Made here, so always a list of tools; anything else would be a list of none.
+        let tools = tools.downcast::<Vec<Tool>>().unwrap_or_default();
+        Ok(ListToolsResult::with_all_items(tools.as_ref().clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let started = Instant::now();
+        let mut name = request.name.to_string();
+        if !names::routes(&name, self.gateway.home()) {
+            tracing::info!(tool = %name, "tools/call of no tool");
+            return Err(names::unknown(&name, &*self.gateway.snapshot().await));
+        }
+        let mut args = Value::Object(request.arguments.unwrap_or_default());
+        // The caller identity for consent: `clientInfo.name` from initialize, or from the
+        // request's own `_meta` in the 2026-07-28 lifecycle.
+        let caller = context
+            .client_info()
+            .map(|info| info.name)
+            .filter(|name| name != aai_audit::EVERY_CLIENT)
+            .unwrap_or_else(|| "unknown-client".to_owned());
+        // An agent a scheduled task started presents its run's token: its calls run under the
+        // task's layer, as the task, and never wait for a person the task did not ask for.
+        let task = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get(axum::http::header::AUTHORIZATION))
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .and_then(|token| aai_schedule::hub_of(&self.gateway)?.token(token.trim()));
+        let caller = match &task {
+            Some((grant, _)) => format!("schedule:{}", grant.task),
+            None => caller,
+        };
+        let timeout = self.gateway.config().consent_timeout();
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let can_elicit = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.elicitation.is_some());
+        // Elicitation when the client can ask (a request up to 2025-11-25, an
+        // InputRequiredResult from 2026-07-28); else the desktop's own dialog; else none, and a
+        // call that needs approval is denied with the command that grants it.
+        // `aai_exec {"approval_id"}`: the call the user answered in the approval queue, run
+        // once as it was asked.
+        let exec = matches!(name.as_str(), "aai_exec" | "aai:exec");
+        let resumable = exec || matches!(name.as_str(), "aai_batch" | "aai:batch");
+        let resume = if resumable {
+            args.get("approval_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        } else {
+            None
+        };
+        if let Some(id) = &resume {
+            match self.gateway.approvals().call_of(id, &caller) {
+                // A batch waited as a whole: it runs again with the user's answer.
+                Ok(call) if call.app == "aai_batch" => {
+                    name = "aai_batch".to_owned();
+                    args = call.args;
+                }
+                Ok(call) => args = json!({"app": call.app, "tool": call.tool, "args": call.args}),
+                Err(message) => {
+                    let error = AaiError::new(ErrorKind::InvalidParams, message)
+                        .with_detail(json!({"field": "approval_id"}));
+                    return Ok(
+                        tool_result(Err(error), self.gateway.config().max_result_chars).into(),
+                    );
+                }
+            }
+        }
+        let queued = self.gateway.queues_approvals();
+        // The call as the queue keeps it, copied only when the queue may be asked.
+        let queued_call = (resume.is_some() || queued).then(|| {
+            if exec {
+                (
+                    args.get("app")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    args.get("tool")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    args.get("args").cloned().unwrap_or(Value::Null),
+                )
+            } else {
+                let (app, tool) = name.rsplit_once(':').unwrap_or((name.as_str(), ""));
+                (app.to_owned(), tool.to_owned(), args.clone())
+            }
+        });
+        let queue = || {
+            queued_call.as_ref().map(|(app, tool, args)| {
+                Box::new(aai_engine::consent::queue::QueueAsker {
+                    approvals: self.gateway.approvals(),
+                    call: aai_engine::consent::queue::Pending {
+                        caller: &caller,
+                        app,
+                        tool,
+                        args,
+                    },
+                    resume: resume.clone(),
+                    wait: self.gateway.config().approval_wait(),
+                    stop: self.gateway.stop().calls(),
+                }) as Box<dyn Asker + '_>
+            })
+        };
+        let asker: Option<Box<dyn Asker + '_>> = if let Some((grant, _)) = &task {
+            Some(Box::new(aai_schedule::runner::TaskAsker {
+                gateway: &self.gateway,
+                task: &grant.task,
+                on_approval: grant.on_approval,
+            }))
+        } else if resume.is_some() {
+            queue()
+        } else if stateless && can_elicit {
+            Some(Box::new(StatelessAsker {
+                rounds: ConsentRounds::of_this_process(),
+                binding: binding(&caller, &name, &args),
+                state: request.request_state.clone(),
+                responses: request.input_responses.clone(),
+                timeout,
+            }))
+        } else if let Some(peer) = PeerAsker::for_request(&context, timeout) {
+            Some(Box::new(peer))
+        } else if queued {
+            queue()
+        } else {
+            aai_engine::consent::dialog::available().map(|kind| {
+                Box::new(aai_engine::consent::dialog::DialogAsker { kind, timeout })
+                    as Box<dyn Asker>
+            })
+        };
+        let roots = if self.gateway.policy_config().uses_roots() {
+            self.client_roots(&context).await
+        } else {
+            Vec::new()
+        };
+        let who = Caller {
+            name: caller.clone(),
+            roots,
+            session: Some(self.session.id.clone()),
+            progress: progress_reporter(&context),
+            task: task.as_ref().map(|(grant, _)| grant.clone()),
+            calls: task.as_ref().map(|(_, calls)| calls.clone()),
+        };
+        // Whatever panics outside an executor (a guide, a parser) fails this call alone, and
+        // a cancel from the client (`notifications/cancelled`) drops the call: its command is
+        // stopped and its audit row says `cancelled`.
+        let result = {
+            use futures::FutureExt;
+            let call = std::panic::AssertUnwindSafe(self.dispatch_asking(
+                &who,
+                &name,
+                args,
+                asker.as_deref(),
+            ))
+            .catch_unwind();
+            let cancelled = context.ct.clone();
+            let outcome = tokio::select! {
+                outcome = call => outcome,
+                () = cancelled.cancelled() => {
+                    tracing::info!(tool = %name, %caller, "call cancelled by the client");
+                    Ok(Err(AaiError::new(ErrorKind::AutomationFailed, "the client cancelled the call")))
+                }
+            };
+            outcome.unwrap_or_else(|panic| {
+                    let what = aai_engine::pipeline::panic_message(panic.as_ref());
+                    tracing::error!(tool = %name, panic = %what, "a call panicked; it failed and the gateway goes on");
+                    Err(AaiError::new(
+                        ErrorKind::AutomationFailed,
+                        format!("{name} failed inside the gateway ({what}); other calls are unaffected. Please report it with the gateway's log."),
+                    ))
+                })
+        };
+        if let Err(error) = &result
+            && let Some(pending) = error.detail.as_ref().and_then(|d| d.get(INPUT_REQUIRED))
+        {
+            let input_required: InputRequiredResult = serde_json::from_value(pending.clone())
+                .map_err(|e| {
+                    McpError::internal_error(format!("cannot build the consent request: {e}"), None)
+                })?;
+            tracing::info!(tool = %name, %caller, "asking the user through the client (input required)");
+            return Ok(CallToolResponse::InputRequired(input_required));
+        }
+        match &result {
+            Ok(_) => {
+                tracing::info!(tool = %name, %caller, ms = started.elapsed().as_millis() as u64, "call ok")
+            }
+            Err(error) => {
+                tracing::info!(tool = %name, %caller, code = error.kind.code(), "call failed: {}", error.message)
+            }
+        }
+        Ok(tool_result(result, self.gateway.config().max_result_chars).into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let registry = self.gateway.snapshot().await;
+        let resources = registry
+            .apps
+            .iter()
+            .map(|app| {
+                let d = app.summary();
+                Resource::new(format!("app:{}", d.app_id), d.name.clone())
+                    .with_description(d.description.clone())
+                    .with_mime_type(AAI_MIME)
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let registry = self.gateway.snapshot().await;
+        let Some(id) = request.uri.strip_prefix("app:") else {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "unknown resource {:?}: app resources are named app:<appId>",
+                    request.uri
+                ),
+                None,
+            ));
+        };
+        let app = find_app(&registry, id)
+            .map_err(|error| McpError::resource_not_found(error.message, error.detail))?;
+        let doc = app
+            .descriptor()
+            .map_err(|error| McpError::resource_not_found(error.message, error.detail))?
+            .for_platform(app.platform);
+        let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        let contents = ResourceContents::TextResourceContents {
+            uri: request.uri.clone(),
+            mime_type: Some("application/json".to_owned()),
+            text,
+            meta: None,
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        // Sessions that began with `initialize` get list_changed as plain notifications; the
+        // 2026-07-28 lifecycle gets them through `subscriptions/listen` instead.
+        if self.notify {
+            tokio::spawn(notify_changes(
+                context.peer.clone(),
+                self.gateway.snapshot_changes(),
+                self.subscriptions.clone(),
+            ));
+        }
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // Any URI may be watched: an app that is not installed yet is announced when it is.
+        if let Ok(mut subscribed) = self.subscriptions.lock() {
+            subscribed.insert(request.uri);
+        }
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if let Ok(mut subscribed) = self.subscriptions.lock() {
+            subscribed.remove(&request.uri);
+        }
+        Ok(())
+    }
+
+    // Logging is deprecated (SEP-2577) but 2025-era clients set a level: the gateway logs to
+    // stderr and its log file and sends no log notifications, so any level holds as asked.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Ok(())
+    }
+
+    async fn on_roots_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleServer>,
+    ) {
+        *self.roots.lock().await = None;
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.supported_by(&self.get_info().capabilities))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.gateway.snapshot_changes();
+        let mut last = changes.borrow_and_update().clone();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    let current = changes.borrow_and_update().clone();
+                    let previous = std::mem::replace(&mut last, current.clone());
+                    if previous.same_apps(&current) {
+                        continue;
+                    }
+                    let accepted = context.accepted();
+                    if accepted.tools_list_changed == Some(true) {
+                        let _ = context.sink().notify_tool_list_changed().await;
+                    }
+                    if accepted.resources_list_changed == Some(true) {
+                        let _ = context.sink().notify_resource_list_changed().await;
+                    }
+                    if let Some(uris) = &accepted.resource_subscriptions {
+                        for uri in updated(&previous, &current, uris) {
+                            let _ = context.sink().notify_resource_updated(uri).await;
+                        }
+                    }
+                    tokio::time::sleep(aai_engine::NOTIFY_EVERY).await;
+                }
+            }
+        }
+    }
+}
+
+/// Turns a long call's reports into `notifications/progress` when the request carries a
+/// progress token (values increase by one per report; the message is the latest output).
+fn progress_reporter(
+    context: &RequestContext<RoleServer>,
+) -> Option<aai_engine::pipeline::Progress> {
+    let token = context.meta.get_progress_token()?;
+    let peer = context.peer.clone();
+    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    Some(Arc::new(move |latest: &str| {
+        let step = count.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let mut note = rmcp::model::ProgressNotificationParam::new(token.clone(), step as f64);
+        note.message = Some(if latest.is_empty() {
+            "running (no output yet)".to_owned()
+        } else {
+            latest.to_owned()
+        });
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            let _ = peer.notify_progress(note).await;
+        });
+    }))
+}
