@@ -20,7 +20,7 @@ use super::tables::{NewRun, RunRow, Store, Stored};
 use super::{CLAIM_LIMIT, CatchUp, OnApproval, Overlap, Run, TaskGrant, Timing, now_ms};
 use aai_engine::consent::{Answer, Asker, Question, Unanswered};
 use aai_engine::pipeline::{CallIds, Caller, Gateway};
-use aai_engine::workflow::{Checkpoints, Prior};
+use aai_engine::workflow::{CheckpointError, Checkpoints, Prior};
 
 /// What the gateway shares with its scheduler: the store, a nudge, and the tokens of agent
 /// runs in flight (each names the task whose layer its calls run under).
@@ -546,14 +546,22 @@ impl Checkpoints for RunCheckpoints<'_> {
         }
     }
 
-    fn started(&self, index: usize) -> Result<(), String> {
-        self.store.step_started(self.run, index, now_ms())
+    fn started(&self, index: usize) -> Result<(), CheckpointError> {
+        self.store
+            .step_started(self.run, index, now_ms())
+            .map_err(CheckpointError::of)
     }
 
-    fn finished(&self, index: usize, entry: &Value, audit: &[String]) -> Result<(), String> {
+    fn finished(
+        &self,
+        index: usize,
+        entry: &Value,
+        audit: &[String],
+    ) -> Result<(), CheckpointError> {
         let state = entry["status"].as_str().unwrap_or("failed");
         self.store
             .step_finished(self.run, index, state, entry, audit, now_ms())
+            .map_err(CheckpointError::of)
     }
 }
 
@@ -616,9 +624,7 @@ async fn execute(
     let checkpoints = RunCheckpoints {
         store,
         run: run.id,
-        prior: store
-            .steps(run.id)
-            .map_err(|problem| AaiError::new(ErrorKind::AutomationFailed, problem))?,
+        prior: store.steps(run.id).map_err(AaiError::from)?,
     };
     let asker = TaskAsker {
         gateway,
@@ -669,12 +675,10 @@ pub fn run_here_boxed<'a>(
 pub async fn run_here(gateway: &Gateway, hub: &Hub, id: i64) -> Result<Value, AaiError> {
     let store = hub.store()?;
     let owner = owner_id();
-    let started = store
-        .start(id, &owner, now_ms())
-        .map_err(|problem| AaiError::new(ErrorKind::AutomationFailed, problem))?;
+    let started = store.start(id, &owner, now_ms()).map_err(AaiError::from)?;
     let run = store
         .run(id)
-        .map_err(|problem| AaiError::new(ErrorKind::AutomationFailed, problem))?
+        .map_err(AaiError::from)?
         .filter(|_| started)
         .ok_or_else(|| {
             AaiError::new(
@@ -684,8 +688,6 @@ pub async fn run_here(gateway: &Gateway, hub: &Hub, id: i64) -> Result<Value, Aa
         })?;
     let result = execute(gateway, hub, &store, &run).await;
     settle(gateway, &store, &run, result);
-    let run = store
-        .run(id)
-        .map_err(|problem| AaiError::new(ErrorKind::AutomationFailed, problem))?;
+    let run = store.run(id).map_err(AaiError::from)?;
     Ok(run.map_or(Value::Null, |run| super::tools::describe_run(&store, &run)))
 }

@@ -70,8 +70,31 @@ pub struct StepRow {
     pub audit: Vec<String>,
 }
 
-fn fail(error: impl std::fmt::Display) -> String {
-    format!("the scheduler's store in data.db: {error}")
+/// What went wrong with the scheduler's tables in `data.db`.
+#[derive(Debug, thiserror::Error)]
+pub enum TablesError {
+    #[error("the scheduler's tables in data.db: {0}")]
+    Database(#[from] rusqlite::Error),
+    #[error("the scheduler's tables in data.db: a task does not serialize: {0}")]
+    Serialize(#[from] serde_json::Error),
+    #[error("the scheduler's tables in data.db: the stored task {name:?} does not read: {source}")]
+    StoredTask {
+        name: String,
+        source: serde_json::Error,
+    },
+}
+
+impl From<TablesError> for aai_descriptor::AaiError {
+    fn from(error: TablesError) -> Self {
+        Self::new(
+            aai_descriptor::ErrorKind::AutomationFailed,
+            error.to_string(),
+        )
+    }
+}
+
+fn fail(error: impl Into<TablesError>) -> TablesError {
+    error.into()
 }
 
 const RUN_COLUMNS: &str = "id, task, occurrence, scheduled_ms, kind, state, attempt, not_before_ms, owner, spec, started_ms, finished_ms, outcome";
@@ -125,7 +148,7 @@ impl Store {
     ///
     /// # Errors
     /// The file cannot be opened or set up.
-    pub fn open(path: &Path) -> Result<Self, String> {
+    pub fn open(path: &Path) -> Result<Self, TablesError> {
         if let Some(parent) = path.parent() {
             let _ = aai_engine::private::create_dir(parent);
         }
@@ -209,7 +232,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be written.
-    pub fn put(&self, task: &Task, now: i64) -> Result<bool, String> {
+    pub fn put(&self, task: &Task, now: i64) -> Result<bool, TablesError> {
         let spec = serde_json::to_string(task).map_err(fail)?;
         let mut conn = self.conn();
         let tx = conn
@@ -252,7 +275,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be written.
-    pub fn remove(&self, name: &str, now: i64) -> Result<bool, String> {
+    pub fn remove(&self, name: &str, now: i64) -> Result<bool, TablesError> {
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -276,7 +299,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be written.
-    pub fn set_enabled(&self, name: &str, enabled: bool, now: i64) -> Result<bool, String> {
+    pub fn set_enabled(&self, name: &str, enabled: bool, now: i64) -> Result<bool, TablesError> {
         let Some(mut stored) = self.get(name)? else {
             return Ok(false);
         };
@@ -289,7 +312,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be read.
-    pub fn get(&self, name: &str) -> Result<Option<Stored>, String> {
+    pub fn get(&self, name: &str) -> Result<Option<Stored>, TablesError> {
         let conn = self.conn();
         let row: Option<(String, i64)> = conn
             .query_row(
@@ -302,7 +325,10 @@ impl Store {
         row.map(|(spec, cursor_ms)| {
             serde_json::from_str(&spec)
                 .map(|task| Stored { task, cursor_ms })
-                .map_err(|e| fail(format!("the stored task {name:?} does not read: {e}")))
+                .map_err(|source| TablesError::StoredTask {
+                    name: name.to_owned(),
+                    source,
+                })
         })
         .transpose()
     }
@@ -311,7 +337,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be read.
-    pub fn tasks(&self) -> Result<Vec<Stored>, String> {
+    pub fn tasks(&self) -> Result<Vec<Stored>, TablesError> {
         let conn = self.conn();
         let mut statement = conn
             .prepare_cached("SELECT name, spec, cursor_ms FROM schedule_tasks ORDER BY name")
@@ -349,7 +375,7 @@ impl Store {
         to: i64,
         runs: &[NewRun],
         now: i64,
-    ) -> Result<Vec<i64>, String> {
+    ) -> Result<Vec<i64>, TablesError> {
         let spec = serde_json::to_string(task).map_err(fail)?;
         let mut conn = self.conn();
         let tx = conn
@@ -394,7 +420,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be written.
-    pub fn run_now(&self, task: &Task, now: i64) -> Result<i64, String> {
+    pub fn run_now(&self, task: &Task, now: i64) -> Result<i64, TablesError> {
         let spec = serde_json::to_string(task).map_err(fail)?;
         let conn = self.conn();
         let mut nonce = [0u8; 6];
@@ -424,7 +450,7 @@ impl Store {
         &self,
         clause: &str,
         args: &[&dyn rusqlite::ToSql],
-    ) -> Result<Vec<RunRow>, String> {
+    ) -> Result<Vec<RunRow>, TablesError> {
         let conn = self.conn();
         let mut statement = conn
             .prepare_cached(&format!(
@@ -439,7 +465,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be read.
-    pub fn pending(&self) -> Result<Vec<RunRow>, String> {
+    pub fn pending(&self) -> Result<Vec<RunRow>, TablesError> {
         self.runs_where("state = 'pending' ORDER BY scheduled_ms, id", &[])
     }
 
@@ -447,7 +473,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be read.
-    pub fn running(&self) -> Result<Vec<RunRow>, String> {
+    pub fn running(&self) -> Result<Vec<RunRow>, TablesError> {
         self.runs_where("state = 'running' ORDER BY id", &[])
     }
 
@@ -455,7 +481,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be read.
-    pub fn run(&self, id: i64) -> Result<Option<RunRow>, String> {
+    pub fn run(&self, id: i64) -> Result<Option<RunRow>, TablesError> {
         Ok(self.runs_where("id = ?1", &[&id])?.into_iter().next())
     }
 
@@ -463,7 +489,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be written.
-    pub fn start(&self, id: i64, owner: &str, now: i64) -> Result<bool, String> {
+    pub fn start(&self, id: i64, owner: &str, now: i64) -> Result<bool, TablesError> {
         let changed = self
             .conn()
             .execute(
@@ -478,7 +504,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be written.
-    pub fn adopt(&self, id: i64, from: Option<&str>, owner: &str) -> Result<bool, String> {
+    pub fn adopt(&self, id: i64, from: Option<&str>, owner: &str) -> Result<bool, TablesError> {
         let changed = self
             .conn()
             .execute(
@@ -493,7 +519,13 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be written.
-    pub fn finish(&self, id: i64, state: &str, outcome: &Value, now: i64) -> Result<(), String> {
+    pub fn finish(
+        &self,
+        id: i64,
+        state: &str,
+        outcome: &Value,
+        now: i64,
+    ) -> Result<(), TablesError> {
         self.conn()
             .execute(
                 "UPDATE schedule_runs SET state = ?2, outcome = ?3, finished_ms = ?4 WHERE id = ?1",
@@ -508,7 +540,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be written.
-    pub fn retry(&self, id: i64, not_before: i64, outcome: &Value) -> Result<(), String> {
+    pub fn retry(&self, id: i64, not_before: i64, outcome: &Value) -> Result<(), TablesError> {
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -530,7 +562,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be read.
-    pub fn steps(&self, id: i64) -> Result<Vec<StepRow>, String> {
+    pub fn steps(&self, id: i64) -> Result<Vec<StepRow>, TablesError> {
         let conn = self.conn();
         let mut statement = conn
             .prepare_cached(
@@ -558,7 +590,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be written: the step must then not run.
-    pub fn step_started(&self, id: i64, step: usize, now: i64) -> Result<(), String> {
+    pub fn step_started(&self, id: i64, step: usize, now: i64) -> Result<(), TablesError> {
         self.conn()
             .execute(
                 "INSERT OR REPLACE INTO schedule_steps (run, step, state, started_ms) VALUES (?1, ?2, 'started', ?3)",
@@ -580,7 +612,7 @@ impl Store {
         entry: &Value,
         audit: &[String],
         now: i64,
-    ) -> Result<(), String> {
+    ) -> Result<(), TablesError> {
         self.conn()
             .execute(
                 "INSERT INTO schedule_steps (run, step, state, entry, audit, started_ms, finished_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
@@ -602,7 +634,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be read.
-    pub fn history(&self, task: Option<&str>, limit: usize) -> Result<Vec<RunRow>, String> {
+    pub fn history(&self, task: Option<&str>, limit: usize) -> Result<Vec<RunRow>, TablesError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         match task {
             Some(task) => self.runs_where(

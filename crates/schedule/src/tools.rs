@@ -21,8 +21,8 @@ pub const APP_ID: &str = "local.schedule";
 pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> =
     LazyLock::new(|| aai_local::shipped(APP_ID, include_str!("../toolsets/schedule.aai.json")));
 
-fn store_error(problem: String) -> AaiError {
-    AaiError::new(ErrorKind::AutomationFailed, problem)
+fn store_error(problem: super::tables::TablesError) -> AaiError {
+    problem.into()
 }
 
 fn name_of(args: &Map<String, Value>) -> Result<&str, AaiError> {

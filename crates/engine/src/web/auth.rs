@@ -148,7 +148,7 @@ impl GatewayAuth {
             })
     }
 
-    fn store_error(app_id: &str, message: String) -> AaiError {
+    fn store_error(app_id: &str, message: impl std::fmt::Display) -> AaiError {
         AaiError::new(
             ErrorKind::AuthConfigInvalid,
             format!("{app_id}: the credential store: {message}"),
@@ -565,7 +565,7 @@ impl Exchange {
                                 "The tokens could not be stored; see the gateway's log.",
                             )
                             .await;
-                            Err(error)
+                            Err(error.to_string())
                         }
                     }
                 }

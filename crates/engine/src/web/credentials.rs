@@ -83,24 +83,28 @@ impl Store {
     ///
     /// # Errors
     /// A message when the store cannot be read.
-    pub fn get(&self, app_id: &str) -> Result<Stored, String> {
+    pub fn get(&self, app_id: &str) -> Result<Stored, CredentialError> {
         let text = if self.keychain {
             keychain::get(app_id)?
         } else {
             match std::fs::read_to_string(self.file(app_id)) {
                 Ok(text) => Some(text),
                 Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
-                Err(error) => {
-                    return Err(format!(
-                        "cannot read {}: {error}",
-                        self.file(app_id).display()
-                    ));
+                Err(source) => {
+                    return Err(CredentialError::Read {
+                        path: self.file(app_id),
+                        source,
+                    });
                 }
             }
         };
         match text {
-            Some(text) => serde_json::from_str(&text)
-                .map_err(|e| format!("the stored credentials of {app_id} are unreadable: {e}")),
+            Some(text) => {
+                serde_json::from_str(&text).map_err(|source| CredentialError::Unreadable {
+                    app_id: app_id.to_owned(),
+                    source,
+                })
+            }
             None => Ok(Stored::default()),
         }
     }
@@ -109,8 +113,8 @@ impl Store {
     ///
     /// # Errors
     /// A message when the store cannot be written.
-    pub fn put(&self, app_id: &str, stored: &Stored) -> Result<(), String> {
-        let text = serde_json::to_string(stored).map_err(|e| e.to_string())?;
+    pub fn put(&self, app_id: &str, stored: &Stored) -> Result<(), CredentialError> {
+        let text = serde_json::to_string(stored).map_err(CredentialError::Serialize)?;
         if self.keychain {
             return keychain::put(app_id, &text);
         }
@@ -118,21 +122,24 @@ impl Store {
         let path = self.file(app_id);
         let temp = self.dir.join(format!(".{app_id}.json.tmp"));
         write_private(&temp, text.as_bytes())?;
-        std::fs::rename(&temp, &path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        std::fs::rename(&temp, &path).map_err(|source| CredentialError::Write { path, source })
     }
 
     /// Forgets everything stored for `app_id`.
     ///
     /// # Errors
     /// A message when the store cannot be written.
-    pub fn remove(&self, app_id: &str) -> Result<bool, String> {
+    pub fn remove(&self, app_id: &str) -> Result<bool, CredentialError> {
         if self.keychain {
             return keychain::remove(app_id);
         }
         match std::fs::remove_file(self.file(app_id)) {
             Ok(()) => Ok(true),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(error) => Err(error.to_string()),
+            Err(source) => Err(CredentialError::Write {
+                path: self.file(app_id),
+                source,
+            }),
         }
     }
 
@@ -154,18 +161,49 @@ impl Store {
     }
 }
 
-fn create_private_dir(dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+/// Why stored credentials could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the stored credentials of {app_id} are unreadable: {source}")]
+    Unreadable {
+        app_id: String,
+        source: serde_json::Error,
+    },
+    #[error("the credentials do not serialize: {0}")]
+    Serialize(serde_json::Error),
+    #[error("the OS keychain: {0}")]
+    Keychain(String),
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), CredentialError> {
+    std::fs::create_dir_all(dir).map_err(|source| CredentialError::Write {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("cannot restrict {}: {e}", dir.display()))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
+            |source| CredentialError::Write {
+                path: dir.to_path_buf(),
+                source,
+            },
+        )?;
     }
     Ok(())
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), CredentialError> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
@@ -174,41 +212,44 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    let mut file = options
-        .open(path)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let written = |source| CredentialError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = options.open(path).map_err(written)?;
     file.write_all(bytes)
         .and_then(|()| file.sync_all())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        .map_err(written)
 }
 
 #[cfg(any(target_os = "macos", windows))]
 mod keychain {
-    use super::KEYCHAIN_SERVICE;
+    use super::{CredentialError, KEYCHAIN_SERVICE};
 
-    fn entry(app_id: &str) -> Result<keyring::Entry, String> {
-        keyring::Entry::new(KEYCHAIN_SERVICE, app_id).map_err(|e| e.to_string())
+    fn entry(app_id: &str) -> Result<keyring::Entry, CredentialError> {
+        keyring::Entry::new(KEYCHAIN_SERVICE, app_id)
+            .map_err(|e| CredentialError::Keychain(e.to_string()))
     }
 
-    pub fn get(app_id: &str) -> Result<Option<String>, String> {
+    pub fn get(app_id: &str) -> Result<Option<String>, CredentialError> {
         match entry(app_id)?.get_password() {
             Ok(text) => Ok(Some(text)),
             Err(keyring::Error::NoEntry) => Ok(None),
-            Err(error) => Err(format!("the OS keychain: {error}")),
+            Err(error) => Err(CredentialError::Keychain(error.to_string())),
         }
     }
 
-    pub fn put(app_id: &str, text: &str) -> Result<(), String> {
+    pub fn put(app_id: &str, text: &str) -> Result<(), CredentialError> {
         entry(app_id)?
             .set_password(text)
-            .map_err(|e| format!("the OS keychain: {e}"))
+            .map_err(|e| CredentialError::Keychain(e.to_string()))
     }
 
-    pub fn remove(app_id: &str) -> Result<bool, String> {
+    pub fn remove(app_id: &str) -> Result<bool, CredentialError> {
         match entry(app_id)?.delete_credential() {
             Ok(()) => Ok(true),
             Err(keyring::Error::NoEntry) => Ok(false),
-            Err(error) => Err(format!("the OS keychain: {error}")),
+            Err(error) => Err(CredentialError::Keychain(error.to_string())),
         }
     }
 }
@@ -216,18 +257,20 @@ mod keychain {
 #[cfg(not(any(target_os = "macos", windows)))]
 mod keychain {
     //! No keychain in this build: the file store is used (`Store::keychain` is false).
-    pub fn get(_app_id: &str) -> Result<Option<String>, String> {
+    use super::CredentialError;
+
+    pub fn get(_app_id: &str) -> Result<Option<String>, CredentialError> {
         Ok(None)
     }
 
-    pub fn put(_app_id: &str, _text: &str) -> Result<(), String> {
-        Err(format!(
-            "no OS keychain in this build ({})",
+    pub fn put(_app_id: &str, _text: &str) -> Result<(), CredentialError> {
+        Err(CredentialError::Keychain(format!(
+            "none in this build ({})",
             super::KEYCHAIN_SERVICE
-        ))
+        )))
     }
 
-    pub fn remove(_app_id: &str) -> Result<bool, String> {
+    pub fn remove(_app_id: &str) -> Result<bool, CredentialError> {
         Ok(false)
     }
 }

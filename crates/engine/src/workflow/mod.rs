@@ -73,6 +73,18 @@ pub enum Prior {
     InFlight,
 }
 
+/// A checkpoint that could not be kept (the store behind it failed).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CheckpointError(#[source] Box<dyn std::error::Error + Send + Sync>);
+
+impl CheckpointError {
+    /// The error of the store that failed.
+    pub fn of(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self(Box::new(error))
+    }
+}
+
 /// Where a run keeps its steps as they start and end (the scheduler's checkpoints in
 /// `data.db`), so a run cut short resumes at its first unfinished step.
 pub trait Checkpoints: Send + Sync {
@@ -81,10 +93,15 @@ pub trait Checkpoints: Send + Sync {
     ///
     /// # Errors
     /// It could not be recorded: the step must not run.
-    fn started(&self, index: usize) -> Result<(), String>;
+    fn started(&self, index: usize) -> Result<(), CheckpointError>;
     /// # Errors
     /// It could not be recorded.
-    fn finished(&self, index: usize, entry: &Value, audit: &[String]) -> Result<(), String>;
+    fn finished(
+        &self,
+        index: usize,
+        entry: &Value,
+        audit: &[String],
+    ) -> Result<(), CheckpointError>;
 }
 
 /// A test of an earlier result: `{"$from": "/0/result/state", "equals": "open"}`, or
