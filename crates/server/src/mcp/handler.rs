@@ -72,26 +72,7 @@ impl ServerHandler for AaiServer {
             return Err(names::unknown(&name, &*self.gateway.snapshot().await));
         }
         let mut args = Value::Object(request.arguments.unwrap_or_default());
-        // The caller identity for consent: `clientInfo.name` from initialize, or from the
-        // request's own `_meta` in the 2026-07-28 lifecycle.
-        let caller = context
-            .client_info()
-            .map(|info| info.name)
-            .filter(|name| name != aai_audit::EVERY_CLIENT)
-            .unwrap_or_else(|| "unknown-client".to_owned());
-        // An agent a scheduled task started presents its run's token: its calls run under the
-        // task's layer, as the task, and never wait for a person the task did not ask for.
-        let task = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.headers.get(axum::http::header::AUTHORIZATION))
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .and_then(|token| aai_schedule::hub_of(&self.gateway)?.token(token.trim()));
-        let caller = match &task {
-            Some((grant, _)) => format!("schedule:{}", grant.task),
-            None => caller,
-        };
+        let (caller, task) = self.caller_of(&context);
         let timeout = self.gateway.config().consent_timeout();
         let stateless = context
             .protocol_version()
@@ -205,54 +186,10 @@ impl ServerHandler for AaiServer {
             task: task.as_ref().map(|(grant, _)| grant.clone()),
             calls: task.as_ref().map(|(_, calls)| calls.clone()),
         };
-        // Whatever panics outside an executor (a guide, a parser) fails this call alone, and
-        // a cancel from the client (`notifications/cancelled`) drops the call: its command is
-        // stopped and its audit row says `cancelled`.
-        let result = {
-            use futures::FutureExt;
-            let call = std::panic::AssertUnwindSafe(self.dispatch_asking(
-                &who,
-                &name,
-                args,
-                asker.as_deref(),
-            ))
-            .catch_unwind();
-            let cancelled = context.ct.clone();
-            let outcome = tokio::select! {
-                outcome = call => outcome,
-                () = cancelled.cancelled() => {
-                    tracing::info!(tool = %name, %caller, "call cancelled by the client");
-                    Ok(Err(AaiError::new(ErrorKind::AutomationFailed, "the client cancelled the call")))
-                }
-            };
-            outcome.unwrap_or_else(|panic| {
-                    let what = aai_engine::pipeline::panic_message(panic.as_ref());
-                    tracing::error!(tool = %name, panic = %what, "a call panicked; it failed and the gateway goes on");
-                    Err(AaiError::new(
-                        ErrorKind::AutomationFailed,
-                        format!("{name} failed inside the gateway ({what}); other calls are unaffected. Please report it with the gateway's log."),
-                    ))
-                })
-        };
-        if let Err(error) = &result
-            && let Some(pending) = error.detail.as_ref().and_then(|d| d.get(INPUT_REQUIRED))
-        {
-            let input_required: InputRequiredResult = serde_json::from_value(pending.clone())
-                .map_err(|e| {
-                    McpError::internal_error(format!("cannot build the consent request: {e}"), None)
-                })?;
-            tracing::info!(tool = %name, %caller, "asking the user through the client (input required)");
-            return Ok(CallToolResponse::InputRequired(input_required));
-        }
-        match &result {
-            Ok(_) => {
-                tracing::info!(tool = %name, %caller, ms = started.elapsed().as_millis() as u64, "call ok")
-            }
-            Err(error) => {
-                tracing::info!(tool = %name, %caller, code = error.kind.code(), "call failed: {}", error.message)
-            }
-        }
-        Ok(tool_result(result, self.gateway.config().max_result_chars).into())
+        let result = self
+            .run_guarded(&who, &name, args, asker.as_deref(), &context.ct)
+            .await;
+        self.respond(&name, &caller, started, result)
     }
 
     async fn list_resources(
@@ -420,4 +357,96 @@ fn progress_reporter(
             let _ = peer.notify_progress(note).await;
         });
     }))
+}
+
+impl AaiServer {
+    /// Who makes a call: the client's name (`clientInfo.name` from initialize, or the
+    /// request's own `_meta` in the 2026-07-28 lifecycle), or — for an agent a scheduled task
+    /// started, which presents its run's token — the task, whose layer its calls run under and
+    /// which never waits for a person it did not ask for.
+    fn caller_of(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> (
+        String,
+        Option<(Arc<aai_schedule::TaskGrant>, aai_engine::pipeline::CallIds)>,
+    ) {
+        let caller = context
+            .client_info()
+            .map(|info| info.name)
+            .filter(|name| name != aai_audit::EVERY_CLIENT)
+            .unwrap_or_else(|| "unknown-client".to_owned());
+        let task = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get(axum::http::header::AUTHORIZATION))
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .and_then(|token| aai_schedule::hub_of(&self.gateway)?.token(token.trim()));
+        match task {
+            Some((grant, calls)) => (format!("schedule:{}", grant.task), Some((grant, calls))),
+            None => (caller, None),
+        }
+    }
+
+    /// Runs a call. Whatever panics outside an executor (a guide, a parser) fails this call
+    /// alone, and a cancel from the client (`notifications/cancelled`) drops the call: its
+    /// command is stopped and its audit row says `cancelled`.
+    async fn run_guarded(
+        &self,
+        who: &Caller,
+        name: &str,
+        args: Value,
+        asker: Option<&dyn Asker>,
+        cancelled: &tokio_util::sync::CancellationToken,
+    ) -> Result<Value, AaiError> {
+        use futures::FutureExt;
+        let call = std::panic::AssertUnwindSafe(self.dispatch_asking(who, name, args, asker))
+            .catch_unwind();
+        let outcome = tokio::select! {
+            outcome = call => outcome,
+            () = cancelled.cancelled() => {
+                tracing::info!(tool = %name, caller = %who.name, "call cancelled by the client");
+                Ok(Err(AaiError::new(ErrorKind::AutomationFailed, "the client cancelled the call")))
+            }
+        };
+        outcome.unwrap_or_else(|panic| {
+            let what = aai_engine::pipeline::panic_message(panic.as_ref());
+            tracing::error!(tool = %name, panic = %what, "a call panicked; it failed and the gateway goes on");
+            Err(AaiError::new(
+                ErrorKind::AutomationFailed,
+                format!("{name} failed inside the gateway ({what}); other calls are unaffected. Please report it with the gateway's log."),
+            ))
+        })
+    }
+
+    /// The answer to a call: the question in the client's own form when the user is being
+    /// asked through it (2026-07-28), else the result, logged.
+    fn respond(
+        &self,
+        name: &str,
+        caller: &str,
+        started: Instant,
+        result: Result<Value, AaiError>,
+    ) -> Result<CallToolResponse, McpError> {
+        if let Err(error) = &result
+            && let Some(pending) = error.detail.as_ref().and_then(|d| d.get(INPUT_REQUIRED))
+        {
+            let input_required: InputRequiredResult = serde_json::from_value(pending.clone())
+                .map_err(|e| {
+                    McpError::internal_error(format!("cannot build the consent request: {e}"), None)
+                })?;
+            tracing::info!(tool = %name, %caller, "asking the user through the client (input required)");
+            return Ok(CallToolResponse::InputRequired(input_required));
+        }
+        match &result {
+            Ok(_) => {
+                tracing::info!(tool = %name, %caller, ms = started.elapsed().as_millis() as u64, "call ok")
+            }
+            Err(error) => {
+                tracing::info!(tool = %name, %caller, code = error.kind.code(), "call failed: {}", error.message)
+            }
+        }
+        Ok(tool_result(result, self.gateway.config().max_result_chars).into())
+    }
 }
