@@ -50,7 +50,7 @@ pub fn descriptor_path(home: &Path, app_id: &str) -> PathBuf {
 ///
 /// # Errors
 /// The file cannot be written.
-pub fn set_preferred(home: &Path, app_id: &str, prefer: bool) -> Result<(), String> {
+pub fn set_preferred(home: &Path, app_id: &str, prefer: bool) -> Result<(), StoreError> {
     let mut chosen = preferred(home);
     let changed = if prefer {
         chosen.insert(app_id.to_owned())
@@ -60,13 +60,14 @@ pub fn set_preferred(home: &Path, app_id: &str, prefer: bool) -> Result<(), Stri
     if !changed {
         return Ok(());
     }
-    crate::private::create_dir(&store_dir(home)).map_err(|e| e.to_string())?;
+    crate::private::create_dir(&store_dir(home))
+        .map_err(StoreError::file("create", &store_dir(home)))?;
     let file = preferred_file(home);
     crate::private::write_private(
         &file,
         &serde_json::to_vec_pretty(&chosen).unwrap_or_default(),
     )
-    .map_err(|e| format!("cannot write {}: {e}", file.display()))
+    .map_err(StoreError::file("write", &file))
 }
 
 /// Another source offering `app_id` on this machine, and the file it comes from: the one
@@ -102,7 +103,7 @@ pub fn offered_elsewhere(
 ///
 /// # Errors
 /// It cannot be moved (the new place is taken, or the disk refuses).
-pub(super) fn move_legacy(home: &Path, app_id: &str) -> Result<(), String> {
+pub(super) fn move_legacy(home: &Path, app_id: &str) -> Result<(), StoreError> {
     let Some(old) = legacy_dir(home, app_id) else {
         return Ok(());
     };
@@ -112,11 +113,12 @@ pub(super) fn move_legacy(home: &Path, app_id: &str) -> Result<(), String> {
             "{} is already there; {} stays (still treated as a store app)",
             new.display(),
             old.display()
-        ));
+        )
+        .into());
     }
-    crate::private::create_dir(&apps_dir(home)).map_err(|e| e.to_string())?;
-    std::fs::rename(&old, &new)
-        .map_err(|e| format!("cannot move {} to {}: {e}", old.display(), new.display()))
+    crate::private::create_dir(&apps_dir(home))
+        .map_err(StoreError::file("create", &apps_dir(home)))?;
+    std::fs::rename(&old, &new).map_err(StoreError::file("move", &old))
 }
 
 /// The file that says the one-time move of store apps out of the home folder was made.
@@ -166,13 +168,13 @@ pub fn migrate(home: &Path) -> usize {
 ///
 /// # Errors
 /// It was not installed from the store, or cannot be removed.
-pub fn uninstall(home: &Path, app_id: &str) -> Result<Installed, String> {
+pub fn uninstall(home: &Path, app_id: &str) -> Result<Installed, StoreError> {
     let dir = installed_dir(home, app_id).ok_or_else(|| {
         format!("{app_id} was not installed from the store (`aai-gateway store list`)")
     })?;
     let mark = installed(home, app_id)
         .ok_or_else(|| format!("{} does not read", dir.join(MARK).display()))?;
-    std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
+    std::fs::remove_dir_all(&dir).map_err(StoreError::file("remove", &dir))?;
     set_preferred(home, app_id, false)?;
     Ok(mark)
 }
@@ -183,14 +185,13 @@ pub fn uninstall(home: &Path, app_id: &str) -> Result<Installed, String> {
 ///
 /// # Errors
 /// The files cannot be written.
-pub fn write(home: &Path, store: &str, fetched: &Fetched) -> Result<PathBuf, String> {
+pub fn write(home: &Path, store: &str, fetched: &Fetched) -> Result<PathBuf, StoreError> {
     let app_id = &fetched.descriptor.app_id;
     if let Err(problem) = move_legacy(home, app_id) {
         tracing::warn!("store app {app_id} not moved: {problem}");
     }
     let dir = apps_dir(home).join(app_id);
-    crate::private::create_dir(&dir)
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    crate::private::create_dir(&dir).map_err(StoreError::file("create", &dir))?;
     let mark = Installed {
         app_id: fetched.descriptor.app_id.clone(),
         version: fetched.version.clone(),
@@ -203,19 +204,19 @@ pub fn write(home: &Path, store: &str, fetched: &Fetched) -> Result<PathBuf, Str
         &dir.join(MARK),
         &serde_json::to_vec_pretty(&mark).unwrap_or_default(),
     )
-    .map_err(|e| format!("cannot write {}: {e}", dir.join(MARK).display()))?;
+    .map_err(StoreError::file("write", &dir.join(MARK)))?;
     let path = dir.join("aai.json");
     crate::private::write_private(&path, fetched.text.as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        .map_err(StoreError::file("write", &path))?;
     let mut pinned = pinned_keys(home);
     pinned.insert(fetched.publisher.clone(), fetched.key.clone());
     let dir = store_dir(home);
-    crate::private::create_dir(&dir).map_err(|e| e.to_string())?;
+    crate::private::create_dir(&dir).map_err(StoreError::file("create", &dir))?;
     crate::private::write_private(
         &dir.join("publishers.json"),
         &serde_json::to_vec_pretty(&pinned).unwrap_or_default(),
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(StoreError::file("write", &dir.join("publishers.json")))?;
     // Which publisher an app id belongs to outlives the app: a reinstall after an uninstall
     // is checked against it, so a registry cannot hand the id to a new publisher meanwhile.
     let mut owners = app_publishers(home);
@@ -227,7 +228,7 @@ pub fn write(home: &Path, store: &str, fetched: &Fetched) -> Result<PathBuf, Str
         &dir.join("app-publishers.json"),
         &serde_json::to_vec_pretty(&owners).unwrap_or_default(),
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(StoreError::file("write", &dir.join("app-publishers.json")))?;
     Ok(path)
 }
 

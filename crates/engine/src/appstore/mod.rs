@@ -113,14 +113,69 @@ pub struct Store {
     max_age_seconds: u64,
 }
 
-fn failed(what: &str, error: impl std::fmt::Display) -> String {
-    format!("the app store did not answer {what}: {error}")
+/// Why the app store's client failed or refused; its text is what the user reads.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store could not be reached, or its answer could not be read.
+    #[error("the app store did not answer {what}: {source}")]
+    Unanswered {
+        what: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The store answered with an error.
+    #[error("the app store answered {status}: {reason}")]
+    Answered {
+        status: reqwest::StatusCode,
+        reason: String,
+    },
+    /// A file of the store's apps could not be written, moved or removed.
+    #[error("cannot {action} {}: {source}", path.display())]
+    File {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// What is not accepted: no store configured, a descriptor that is invalid, unsigned,
+    /// older or from another publisher; worded for the user.
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl From<String> for StoreError {
+    fn from(message: String) -> Self {
+        Self::Refused(message)
+    }
+}
+
+impl From<&str> for StoreError {
+    fn from(message: &str) -> Self {
+        Self::Refused(message.to_owned())
+    }
+}
+
+impl StoreError {
+    /// A file the store writes, moves or removes.
+    pub(crate) fn file(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.to_path_buf();
+        move |source| Self::File {
+            action,
+            path,
+            source,
+        }
+    }
+}
+
+fn failed(what: &str, error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::Unanswered {
+        what: what.to_owned(),
+        source: Box::new(error),
+    }
 }
 
 impl Store {
     /// # Errors
     /// No `store.url` is configured, or the HTTP client cannot be built.
-    pub fn new(config: &StoreConfig, extra_ca_pems: &[Vec<u8>]) -> Result<Self, String> {
+    pub fn new(config: &StoreConfig, extra_ca_pems: &[Vec<u8>]) -> Result<Self, StoreError> {
         let url = config.url.clone().ok_or(
             "no app store is configured: set \"store\": {\"url\": \"https://…\"} in config.json",
         )?;
@@ -135,7 +190,7 @@ impl Store {
         if parsed.scheme() != "https" && !(parsed.scheme() == "http" && loopback) {
             return Err(format!(
                 "store.url {url:?} is not https: the app store is reached over https only (plain http only on 127.0.0.1/localhost)"
-            ));
+            ).into());
         }
         Ok(Self {
             url: url.trim_end_matches('/').to_owned(),
@@ -145,7 +200,7 @@ impl Store {
         })
     }
 
-    async fn get(&self, path: &str) -> Result<reqwest::Response, String> {
+    async fn get(&self, path: &str) -> Result<reqwest::Response, StoreError> {
         let response = self
             .client
             .get(format!("{}{path}", self.url))
@@ -158,13 +213,16 @@ impl Store {
             return Ok(response);
         }
         let body: Value = response.json().await.unwrap_or_default();
-        Err(format!(
-            "the app store answered {status}: {}",
-            body["error"].as_str().unwrap_or("no reason given")
-        ))
+        Err(StoreError::Answered {
+            status,
+            reason: body["error"]
+                .as_str()
+                .unwrap_or("no reason given")
+                .to_owned(),
+        })
     }
 
-    async fn json(&self, path: &str) -> Result<Value, String> {
+    async fn json(&self, path: &str) -> Result<Value, StoreError> {
         self.get(path)
             .await?
             .json()
@@ -176,7 +234,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be reached or refuses.
-    pub async fn search(&self, query: &str) -> Result<Vec<Value>, String> {
+    pub async fn search(&self, query: &str) -> Result<Vec<Value>, StoreError> {
         let mut url =
             url::Url::parse(&format!("{}/api/v1/search", self.url)).map_err(|e| e.to_string())?;
         url.query_pairs_mut().append_pair("q", query);
@@ -191,7 +249,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be reached, or has no such app.
-    pub async fn info(&self, app_id: &str) -> Result<Value, String> {
+    pub async fn info(&self, app_id: &str) -> Result<Value, StoreError> {
         self.json(&format!("/api/v1/apps/{}", encode(app_id))).await
     }
 
@@ -199,7 +257,7 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be reached.
-    pub async fn list(&self) -> Result<Vec<Listed>, String> {
+    pub async fn list(&self) -> Result<Vec<Listed>, StoreError> {
         let listed = self.json("/api/v1/apps").await?;
         serde_json::from_value(listed["apps"].clone()).map_err(|e| failed("the app list", e))
     }
@@ -218,7 +276,7 @@ impl Store {
         app_id: &str,
         version: Option<&str>,
         trust: Trust<'_>,
-    ) -> Result<Fetched, String> {
+    ) -> Result<Fetched, StoreError> {
         let info = self.info(app_id).await?;
         let publisher = info["publisher"]["name"]
             .as_str()
@@ -257,7 +315,8 @@ impl Store {
             return Err(format!(
                 "the store served {} for {app_id}; nothing was installed",
                 descriptor.app_id
-            ));
+            )
+            .into());
         }
         let version_text = descriptor.version.clone().unwrap_or_default();
         semver::Version::parse(&version_text).map_err(|_| {
@@ -276,7 +335,7 @@ impl Store {
             return Err(format!(
                 "the store served {app_id} {version_text} as the latest while its signed timestamp says the latest is {}; nothing was installed",
                 stamp.latest
-            ));
+            ).into());
         }
         Ok(Fetched {
             sha256,
@@ -301,7 +360,7 @@ impl Store {
         key: &str,
         info: &Value,
         trust: Trust<'_>,
-    ) -> Result<Identity, String> {
+    ) -> Result<Identity, StoreError> {
         let pinned = pinned_keys(home);
         let known = match trust.installed {
             Some(mark) => {
@@ -342,7 +401,7 @@ impl Store {
         Err(format!(
             "{change}. Nothing was installed: a registry or mirror that swaps publishers could hand you anyone's app. If you know the publisher really changed, run again with --accept-publisher-change ({} keeps what this computer trusts).",
             store_dir(home).join("publishers.json").display()
-        ))
+        ).into())
     }
 
     /// The store's signed timestamp on a descriptor, checked: the key is the one configured
@@ -355,7 +414,7 @@ impl Store {
         version: &str,
         sha256: &str,
         header: &str,
-    ) -> Result<Option<Stamp>, String> {
+    ) -> Result<Option<Stamp>, StoreError> {
         let Some((key, first_seen)) = self.timestamp_key(home).await? else {
             return Ok(None);
         };
@@ -370,7 +429,7 @@ impl Store {
         let (Some(issued), Some(latest), Some(signature)) =
             (parts.next(), parts.next(), parts.next())
         else {
-            return Err(refused());
+            return Err(refused().into());
         };
         let issued: u64 = issued.parse().map_err(|_| refused())?;
         let statement =
@@ -383,7 +442,7 @@ impl Store {
                 "the store's copy of {app_id} was stamped {} ago, longer than the {} accepted (store.max_age_seconds): a mirror or proxy may be holding back updates. Nothing was installed; try again later or from the store itself.",
                 span(age),
                 span(self.max_age_seconds)
-            ));
+            ).into());
         }
         Ok(Some(Stamp {
             issued,
@@ -394,7 +453,7 @@ impl Store {
 
     /// The store's timestamp key: configured, else kept from the first contact, else asked
     /// now (and kept when the store has one).
-    async fn timestamp_key(&self, home: &Path) -> Result<Option<(String, bool)>, String> {
+    async fn timestamp_key(&self, home: &Path) -> Result<Option<(String, bool)>, StoreError> {
         if let Some(key) = &self.timestamp_key {
             return Ok(Some((key.clone(), false)));
         }
@@ -411,9 +470,10 @@ impl Store {
             return Ok(None);
         };
         kept.insert(self.url.clone(), key.clone());
-        crate::private::create_dir(&store_dir(home)).map_err(|e| e.to_string())?;
+        crate::private::create_dir(&store_dir(home))
+            .map_err(StoreError::file("create", &store_dir(home)))?;
         crate::private::write_private(&path, &serde_json::to_vec_pretty(&kept).unwrap_or_default())
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            .map_err(StoreError::file("write", &path))?;
         Ok(Some((key, true)))
     }
 
@@ -421,16 +481,16 @@ impl Store {
     ///
     /// # Errors
     /// The store cannot be reached; the old index stays.
-    pub async fn refresh(&self, home: &Path, index: &Index) -> Result<usize, String> {
+    pub async fn refresh(&self, home: &Path, index: &Index) -> Result<usize, StoreError> {
         let apps = self.list().await?;
         let count = apps.len();
         let dir = store_dir(home);
-        crate::private::create_dir(&dir).map_err(|e| e.to_string())?;
+        crate::private::create_dir(&dir).map_err(StoreError::file("create", &dir))?;
         crate::private::write_private(
             &dir.join("index.json"),
             &serde_json::to_vec(&apps).unwrap_or_default(),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(StoreError::file("write", &dir.join("index.json")))?;
         index.replace(apps);
         Ok(count)
     }
@@ -590,7 +650,10 @@ mod tests {
         // Not a store app, or not an appId at all: refused, nothing removed.
         for refused in ["org.user.mine", "../org.user.mine", "com.acme.a"] {
             let error = uninstall(home, refused).expect_err(refused);
-            assert!(error.contains("not installed from the store"), "{error}");
+            assert!(
+                error.to_string().contains("not installed from the store"),
+                "{error}"
+            );
         }
         assert!(home.join("org.user.mine/aai.json").is_file());
     }

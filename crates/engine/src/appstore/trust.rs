@@ -88,13 +88,13 @@ pub fn version_forward(
     installed: &Installed,
     candidate: &str,
     allow_downgrade: bool,
-) -> Result<bool, String> {
+) -> Result<bool, StoreError> {
     let parse = |v: &str| semver::Version::parse(v).ok();
     let (Some(have), Some(new)) = (parse(&installed.version), parse(candidate)) else {
         return Err(format!(
             "{} {} cannot be ordered against {candidate}: not semantic versions; nothing was changed",
             installed.app_id, installed.version
-        ));
+        ).into());
     };
     if new > have {
         return Ok(false);
@@ -105,7 +105,7 @@ pub fn version_forward(
     Err(format!(
         "the store offers {} {candidate}, which is not newer than the installed {}: a store or mirror serving an older version could bring back what a later one fixed, so nothing was changed. To go back on purpose, use --allow-downgrade.",
         installed.app_id, installed.version
-    ))
+    ).into())
 }
 
 pub(super) fn encode(part: &str) -> String {
@@ -116,7 +116,7 @@ pub(super) fn encode(part: &str) -> String {
 ///
 /// # Errors
 /// Why not.
-pub fn verify(key: &str, message: &[u8], signature: &str) -> Result<(), String> {
+pub fn verify(key: &str, message: &[u8], signature: &str) -> Result<(), StoreError> {
     let engine = base64::engine::general_purpose::STANDARD;
     let key: [u8; 32] = engine
         .decode(key.trim())
@@ -132,7 +132,9 @@ pub fn verify(key: &str, message: &[u8], signature: &str) -> Result<(), String> 
         .ok_or("the store sent no valid signature")?;
     key.verify_strict(message, &ed25519_dalek::Signature::from_bytes(&signature))
         .map_err(|_| {
-            "the signature does not match the descriptor and its publisher's key".to_owned()
+            StoreError::Refused(
+                "the signature does not match the descriptor and its publisher's key".to_owned(),
+            )
         })
 }
 

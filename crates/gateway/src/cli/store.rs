@@ -488,7 +488,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                     }
                     let downgrade =
                         appstore::version_forward(&app, &fetched.version, choices.allow_downgrade)?;
-                    Ok::<_, String>(Some((fetched, downgrade)))
+                    Ok::<_, appstore::StoreError>(Some((fetched, downgrade)))
                 }
                 .await;
                 let (fetched, downgrade) = match checked {
