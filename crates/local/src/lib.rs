@@ -415,55 +415,18 @@ impl Toolsets {
             .unwrap_or(0)
     }
 
-    fn get(&self, app: &str) -> Option<&dyn Toolset> {
+    /// The toolset of `app`, if it is one of these.
+    pub fn get(&self, app: &str) -> Option<&dyn Toolset> {
         self.sets
             .iter()
             .find(|set| set.descriptor().app_id == app)
             .map(AsRef::as_ref)
     }
 
-    /// See [`Toolset::call_risk`].
-    pub fn call_risk(&self, app: &str, tool: &str, args: &Map<String, Value>) -> Option<Risk> {
-        self.get(app)?.call_risk(tool, args)
-    }
-
-    /// See [`Toolset::prefix_covers`].
-    pub fn prefix_covers(
-        &self,
-        app: &str,
-        tool: &str,
-        args: &Map<String, Value>,
-        prefixes: &[String],
-    ) -> bool {
-        self.get(app)
-            .is_some_and(|set| set.prefix_covers(tool, args, prefixes))
-    }
-
     /// The browser toolset (tests look at whether a client's browser runs).
     pub fn browser(&self) -> Option<&browser::Browser> {
         let set: &dyn std::any::Any = self.get("local.browser")?;
         set.downcast_ref::<browser::Browser>()
-    }
-
-    /// See [`Toolset::refusal`]: why this call cannot run whatever the user answers.
-    pub fn refusal(&self, app: &str, call: &Call<'_>) -> Option<AaiError> {
-        self.get(app)?.refusal(call)
-    }
-
-    /// See [`Toolset::must_ask`]: why this call is asked every time, if it is.
-    pub async fn must_ask(&self, app: &str, call: &Call<'_>) -> Option<String> {
-        self.get(app)?.must_ask(call).await
-    }
-
-    /// See [`Toolset::judged_as`]: the call the gate judges in this one's place, if any.
-    ///
-    /// # Errors
-    /// The toolset refuses the call whatever the gate would say.
-    pub async fn judged_as(&self, app: &str, call: &Call<'_>) -> Result<Option<Judged>, AaiError> {
-        match self.get(app) {
-            Some(set) => set.judged_as(call).await,
-            None => Ok(None),
-        }
     }
 
     /// Every toolset's checks, by app id (`aai-gateway doctor`).
@@ -473,16 +436,6 @@ impl Toolsets {
             out.push((set.descriptor().app_id.clone(), set.doctor().await));
         }
         out
-    }
-
-    /// See [`Toolset::offered_prefix`].
-    pub fn offered_prefix(
-        &self,
-        app: &str,
-        tool: &str,
-        args: &Map<String, Value>,
-    ) -> Option<String> {
-        self.get(app)?.offered_prefix(tool, args)
     }
 }
 

@@ -279,7 +279,11 @@ fn must_ask(args: Value) -> Option<String> {
             caller: "browser-test",
             approved: false,
         };
-        w.sets.must_ask("local.browser", &call).await
+        w.sets
+            .get("local.browser")
+            .expect("the browser toolset")
+            .must_ask(&call)
+            .await
     })
 }
 

@@ -709,7 +709,10 @@ fn judged(
             caller: "",
             approved: false,
         };
-        sets.judged_as("local.input", &call).await
+        sets.get("local.input")
+            .expect("the input toolset")
+            .judged_as(&call)
+            .await
     })
 }
 

@@ -44,12 +44,17 @@ impl Builtins {
         &self.plugged
     }
 
+    /// The toolset of `app`: one plugged in, else a local one.
+    pub fn get(&self, app: &str) -> Option<&dyn Toolset> {
+        match self.plugged(app) {
+            Some(set) => Some(set.as_ref()),
+            None => self.local.get(app),
+        }
+    }
+
     /// See [`Toolset::call_risk`].
     pub fn call_risk(&self, app: &str, tool: &str, args: &Map<String, Value>) -> Option<Risk> {
-        match self.plugged(app) {
-            Some(set) => set.call_risk(tool, args),
-            None => self.local.call_risk(app, tool, args),
-        }
+        self.get(app)?.call_risk(tool, args)
     }
 
     /// See [`Toolset::prefix_covers`].
@@ -60,10 +65,8 @@ impl Builtins {
         args: &Map<String, Value>,
         prefixes: &[String],
     ) -> bool {
-        match self.plugged(app) {
-            Some(set) => set.prefix_covers(tool, args, prefixes),
-            None => self.local.prefix_covers(app, tool, args, prefixes),
-        }
+        self.get(app)
+            .is_some_and(|set| set.prefix_covers(tool, args, prefixes))
     }
 
     /// See [`Toolset::offered_prefix`].
@@ -73,26 +76,17 @@ impl Builtins {
         tool: &str,
         args: &Map<String, Value>,
     ) -> Option<String> {
-        match self.plugged(app) {
-            Some(set) => set.offered_prefix(tool, args),
-            None => self.local.offered_prefix(app, tool, args),
-        }
+        self.get(app)?.offered_prefix(tool, args)
     }
 
     /// See [`Toolset::refusal`].
     pub fn refusal(&self, app: &str, call: &Call<'_>) -> Option<AaiError> {
-        match self.plugged(app) {
-            Some(set) => set.refusal(call),
-            None => self.local.refusal(app, call),
-        }
+        self.get(app)?.refusal(call)
     }
 
     /// See [`Toolset::must_ask`].
     pub async fn must_ask(&self, app: &str, call: &Call<'_>) -> Option<String> {
-        match self.plugged(app) {
-            Some(set) => set.must_ask(call).await,
-            None => self.local.must_ask(app, call).await,
-        }
+        self.get(app)?.must_ask(call).await
     }
 
     /// See [`Toolset::judged_as`].
@@ -100,9 +94,9 @@ impl Builtins {
     /// # Errors
     /// The toolset refuses the call whatever the gate would say.
     pub async fn judged_as(&self, app: &str, call: &Call<'_>) -> Result<Option<Judged>, AaiError> {
-        match self.plugged(app) {
+        match self.get(app) {
             Some(set) => set.judged_as(call).await,
-            None => self.local.judged_as(app, call).await,
+            None => Ok(None),
         }
     }
 
