@@ -167,22 +167,17 @@ impl Task {
     ///
     /// # Errors
     /// What is wrong, naming the field.
-    pub fn compile(&self) -> Result<Timing, String> {
+    pub fn compile(&self) -> Result<Timing, TaskError> {
         if !valid_name(&self.name) {
-            return Err(format!(
-                "\"name\": {:?} must be 1–64 letters, digits, '-' or '_'",
-                self.name
-            ));
+            return Err(TaskError::Name(self.name.clone()));
         }
         if self.retries > 5 {
-            return Err("\"retries\" is at most 5".into());
+            return Err(TaskError::Retries);
         }
         for pattern in &self.granted_tools {
             if pattern.trim().is_empty() || pattern == "*" || pattern.contains(char::is_whitespace)
             {
-                return Err(format!(
-                    "\"granted_tools\": {pattern:?} is not `app:tool`, `app:*` or a tool name (a task is never granted everything)"
-                ));
+                return Err(TaskError::Grant(pattern.clone()));
             }
         }
         Timing::new(&self.cron, self.time_zone.as_deref())
@@ -197,6 +192,30 @@ impl Task {
             on_approval: self.on_approval,
         })
     }
+}
+
+/// What is wrong with a task, naming the field.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error("\"name\": {0:?} must be 1–64 letters, digits, '-' or '_'")]
+    Name(String),
+    #[error("\"retries\" is at most 5")]
+    Retries,
+    #[error(
+        "\"granted_tools\": {0:?} is not `app:tool`, `app:*` or a tool name (a task is never granted everything)"
+    )]
+    Grant(String),
+    #[error(
+        "\"cron\": {cron:?} has {fields} field(s); write 5 (minute hour day month weekday) or 6 (seconds first)"
+    )]
+    Fields { cron: String, fields: usize },
+    #[error("\"cron\": {cron:?}: {source}")]
+    Cron {
+        cron: String,
+        source: croner::errors::CronError,
+    },
+    #[error("\"time_zone\": {zone:?} is not a known IANA time zone ({source})")]
+    Zone { zone: String, source: jiff::Error },
 }
 
 /// Names of tasks, workflows and agents.
@@ -218,23 +237,28 @@ pub struct Timing {
 impl Timing {
     /// # Errors
     /// A cron that is not 5 or 6 fields or does not parse, or an unknown time zone.
-    pub fn new(cron: &str, zone: Option<&str>) -> Result<Self, String> {
+    pub fn new(cron: &str, zone: Option<&str>) -> Result<Self, TaskError> {
         let fields = cron.split_whitespace().count();
         if !(5..=6).contains(&fields) {
-            return Err(format!(
-                "\"cron\": {cron:?} has {fields} field(s); write 5 (minute hour day month weekday) or 6 (seconds first)"
-            ));
+            return Err(TaskError::Fields {
+                cron: cron.to_owned(),
+                fields,
+            });
         }
         let parsed = croner::parser::CronParser::builder()
             .seconds(croner::parser::Seconds::Optional)
             .year(croner::parser::Year::Disallowed)
             .build()
             .parse(cron)
-            .map_err(|e| format!("\"cron\": {cron:?}: {e}"))?;
+            .map_err(|source| TaskError::Cron {
+                cron: cron.to_owned(),
+                source,
+            })?;
         let zone = match zone {
             None => jiff::tz::TimeZone::system(),
-            Some(name) => jiff::tz::TimeZone::get(name).map_err(|e| {
-                format!("\"time_zone\": {name:?} is not a known IANA time zone ({e})")
+            Some(name) => jiff::tz::TimeZone::get(name).map_err(|source| TaskError::Zone {
+                zone: name.to_owned(),
+                source,
             })?,
         };
         Ok(Self { cron: parsed, zone })
@@ -356,7 +380,7 @@ mod tests {
             ("0 9 * * *", Some("Mars/Olympus"), "time zone"),
         ] {
             let error = Timing::new(cron, zone).expect_err(cron);
-            assert!(error.contains(problem), "{cron}: {error}");
+            assert!(error.to_string().contains(problem), "{cron}: {error}");
         }
     }
 
@@ -432,6 +456,6 @@ mod tests {
         }
         let mut t = task;
         t.name = "../x".into();
-        assert!(t.compile().expect_err("name").contains("name"));
+        assert!(t.compile().expect_err("name").to_string().contains("name"));
     }
 }

@@ -64,7 +64,9 @@ impl Scheduling<'_> {
     /// INVALID_PARAMS naming the problem.
     pub fn check_task(&self, task: &Task) -> Result<super::Timing, AaiError> {
         let invalid = |problem: String| AaiError::new(ErrorKind::InvalidParams, problem);
-        let timing = task.compile().map_err(invalid)?;
+        let timing = task
+            .compile()
+            .map_err(|problem| invalid(problem.to_string()))?;
         match &task.run {
             Run::Workflow { name, .. } => {
                 aai_engine::workflow::find(self.gateway.home(), name)

@@ -63,6 +63,27 @@ fn new_id() -> String {
     format!("ap-{hex}")
 }
 
+/// Why an approval cannot be answered or used.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("the queue is unavailable")]
+    Unavailable,
+    #[error("no approval {0:?} is waiting (`aai-gateway approvals` lists them)")]
+    NotWaiting(String),
+    #[error("approval {0} was already answered")]
+    AlreadyAnswered(String),
+    #[error("{key:?} is not an answer to {id}; choose one of {}", offered.join(", "))]
+    NotOffered {
+        id: String,
+        key: String,
+        offered: Vec<String>,
+    },
+    #[error("no approval {0:?} for this client")]
+    NotYours(String),
+    #[error("approval {0} was already used; the call ran once and will not run again")]
+    Used(String),
+}
+
 impl Approvals {
     pub fn new(feed: Feed) -> Self {
         Self {
@@ -136,16 +157,13 @@ impl Approvals {
     ///
     /// # Errors
     /// No such approval, already answered, or an answer it does not offer.
-    pub fn answer(&self, id: &str, key: &str) -> Result<(), String> {
-        let mut entries = self
-            .entries
-            .lock()
-            .map_err(|_| "the queue is unavailable")?;
-        let entry = entries.get_mut(id).ok_or_else(|| {
-            format!("no approval {id:?} is waiting (`aai-gateway approvals` lists them)")
-        })?;
+    pub fn answer(&self, id: &str, key: &str) -> Result<(), QueueError> {
+        let mut entries = self.entries.lock().map_err(|_| QueueError::Unavailable)?;
+        let entry = entries
+            .get_mut(id)
+            .ok_or_else(|| QueueError::NotWaiting(id.to_owned()))?;
         if entry.answer.borrow().is_some() {
-            return Err(format!("approval {id} was already answered"));
+            return Err(QueueError::AlreadyAnswered(id.to_owned()));
         }
         let offered = entry.shown["choices"]
             .as_array()
@@ -155,19 +173,17 @@ impl Approvals {
             .copied()
             .find(|a| a.key() == key)
             .filter(|_| offered)
-            .ok_or_else(|| {
-                let keys: Vec<String> = entry.shown["choices"]
+            .ok_or_else(|| QueueError::NotOffered {
+                id: id.to_owned(),
+                key: key.to_owned(),
+                offered: entry.shown["choices"]
                     .as_array()
                     .map(|c| {
                         c.iter()
                             .filter_map(|c| c["answer"].as_str().map(str::to_owned))
                             .collect()
                     })
-                    .unwrap_or_default();
-                format!(
-                    "{key:?} is not an answer to {id}; choose one of {}",
-                    keys.join(", ")
-                )
+                    .unwrap_or_default(),
             })?;
         entry.answer.send_replace(Some(answer));
         drop(entries);
@@ -180,19 +196,14 @@ impl Approvals {
     ///
     /// # Errors
     /// Unknown, foreign or used approvals.
-    pub fn call_of(&self, id: &str, caller: &str) -> Result<Resumed, String> {
-        let entries = self
-            .entries
-            .lock()
-            .map_err(|_| "the queue is unavailable")?;
+    pub fn call_of(&self, id: &str, caller: &str) -> Result<Resumed, QueueError> {
+        let entries = self.entries.lock().map_err(|_| QueueError::Unavailable)?;
         let entry = entries
             .get(id)
             .filter(|e| e.caller == caller)
-            .ok_or_else(|| format!("no approval {id:?} for this client"))?;
+            .ok_or_else(|| QueueError::NotYours(id.to_owned()))?;
         if entry.used {
-            return Err(format!(
-                "approval {id} was already used; the call ran once and will not run again"
-            ));
+            return Err(QueueError::Used(id.to_owned()));
         }
         Ok(Resumed {
             app: entry.app.clone(),

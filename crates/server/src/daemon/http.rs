@@ -630,7 +630,7 @@ async fn answer(State(control): State<Control>, body: Body) -> Response {
     };
     match control.gateway.approvals().answer(id, key) {
         Ok(()) => json_response(&json!({"answered": id, "answer": key})),
-        Err(message) => refuse(StatusCode::CONFLICT, &message),
+        Err(error) => refuse(StatusCode::CONFLICT, &error.to_string()),
     }
 }
 

@@ -103,7 +103,7 @@ impl ServerHandler for AaiServer {
                 }
                 Ok(call) => args = json!({"app": call.app, "tool": call.tool, "args": call.args}),
                 Err(message) => {
-                    let error = AaiError::new(ErrorKind::InvalidParams, message)
+                    let error = AaiError::new(ErrorKind::InvalidParams, message.to_string())
                         .with_detail(json!({"field": "approval_id"}));
                     return Ok(
                         tool_result(Err(error), self.gateway.config().max_result_chars).into(),
