@@ -25,6 +25,30 @@ pub const DEFAULT_TTL: u64 = 86_400;
 /// Descriptors larger than this are refused.
 const MAX_DESCRIPTOR_BYTES: usize = 1024 * 1024;
 
+/// Why a web registry's list or a descriptor it names could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("no registry_url is configured")]
+    NoRegistry,
+    /// Refused before anything was sent (a scheme the settings do not allow, no HTTP client).
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    Network(reqwest::Error),
+    #[error("{url} answered HTTP {status}")]
+    Status { url: String, status: u16 },
+    #[error("larger than {0} bytes")]
+    TooLarge(usize),
+    #[error("{url}: not an app list: {source}")]
+    NotAList {
+        url: String,
+        source: serde_json::Error,
+    },
+    /// The descriptor fetched is not a valid web app.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// The `.meta` next to a cached descriptor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Meta {
@@ -351,7 +375,7 @@ impl Web {
         }
         let bytes = match read_limited(response, MAX_DESCRIPTOR_BYTES).await {
             Ok(bytes) => bytes,
-            Err(reason) => return stale(reason),
+            Err(reason) => return stale(reason.to_string()),
         };
         let descriptor = parse_web(&source, &bytes)?;
         let meta = Meta {
@@ -506,16 +530,16 @@ impl Web {
     ///
     /// # Errors
     /// Why the list could not be had.
-    pub async fn fetch_registry(&self) -> Result<Vec<RegistryApp>, String> {
+    pub async fn fetch_registry(&self) -> Result<Vec<RegistryApp>, FetchError> {
         let base = self
             .config
             .registry_url
             .as_deref()
-            .ok_or("no registry_url is configured")?;
+            .ok_or(FetchError::NoRegistry)?;
         let url = format!("{}/api/v1/apps", base.trim_end_matches('/'));
         let bytes = self.get_bytes(&url, 8 * MAX_DESCRIPTOR_BYTES).await?;
-        let list: RegistryList =
-            serde_json::from_slice(&bytes).map_err(|e| format!("{url}: not an app list: {e}"))?;
+        let list: RegistryList = serde_json::from_slice(&bytes)
+            .map_err(|source| FetchError::NotAList { url, source })?;
         if let Ok(mut registry) = self.registry.write() {
             registry.clone_from(&list.apps);
         }
@@ -528,7 +552,7 @@ impl Web {
     ///
     /// # Errors
     /// Why the registry could not be read; a single bad descriptor is logged and skipped.
-    pub async fn refresh_registry(&self) -> Result<RefreshCounts, String> {
+    pub async fn refresh_registry(&self) -> Result<RefreshCounts, FetchError> {
         let apps = self.fetch_registry().await?;
         let root = self.home.join("web");
         let mut keep = Vec::new();
@@ -574,28 +598,30 @@ impl Web {
     }
 
     /// A successful GET of `url` (https, or loopback http when allowed), at most `max` bytes.
-    async fn get_bytes(&self, url: &str, max: usize) -> Result<Vec<u8>, String> {
-        self.check_scheme(url).map_err(|e| e.message)?;
+    async fn get_bytes(&self, url: &str, max: usize) -> Result<Vec<u8>, FetchError> {
+        self.check_scheme(url)
+            .map_err(|e| FetchError::Refused(e.message))?;
         let response = self
             .client
-            .get()?
+            .get()
+            .map_err(FetchError::Refused)?
             .get(url)
             .timeout(Duration::from_secs(20))
             .send()
             .await
-            .map_err(|e| e.without_url().to_string())?;
+            .map_err(|e| FetchError::Network(e.without_url()))?;
         if !response.status().is_success() {
-            return Err(format!(
-                "{url} answered HTTP {}",
-                response.status().as_u16()
-            ));
+            return Err(FetchError::Status {
+                url: url.to_owned(),
+                status: response.status().as_u16(),
+            });
         }
         read_limited(response, max).await
     }
 
-    async fn fetch_descriptor(&self, url: &str) -> Result<(Vec<u8>, Descriptor), String> {
+    async fn fetch_descriptor(&self, url: &str) -> Result<(Vec<u8>, Descriptor), FetchError> {
         let bytes = self.get_bytes(url, MAX_DESCRIPTOR_BYTES).await?;
-        let descriptor = parse_web(url, &bytes).map_err(|e| e.message)?;
+        let descriptor = parse_web(url, &bytes).map_err(|e| FetchError::Invalid(e.message))?;
         Ok((bytes, descriptor))
     }
 }
@@ -619,15 +645,15 @@ fn parse_web(source: &str, bytes: &[u8]) -> Result<Descriptor, AaiError> {
     Ok(descriptor)
 }
 
-async fn read_limited(mut response: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+async fn read_limited(mut response: reqwest::Response, max: usize) -> Result<Vec<u8>, FetchError> {
     let mut body = Vec::new();
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| e.without_url().to_string())?
+        .map_err(|e| FetchError::Network(e.without_url()))?
     {
         if body.len() + chunk.len() > max {
-            return Err(format!("larger than {max} bytes"));
+            return Err(FetchError::TooLarge(max));
         }
         body.extend_from_slice(&chunk);
     }
