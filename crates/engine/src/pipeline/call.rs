@@ -148,35 +148,27 @@ impl Gateway {
         if let Some(error) = self.stop.refusal() {
             return Err(self.refuse(&step, "emergency_stop", "denied", error));
         }
-        // A scheduled task's layer only tightens: a tool it was not granted, or a risk above
-        // its limit, is refused before the policy is asked.
-        if let Some(error) = who
-            .task
-            .as_ref()
-            .and_then(|task| task.refusal(gate_app.id(), &gate_spec.name, call.risk))
-        {
-            return Err(self.refuse(&step, "task_grant", "denied", error));
-        }
-        let (mut action, profile_name) = self.policy(who, gate_app, gate_spec, call.risk, raised);
-        // A task's call of a tool it was not granted goes to the user (its layer refused it
-        // already unless the task queues such calls).
-        if who
-            .task
-            .as_ref()
-            .is_some_and(|task| !task.covers(gate_app.id(), &gate_spec.name))
-        {
-            action = action.max(Action::RequireApproval);
-        }
-        // A call its toolset says must be asked every time (a password typed into a page, a
-        // paste into a terminal) is put to the user whatever the profile and the grants say;
-        // only a block stays.
-        let must_ask = match self.must_ask(who, app, spec, &args).await {
-            Some(why) => Some(why),
-            None => judged.as_ref().and_then(|j| j.ask_every_time.clone()),
+        let original = CallContext {
+            step: &step,
+            who,
+            app,
+            spec,
+            args: &args,
+            asker,
         };
-        if must_ask.is_some() && action != Action::AlwaysBlock {
-            action = Action::RequireApproval;
-        }
+        let (action, profile_name, must_ask) = self
+            .verdict(
+                &CallContext {
+                    app: gate_app,
+                    spec: gate_spec,
+                    args: gate_args,
+                    ..original
+                },
+                &original,
+                judged.as_ref(),
+                raised,
+            )
+            .await?;
         let judging = CallContext {
             step: &step,
             who,
@@ -203,37 +195,103 @@ impl Gateway {
             call: asked.as_ref().unwrap_or(&call),
             started,
         };
+        self.run_consented(
+            &CallContext {
+                step: &step,
+                ..original
+            },
+            &decision,
+            descriptor,
+            must_ask.is_some(),
+        )
+        .await
+    }
+
+    /// The policy's word on a call as the gate judges it (`judging`), tightened by a
+    /// scheduled task's layer and by a toolset that says the call (`original`) must be asked
+    /// every time: the action, the profile that gave it, and why it must be asked.
+    async fn verdict(
+        &self,
+        judging: &CallContext<'_>,
+        original: &CallContext<'_>,
+        judged: Option<&aai_local::Judged>,
+        raised: Option<Risk>,
+    ) -> Result<(Action, String, Option<String>), AaiError> {
+        let CallContext {
+            step,
+            who,
+            app,
+            spec,
+            ..
+        } = *judging;
+        let risk = step.call.risk;
+        // A scheduled task's layer only tightens: a tool it was not granted, or a risk above
+        // its limit, is refused before the policy is asked.
+        if let Some(error) = who
+            .task
+            .as_ref()
+            .and_then(|task| task.refusal(app.id(), &spec.name, risk))
+        {
+            return Err(self.refuse(step, "task_grant", "denied", error));
+        }
+        let (mut action, profile_name) = self.policy(who, app, spec, risk, raised);
+        // A task's call of a tool it was not granted goes to the user (its layer refused it
+        // already unless the task queues such calls).
+        if who
+            .task
+            .as_ref()
+            .is_some_and(|task| !task.covers(app.id(), &spec.name))
+        {
+            action = action.max(Action::RequireApproval);
+        }
+        // A call its toolset says must be asked every time (a password typed into a page, a
+        // paste into a terminal) is put to the user whatever the profile and the grants say;
+        // only a block stays.
+        let must_ask = match self
+            .must_ask(who, original.app, original.spec, original.args)
+            .await
+        {
+            Some(why) => Some(why),
+            None => judged.and_then(|j| j.ask_every_time.clone()),
+        };
+        if must_ask.is_some() && action != Action::AlwaysBlock {
+            action = Action::RequireApproval;
+        }
+        Ok((action, profile_name, must_ask))
+    }
+
+    /// After consent: the sign-in a web app may need, the stop checked again (it may have
+    /// been pressed while the user was asked), the intent row, the run and its outcome row.
+    async fn run_consented(
+        &self,
+        call: &CallContext<'_>,
+        decision: &str,
+        descriptor: &Descriptor,
+        must_ask: bool,
+    ) -> Result<Value, AaiError> {
+        let CallContext {
+            step,
+            who,
+            app,
+            asker,
+            ..
+        } = *call;
         let once_binding = match self.confirm_authorization(&who.name, app, asker).await {
             Ok(once) => once,
             Err(error) if waits_for_input(&error) => return Err(error),
-            Err(error) => return Err(self.refuse(&step, &decision, "denied", error)),
+            Err(error) => return Err(self.refuse(step, decision, "denied", error)),
         };
-        // The stop may have been pressed while the user was being asked.
         if let Some(error) = self.stop.refusal() {
-            return Err(self.refuse(&step, &decision, "denied", error));
+            return Err(self.refuse(step, decision, "denied", error));
         }
         // The intent row is durable before anything runs: no call happens unrecorded.
-        self.gate.record(step.call, &decision, "started", 0, None)?;
-        let result = self
-            .execute(
-                &CallContext {
-                    step: &step,
-                    who,
-                    app,
-                    spec,
-                    args: &args,
-                    asker,
-                },
-                &decision,
-                descriptor,
-                must_ask.is_some(),
-            )
-            .await;
+        self.gate.record(step.call, decision, "started", 0, None)?;
+        let result = self.execute(call, decision, descriptor, must_ask).await;
         if let Some((var, origin)) = once_binding {
             // Allowed for this call only.
             self.web.auth.withdraw_env(descriptor, &var, &origin);
         }
-        self.audit(&step, &decision, result)
+        self.audit(step, decision, result)
     }
 
     /// A fresh audit id for a call of `who`, also handed to its collector.
