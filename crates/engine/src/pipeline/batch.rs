@@ -55,21 +55,31 @@ enum Gatecheck {
     Later,
 }
 
+/// A `$from`, `$input` or `$run` pointer that finds nothing.
+#[derive(Debug, thiserror::Error)]
+#[error("\"{marker}\": {pointer:?} finds nothing in {what}")]
+pub struct FillError {
+    marker: String,
+    pointer: String,
+    what: String,
+}
+
 /// `value` with every `{"$from": pointer}` replaced by what the pointer finds in `results`.
-pub fn resolve(value: &Value, results: &Value) -> Result<Value, String> {
+pub fn resolve(value: &Value, results: &Value) -> Result<Value, FillError> {
     fill(value, "$from", results, "the earlier results")
 }
 
 /// `value` with every one-key object `{marker: pointer}` replaced by what the JSON Pointer
 /// finds in `source` (named `what` in the error): whole values, never text.
-pub fn fill(value: &Value, marker: &str, source: &Value, what: &str) -> Result<Value, String> {
+pub fn fill(value: &Value, marker: &str, source: &Value, what: &str) -> Result<Value, FillError> {
     match value {
         Value::Object(map) if map.len() == 1 && map.contains_key(marker) => {
             let pointer = map[marker].as_str().unwrap_or_default();
-            source
-                .pointer(pointer)
-                .cloned()
-                .ok_or_else(|| format!("\"{marker}\": {pointer:?} finds nothing in {what}"))
+            source.pointer(pointer).cloned().ok_or_else(|| FillError {
+                marker: marker.to_owned(),
+                pointer: pointer.to_owned(),
+                what: what.to_owned(),
+            })
         }
         Value::Object(map) => map
             .iter()
@@ -303,7 +313,7 @@ impl Gateway {
             Err(problem) => {
                 return merge(
                     head,
-                    json!({"status": "failed", "error": {"type": "INVALID_PARAMS", "message": problem}}),
+                    json!({"status": "failed", "error": {"type": "INVALID_PARAMS", "message": problem.to_string()}}),
                 );
             }
         };
@@ -478,7 +488,7 @@ mod tests {
         ] {
             let error =
                 references(&json!({"$from": pointer}), 2, &mut BTreeSet::new()).expect_err(pointer);
-            assert!(error.contains(problem), "{pointer}: {error}");
+            assert!(error.to_string().contains(problem), "{pointer}: {error}");
         }
         let results = json!([{"result": {"id": "a\"; rm -rf ~"}}, {"result": [1, 2]}]);
         let resolved = resolve(&args, &results).expect("resolves");

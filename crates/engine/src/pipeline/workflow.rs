@@ -12,7 +12,7 @@ use crate::consent::Asker;
 use crate::workflow::{Checkpoints, OnError, Prior, WorkflowStep, find};
 
 /// `value` with every `{"$input": pointer}` replaced by what it finds in `inputs`.
-fn with_inputs(value: &Value, inputs: &Value) -> Result<Value, String> {
+fn with_inputs(value: &Value, inputs: &Value) -> Result<Value, super::batch::FillError> {
     fill(value, "$input", inputs, "the inputs")
 }
 
@@ -150,7 +150,7 @@ impl Gateway {
                     .clear();
             }
             let outcome = match args {
-                Err(problem) => Err(AaiError::new(ErrorKind::InvalidParams, problem)),
+                Err(problem) => Err(AaiError::new(ErrorKind::InvalidParams, problem.to_string())),
                 Ok(args) => match checkpoints.map_or(Ok(()), |c| c.started(index)) {
                     Ok(()) => self.attempt(who, step, &args, asker).await,
                     Err(problem) => {

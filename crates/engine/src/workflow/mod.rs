@@ -143,25 +143,39 @@ impl Workflow {
     ///
     /// # Errors
     /// `<file>: <problem>`, naming the step.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let shown = path.display();
-        let bytes = std::fs::read(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
-        let workflow: Self = serde_json::from_slice(&bytes).map_err(|e| format!("{shown}: {e}"))?;
-        jsonschema::validator_for(&workflow.inputs)
-            .map_err(|e| format!("{shown}: \"inputs\" is not a valid JSON Schema: {e}"))?;
+    pub fn load(path: &Path) -> Result<Self, WorkflowError> {
+        let at = || path.to_path_buf();
+        let bytes =
+            std::fs::read(path).map_err(|source| WorkflowError::Read { path: at(), source })?;
+        let workflow: Self = serde_json::from_slice(&bytes)
+            .map_err(|source| WorkflowError::Parse { path: at(), source })?;
+        jsonschema::validator_for(&workflow.inputs).map_err(|e| WorkflowError::Inputs {
+            path: at(),
+            reason: e.to_string(),
+        })?;
         if workflow.steps.is_empty() {
-            return Err(format!("{shown}: a workflow needs at least one step"));
+            return Err(WorkflowError::NoSteps { path: at() });
         }
         for (index, step) in workflow.steps.iter().enumerate() {
             if step.retry > 5 {
-                return Err(format!("{shown}: step {index}: \"retry\" is at most 5"));
+                return Err(WorkflowError::Retry { path: at(), index });
             }
             let mut needs = std::collections::BTreeSet::new();
-            references(&step.args, index, &mut needs)
-                .map_err(|problem| format!("{shown}: step {index}: {problem}"))?;
+            references(&step.args, index, &mut needs).map_err(|source| {
+                WorkflowError::Reference {
+                    path: at(),
+                    index,
+                    source,
+                }
+            })?;
             if let Some(condition) = &step.condition {
-                references(&json!({"$from": condition.from}), index, &mut needs)
-                    .map_err(|problem| format!("{shown}: step {index}: \"if\": {problem}"))?;
+                references(&json!({"$from": condition.from}), index, &mut needs).map_err(
+                    |source| WorkflowError::Condition {
+                        path: at(),
+                        index,
+                        source,
+                    },
+                )?;
             }
         }
         Ok(workflow)
@@ -206,7 +220,9 @@ pub fn scan(home: &Path) -> Vec<Found> {
                     let name = name_of(&path)?;
                     let meta = entry.metadata().ok()?;
                     Some(Found {
-                        loaded: Workflow::load(&path).map(Arc::new),
+                        loaded: Workflow::load(&path)
+                            .map(Arc::new)
+                            .map_err(|problem| problem.to_string()),
                         stamp: (meta.len(), meta.modified().ok()),
                         name,
                         path,
@@ -234,27 +250,30 @@ pub fn find(home: &Path, name: &str) -> Result<Workflow, AaiError> {
             ),
         ));
     }
-    Workflow::load(&path).map_err(|problem| AaiError::new(ErrorKind::InvalidParams, problem))
+    Workflow::load(&path)
+        .map_err(|problem| AaiError::new(ErrorKind::InvalidParams, problem.to_string()))
 }
 
 /// The `$from` pointers in `value` (a batch's or a workflow's step), checked: each must point into an earlier step's result.
-pub fn references(value: &Value, index: usize, needs: &mut BTreeSet<usize>) -> Result<(), String> {
+pub fn references(
+    value: &Value,
+    index: usize,
+    needs: &mut BTreeSet<usize>,
+) -> Result<(), ReferenceError> {
     match value {
         Value::Object(map) if map.len() == 1 && map.contains_key("$from") => {
-            let pointer = map["$from"]
-                .as_str()
-                .ok_or("\"$from\" must be a JSON Pointer string like \"/0/result/id\"")?;
+            let pointer = map["$from"].as_str().ok_or(ReferenceError::NotAPointer)?;
             let first = pointer
                 .strip_prefix('/')
                 .and_then(|rest| rest.split('/').next())
                 .and_then(|step| step.parse::<usize>().ok())
-                .ok_or_else(|| {
-                    format!("\"$from\": {pointer:?} must start with an earlier step's number, like \"/0/result\"")
-                })?;
+                .ok_or_else(|| ReferenceError::NoStep(pointer.to_owned()))?;
             if first >= index {
-                return Err(format!(
-                    "\"$from\": {pointer:?} points at step {first}, which does not run before step {index}"
-                ));
+                return Err(ReferenceError::Forward {
+                    pointer: pointer.to_owned(),
+                    step: first,
+                    index,
+                });
             }
             needs.insert(first);
             Ok(())
@@ -263,6 +282,54 @@ pub fn references(value: &Value, index: usize, needs: &mut BTreeSet<usize>) -> R
         Value::Array(items) => items.iter().try_for_each(|v| references(v, index, needs)),
         _ => Ok(()),
     }
+}
+
+/// A `$from` that does not point back at an earlier step.
+#[derive(Debug, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("\"$from\" must be a JSON Pointer string like \"/0/result/id\"")]
+    NotAPointer,
+    #[error("\"$from\": {0:?} must start with an earlier step's number, like \"/0/result\"")]
+    NoStep(String),
+    #[error("\"$from\": {pointer:?} points at step {step}, which does not run before step {index}")]
+    Forward {
+        pointer: String,
+        step: usize,
+        index: usize,
+    },
+}
+
+/// Why a workflow file is not one, naming the file and the step.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkflowError {
+    #[error("{}: cannot read: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{}: \"inputs\" is not a valid JSON Schema: {reason}", path.display())]
+    Inputs { path: PathBuf, reason: String },
+    #[error("{}: a workflow needs at least one step", path.display())]
+    NoSteps { path: PathBuf },
+    #[error("{}: step {index}: \"retry\" is at most 5", path.display())]
+    Retry { path: PathBuf, index: usize },
+    #[error("{}: step {index}: {source}", path.display())]
+    Reference {
+        path: PathBuf,
+        index: usize,
+        source: ReferenceError,
+    },
+    #[error("{}: step {index}: \"if\": {source}", path.display())]
+    Condition {
+        path: PathBuf,
+        index: usize,
+        source: ReferenceError,
+    },
 }
 
 #[cfg(test)]
@@ -312,7 +379,7 @@ mod tests {
         ] {
             let path = write(dir.path(), "bad", text);
             let error = Workflow::load(&path).expect_err(problem);
-            assert!(error.contains(problem), "{problem}: {error}");
+            assert!(error.to_string().contains(problem), "{problem}: {error}");
         }
         assert_eq!(
             name_of(Path::new("/x/send-report_2.json")).as_deref(),
