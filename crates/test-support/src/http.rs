@@ -137,7 +137,10 @@ pub struct TestServer {
     pub addr: SocketAddr,
     tls: bool,
     pub requests: Arc<Mutex<Vec<Request>>>,
-    /// TCP connections accepted so far (a refused host must see none).
+    /// TCP connections accepted so far that sent something (a refused host must see none). A
+    /// connection closed before its first byte is not counted: on a machine running other test
+    /// suites, their processes may probe a port this server took over from one of theirs,
+    /// while a browser or proxy that reaches a host always speaks first (a TLS hello, a request).
     pub connections: Arc<std::sync::atomic::AtomicUsize>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -183,11 +186,16 @@ impl TestServer {
                         let Ok((tcp, _)) = listener.accept().await else {
                             continue;
                         };
-                        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let counted = counted.clone();
                         let handler = handler.clone();
                         let seen = seen.clone();
                         let tls = tls.clone();
                         tokio::spawn(async move {
+                            let mut first = [0u8; 1];
+                            if !matches!(tcp.peek(&mut first).await, Ok(n) if n > 0) {
+                                return;
+                            }
+                            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                             let service = hyper::service::service_fn(move |request| {
                                 let handler = handler.clone();
                                 let seen = seen.clone();
