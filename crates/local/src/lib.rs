@@ -448,6 +448,33 @@ fn limit(set: &dyn Toolset, invocation: &Invocation<'_>) -> Duration {
         .max(Duration::from_millis(waits) + Duration::from_secs(10))
 }
 
+/// Runs `invocation` on `set` within its time limit (see [`limit`]).
+///
+/// # Errors
+/// The toolset's error, or TIMEOUT when the call ran past its limit and was stopped.
+pub async fn run_limited(set: &dyn Toolset, invocation: Invocation<'_>) -> Result<Value, AaiError> {
+    let limit = limit(set, &invocation);
+    let call = Call {
+        tool: invocation.tool,
+        args: invocation.args,
+        roots: invocation.roots,
+        progress: invocation.progress,
+        caller: invocation.caller,
+        approved: invocation.approved,
+    };
+    match tokio::time::timeout(limit, set.run(call)).await {
+        Ok(result) => result,
+        Err(_) => Err(AaiError::new(
+            ErrorKind::Timeout,
+            format!(
+                "{} did not finish within {} ms and was stopped",
+                invocation.name(),
+                limit.as_millis()
+            ),
+        )),
+    }
+}
+
 impl Executor for Toolsets {
     fn call<'a>(&'a self, invocation: Invocation<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
         Box::pin(async move {
@@ -455,26 +482,7 @@ impl Executor for Toolsets {
             let Some(set) = self.get(app) else {
                 return Err(unknown(app, invocation.tool));
             };
-            let limit = limit(set, &invocation);
-            let call = Call {
-                tool: invocation.tool,
-                args: invocation.args,
-                roots: invocation.roots,
-                progress: invocation.progress,
-                caller: invocation.caller,
-                approved: invocation.approved,
-            };
-            match tokio::time::timeout(limit, set.run(call)).await {
-                Ok(result) => result,
-                Err(_) => Err(AaiError::new(
-                    ErrorKind::Timeout,
-                    format!(
-                        "{} did not finish within {} ms and was stopped",
-                        invocation.name(),
-                        limit.as_millis()
-                    ),
-                )),
-            }
+            run_limited(set, invocation).await
         })
     }
 

@@ -4,7 +4,6 @@
 //! engine names none of them.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use aai_descriptor::AaiError;
 use aai_local::{Call, Judged, Toolset};
@@ -122,29 +121,6 @@ impl Builtins {
             set.resumed();
         }
     }
-
-    /// Runs a call of a plugged-in toolset, within its time limit; `None` when `app` is none.
-    pub(crate) async fn run_plugged(
-        &self,
-        app: &str,
-        call: Call<'_>,
-        timeout: Duration,
-    ) -> Option<Result<Value, AaiError>> {
-        let set = self.plugged(app)?;
-        let limit = timeout.max(
-            Duration::from_millis(set.waits_ms(call.tool, call.args)) + Duration::from_secs(10),
-        );
-        Some(match tokio::time::timeout(limit, set.run(call)).await {
-            Ok(result) => result,
-            Err(_) => Err(AaiError::new(
-                aai_descriptor::ErrorKind::Timeout,
-                format!(
-                    "{app} did not finish within {} ms and was stopped",
-                    limit.as_millis()
-                ),
-            )),
-        })
-    }
 }
 
 /// What the built-in toolsets are built with, from `config`.
@@ -194,27 +170,20 @@ impl aai_executor::Executor for CurrentToolsets {
         let toolsets = current(&self.0, &self.1);
         Box::pin(async move {
             let app = invocation.descriptor.app_id.as_str();
-            let call = aai_local::Call {
-                tool: invocation.tool,
-                args: invocation.args,
-                roots: invocation.roots,
-                progress: invocation.progress,
-                caller: invocation.caller,
-                approved: invocation.approved,
-            };
-            match toolsets.run_plugged(app, call, invocation.timeout).await {
-                Some(result) => result,
-                None => toolsets.local().call(invocation).await,
+            match toolsets.get(app) {
+                Some(set) => aai_local::run_limited(set, invocation).await,
+                None => Err(aai_local::unknown(app, invocation.tool)),
             }
         })
     }
 
     fn plan(&self, invocation: aai_executor::Invocation<'_>) -> Result<Value, AaiError> {
+        let app = invocation.descriptor.app_id.as_str();
         let toolsets = current(&self.0, &self.1);
-        match toolsets.plugged(&invocation.descriptor.app_id) {
-            Some(set) => Ok(set.plan(invocation.tool, invocation.args, invocation.target)),
-            None => toolsets.local().plan(invocation),
-        }
+        let set = toolsets
+            .get(app)
+            .ok_or_else(|| aai_local::unknown(app, invocation.tool))?;
+        Ok(set.plan(invocation.tool, invocation.args, invocation.target))
     }
 }
 
