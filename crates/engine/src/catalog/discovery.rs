@@ -34,9 +34,6 @@ pub struct ScanOptions {
     pub dev: bool,
     /// The gateway's built-in apps, offered ahead of every file.
     pub builtins: Vec<Found>,
-    /// Apps of toolsets other crates plug in, offered as built-in apps when their config
-    /// says so (kept here so a scan under a new config offers them again).
-    pub plugged: Vec<PluggedApp>,
 }
 
 /// The app of a toolset another crate plugs in ([`crate::pipeline::Gateway::plug`]): its
@@ -54,29 +51,25 @@ impl ScanOptions {
             home: home.to_path_buf(),
             paths: config.paths.clone(),
             dev,
-            builtins: builtins(config, &[]),
-            plugged: Vec::new(),
+            builtins: builtins(aai_local::descriptors(&config.local)),
         }
     }
 
     /// These options with `apps` offered as built-in apps where `config` says so.
     #[must_use]
     pub fn plug(mut self, config: &crate::config::Config, apps: &[PluggedApp]) -> Self {
-        self.plugged.extend_from_slice(apps);
-        self.builtins = builtins(config, &self.plugged);
+        self.builtins.extend(builtins(
+            apps.iter()
+                .filter(|app| (app.offered)(config))
+                .map(|app| app.descriptor.clone())
+                .collect(),
+        ));
         self
     }
 }
 
-/// The built-in toolsets `config` turns on, as discovery results ahead of every file.
-fn builtins(config: &crate::config::Config, plugged: &[PluggedApp]) -> Vec<Found> {
-    let mut descriptors = aai_local::descriptors(&config.local);
-    descriptors.extend(
-        plugged
-            .iter()
-            .filter(|app| (app.offered)(config))
-            .map(|app| app.descriptor.clone()),
-    );
+/// Built-in apps as discovery results, ahead of every file.
+fn builtins(descriptors: Vec<Arc<aai_descriptor::Descriptor>>) -> Vec<Found> {
     descriptors
         .into_iter()
         .map(|descriptor| Found {
