@@ -74,7 +74,7 @@ fn first(mut profile: Profile, program: &[String]) -> ExitCode {
     let private_temp = if profile.needs_private_temp() {
         match make_private_temp(&profile) {
             Ok(dir) => Some(dir),
-            Err(problem) => return refuse(&problem),
+            Err(problem) => return refuse(&problem.to_string()),
         }
     } else {
         None
@@ -170,18 +170,20 @@ fn finish(ended: Ended) -> ExitCode {
 }
 
 /// A folder of the command's own inside the temporary folder (which holds a protected one).
-fn make_private_temp(profile: &Profile) -> Result<PathBuf, String> {
+fn make_private_temp(profile: &Profile) -> Result<PathBuf, crate::ContainError> {
     use std::os::unix::fs::DirBuilderExt as _;
     let temp = profile.temp.clone().unwrap_or_else(std::env::temp_dir);
     let mut random = [0u8; 6];
-    getrandom::fill(&mut random)
-        .map_err(|e| format!("no random bytes for a temporary folder: {e}"))?;
+    getrandom::fill(&mut random).map_err(crate::ContainError::Random)?;
     let name: String = random.iter().map(|b| format!("{b:02x}")).collect();
     let dir = temp.join(format!("aai-sandbox-{}-{name}", std::process::id()));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&dir)
-        .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        .map_err(|source| crate::ContainError::TempFolder {
+            path: dir.clone(),
+            source,
+        })?;
     Ok(dir)
 }
 
@@ -249,7 +251,7 @@ fn probe(profile: &Profile) -> ExitCode {
         ),
         Err(problem) => format!(
             "{{\"ruleset\":\"none\",\"error\":\"{}\"}}",
-            problem.replace(['"', '\\'], "'")
+            problem.to_string().replace(['"', '\\'], "'")
         ),
     };
     match writeln!(std::io::stdout().lock(), "{line}") {

@@ -25,6 +25,7 @@
 //! assert_eq!(aai_contain::Profile::parse(&argv[1..]).unwrap().0, profile);
 //! ```
 
+mod error;
 pub mod rules;
 pub mod seatbelt;
 pub mod windows;
@@ -41,6 +42,8 @@ pub mod sessions;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+pub use error::ContainError;
 
 /// `argv[1]` of the gateway binary that makes it the launcher (handled first thing in `main`).
 pub const MARKER: &str = "__contain";
@@ -139,7 +142,7 @@ impl Profile {
     ///
     /// # Errors
     /// A message naming the option that is unknown or lacks its value, or the missing program.
-    pub fn parse(args: &[String]) -> Result<(Self, Stage, Vec<String>), String> {
+    pub fn parse(args: &[String]) -> Result<(Self, Stage, Vec<String>), ContainError> {
         let mut profile = Self::default();
         let mut stage = Stage::First;
         let mut home = None;
@@ -148,7 +151,7 @@ impl Profile {
             let mut value = |name: &str| {
                 rest.next()
                     .map(PathBuf::from)
-                    .ok_or_else(|| format!("{name} needs a value"))
+                    .ok_or_else(|| ContainError::NoValue(name.to_owned()))
             };
             match arg.as_str() {
                 "--" => break,
@@ -161,13 +164,13 @@ impl Profile {
                 "--write" => profile.write.push(value(arg)?),
                 "--protect" => profile.protect.push(value(arg)?),
                 "--read" => profile.read.push(value(arg)?),
-                other => return Err(format!("unknown option {other:?}")),
+                other => return Err(ContainError::UnknownOption(other.to_owned())),
             }
         }
-        profile.home = home.ok_or("--home is required")?;
+        profile.home = home.ok_or(ContainError::NoHome)?;
         let program: Vec<String> = rest.cloned().collect();
         if program.is_empty() && stage != Stage::Probe {
-            return Err("no program after --".to_owned());
+            return Err(ContainError::NoProgram);
         }
         Ok((profile, stage, program))
     }

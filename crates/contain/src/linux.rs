@@ -58,7 +58,8 @@ fn open(path: &Path) -> Option<(OwnedFd, bool)> {
 ///
 /// # Errors
 /// A message saying which step failed.
-pub fn enforce(plan: &Plan) -> Result<Enforced, String> {
+pub fn enforce(plan: &Plan) -> Result<Enforced, crate::ContainError> {
+    use crate::ContainError;
     let handled = AccessFs::from_all(TARGET);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -72,7 +73,7 @@ pub fn enforce(plan: &Plan) -> Result<Enforced, String> {
             r.scope(scopes)
         })
         .and_then(Ruleset::create)
-        .map_err(|e| format!("cannot make a Landlock ruleset: {e}"))?;
+        .map_err(ContainError::landlock("make a Landlock ruleset"))?;
     let file_rights = AccessFs::from_file(TARGET);
     // Listing folders is allowed everywhere; reading files only where the plan says.
     let wanted = std::iter::once((Path::new("/"), BitFlags::from(AccessFs::ReadDir)))
@@ -90,14 +91,18 @@ pub fn enforce(plan: &Plan) -> Result<Enforced, String> {
             continue;
         };
         let access = if dir { access } else { access & file_rights };
-        ruleset = ruleset
-            .add_rule(PathBeneath::new(fd, access))
-            .map_err(|e| format!("cannot add the rule for {}: {e}", path.display()))?;
+        ruleset =
+            ruleset
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(ContainError::landlock(format!(
+                    "add the rule for {}",
+                    path.display()
+                )))?;
         rules += 1;
     }
     let status: RestrictionStatus = ruleset
         .restrict_self()
-        .map_err(|e| format!("cannot enforce the Landlock ruleset: {e}"))?;
+        .map_err(ContainError::landlock("enforce the Landlock ruleset"))?;
     Ok(Enforced {
         ruleset: match status.ruleset {
             RulesetStatus::FullyEnforced => "full",

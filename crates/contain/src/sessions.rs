@@ -83,20 +83,21 @@ pub const SESSION_VARS: &[&str] = &[
 /// # Errors
 /// The namespaces cannot be made (user namespaces are off) or a mount fails.
 #[cfg(target_os = "linux")]
-pub fn hide(paths: &[PathBuf]) -> Result<usize, String> {
+pub fn hide(paths: &[PathBuf]) -> Result<usize, crate::ContainError> {
+    use crate::ContainError;
     use nix::mount::{MsFlags, mount};
     use nix::sched::{CloneFlags, unshare};
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
     unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)
-        .map_err(|e| format!("cannot make a user and mount namespace ({e})"))?;
+        .map_err(ContainError::namespace("make a user and mount namespace"))?;
     // The same ids inside as outside: files keep their owners, the user stays who they are.
     std::fs::write("/proc/self/setgroups", "deny")
-        .map_err(|e| format!("cannot write setgroups ({e})"))?;
+        .map_err(ContainError::namespace("write setgroups"))?;
     std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))
-        .map_err(|e| format!("cannot map the user id ({e})"))?;
+        .map_err(ContainError::namespace("map the user id"))?;
     std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))
-        .map_err(|e| format!("cannot map the group id ({e})"))?;
+        .map_err(ContainError::namespace("map the group id"))?;
     mount(
         None::<&str>,
         "/",
@@ -104,7 +105,7 @@ pub fn hide(paths: &[PathBuf]) -> Result<usize, String> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| format!("cannot make the mounts private ({e})"))?;
+    .map_err(ContainError::namespace("make the mounts private"))?;
     let mut covered = 0;
     for path in paths {
         let Ok(meta) = std::fs::symlink_metadata(path) else {
@@ -131,7 +132,9 @@ pub fn hide(paths: &[PathBuf]) -> Result<usize, String> {
         };
         match result {
             Ok(()) => covered += 1,
-            Err(e) => return Err(format!("cannot cover {} ({e})", path.display())),
+            Err(e) => {
+                return Err(ContainError::namespace(format!("cover {}", path.display()))(e));
+            }
         }
     }
     Ok(covered)

@@ -6,13 +6,36 @@ pub type CompleteType = String;
 
 const BASIC: &[u8] = b"ybnqiuxtdhsog";
 
+/// Where and why a text is not a D-Bus signature (positions count characters from 1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    #[error("longer than 255 characters")]
+    TooLong,
+    #[error("nested too deeply")]
+    TooDeep,
+    #[error("a type is missing at character {0}")]
+    Missing(usize),
+    #[error("a dict entry at character {0} needs a basic key type")]
+    DictKey(usize),
+    #[error("the dict entry at character {0} is not closed with `}}` after one key and one value")]
+    DictUnclosed(usize),
+    #[error("an empty struct `()` at character {0}")]
+    EmptyStruct(usize),
+    #[error("the struct at character {0} is not closed")]
+    StructUnclosed(usize),
+    #[error("a dict entry at character {0} outside an array (use `a{{…}}`)")]
+    DictOutsideArray(usize),
+    #[error("`{code}` at character {at} is not a D-Bus type code")]
+    UnknownCode { code: char, at: usize },
+}
+
 /// Splits a signature into its complete types.
 ///
 /// # Errors
 /// Where and why the text is not a D-Bus signature.
-pub fn split(text: &str) -> Result<Vec<CompleteType>, String> {
+pub fn split(text: &str) -> Result<Vec<CompleteType>, SignatureError> {
     if text.len() > 255 {
-        return Err("longer than 255 characters".into());
+        return Err(SignatureError::TooLong);
     }
     let bytes = text.as_bytes();
     let mut types = Vec::new();
@@ -26,12 +49,12 @@ pub fn split(text: &str) -> Result<Vec<CompleteType>, String> {
 }
 
 /// The end of the complete type starting at `at`.
-fn complete(bytes: &[u8], at: usize, depth: usize) -> Result<usize, String> {
+fn complete(bytes: &[u8], at: usize, depth: usize) -> Result<usize, SignatureError> {
     if depth > 64 {
-        return Err("nested too deeply".into());
+        return Err(SignatureError::TooDeep);
     }
     let Some(&code) = bytes.get(at) else {
-        return Err(format!("a type is missing at character {}", at + 1));
+        return Err(SignatureError::Missing(at + 1));
     };
     match code {
         c if BASIC.contains(&c) || c == b'v' => Ok(at + 1),
@@ -41,18 +64,12 @@ fn complete(bytes: &[u8], at: usize, depth: usize) -> Result<usize, String> {
                 match bytes.get(key) {
                     Some(k) if BASIC.contains(k) => {}
                     _ => {
-                        return Err(format!(
-                            "a dict entry at character {} needs a basic key type",
-                            at + 2
-                        ));
+                        return Err(SignatureError::DictKey(at + 2));
                     }
                 }
                 let value_end = complete(bytes, key + 1, depth + 1)?;
                 if bytes.get(value_end) != Some(&b'}') {
-                    return Err(format!(
-                        "the dict entry at character {} is not closed with `}}` after one key and one value",
-                        at + 2
-                    ));
+                    return Err(SignatureError::DictUnclosed(at + 2));
                 }
                 Ok(value_end + 1)
             } else {
@@ -62,25 +79,21 @@ fn complete(bytes: &[u8], at: usize, depth: usize) -> Result<usize, String> {
         b'(' => {
             let mut next = at + 1;
             if bytes.get(next) == Some(&b')') {
-                return Err(format!("an empty struct `()` at character {}", at + 1));
+                return Err(SignatureError::EmptyStruct(at + 1));
             }
             while bytes.get(next) != Some(&b')') {
                 if next >= bytes.len() {
-                    return Err(format!("the struct at character {} is not closed", at + 1));
+                    return Err(SignatureError::StructUnclosed(at + 1));
                 }
                 next = complete(bytes, next, depth + 1)?;
             }
             Ok(next + 1)
         }
-        b'{' => Err(format!(
-            "a dict entry at character {} outside an array (use `a{{…}}`)",
-            at + 1
-        )),
-        other => Err(format!(
-            "`{}` at character {} is not a D-Bus type code",
-            other as char,
-            at + 1
-        )),
+        b'{' => Err(SignatureError::DictOutsideArray(at + 1)),
+        other => Err(SignatureError::UnknownCode {
+            code: other as char,
+            at: at + 1,
+        }),
     }
 }
 

@@ -28,7 +28,16 @@ static KEPT: Mutex<Option<Arc<Compiled>>> = Mutex::new(None);
 /// Live [`KeepSchema`] guards.
 static KEEPERS: Mutex<usize> = Mutex::new(0);
 
-type Compiled = Result<jsonschema::Validator, String>;
+type Compiled = Result<jsonschema::Validator, BuiltInSchema>;
+
+/// Why the published schema built into the crate did not compile (a build defect).
+#[derive(Debug, thiserror::Error)]
+enum BuiltInSchema {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("{0}")]
+    Compile(#[from] jsonschema::ValidationError<'static>),
+}
 
 fn compiled_schema() -> Arc<Compiled> {
     let mut slot = SCHEMA.lock().unwrap_or_else(PoisonError::into_inner);
@@ -36,8 +45,8 @@ fn compiled_schema() -> Arc<Compiled> {
         return schema;
     }
     let schema = Arc::new((|| {
-        let schema: Value = serde_json::from_str(SCHEMA_JSON).map_err(|e| e.to_string())?;
-        jsonschema::draft7::new(&schema).map_err(|e| e.to_string())
+        let schema: Value = serde_json::from_str(SCHEMA_JSON)?;
+        Ok(jsonschema::draft7::new(&schema)?)
     })());
     *slot = Arc::downgrade(&schema);
     drop(slot);
@@ -451,7 +460,9 @@ fn web_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
             format!("/{endpoint}")
         };
         match UrlTemplate::parse(&format!("{base}{endpoint}"), scheme) {
-            Err(message) => problems.push(Problem::new(format!("{at}/endpoint"), message)),
+            Err(message) => {
+                problems.push(Problem::new(format!("{at}/endpoint"), message.to_string()));
+            }
             Ok(template) => {
                 let sample = template.fill(&|_| Some(Value::String("x".into())));
                 if sample.ok().and_then(|url| origin(&url)) != Some(base_origin.clone()) {
@@ -521,7 +532,7 @@ fn script_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
             {
                 problems.push(Problem::script(
                     format!("/platforms/ios/tools/{index}/url_template"),
-                    message,
+                    message.to_string(),
                 ));
             }
         }

@@ -56,6 +56,19 @@ enum Piece {
     Value { name: String, component: Component },
 }
 
+/// Why a `url_template` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("{template:?} has no scheme; start it with `{scheme}:`")]
+    NoScheme { template: String, scheme: String },
+    #[error("{template:?} must start with the section's scheme `{scheme}:`")]
+    WrongScheme { template: String, scheme: String },
+    #[error(
+        "{0:?}: a placeholder in the host would let a value choose where the URL goes; put it in the path or the query"
+    )]
+    PlaceholderInHost(String),
+}
+
 /// A parsed `url_template`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UrlTemplate {
@@ -67,16 +80,18 @@ impl UrlTemplate {
     ///
     /// # Errors
     /// A message when the scheme differs or a placeholder sits in the scheme or the host.
-    pub fn parse(template: &str, scheme: &str) -> Result<Self, String> {
+    pub fn parse(template: &str, scheme: &str) -> Result<Self, TemplateError> {
         let Some((head, _)) = template.split_once(':') else {
-            return Err(format!(
-                "{template:?} has no scheme; start it with `{scheme}:`"
-            ));
+            return Err(TemplateError::NoScheme {
+                template: template.to_owned(),
+                scheme: scheme.to_owned(),
+            });
         };
         if !head.eq_ignore_ascii_case(scheme) {
-            return Err(format!(
-                "{template:?} must start with the section's scheme `{scheme}:`"
-            ));
+            return Err(TemplateError::WrongScheme {
+                template: template.to_owned(),
+                scheme: scheme.to_owned(),
+            });
         }
         let mut pieces = Vec::new();
         let mut literal = String::new();
@@ -85,9 +100,7 @@ impl UrlTemplate {
         let mut component = if let Some(after) = rest.strip_prefix("//") {
             let end = after.find(['/', '?', '#']).unwrap_or(after.len());
             if after[..end].contains("${") {
-                return Err(format!(
-                    "{template:?}: a placeholder in the host would let a value choose where the URL goes; put it in the path or the query"
-                ));
+                return Err(TemplateError::PlaceholderInHost(template.to_owned()));
             }
             literal.push_str(&rest[..2 + end]);
             rest = &after[end..];
@@ -205,11 +218,13 @@ mod tests {
         assert!(
             UrlTemplate::parse("mailapp://${host}/x", "mailapp")
                 .expect_err("host")
+                .to_string()
                 .contains("host")
         );
         assert!(
             UrlTemplate::parse("other://send", "mailapp")
                 .expect_err("scheme")
+                .to_string()
                 .contains("mailapp:")
         );
         assert!(UrlTemplate::parse("${s}://send", "mailapp").is_err());

@@ -2,7 +2,29 @@
 //! `data.db` (with its `-wal` and `-shm`), logs and token files 0600. New ones are created
 //! so; older, looser ones are tightened at start, with a log line saying which.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// A file or folder that could not be read, made, written, moved or removed: `cannot
+/// <action> <path>: <why>`.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {action} {}: {source}", path.display())]
+pub struct FileError {
+    pub action: &'static str,
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
+impl FileError {
+    /// For `map_err`: the error of `action` on `path`.
+    pub fn at(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.to_path_buf();
+        move |source| Self {
+            action,
+            path,
+            source,
+        }
+    }
+}
 
 /// Creates `dir` (and its parents) private to the user when it is missing.
 ///

@@ -309,8 +309,11 @@ impl DbusExecutor {
                 AaiError::new(
                     ErrorKind::AutomationFailed,
                     format!(
-                        "{} at {} has no interface {}; it has: {names}",
-                        key.service, key.object, key.interface
+                        "{} at {} has no interface {}; it has: {}",
+                        key.service,
+                        key.object,
+                        key.interface,
+                        names.join(", ")
                     ),
                 )
             })?;
@@ -319,8 +322,11 @@ impl DbusExecutor {
                 AaiError::new(
                     ErrorKind::AutomationFailed,
                     format!(
-                        "{} has no method {}.{}; it has: {names}",
-                        key.service, key.interface, key.method
+                        "{} has no method {}.{}; it has: {}",
+                        key.service,
+                        key.interface,
+                        key.method,
+                        names.join(", ")
                     ),
                 )
             })?;
@@ -339,16 +345,16 @@ impl DbusExecutor {
     }
 }
 
-/// The item named `wanted`, or else the names there are, comma-separated.
+/// The item named `wanted`, or else the names there are.
 fn find_named<'a, T>(
     items: &'a [T],
     name: impl Fn(&T) -> String,
     wanted: &str,
-) -> Result<&'a T, String> {
+) -> Result<&'a T, Vec<String>> {
     items
         .iter()
         .find(|item| name(item) == wanted)
-        .ok_or_else(|| items.iter().map(&name).collect::<Vec<_>>().join(", "))
+        .ok_or_else(|| items.iter().map(&name).collect())
 }
 
 /// Where the invoked tool's call goes.
@@ -491,7 +497,7 @@ fn build_body(
     let mut builder = StructureBuilder::new();
     for (index, (ty, value)) in types.iter().zip(values).enumerate() {
         let converted = convert::to_dbus(value, ty, &format!("in-arg {index}"))
-            .map_err(|e| AaiError::new(ErrorKind::InvalidParams, e))?;
+            .map_err(|e| AaiError::new(ErrorKind::InvalidParams, e.to_string()))?;
         builder = builder.append_field(converted);
     }
     builder.build().map(Some).map_err(|e| {
@@ -502,19 +508,34 @@ fn build_body(
     })
 }
 
+/// Why a tool's `signature` does not split into complete types.
+#[derive(Debug, thiserror::Error)]
+enum SplitError {
+    #[error("incomplete type at byte {0}")]
+    Incomplete(usize),
+    #[error("{piece:?}: {reason}")]
+    Invalid {
+        piece: String,
+        /// Not a `std::error::Error`, so not a source.
+        reason: zbus::zvariant::signature::Error,
+    },
+}
+
 /// Splits a signature into its complete types: `"sa{sv}i"` → `s`, `a{sv}`, `i`.
-fn split_signature(text: &str) -> Result<Vec<Signature>, String> {
+fn split_signature(text: &str) -> Result<Vec<Signature>, SplitError> {
     let bytes = text.as_bytes();
     let mut types = Vec::new();
     let mut start = 0;
     while start < bytes.len() {
-        let end = complete_type_end(bytes, start)
-            .ok_or_else(|| format!("incomplete type at byte {start}"))?;
+        let end = complete_type_end(bytes, start).ok_or(SplitError::Incomplete(start))?;
         let piece = &text[start..end];
         types.push(
             piece
                 .parse::<Signature>()
-                .map_err(|e| format!("{piece:?}: {e}"))?,
+                .map_err(|reason| SplitError::Invalid {
+                    piece: piece.to_owned(),
+                    reason,
+                })?,
         );
         start = end;
     }

@@ -244,12 +244,12 @@ impl Default for Settings {
 /// inspection.
 ///
 /// # Errors
-/// A message when a PEM cannot be read as a certificate.
-pub fn http_client(extra_ca_pems: &[Vec<u8>]) -> Result<reqwest::Client, String> {
+/// A PEM cannot be read as a certificate, or the TLS setup fails.
+pub fn http_client(extra_ca_pems: &[Vec<u8>]) -> Result<reqwest::Client, ClientError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut certs = Vec::new();
     for pem in extra_ca_pems {
-        certs.extend(reqwest::Certificate::from_pem_bundle(pem).map_err(|e| e.to_string())?);
+        certs.extend(reqwest::Certificate::from_pem_bundle(pem).map_err(ClientError::Certificate)?);
     }
     reqwest::Client::builder()
         .user_agent(concat!("aai-gateway/", env!("CARGO_PKG_VERSION")))
@@ -258,8 +258,23 @@ pub fn http_client(extra_ca_pems: &[Vec<u8>]) -> Result<reqwest::Client, String>
         .redirect(same_origin_redirects())
         .connect_timeout(Duration::from_secs(10))
         .build()
-        .map_err(|e| e.to_string())
+        .map_err(ClientError::Build)
 }
+
+/// Why an HTTP client cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// An extra CA file is not PEM certificates.
+    #[error("{0}")]
+    Certificate(reqwest::Error),
+    #[error("{0}")]
+    Build(reqwest::Error),
+}
+
+/// A lazily built client that could not be made: the setting to fix.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot set up HTTPS (web.extra_ca_certs): {0}")]
+pub struct HttpsSetupError(Arc<ClientError>);
 
 /// Redirects are followed within the origin of the first request only (5 at most). A request
 /// can carry a credential in a header of the descriptor's choosing (`X-API-Key`), which
@@ -288,7 +303,7 @@ pub struct HttpClient(Arc<LazyClient>);
 
 struct LazyClient {
     extra_ca_pems: Vec<Vec<u8>>,
-    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
+    client: std::sync::OnceLock<Result<reqwest::Client, HttpsSetupError>>,
 }
 
 impl HttpClient {
@@ -304,12 +319,14 @@ impl HttpClient {
     ///
     /// # Errors
     /// Why it cannot be built (an unreadable `extra_ca_certs` PEM).
-    pub fn get(&self) -> Result<&reqwest::Client, String> {
+    pub fn get(&self) -> Result<&reqwest::Client, HttpsSetupError> {
         self.0
             .client
-            .get_or_init(|| http_client(&self.0.extra_ca_pems))
+            .get_or_init(|| {
+                http_client(&self.0.extra_ca_pems).map_err(|e| HttpsSetupError(Arc::new(e)))
+            })
             .as_ref()
-            .map_err(|e| format!("cannot set up HTTPS (web.extra_ca_certs): {e}"))
+            .map_err(Clone::clone)
     }
 }
 

@@ -136,7 +136,7 @@ fn parse_output(
     };
     match parser {
         Some("result as record") if language == Language::AppleScript => {
-            record::parse(text).map_err(unreadable)
+            record::parse(text).map_err(|e| unreadable(e.to_string()))
         }
         Some("result as record" | "json") => {
             serde_json::from_str(text).map_err(|e| unreadable(e.to_string()))

@@ -276,12 +276,10 @@ async fn a11y_bus(session_bus: Option<&str>) -> Result<zbus::Connection, AaiErro
 ///
 /// # Errors
 /// Why the tree cannot be read.
-pub async fn reachable(desktop: &Desktop) -> Result<String, String> {
-    let conn = a11y_bus(desktop.session_bus())
-        .await
-        .map_err(|e| e.message)?;
-    let root =
-        OwnedObjectPath::try_from("/org/a11y/atspi/accessible/root").map_err(|e| e.to_string())?;
+pub async fn reachable(desktop: &Desktop) -> Result<String, AaiError> {
+    let conn = a11y_bus(desktop.session_bus()).await?;
+    let root = OwnedObjectPath::try_from("/org/a11y/atspi/accessible/root")
+        .map_err(|e| crate::failed(e.to_string()))?;
     let apps: Vec<(String, OwnedObjectPath)> = call(
         &conn,
         "org.a11y.atspi.Registry",
@@ -291,7 +289,7 @@ pub async fn reachable(desktop: &Desktop) -> Result<String, String> {
         &(),
     )
     .await
-    .map_err(|e| format!("the accessibility registry does not answer: {e}"))?;
+    .map_err(|e| crate::failed(format!("the accessibility registry does not answer: {e}")))?;
     Ok(format!("AT-SPI ({} application(s))", apps.len()))
 }
 

@@ -104,7 +104,7 @@ impl Toolset for Apps {
         Box::pin(async move {
             let (status, wm) = blocking(move || Ok((desktop.describe(), desktop.window_manager())))
                 .await
-                .unwrap_or_else(|e| (Err(e.message.clone()), Err(e.message)));
+                .unwrap_or_else(|e| (Err(e.clone()), Err(e)));
             let entries = application_dirs()
                 .iter()
                 .filter_map(|d| std::fs::read_dir(d).ok())
@@ -115,7 +115,7 @@ impl Toolset for Apps {
             crate::tool_names(&DESCRIPTOR)
                 .iter()
                 .map(|tool| match (&status, &wm, tool.as_str()) {
-                    (Err(why), _, _) => crate::Check::failed(tool, why.clone()),
+                    (Err(why), _, _) => crate::Check::failed(tool, why.message.clone()),
                     (Ok(d), _, "app_launch") => crate::Check::ok(
                         tool,
                         format!("{entries} desktop entries, PATH; windows awaited on {d}"),
@@ -123,7 +123,7 @@ impl Toolset for Apps {
                     (Ok(d), Ok(()), _) => {
                         crate::Check::ok(tool, format!("EWMH window manager on {d}"))
                     }
-                    (Ok(_), Err(why), _) => crate::Check::failed(tool, why.clone()),
+                    (Ok(_), Err(why), _) => crate::Check::failed(tool, why.message.clone()),
                 })
                 .collect()
         })

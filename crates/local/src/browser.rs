@@ -8,6 +8,7 @@
 //! a password field or submitting a payment form is asked every time ([`Toolset::must_ask`]).
 
 pub mod cdp;
+pub mod error;
 pub mod page;
 pub mod policy;
 mod profile;

@@ -375,12 +375,12 @@ impl Toolset for Input {
         Box::pin(async move {
             let status = blocking(move || Ok(desktop.describe()))
                 .await
-                .unwrap_or_else(|e| Err(e.message));
+                .unwrap_or_else(Err);
             crate::tool_names(&DESCRIPTOR)
                 .iter()
                 .map(|tool| match &status {
                     Ok(d) => crate::Check::ok(tool, format!("XTEST on {d}")),
-                    Err(why) => crate::Check::failed(tool, why.clone()),
+                    Err(why) => crate::Check::failed(tool, why.message.clone()),
                 })
                 .collect()
         })

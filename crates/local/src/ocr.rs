@@ -108,12 +108,13 @@ pub async fn read(png: Vec<u8>, language: &str, timeout: Duration) -> Result<Vec
 ///
 /// # Errors
 /// What is missing.
-pub async fn installed(language: &str) -> Result<String, String> {
+pub async fn installed(language: &str) -> Result<String, AaiError> {
+    let missing = |message: String| AaiError::new(ErrorKind::AutomationNotSupported, message);
     let command = Command::new("tesseract").arg("--list-langs");
     let output = run(&command, Duration::from_secs(10), "tesseract")
         .await
         .map_err(|_| {
-            "Tesseract is not installed (Debian: apt-get install tesseract-ocr)".to_owned()
+            missing("Tesseract is not installed (Debian: apt-get install tesseract-ocr)".to_owned())
         })?;
     let langs: Vec<&str> = output
         .stdout
@@ -126,10 +127,13 @@ pub async fn installed(language: &str) -> Result<String, String> {
     if missing.is_empty() {
         Ok(format!("Tesseract ({})", langs.join(", ")))
     } else {
-        Err(format!(
-            "Tesseract lacks the language(s) {} (Debian: tesseract-ocr-{})",
-            missing.join(", "),
-            missing[0]
+        Err(AaiError::new(
+            ErrorKind::AutomationNotSupported,
+            format!(
+                "Tesseract lacks the language(s) {} (Debian: tesseract-ocr-{})",
+                missing.join(", "),
+                missing[0]
+            ),
         ))
     }
 }

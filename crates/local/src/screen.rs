@@ -91,13 +91,13 @@ impl Toolset for Screen {
             } else {
                 blocking(move || Ok(desktop.describe()))
                     .await
-                    .unwrap_or_else(|e| Err(e.message))
+                    .unwrap_or_else(Err)
             };
             let ocr = ocr::installed(&self.config.ocr_language).await;
             let a11y = crate::a11y::reachable(&self.desktop).await;
-            let check = |tool: &str, result: Result<String, String>| match result {
+            let check = |tool: &str, result: Result<String, AaiError>| match result {
                 Ok(backend) => crate::Check::ok(tool, backend),
-                Err(problem) => crate::Check::failed(tool, problem),
+                Err(problem) => crate::Check::failed(tool, problem.message),
             };
             let ocr_line = match (&display, &ocr) {
                 (Ok(d), Ok(o)) => Ok(format!("{o} on {d}")),
@@ -109,8 +109,11 @@ impl Toolset for Screen {
                 (Ok(_), Ok(a), Err(_)) => {
                     Ok(format!("{a} (no OCR fallback: Tesseract is missing)"))
                 }
-                (Ok(_), Err(why), Ok(o)) => Ok(format!("{o} only ({why})")),
-                (Ok(_), Err(why), Err(no_ocr)) => Err(format!("{why}; {no_ocr}")),
+                (Ok(_), Err(why), Ok(o)) => Ok(format!("{o} only ({})", why.message)),
+                (Ok(_), Err(why), Err(no_ocr)) => Err(AaiError::new(
+                    why.kind,
+                    format!("{}; {}", why.message, no_ocr.message),
+                )),
             };
             vec![
                 check("screenshot", display.clone()),

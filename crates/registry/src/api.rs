@@ -418,7 +418,9 @@ async fn publish(State(api): State<Api>, body: Bytes) -> Response {
                 descriptor.app_id
             ),
         ),
-        Ok(db::Published::InvalidVersion(reason)) => refuse(StatusCode::BAD_REQUEST, reason),
+        Ok(db::Published::InvalidVersion(reason)) => {
+            refuse(StatusCode::BAD_REQUEST, reason.to_string())
+        }
         Ok(db::Published::OutsideNamespace(owner)) => {
             let whose = match owner {
                 Some((owner, namespace)) => {

@@ -19,6 +19,42 @@ pub const WELL_KNOWN_PATH: &str = "/.well-known/aai-registry-auth";
 /// The largest well-known file read; a record is under 100 bytes.
 const MAX_FILE: usize = 64 * 1024;
 
+type Source = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a namespace claim is not proven.
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    #[error(transparent)]
+    Key(#[from] crate::keys::KeyError),
+    #[error("{0:?} is not a reverse-DNS namespace like com.example")]
+    Namespace(String),
+    #[error("{place} holds no \"v=AAIv1; k=ed25519; p=…\" record")]
+    NoRecord { place: String },
+    #[error("{place} vouches for another key, not this publisher's: {others}")]
+    OtherKey { place: String, others: String },
+    #[error("cannot make an HTTP client: {0}")]
+    Client(reqwest::Error),
+    #[error("{url} cannot be read: {source}")]
+    Unreadable { url: String, source: reqwest::Error },
+    #[error("{url} answered {status}, not 200 with the record (redirects are not followed)")]
+    Status {
+        url: String,
+        status: reqwest::StatusCode,
+    },
+    #[error("{url} broke off: {source}")]
+    BrokeOff { url: String, source: reqwest::Error },
+    #[error("{url} is larger than {MAX_FILE} bytes")]
+    TooLarge { url: String },
+    #[error("cannot read the system's DNS configuration: {0}")]
+    DnsConfig(Source),
+    #[error("cannot make a DNS resolver: {0}")]
+    Resolver(Source),
+    #[error("{domain} has no TXT record")]
+    NoTxt { domain: String },
+    #[error("the TXT records of {domain} cannot be read: {source}")]
+    Txt { domain: String, source: Source },
+}
+
 /// How a claim is proven.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -75,10 +111,19 @@ pub fn record(public_key: &str) -> String {
     format!("v=AAIv1; k=ed25519; p={}", public_key.trim())
 }
 
-/// Whether `text` (one line of the file, or one TXT record) vouches for `public_key`:
-/// `v=AAIv1`, `k=ed25519` and `p=` a key with the same 32 bytes, in any order, separated by
-/// `;`. `Err` names a well-formed record for another key, so the refusal can say so.
-fn vouches(text: &str, public_key: &[u8; 32]) -> Result<bool, String> {
+/// What one line of the file, or one TXT record, says of a key.
+#[derive(Debug, PartialEq, Eq)]
+enum Record<'a> {
+    /// `v=AAIv1`, `k=ed25519` and `p=` a key with the same 32 bytes, in any order, separated
+    /// by `;`.
+    Vouches,
+    /// Not a record of ours.
+    Unrelated,
+    /// A well-formed record for another key (its `p=`), so the refusal can say so.
+    OtherKey(&'a str),
+}
+
+fn vouches<'a>(text: &'a str, public_key: &[u8; 32]) -> Record<'a> {
     let mut fields = text.split(';').filter_map(|field| {
         let (name, value) = field.split_once('=')?;
         Some((name.trim().to_ascii_lowercase(), value.trim()))
@@ -93,34 +138,35 @@ fn vouches(text: &str, public_key: &[u8; 32]) -> Result<bool, String> {
         }
     }
     if v != Some("AAIv1") || !k.is_some_and(|k| k.eq_ignore_ascii_case("ed25519")) {
-        return Ok(false);
+        return Record::Unrelated;
     }
-    let Some(p) = p else { return Ok(false) };
+    let Some(p) = p else {
+        return Record::Unrelated;
+    };
     match STANDARD.decode(p) {
-        Ok(bytes) if bytes == public_key => Ok(true),
-        _ => Err(format!("a record for another key (p={p})")),
+        Ok(bytes) if bytes == public_key => Record::Vouches,
+        _ => Record::OtherKey(p),
     }
 }
 
 /// Finds a record for `public_key` among `records`; `Err` says what was there instead.
-fn find(records: &[String], public_key: &[u8; 32], place: &str) -> Result<(), String> {
+fn find(records: &[String], public_key: &[u8; 32], place: &str) -> Result<(), ClaimError> {
     let mut others = Vec::new();
     for record in records {
         match vouches(record, public_key) {
-            Ok(true) => return Ok(()),
-            Ok(false) => {}
-            Err(other) => others.push(other),
+            Record::Vouches => return Ok(()),
+            Record::Unrelated => {}
+            Record::OtherKey(p) => others.push(format!("a record for another key (p={p})")),
         }
     }
+    let place = place.to_owned();
     if others.is_empty() {
-        Err(format!(
-            "{place} holds no \"v=AAIv1; k=ed25519; p=…\" record"
-        ))
+        Err(ClaimError::NoRecord { place })
     } else {
-        Err(format!(
-            "{place} vouches for another key, not this publisher's: {}",
-            others.join(", ")
-        ))
+        Err(ClaimError::OtherKey {
+            place,
+            others: others.join(", "),
+        })
     }
 }
 
@@ -135,12 +181,10 @@ pub async fn verify(
     public_key: &str,
     method: Method,
     check: &Check,
-) -> Result<String, String> {
+) -> Result<String, ClaimError> {
     let key = crate::keys::public(public_key)?.to_bytes();
     if !aai_descriptor::is_valid_app_id(&format!("{namespace}.x")) {
-        return Err(format!(
-            "{namespace:?} is not a reverse-DNS namespace like com.example"
-        ));
+        return Err(ClaimError::Namespace(namespace.to_owned()));
     }
     let domain = domain(namespace);
     match method {
@@ -159,7 +203,7 @@ pub async fn verify(
 }
 
 /// The lines of the domain's well-known file, and the URL it was read from.
-async fn well_known(domain: &str, check: &Check) -> Result<(String, Vec<String>), String> {
+async fn well_known(domain: &str, check: &Check) -> Result<(String, Vec<String>), ClaimError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let url = match &check.well_known_base {
         Some(base) => format!("{}{WELL_KNOWN_PATH}", base.trim_end_matches('/')),
@@ -173,7 +217,7 @@ async fn well_known(domain: &str, check: &Check) -> Result<(String, Vec<String>)
         .timeout(check.timeout)
         .user_agent(concat!("aai-registry/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+        .map_err(ClaimError::Client)?;
     let mut request = client.get(&url);
     if check.well_known_base.is_some() {
         request = request.header(reqwest::header::HOST, domain);
@@ -181,22 +225,26 @@ async fn well_known(domain: &str, check: &Check) -> Result<(String, Vec<String>)
     let mut response = request
         .send()
         .await
-        .map_err(|e| format!("{named} cannot be read: {e}"))?;
+        .map_err(|source| ClaimError::Unreadable {
+            url: named.clone(),
+            source,
+        })?;
     let status = response.status();
     if status != reqwest::StatusCode::OK {
-        return Err(format!(
-            "{named} answered {status}, not 200 with the record (redirects are not followed)"
-        ));
+        return Err(ClaimError::Status { url: named, status });
     }
     let mut body = Vec::new();
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| format!("{named} broke off: {e}"))?
+        .map_err(|source| ClaimError::BrokeOff {
+            url: named.clone(),
+            source,
+        })?
     {
         body.extend_from_slice(&chunk);
         if body.len() > MAX_FILE {
-            return Err(format!("{named} is larger than {MAX_FILE} bytes"));
+            return Err(ClaimError::TooLarge { url: named });
         }
     }
     let text = String::from_utf8_lossy(&body);
@@ -205,7 +253,7 @@ async fn well_known(domain: &str, check: &Check) -> Result<(String, Vec<String>)
 
 /// The TXT records on `domain`, each one's strings joined (long records are split into
 /// strings of 255 bytes).
-async fn txt(domain: &str, check: &Check) -> Result<Vec<String>, String> {
+async fn txt(domain: &str, check: &Check) -> Result<Vec<String>, ClaimError> {
     use hickory_resolver::config::{
         ConnectionConfig, NameServerConfig, ResolverConfig, ResolverOpts,
     };
@@ -229,7 +277,7 @@ async fn txt(domain: &str, check: &Check) -> Result<Vec<String>, String> {
             hickory_resolver::Resolver::builder_with_config(config, TokioRuntimeProvider::default())
         }
         None => hickory_resolver::Resolver::builder_tokio()
-            .map_err(|e| format!("cannot read the system's DNS configuration: {e}"))?,
+            .map_err(|e| ClaimError::DnsConfig(e.into()))?,
     };
     let mut options = ResolverOpts::default();
     options.timeout = check.timeout;
@@ -239,14 +287,21 @@ async fn txt(domain: &str, check: &Check) -> Result<Vec<String>, String> {
     *builder.options_mut() = options;
     let resolver = builder
         .build()
-        .map_err(|e| format!("cannot make a DNS resolver: {e}"))?;
+        .map_err(|e| ClaimError::Resolver(e.into()))?;
     // Fully qualified: no search domain is ever appended.
     let lookup = match resolver.txt_lookup(format!("{domain}.")).await {
         Ok(lookup) => lookup,
         Err(e) if e.is_no_records_found() || e.is_nx_domain() => {
-            return Err(format!("{domain} has no TXT record"));
+            return Err(ClaimError::NoTxt {
+                domain: domain.to_owned(),
+            });
         }
-        Err(e) => return Err(format!("the TXT records of {domain} cannot be read: {e}")),
+        Err(e) => {
+            return Err(ClaimError::Txt {
+                domain: domain.to_owned(),
+                source: e.into(),
+            });
+        }
     };
     Ok(lookup
         .answers()
@@ -278,26 +333,34 @@ mod tests {
         let (_, key) = crate::keys::generate();
         let (_, other) = crate::keys::generate();
         let bytes = crate::keys::public(&key).expect("key").to_bytes();
-        assert_eq!(vouches(&record(&key), &bytes), Ok(true));
+        assert_eq!(vouches(&record(&key), &bytes), Record::Vouches);
         assert_eq!(
             vouches(&format!("k=ed25519;p={key} ; v=AAIv1"), &bytes),
-            Ok(true)
+            Record::Vouches
         );
-        assert!(vouches(&record(&other), &bytes).is_err());
+        assert!(matches!(
+            vouches(&record(&other), &bytes),
+            Record::OtherKey(_)
+        ));
         assert_eq!(
             vouches(&format!("v=AAIv2; k=ed25519; p={key}"), &bytes),
-            Ok(false)
+            Record::Unrelated
         );
         assert_eq!(
             vouches(&format!("v=AAIv1; k=rsa; p={key}"), &bytes),
-            Ok(false)
+            Record::Unrelated
         );
-        assert_eq!(vouches("google-site-verification=abc", &bytes), Ok(false));
+        assert_eq!(
+            vouches("google-site-verification=abc", &bytes),
+            Record::Unrelated
+        );
         let found = find(&[record(&other), record(&key)], &bytes, "x");
-        assert_eq!(found, Ok(()));
-        let refused = find(&[record(&other)], &bytes, "x").expect_err("other key");
+        assert!(found.is_ok(), "{found:?}");
+        let refused = find(&[record(&other)], &bytes, "x")
+            .expect_err("other key")
+            .to_string();
         assert!(refused.contains("another key"), "{refused}");
-        let refused = find(&[], &bytes, "x").expect_err("none");
+        let refused = find(&[], &bytes, "x").expect_err("none").to_string();
         assert!(refused.contains("no \"v=AAIv1"), "{refused}");
     }
 }

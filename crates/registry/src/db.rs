@@ -149,12 +149,21 @@ pub async fn namespace_owner<'c>(
 ///
 /// # Errors
 /// The text is not a semantic version (`1.2.3`, `1.2.0-beta.1`).
-pub fn parse_version(version: &str) -> Result<semver::Version, String> {
-    semver::Version::parse(version).map_err(|e| {
-        format!(
-            "\"version\": {version:?} is not a semantic version like 1.2.3 or 1.3.0-beta.1 ({e}); \"latest\" is the highest by semver"
-        )
+pub fn parse_version(version: &str) -> Result<semver::Version, VersionError> {
+    semver::Version::parse(version).map_err(|source| VersionError {
+        version: version.to_owned(),
+        source,
     })
+}
+
+/// A published version that is not semver.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "\"version\": {version:?} is not a semantic version like 1.2.3 or 1.3.0-beta.1 ({source}); \"latest\" is the highest by semver"
+)]
+pub struct VersionError {
+    version: String,
+    source: semver::Error,
 }
 
 /// The publisher `name`.
@@ -271,7 +280,7 @@ pub enum Published {
     /// This version was there with other bytes.
     Conflict,
     /// The version is not semver: the reason.
-    InvalidVersion(String),
+    InvalidVersion(VersionError),
     /// The app id is not under a namespace of this publisher: the owner (publisher, namespace)
     /// of the longest namespace above it, if any.
     OutsideNamespace(Option<(String, String)>),

@@ -149,7 +149,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(path) => {
                     let secret = std::fs::read_to_string(&path)
                         .with_context(|| format!("cannot read {}", path.display()))?;
-                    aai_registry::keys::public_of(&secret).map_err(anyhow::Error::msg)?;
+                    aai_registry::keys::public_of(&secret)?;
                     Some(secret.trim().to_owned())
                 }
                 None => None,
@@ -197,7 +197,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     database_url,
                 },
         } => {
-            aai_registry::keys::public(&key).map_err(anyhow::Error::msg)?;
+            aai_registry::keys::public(&key)?;
             anyhow::ensure!(
                 aai_descriptor::is_valid_app_id(&format!("{namespace}.x")),
                 "--namespace {namespace:?} is not a reverse-DNS prefix like com.example"
@@ -260,8 +260,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let text = read(&descriptor)?;
             let secret = read(&key)?;
-            let signature =
-                aai_registry::keys::sign(&secret, text.as_bytes()).map_err(anyhow::Error::msg)?;
+            let signature = aai_registry::keys::sign(&secret, text.as_bytes())?;
             let body = serde_json::json!({"publisher": publisher, "descriptor": text, "signature": signature});
             let response = post_json(
                 &format!("{}/api/v1/apps", url.trim_end_matches('/')),
@@ -281,12 +280,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             new_key,
         } => {
             let secret = read(&key)?;
-            let old = aai_registry::keys::public_of(&secret).map_err(anyhow::Error::msg)?;
-            let new =
-                aai_registry::keys::public_of(&read(&new_key)?).map_err(anyhow::Error::msg)?;
+            let old = aai_registry::keys::public_of(&secret)?;
+            let new = aai_registry::keys::public_of(&read(&new_key)?)?;
             let statement = aai_descriptor::statements::key_rotation(&publisher, &old, &new);
-            let signature =
-                aai_registry::keys::sign(&secret, &statement).map_err(anyhow::Error::msg)?;
+            let signature = aai_registry::keys::sign(&secret, &statement)?;
             let body = serde_json::json!({"new_key": new, "signature": signature});
             let response = post_json(
                 &format!(

@@ -330,18 +330,21 @@ async fn a_claim_is_proven_by_the_domains_well_known_file() {
     // The file names the namespace's own domain: com.acme's file does not prove com.acme.labs.
     let refused = claims::verify("com.acme", &key, Method::Http, &check_http(&right))
         .await
-        .expect_err("other domain");
+        .expect_err("other domain")
+        .to_string();
     assert!(refused.contains("404"), "{refused}");
 
     let wrong = well_known("labs.acme.com", Some(claims::record(&other)));
     let refused = claims::verify("com.acme.labs", &key, Method::Http, &check_http(&wrong))
         .await
-        .expect_err("wrong key");
+        .expect_err("wrong key")
+        .to_string();
     assert!(refused.contains("another key"), "{refused}");
     let missing = well_known("labs.acme.com", None);
     let refused = claims::verify("com.acme.labs", &key, Method::Http, &check_http(&missing))
         .await
-        .expect_err("missing file");
+        .expect_err("missing file")
+        .to_string();
     assert!(refused.contains("404"), "{refused}");
     // A redirect could hand the answer to any host: not followed.
     let elsewhere = TestServer::http(move |_: &Request| {
@@ -349,7 +352,8 @@ async fn a_claim_is_proven_by_the_domains_well_known_file() {
     });
     let refused = claims::verify("com.acme.labs", &key, Method::Http, &check_http(&elsewhere))
         .await
-        .expect_err("redirect");
+        .expect_err("redirect")
+        .to_string();
     assert!(refused.contains("302"), "{refused}");
 
     // The operator's command checks before it registers, and says why it refuses.
@@ -490,11 +494,13 @@ async fn a_claim_is_proven_by_a_dns_txt_record() {
     assert!(proof.contains("labs.acme.com"), "{proof}");
     let refused = claims::verify("com.acme.wrong", &key, Method::Dns, &check)
         .await
-        .expect_err("wrong key");
+        .expect_err("wrong key")
+        .to_string();
     assert!(refused.contains("another key"), "{refused}");
     let refused = claims::verify("com.acme.missing", &key, Method::Dns, &check)
         .await
-        .expect_err("no record");
+        .expect_err("no record")
+        .to_string();
     assert!(refused.contains("no TXT record"), "{refused}");
 
     let pg = support::postgres();

@@ -129,16 +129,15 @@ pub enum StoreError {
         reason: String,
     },
     /// A file of the store's apps could not be written, moved or removed.
-    #[error("cannot {action} {}: {source}", path.display())]
-    File {
-        action: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] crate::private::FileError),
     /// What is not accepted: no store configured, a descriptor that is invalid, unsigned,
     /// older or from another publisher; worded for the user.
     #[error("{0}")]
     Refused(String),
+    /// No HTTPS client could be made (an unusable `web.extra_ca_certs` file).
+    #[error(transparent)]
+    Client(#[from] aai_executor::ClientError),
 }
 
 impl From<String> for StoreError {
@@ -156,12 +155,8 @@ impl From<&str> for StoreError {
 impl StoreError {
     /// A file the store writes, moves or removes.
     pub(crate) fn file(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Self {
-        let path = path.to_path_buf();
-        move |source| Self::File {
-            action,
-            path,
-            source,
-        }
+        let file = crate::private::FileError::at(action, path);
+        move |source| Self::File(file(source))
     }
 }
 

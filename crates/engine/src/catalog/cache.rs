@@ -266,7 +266,7 @@ pub fn validator(
     entry: &Entry,
     tool: &str,
     parameters: &aai_descriptor::Parameters,
-) -> Result<Arc<jsonschema::Validator>, String> {
+) -> Result<Arc<jsonschema::Validator>, jsonschema::ValidationError<'static>> {
     if let Ok(mut kept) = VALIDATORS.lock()
         && let Some(at) = kept
             .iter()
@@ -277,8 +277,7 @@ pub fn validator(
         kept.push_back(hit);
         return Ok(validator);
     }
-    let validator =
-        Arc::new(jsonschema::validator_for(&parameters.schema()).map_err(|e| e.to_string())?);
+    let validator = Arc::new(jsonschema::validator_for(&parameters.schema())?);
     if let Ok(mut kept) = VALIDATORS.lock() {
         if kept.len() >= KEPT_VALIDATORS {
             kept.pop_front();
@@ -321,6 +320,29 @@ fn recent_put(path: &Path, stamp: Stamp, descriptor: Arc<Descriptor>) {
 }
 
 /// The cache file's first line.
+/// Why the cache file is not used (it is then rebuilt).
+#[derive(Debug, thiserror::Error)]
+enum Unusable {
+    #[error("{0}")]
+    Unreadable(std::io::Error),
+    #[error("no header line")]
+    NoHeader,
+    #[error("bad header: {0}")]
+    BadHeader(serde_json::Error),
+    #[error("format {0} is not {FORMAT}")]
+    Format(u32),
+    #[error("written by gateway {0}")]
+    Gateway(String),
+    #[error("written for another home, {0}")]
+    Home(String),
+    #[error("checksum mismatch")]
+    Checksum,
+    #[error("bad body: {0}")]
+    BadBody(serde_json::Error),
+    #[error("entry count mismatch")]
+    Count,
+}
+
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
 struct Header {
     format: u32,
@@ -411,35 +433,35 @@ impl DiskCache {
         }
     }
 
-    fn try_read(&self, each: &mut dyn FnMut(Row, usize)) -> Result<(), String> {
-        let bytes = std::fs::read(&self.file).map_err(|e| e.to_string())?;
+    fn try_read(&self, each: &mut dyn FnMut(Row, usize)) -> Result<(), Unusable> {
+        let bytes = std::fs::read(&self.file).map_err(Unusable::Unreadable)?;
         let split = bytes
             .iter()
             .position(|&b| b == b'\n')
-            .ok_or("no header line")?;
+            .ok_or(Unusable::NoHeader)?;
         let header: Header =
-            serde_json::from_slice(&bytes[..split]).map_err(|e| format!("bad header: {e}"))?;
+            serde_json::from_slice(&bytes[..split]).map_err(Unusable::BadHeader)?;
         let body = &bytes[split + 1..];
         if header.format != FORMAT {
-            return Err(format!("format {} is not {FORMAT}", header.format));
+            return Err(Unusable::Format(header.format));
         }
         if header.gateway != env!("CARGO_PKG_VERSION") {
-            return Err(format!("written by gateway {}", header.gateway));
+            return Err(Unusable::Gateway(header.gateway));
         }
         if header.home != self.home {
-            return Err(format!("written for another home, {}", header.home));
+            return Err(Unusable::Home(header.home));
         }
         if crc32fast::hash(body) != header.crc32 {
-            return Err("checksum mismatch".into());
+            return Err(Unusable::Checksum);
         }
         let promised = header.entries;
         let mut parser = serde_json::Deserializer::from_slice(body);
         let mut each = |row| each(row, promised);
         let count = serde::de::DeserializeSeed::deserialize(EachRow(&mut each), &mut parser)
             .and_then(|count| parser.end().map(|()| count))
-            .map_err(|e| format!("bad body: {e}"))?;
+            .map_err(Unusable::BadBody)?;
         if count != header.entries {
-            return Err("entry count mismatch".into());
+            return Err(Unusable::Count);
         }
         Ok(())
     }

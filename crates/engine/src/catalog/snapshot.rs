@@ -92,7 +92,7 @@ impl App {
         &self,
         tool: &str,
         parameters: Option<&Parameters>,
-    ) -> Result<Option<Arc<jsonschema::Validator>>, String> {
+    ) -> Result<Option<Arc<jsonschema::Validator>>, jsonschema::ValidationError<'static>> {
         let Some(parameters) = parameters else {
             return Ok(None);
         };

@@ -167,7 +167,7 @@ impl LiveConfig {
                 tracing::warn!(
                     "config.json is invalid: {problem}; the last good config stays in force until it is fixed (`aai-gateway config check`)"
                 );
-                reading.problem = Some(problem);
+                reading.problem = Some(problem.to_string());
                 return Reloaded::default();
             }
         };

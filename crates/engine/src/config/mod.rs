@@ -328,7 +328,7 @@ impl Config {
         let problem = match std::fs::read(&path) {
             Ok(bytes) => match Self::parse(&path, &bytes) {
                 Ok(config) => return (config, None),
-                Err(problem) => problem,
+                Err(problem) => problem.to_string(),
             },
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 return (Self::default(), None);
@@ -350,10 +350,13 @@ impl Config {
     /// Parses the bytes of `path`.
     ///
     /// # Errors
-    /// `<file>:<line>:<column> <problem>`.
-    pub fn parse(path: &Path, bytes: &[u8]) -> Result<Self, String> {
-        Self::parse_at(bytes).map_err(|(line, column, message)| {
-            format!("{}:{line}:{column} {message}", path.display())
+    /// Where and what: shown as `<file>:<line>:<column> <problem>`.
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<Self, ParseError> {
+        Self::parse_at(bytes).map_err(|(line, column, problem)| ParseError {
+            file: path.to_owned(),
+            line,
+            column,
+            problem,
         })
     }
 
@@ -534,23 +537,53 @@ impl Default for StoreConfig {
     }
 }
 
-/// A PEM file of certificate authorities; an error naming the file when it cannot be read or
-/// holds no certificate.
+/// Where and why `config.json` does not parse.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}:{line}:{column} {problem}", file.display())]
+pub struct ParseError {
+    pub file: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    /// The problem, with what an unknown key most likely meant.
+    pub problem: String,
+}
+
+/// Why a file of certificate authorities cannot be used; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum CaFileError {
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{} holds no certificate (expected PEM blocks `-----BEGIN CERTIFICATE-----`)",
+        .0.display()
+    )]
+    Empty(PathBuf),
+    #[error("{} is not a PEM certificate file: {source}", path.display())]
+    NotPem {
+        path: PathBuf,
+        source: reqwest::Error,
+    },
+}
+
+/// A PEM file of certificate authorities.
 ///
 /// # Errors
-/// The message.
-pub fn read_ca_file(path: &Path) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+/// It cannot be read or holds no certificate.
+pub fn read_ca_file(path: &Path) -> Result<Vec<u8>, CaFileError> {
+    let bytes = std::fs::read(path).map_err(|source| CaFileError::Unreadable {
+        path: path.to_owned(),
+        source,
+    })?;
     match reqwest::Certificate::from_pem_bundle(&bytes) {
         Ok(certs) if !certs.is_empty() => Ok(bytes),
-        Ok(_) => Err(format!(
-            "{} holds no certificate (expected PEM blocks `-----BEGIN CERTIFICATE-----`)",
-            path.display()
-        )),
-        Err(e) => Err(format!(
-            "{} is not a PEM certificate file: {e}",
-            path.display()
-        )),
+        Ok(_) => Err(CaFileError::Empty(path.to_owned())),
+        Err(source) => Err(CaFileError::NotPem {
+            path: path.to_owned(),
+            source,
+        }),
     }
 }
 

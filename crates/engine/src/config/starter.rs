@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
+use crate::private::FileError;
+
 /// Where agents work when nobody says otherwise (the first of the default allowed folders).
 pub const DEFAULT_FOLDER: &str = "~/Projects";
 
@@ -51,9 +53,9 @@ pub struct Starter {
 ///
 /// # Errors
 /// The home, the file or the folder cannot be made.
-pub fn ensure(home: &Path, folder: &str) -> Result<Starter, String> {
+pub fn ensure(home: &Path, folder: &str) -> Result<Starter, FileError> {
     let config = home.join(super::CONFIG_FILE);
-    std::fs::create_dir_all(home).map_err(|e| format!("cannot make {}: {e}", home.display()))?;
+    std::fs::create_dir_all(home).map_err(FileError::at("make", home))?;
     let written = match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -62,11 +64,11 @@ pub fn ensure(home: &Path, folder: &str) -> Result<Starter, String> {
         Ok(mut file) => {
             use std::io::Write;
             file.write_all(text(folder).as_bytes())
-                .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
+                .map_err(FileError::at("write", &config))?;
             true
         }
         Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => false,
-        Err(error) => return Err(format!("cannot write {}: {error}", config.display())),
+        Err(error) => return Err(FileError::at("write", &config)(error)),
     };
     // An existing config names its own folder: that one is made, not the one asked for.
     let named = if written {
@@ -83,8 +85,7 @@ pub fn ensure(home: &Path, folder: &str) -> Result<Starter, String> {
     let expanded = super::expand_home(Path::new(&named));
     let made_folder = !expanded.is_dir();
     if made_folder {
-        std::fs::create_dir_all(&expanded)
-            .map_err(|e| format!("cannot make {}: {e}", expanded.display()))?;
+        std::fs::create_dir_all(&expanded).map_err(FileError::at("make", &expanded))?;
     }
     Ok(Starter {
         config,

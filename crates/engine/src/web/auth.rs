@@ -283,7 +283,7 @@ impl GatewayAuth {
                 tracing::info!(app = %app_id, %reason, "OAuth refresh failed; authorization needed again");
                 // A refresh token the server calls invalid is dead: forget the tokens, so
                 // nothing (not `auth status` either) treats them as usable.
-                let dead = reason.contains("invalid_grant");
+                let dead = reason.is_invalid_grant();
                 if dead {
                     let mut stored = self.store.get(app_id).unwrap_or_default();
                     stored.oauth = None;
@@ -394,7 +394,7 @@ impl GatewayAuth {
             let outcome = tokio::time::timeout(AUTHORIZATION_WAIT, exchange.wait(listener)).await;
             let reason = match outcome {
                 Ok(Ok(())) => None,
-                Ok(Err(reason)) => Some(reason),
+                Ok(Err(reason)) => Some(reason.to_string()),
                 Err(_) => Some("nobody completed the authorization within 10 minutes".into()),
             };
             if let Some(reason) = reason {
@@ -503,10 +503,10 @@ struct Exchange {
 impl Exchange {
     /// Serves the loopback redirect until a request with our `state` arrives, then exchanges
     /// its code for tokens.
-    async fn wait(&self, listener: tokio::net::TcpListener) -> Result<(), String> {
+    async fn wait(&self, listener: tokio::net::TcpListener) -> Result<(), ExchangeError> {
         loop {
-            let (mut stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
-            let Ok(Ok(target)) =
+            let (mut stream, _) = listener.accept().await.map_err(ExchangeError::Accept)?;
+            let Ok(Some(target)) =
                 tokio::time::timeout(Duration::from_secs(10), request_target(&mut stream)).await
             else {
                 continue;
@@ -531,7 +531,7 @@ impl Exchange {
                     "Authorization was declined. You can close this window.",
                 )
                 .await;
-                return Err(format!("the authorization server answered `{error}`"));
+                return Err(ExchangeError::Declined(error.clone()));
             }
             let Some(code) = params.get("code") else {
                 reply(&mut stream, 400, "The redirect carries no code.").await;
@@ -565,7 +565,7 @@ impl Exchange {
                                 "The tokens could not be stored; see the gateway's log.",
                             )
                             .await;
-                            Err(error.to_string())
+                            Err(ExchangeError::Store(error))
                         }
                     }
                 }
@@ -576,19 +576,35 @@ impl Exchange {
                         "The token exchange failed; see the gateway's log.",
                     )
                     .await;
-                    Err(reason)
+                    Err(ExchangeError::Token(reason))
                 }
             };
         }
     }
 }
 
-/// The request target of an HTTP/1 request (`/callback?code=…`), read from at most 8 KiB.
-async fn request_target(stream: &mut tokio::net::TcpStream) -> Result<String, String> {
+/// Why an authorization did not complete; the user reads it with `auth status`.
+#[derive(Debug, thiserror::Error)]
+enum ExchangeError {
+    #[error("{0}")]
+    Accept(std::io::Error),
+    #[error("the authorization server answered `{0}`")]
+    Declined(String),
+    #[error(transparent)]
+    Https(#[from] aai_executor::HttpsSetupError),
+    #[error(transparent)]
+    Token(TokenError),
+    #[error(transparent)]
+    Store(super::credentials::CredentialError),
+}
+
+/// The request target of an HTTP/1 request (`/callback?code=…`), read from at most 8 KiB;
+/// `None` when the connection broke or did not carry a GET.
+async fn request_target(stream: &mut tokio::net::TcpStream) -> Option<String> {
     let mut buffer = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !buffer.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        let n = stream.read(&mut chunk).await.ok()?;
         if n == 0 || buffer.len() > 8192 {
             break;
         }
@@ -598,8 +614,8 @@ async fn request_target(stream: &mut tokio::net::TcpStream) -> Result<String, St
     let line = text.lines().next().unwrap_or_default();
     let mut parts = line.split(' ');
     match (parts.next(), parts.next()) {
-        (Some("GET"), Some(target)) => Ok(target.to_owned()),
-        _ => Err("not a GET request".into()),
+        (Some("GET"), Some(target)) => Some(target.to_owned()),
+        _ => None,
     }
 }
 
@@ -616,13 +632,33 @@ async fn reply(stream: &mut tokio::net::TcpStream, status: u16, text: &str) {
     let _ = stream.shutdown().await;
 }
 
-/// A token endpoint request (RFC 6749 §4.1.3, §6); the reason when it fails, never a secret.
+/// Why a token endpoint request failed (never a secret).
+#[derive(Debug, thiserror::Error)]
+enum TokenError {
+    #[error("no token_url")]
+    NoTokenUrl,
+    #[error("the token endpoint cannot be reached: {0}")]
+    Unreachable(reqwest::Error),
+    #[error("the token endpoint answered HTTP {status} ({code})")]
+    Answered { status: u16, code: String },
+    #[error("the token endpoint's answer has no access_token")]
+    NoAccessToken,
+}
+
+impl TokenError {
+    /// The server calls the grant (a refresh token) invalid: it is dead.
+    fn is_invalid_grant(&self) -> bool {
+        matches!(self, Self::Answered { code, .. } if code == "invalid_grant")
+    }
+}
+
+/// A token endpoint request (RFC 6749 §4.1.3, §6).
 async fn token_request(
     client: &reqwest::Client,
     auth: &WebAuth,
     form: &[(&str, String)],
-) -> Result<Tokens, String> {
-    let token_url = field(auth, "token_url").ok_or("no token_url")?;
+) -> Result<Tokens, TokenError> {
+    let token_url = field(auth, "token_url").ok_or(TokenError::NoTokenUrl)?;
     let body: String = url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
         .finish();
@@ -634,24 +670,24 @@ async fn token_request(
         .body(body)
         .send()
         .await
-        .map_err(|e| format!("the token endpoint cannot be reached: {}", e.without_url()))?;
+        .map_err(|e| TokenError::Unreachable(e.without_url()))?;
     let status = response.status();
     let bytes = response.bytes().await.unwrap_or_default();
     let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     if !status.is_success() {
-        let error = value
+        let code = value
             .get("error")
             .and_then(Value::as_str)
             .unwrap_or("no error code");
-        return Err(format!(
-            "the token endpoint answered HTTP {} ({error})",
-            status.as_u16()
-        ));
+        return Err(TokenError::Answered {
+            status: status.as_u16(),
+            code: code.to_owned(),
+        });
     }
     let access_token = value
         .get("access_token")
         .and_then(Value::as_str)
-        .ok_or("the token endpoint's answer has no access_token")?
+        .ok_or(TokenError::NoAccessToken)?
         .to_owned();
     Ok(Tokens {
         access_token,

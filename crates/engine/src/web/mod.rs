@@ -25,6 +25,11 @@ pub const DEFAULT_TTL: u64 = 86_400;
 /// Descriptors larger than this are refused.
 const MAX_DESCRIPTOR_BYTES: usize = 1024 * 1024;
 
+/// A file of `web.extra_ca_certs` that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("web.extra_ca_certs: {0}")]
+pub struct ExtraCaError(crate::config::CaFileError);
+
 /// Why a web registry's list or a descriptor it names could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
@@ -166,14 +171,11 @@ impl Web {
     /// Web state from the config; `home` holds the credential store and registry copies.
     ///
     /// # Errors
-    /// A message when an `extra_ca_certs` file cannot be read.
-    pub fn new(config: &Config, home: &Path) -> Result<Self, String> {
+    /// An `extra_ca_certs` file cannot be read.
+    pub fn new(config: &Config, home: &Path) -> Result<Self, ExtraCaError> {
         let mut pems = Vec::new();
         for path in &config.web.extra_ca_certs {
-            pems.push(
-                crate::config::read_ca_file(path)
-                    .map_err(|e| format!("web.extra_ca_certs: {e}"))?,
-            );
+            pems.push(crate::config::read_ca_file(path).map_err(ExtraCaError)?);
         }
         let client = aai_executor::HttpClient::new(pems);
         let auth = Arc::new(auth::GatewayAuth::new(
@@ -604,7 +606,7 @@ impl Web {
         let response = self
             .client
             .get()
-            .map_err(FetchError::Refused)?
+            .map_err(|e| FetchError::Refused(e.to_string()))?
             .get(url)
             .timeout(Duration::from_secs(20))
             .send()

@@ -16,13 +16,39 @@ pub struct ServerIdentity {
     pub not_after: String,
 }
 
+/// Why a server's certificate could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("{url}: {source}")]
+    Url {
+        url: String,
+        source: url::ParseError,
+    },
+    #[error("{0} is not https, so it has no certificate to show")]
+    NotHttps(String),
+    #[error(transparent)]
+    Https(#[from] aai_executor::HttpsSetupError),
+    #[error("{host}: {source}")]
+    Unreachable {
+        host: String,
+        source: reqwest::Error,
+    },
+    #[error("{0} presented no certificate")]
+    NoCertificate(String),
+    #[error("{host}: unreadable certificate: {reason}")]
+    Unreadable { host: String, reason: String },
+}
+
 impl Web {
     /// The TLS certificate `url`'s server presents: who issued it and how long it is valid.
     ///
     /// # Errors
     /// Why it could not be had (no TLS, unreachable, unreadable certificate).
-    pub async fn server_identity(&self, url: &str) -> Result<ServerIdentity, String> {
-        let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
+    pub async fn server_identity(&self, url: &str) -> Result<ServerIdentity, IdentityError> {
+        let parsed = reqwest::Url::parse(url).map_err(|source| IdentityError::Url {
+            url: url.to_owned(),
+            source,
+        })?;
         let host = parsed.host_str().unwrap_or_default().to_owned();
         let host = match parsed.port() {
             Some(port) => format!("{host}:{port}"),
@@ -42,9 +68,7 @@ impl Web {
                     not_after: "-".into(),
                 });
             }
-            return Err(format!(
-                "{url} is not https, so it has no certificate to show"
-            ));
+            return Err(IdentityError::NotHttps(url.to_owned()));
         }
         let response = self
             .client
@@ -53,15 +77,21 @@ impl Web {
             .timeout(Duration::from_secs(20))
             .send()
             .await
-            .map_err(|e| format!("{host}: {}", e.without_url()))?;
+            .map_err(|e| IdentityError::Unreachable {
+                host: host.clone(),
+                source: e.without_url(),
+            })?;
         let der = response
             .extensions()
             .get::<reqwest::tls::TlsInfo>()
             .and_then(reqwest::tls::TlsInfo::peer_certificate)
-            .ok_or_else(|| format!("{host} presented no certificate"))?
+            .ok_or_else(|| IdentityError::NoCertificate(host.clone()))?
             .to_vec();
-        let (_, certificate) = x509_parser::parse_x509_certificate(&der)
-            .map_err(|e| format!("{host}: unreadable certificate: {e}"))?;
+        let (_, certificate) =
+            x509_parser::parse_x509_certificate(&der).map_err(|e| IdentityError::Unreadable {
+                host: host.clone(),
+                reason: e.to_string(),
+            })?;
         let validity = certificate.validity();
         Ok(ServerIdentity {
             host,

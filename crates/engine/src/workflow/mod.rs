@@ -198,7 +198,7 @@ pub fn name_of(path: &Path) -> Option<String> {
 pub struct Found {
     pub name: String,
     pub path: PathBuf,
-    pub loaded: Result<Arc<Workflow>, String>,
+    pub loaded: Result<Arc<Workflow>, Arc<WorkflowError>>,
     /// Size and modification time: a snapshot differs when a file changed.
     stamp: (u64, Option<std::time::SystemTime>),
 }
@@ -220,9 +220,7 @@ pub fn scan(home: &Path) -> Vec<Found> {
                     let name = name_of(&path)?;
                     let meta = entry.metadata().ok()?;
                     Some(Found {
-                        loaded: Workflow::load(&path)
-                            .map(Arc::new)
-                            .map_err(|problem| problem.to_string()),
+                        loaded: Workflow::load(&path).map(Arc::new).map_err(Arc::new),
                         stamp: (meta.len(), meta.modified().ok()),
                         name,
                         path,

@@ -8,28 +8,93 @@
 use serde_json::{Map, Number, Value as Json};
 use zbus::zvariant::{Array, Dict, ObjectPath, Signature, StructureBuilder, Value};
 
+/// Why a JSON value cannot become the D-Bus value asked for; `at` names the argument (and
+/// the element or member inside it).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConvertError {
+    #[error("{at}: expected {expected} for D-Bus type `{signature}`, got {got}")]
+    Mismatch {
+        at: String,
+        expected: &'static str,
+        signature: String,
+        /// The value given, as JSON text.
+        got: String,
+    },
+    #[error("{at}: {n} is out of range for D-Bus type `{signature}` ({min}..={max})")]
+    Range {
+        at: String,
+        n: i128,
+        signature: String,
+        min: i128,
+        max: i128,
+    },
+    #[error("{at}: {text:?} is not a D-Bus signature: {reason}")]
+    Signature {
+        at: String,
+        text: String,
+        /// Not a `std::error::Error`, so not a source.
+        reason: zbus::zvariant::signature::Error,
+    },
+    #[error("{at}: {text:?} is not a D-Bus object path: {source}")]
+    ObjectPath {
+        at: String,
+        text: String,
+        source: zbus::zvariant::Error,
+    },
+    #[error("{at}: {source}")]
+    Build {
+        at: String,
+        source: zbus::zvariant::Error,
+    },
+    #[error("{at}: the D-Bus struct `{signature}` has {count} fields, got an array of {got}")]
+    Arity {
+        at: String,
+        signature: String,
+        count: usize,
+        got: usize,
+    },
+    #[error("{at}: the D-Bus type `{signature}` cannot be passed from JSON")]
+    Unsupported { at: String, signature: String },
+    #[error("{at}: the key {name:?} is not a number, as D-Bus type `{signature}` needs")]
+    KeyNotNumber {
+        at: String,
+        name: String,
+        signature: String,
+    },
+    #[error("{at}: null cannot be sent over D-Bus")]
+    Null { at: String },
+}
+
 /// Converts `json` into a D-Bus value of type `signature`. `at` names the argument in errors.
 pub(crate) fn to_dbus(
     json: &Json,
     signature: &Signature,
     at: &str,
-) -> Result<Value<'static>, String> {
-    let mismatch = || {
-        format!(
-            "{at}: expected {} for D-Bus type `{signature}`, got {json}",
-            describe(signature)
-        )
+) -> Result<Value<'static>, ConvertError> {
+    let mismatch = || ConvertError::Mismatch {
+        at: at.to_owned(),
+        expected: describe(signature),
+        signature: signature.to_string(),
+        got: json.to_string(),
     };
-    let int = |min: i128, max: i128| -> Result<i128, String> {
+    let build = |source| ConvertError::Build {
+        at: at.to_owned(),
+        source,
+    };
+    let int = |min: i128, max: i128| -> Result<i128, ConvertError> {
         let n = json
             .as_i64()
             .map(i128::from)
             .or_else(|| json.as_u64().map(i128::from))
             .ok_or_else(mismatch)?;
         if n < min || n > max {
-            return Err(format!(
-                "{at}: {n} is out of range for D-Bus type `{signature}` ({min}..={max})"
-            ));
+            return Err(ConvertError::Range {
+                at: at.to_owned(),
+                n,
+                signature: signature.to_string(),
+                min,
+                max,
+            });
         }
         Ok(n)
     };
@@ -48,15 +113,22 @@ pub(crate) fn to_dbus(
         Signature::Str => Value::from(json.as_str().ok_or_else(mismatch)?.to_owned()),
         Signature::Signature => {
             let text = json.as_str().ok_or_else(mismatch)?;
-            let parsed: Signature = text
-                .parse()
-                .map_err(|e| format!("{at}: {text:?} is not a D-Bus signature: {e}"))?;
+            let parsed: Signature = text.parse().map_err(|reason| ConvertError::Signature {
+                at: at.to_owned(),
+                text: text.to_owned(),
+                reason,
+            })?;
             Value::Signature(parsed)
         }
         Signature::ObjectPath => {
             let text = json.as_str().ok_or_else(mismatch)?;
-            let path = ObjectPath::try_from(text.to_owned())
-                .map_err(|e| format!("{at}: {text:?} is not a D-Bus object path: {e}"))?;
+            let path = ObjectPath::try_from(text.to_owned()).map_err(|source| {
+                ConvertError::ObjectPath {
+                    at: at.to_owned(),
+                    text: text.to_owned(),
+                    source,
+                }
+            })?;
             Value::ObjectPath(path)
         }
         Signature::Variant => Value::Value(Box::new(infer(json, at)?)),
@@ -67,7 +139,10 @@ pub(crate) fn to_dbus(
                 let element = to_dbus(item, child, &format!("{at}[{index}]"))?;
                 array
                     .append(element)
-                    .map_err(|e| format!("{at}[{index}]: {e}"))?;
+                    .map_err(|source| ConvertError::Build {
+                        at: format!("{at}[{index}]"),
+                        source,
+                    })?;
             }
             Value::Array(array)
         }
@@ -78,7 +153,10 @@ pub(crate) fn to_dbus(
                 let key_value = dict_key(name, key, at)?;
                 let item_value = to_dbus(item, value, &format!("{at}.{name}"))?;
                 dict.append(key_value, item_value)
-                    .map_err(|e| format!("{at}.{name}: {e}"))?;
+                    .map_err(|source| ConvertError::Build {
+                        at: format!("{at}.{name}"),
+                        source,
+                    })?;
             }
             Value::Dict(dict)
         }
@@ -86,53 +164,65 @@ pub(crate) fn to_dbus(
             let items = json.as_array().ok_or_else(mismatch)?;
             let count = fields.iter().count();
             if items.len() != count {
-                return Err(format!(
-                    "{at}: the D-Bus struct `{signature}` has {count} fields, got an array of {}",
-                    items.len()
-                ));
+                return Err(ConvertError::Arity {
+                    at: at.to_owned(),
+                    signature: signature.to_string(),
+                    count,
+                    got: items.len(),
+                });
             }
             let mut builder = StructureBuilder::new();
             for (index, (item, field)) in items.iter().zip(fields.iter()).enumerate() {
                 builder = builder.append_field(to_dbus(item, field, &format!("{at}[{index}]"))?);
             }
-            Value::Structure(builder.build().map_err(|e| format!("{at}: {e}"))?)
+            Value::Structure(builder.build().map_err(build)?)
         }
         other => {
-            return Err(format!(
-                "{at}: the D-Bus type `{other}` cannot be passed from JSON"
-            ));
+            return Err(ConvertError::Unsupported {
+                at: at.to_owned(),
+                signature: other.to_string(),
+            });
         }
     };
     Ok(value)
 }
 
 /// A dict key from a JSON object key: keys are strings in JSON, so numbers are parsed.
-fn dict_key(name: &str, signature: &Signature, at: &str) -> Result<Value<'static>, String> {
+fn dict_key(name: &str, signature: &Signature, at: &str) -> Result<Value<'static>, ConvertError> {
     let json = match signature {
         Signature::Str | Signature::ObjectPath | Signature::Signature => {
             Json::String(name.to_owned())
         }
         Signature::Bool => Json::Bool(name == "true"),
-        _ => name.parse::<Number>().map(Json::Number).map_err(|_| {
-            format!("{at}: the key {name:?} is not a number, as D-Bus type `{signature}` needs")
-        })?,
+        _ => name
+            .parse::<Number>()
+            .map(Json::Number)
+            .map_err(|_| ConvertError::KeyNotNumber {
+                at: at.to_owned(),
+                name: name.to_owned(),
+                signature: signature.to_string(),
+            })?,
     };
     to_dbus(&json, signature, &format!("{at}.{name}"))
 }
 
 /// The D-Bus value for a JSON value with no signature to follow (inside a variant).
-fn infer(json: &Json, at: &str) -> Result<Value<'static>, String> {
+fn infer(json: &Json, at: &str) -> Result<Value<'static>, ConvertError> {
     if let Some(object) = json.as_object()
         && let (Some(Json::String(signature)), Some(inner)) =
             (object.get("$signature"), object.get("value"))
     {
         let parsed: Signature = signature
             .parse()
-            .map_err(|e| format!("{at}: {signature:?} is not a D-Bus signature: {e}"))?;
+            .map_err(|reason| ConvertError::Signature {
+                at: at.to_owned(),
+                text: signature.clone(),
+                reason,
+            })?;
         return to_dbus(inner, &parsed, at);
     }
     let signature = match json {
-        Json::Null => return Err(format!("{at}: null cannot be sent over D-Bus")),
+        Json::Null => return Err(ConvertError::Null { at: at.to_owned() }),
         Json::Bool(_) => Signature::Bool,
         Json::Number(n) if n.is_f64() => Signature::F64,
         Json::Number(n) => match n.as_i64() {
@@ -269,13 +359,21 @@ mod tests {
 
     #[test]
     fn mismatches_name_the_argument() {
-        let error = to_dbus(&json!("x"), &sig("i"), "count").expect_err("mismatch");
+        let error = to_dbus(&json!("x"), &sig("i"), "count")
+            .expect_err("mismatch")
+            .to_string();
         assert!(error.starts_with("count: expected an integer"), "{error}");
-        let error = to_dbus(&json!(300), &sig("y"), "level").expect_err("range");
+        let error = to_dbus(&json!(300), &sig("y"), "level")
+            .expect_err("range")
+            .to_string();
         assert!(error.contains("out of range"), "{error}");
-        let error = to_dbus(&json!([1, "x"]), &sig("ai"), "list").expect_err("element");
+        let error = to_dbus(&json!([1, "x"]), &sig("ai"), "list")
+            .expect_err("element")
+            .to_string();
         assert!(error.starts_with("list[1]:"), "{error}");
-        let error = to_dbus(&json!([1]), &sig("(ii)"), "pair").expect_err("arity");
+        let error = to_dbus(&json!([1]), &sig("(ii)"), "pair")
+            .expect_err("arity")
+            .to_string();
         assert!(error.contains("2 fields"), "{error}");
         assert!(to_dbus(&json!(null), &sig("v"), "v").is_err());
     }

@@ -7,11 +7,28 @@
 
 use serde_json::{Map, Number, Value};
 
+/// Where AppleScript's text stops making sense (positions count characters from 0).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("unexpected text at character {0}")]
+    Trailing(usize),
+    #[error("a value is missing at the end")]
+    MissingValue,
+    #[error("expected `,` or `}}` at character {0}")]
+    Separator(usize),
+    #[error("a record mixes keys and plain items")]
+    Mixed,
+    #[error("a string ends in `\\`")]
+    Escape,
+    #[error("a string is not closed")]
+    Unclosed,
+}
+
 /// Parses one AppleScript value.
 ///
 /// # Errors
 /// Where the text stops making sense, for the error's detail.
-pub fn parse(text: &str) -> Result<Value, String> {
+pub fn parse(text: &str) -> Result<Value, RecordError> {
     let mut parser = Parser {
         chars: text.trim().chars().collect(),
         at: 0,
@@ -19,7 +36,7 @@ pub fn parse(text: &str) -> Result<Value, String> {
     let value = parser.value()?;
     parser.skip_space();
     if parser.at < parser.chars.len() {
-        return Err(format!("unexpected text at character {}", parser.at));
+        return Err(RecordError::Trailing(parser.at));
     }
     Ok(value)
 }
@@ -40,18 +57,18 @@ impl Parser {
         }
     }
 
-    fn value(&mut self) -> Result<Value, String> {
+    fn value(&mut self) -> Result<Value, RecordError> {
         self.skip_space();
         match self.peek() {
             Some('{') => self.braces(),
             Some('"') => self.string().map(Value::String),
             Some(_) => Ok(self.bare()),
-            None => Err("a value is missing at the end".into()),
+            None => Err(RecordError::MissingValue),
         }
     }
 
     /// `{…}`: a record when its first item has a `key:`, else a list.
-    fn braces(&mut self) -> Result<Value, String> {
+    fn braces(&mut self) -> Result<Value, RecordError> {
         self.at += 1;
         self.skip_space();
         if self.peek() == Some('}') {
@@ -76,11 +93,11 @@ impl Parser {
                     self.at += 1;
                     break;
                 }
-                _ => return Err(format!("expected `,` or `}}` at character {}", self.at)),
+                _ => return Err(RecordError::Separator(self.at)),
             }
         }
         if !record.is_empty() && !list.is_empty() {
-            return Err("a record mixes keys and plain items".into());
+            return Err(RecordError::Mixed);
         }
         Ok(if record.is_empty() {
             Value::Array(list)
@@ -118,7 +135,7 @@ impl Parser {
         }
     }
 
-    fn string(&mut self) -> Result<String, String> {
+    fn string(&mut self) -> Result<String, RecordError> {
         self.at += 1;
         let mut out = String::new();
         while let Some(c) = self.peek() {
@@ -126,7 +143,7 @@ impl Parser {
             match c {
                 '"' => return Ok(out),
                 '\\' => {
-                    let escaped = self.peek().ok_or("a string ends in `\\`")?;
+                    let escaped = self.peek().ok_or(RecordError::Escape)?;
                     self.at += 1;
                     out.push(match escaped {
                         'n' => '\n',
@@ -138,7 +155,7 @@ impl Parser {
                 other => out.push(other),
             }
         }
-        Err("a string is not closed".into())
+        Err(RecordError::Unclosed)
     }
 
     /// A number, `true`, `false`, `missing value`, or anything else as its source text up to

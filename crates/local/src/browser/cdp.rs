@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 
+use super::error::{BrowserError, CdpError};
+
 /// How long one command may wait for its reply.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -23,7 +25,11 @@ pub struct Event {
     pub params: Value,
 }
 
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, String>>>>>;
+/// The waiters for replies; an error reply carries the browser's message.
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, BrowserMessage>>>>>;
+
+/// The message of a DevTools error reply.
+struct BrowserMessage(String);
 
 /// A connection to a browser's DevTools endpoint.
 pub struct Cdp {
@@ -39,13 +45,16 @@ impl Cdp {
     ///
     /// # Errors
     /// When the WebSocket cannot be opened.
-    pub async fn connect(ws_url: &str) -> Result<Self, String> {
+    pub async fn connect(ws_url: &str) -> Result<Self, BrowserError> {
         let mut config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default();
         config.max_message_size = Some(256 << 20);
         config.max_frame_size = Some(256 << 20);
         let (socket, _) = tokio_tungstenite::connect_async_with_config(ws_url, Some(config), false)
             .await
-            .map_err(|e| format!("cannot open the DevTools WebSocket {ws_url}: {e}"))?;
+            .map_err(|source| BrowserError::WebSocket {
+                url: ws_url.to_owned(),
+                source,
+            })?;
         let (mut sink, mut stream) = socket.split();
         let (out, mut outgoing) = mpsc::unbounded_channel::<Message>();
         let pending: Pending = Arc::default();
@@ -193,7 +202,7 @@ impl Cdp {
         session: Option<&str>,
         method: &str,
         params: Value,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, CdpError> {
         self.send_within(session, method, params, COMMAND_TIMEOUT)
             .await
     }
@@ -208,9 +217,9 @@ impl Cdp {
         method: &str,
         params: Value,
         limit: Duration,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, CdpError> {
         if self.is_closed() {
-            return Err("the browser is gone".into());
+            return Err(CdpError::Gone);
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let mut message = json!({"id": id, "method": method, "params": params});
@@ -226,19 +235,22 @@ impl Cdp {
             .send(Message::Text(message.to_string().into()))
             .is_err()
         {
-            return Err("the browser is gone".into());
+            return Err(CdpError::Gone);
         }
         match tokio::time::timeout(limit, replied).await {
-            Ok(Ok(reply)) => reply.map_err(|e| format!("{method}: {e}")),
-            Ok(Err(_)) => Err("the browser is gone".into()),
+            Ok(Ok(reply)) => reply.map_err(|BrowserMessage(message)| CdpError::Refused {
+                method: method.to_owned(),
+                message,
+            }),
+            Ok(Err(_)) => Err(CdpError::Gone),
             Err(_) => {
                 if let Ok(mut pending) = self.pending.lock() {
                     pending.remove(&id);
                 }
-                Err(format!(
-                    "{method}: no answer from the browser within {} ms",
-                    limit.as_millis()
-                ))
+                Err(CdpError::Timeout {
+                    method: method.to_owned(),
+                    ms: limit.as_millis(),
+                })
             }
         }
     }
@@ -265,11 +277,13 @@ fn dispatch(text: &str, pending: &Pending, events: &broadcast::Sender<Event>) {
         let waiter = pending.lock().ok().and_then(|mut p| p.remove(&id));
         if let Some(waiter) = waiter {
             let reply = match value.get("error") {
-                Some(error) => Err(error
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("DevTools error")
-                    .to_owned()),
+                Some(error) => Err(BrowserMessage(
+                    error
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("DevTools error")
+                        .to_owned(),
+                )),
                 None => Ok(value.get("result").cloned().unwrap_or(Value::Null)),
             };
             let _ = waiter.send(reply);

@@ -56,8 +56,8 @@ pub struct Facts {
     pub label: String,
 }
 
-pub fn failed(message: impl Into<String>) -> AaiError {
-    AaiError::new(ErrorKind::AutomationFailed, message)
+pub fn failed(message: impl std::fmt::Display) -> AaiError {
+    AaiError::new(ErrorKind::AutomationFailed, message.to_string())
 }
 
 fn not_found(message: impl Into<String>) -> AaiError {

@@ -5,9 +5,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use super::error::BrowserError;
+
 /// Takes the client's profile folder (0700), or the next free one when another gateway of the
 /// same client holds it, so two processes never share one profile.
-pub(super) fn claim_profile(home: &Path, client: &str) -> Result<(PathBuf, std::fs::File), String> {
+pub(super) fn claim_profile(
+    home: &Path,
+    client: &str,
+) -> Result<(PathBuf, std::fs::File), BrowserError> {
     let root = home.join("browser");
     make_private(&root)?;
     let slug = profile_slug(client);
@@ -24,7 +29,7 @@ pub(super) fn claim_profile(home: &Path, client: &str) -> Result<(PathBuf, std::
             .truncate(false)
             .write(true)
             .open(dir.join(".aai-lock"))
-            .map_err(|e| format!("cannot open the profile lock in {}: {e}", dir.display()))?;
+            .map_err(BrowserError::file("open the profile lock in", &dir))?;
         #[cfg(unix)]
         let taken =
             rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err();
@@ -34,10 +39,10 @@ pub(super) fn claim_profile(home: &Path, client: &str) -> Result<(PathBuf, std::
             return Ok((dir, lock));
         }
     }
-    Err(format!(
-        "every browser profile of {client:?} under {} is in use",
-        root.display()
-    ))
+    Err(BrowserError::ProfilesInUse {
+        client: client.to_owned(),
+        root,
+    })
 }
 
 /// A folder name for a client name: letters, digits, `-` and `_`, never empty.
@@ -60,23 +65,23 @@ pub fn profile_slug(client: &str) -> String {
     }
 }
 
-pub(super) fn make_private(dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+pub(super) fn make_private(dir: &Path) -> Result<(), BrowserError> {
+    std::fs::create_dir_all(dir).map_err(BrowserError::file("create", dir))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("cannot make {} private: {e}", dir.display()))?;
+            .map_err(BrowserError::file("make private", dir))?;
     }
     Ok(())
 }
 
 /// Turns network prediction off in the profile's preferences (kept across launches), and
 /// drops the previous run's endpoint file.
-pub(super) fn prepare_profile(profile: &Path) -> Result<(), String> {
+pub(super) fn prepare_profile(profile: &Path) -> Result<(), BrowserError> {
     recover_stale_lock(profile)?;
     let default = profile.join("Default");
-    std::fs::create_dir_all(&default).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&default).map_err(BrowserError::file("create", &default))?;
     let path = default.join("Preferences");
     let mut prefs: Value = std::fs::read(&path)
         .ok()
@@ -84,8 +89,7 @@ pub(super) fn prepare_profile(profile: &Path) -> Result<(), String> {
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({}));
     prefs["net"] = json!({"network_prediction_options": 2});
-    std::fs::write(&path, prefs.to_string())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    std::fs::write(&path, prefs.to_string()).map_err(BrowserError::file("write", &path))?;
     let _ = std::fs::remove_file(profile.join("DevToolsActivePort"));
     Ok(())
 }
@@ -96,7 +100,7 @@ pub(super) fn prepare_profile(profile: &Path) -> Result<(), String> {
 /// `host-pid`) is kept while that process lives and runs on this profile — the caller holds
 /// the profile's own lock, so it is no browser of a running gateway, and the error says which
 /// process to end.
-pub(super) fn recover_stale_lock(profile: &Path) -> Result<(), String> {
+pub(super) fn recover_stale_lock(profile: &Path) -> Result<(), BrowserError> {
     let lock = profile.join("SingletonLock");
     let Ok(target) = std::fs::read_link(&lock) else {
         return Ok(());
@@ -116,10 +120,10 @@ pub(super) fn recover_stale_lock(profile: &Path) -> Result<(), String> {
     if let Some(pid) = pid
         && runs_on_profile(pid, profile)
     {
-        return Err(format!(
-            "the browser profile {} is held by a Chromium (pid {pid}) no gateway runs any more; end it (`kill {pid}`) and call again",
-            profile.display()
-        ));
+        return Err(BrowserError::HeldProfile {
+            profile: profile.to_owned(),
+            pid,
+        });
     }
     tracing::info!(profile = %profile.display(), %target, "removing the lock of a browser that is gone");
     for name in ["SingletonLock", "SingletonSocket", "SingletonCookie"] {

@@ -12,6 +12,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::BrowserConfig;
 use super::cdp::Cdp;
+use super::error::BrowserError;
 use super::policy::DomainPolicy;
 use super::profile::{claim_profile, prepare_profile};
 use super::proxy::Proxy;
@@ -61,7 +62,7 @@ fn register_endpoint(ws: &str) -> Option<crate::own_listeners::Registered> {
 /// Refuses every download of the browser (in `context`, else all of it): a page must not
 /// write files — under the profile (which lies in `AAI_HOME`) or anywhere else — past the
 /// file tools' sandbox.
-async fn deny_downloads(cdp: &Cdp, context: Option<&str>) -> Result<(), String> {
+async fn deny_downloads(cdp: &Cdp, context: Option<&str>) -> Result<(), BrowserError> {
     let mut params = json!({"behavior": "deny"});
     if let Some(context) = context {
         params["browserContextId"] = json!(context);
@@ -69,11 +70,18 @@ async fn deny_downloads(cdp: &Cdp, context: Option<&str>) -> Result<(), String> 
     cdp.send(None, "Browser.setDownloadBehavior", params)
         .await
         .map(|_| ())
-        .map_err(|e| format!("cannot turn the browser's downloads off: {e}"))
+        .map_err(BrowserError::Downloads)
 }
 
 /// A failure to start, worded for the agent.
 pub type StartError = (aai_descriptor::ErrorKind, String);
+
+fn start_failed(problem: impl std::fmt::Display) -> StartError {
+    (
+        aai_descriptor::ErrorKind::AutomationFailed,
+        problem.to_string(),
+    )
+}
 
 impl Session {
     /// Starts a browser for `client` as `config` says: attached to the configured endpoint,
@@ -87,14 +95,13 @@ impl Session {
         extra_ca_certs: &[PathBuf],
         display: Option<&str>,
     ) -> Result<Self, StartError> {
-        let failed = |m: String| (aai_descriptor::ErrorKind::AutomationFailed, m);
         let proxy = Proxy::start(policy, config.resolve.clone(), Some(home.to_path_buf()))
             .await
-            .map_err(|e| failed(format!("cannot start the browser's policy proxy: {e}")))?;
+            .map_err(|e| start_failed(format!("cannot start the browser's policy proxy: {e}")))?;
         let proxy_url = format!("http://{}", proxy.addr);
         if let Some(endpoint) = &config.attach {
-            let ws = websocket_url(endpoint).await.map_err(failed)?;
-            let cdp = Cdp::connect(&ws).await.map_err(failed)?;
+            let ws = websocket_url(endpoint).await.map_err(start_failed)?;
+            let cdp = Cdp::connect(&ws).await.map_err(start_failed)?;
             let own = register_endpoint(&ws);
             let context = cdp
                 .send(
@@ -103,12 +110,14 @@ impl Session {
                     json!({"disposeOnDetach": true, "proxyServer": proxy_url, "proxyBypassList": "<-loopback>"}),
                 )
                 .await
-                .map_err(failed)?;
+                .map_err(start_failed)?;
             let context = context["browserContextId"]
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
-            deny_downloads(&cdp, Some(&context)).await.map_err(failed)?;
+            deny_downloads(&cdp, Some(&context))
+                .await
+                .map_err(start_failed)?;
             let mut session = Self {
                 cdp,
                 proxy,
@@ -120,7 +129,7 @@ impl Session {
                 _lock: None,
                 _own: own,
             };
-            session.open_tab().await.map_err(failed)?;
+            session.open_tab().await.map_err(start_failed)?;
             return Ok(session);
         }
         let executable = find_executable(config).ok_or_else(|| {
@@ -129,12 +138,16 @@ impl Session {
                 "no Chromium or Chrome was found: install it (Debian/Ubuntu: `apt-get install chromium`), set `browser.executable` in the gateway's config.json, or `browser.attach` to a running Chrome's debugging endpoint".to_owned(),
             )
         })?;
-        let (profile, lock) = claim_profile(home, client).map_err(failed)?;
-        prepare_profile(&profile).map_err(failed)?;
+        let (profile, lock) = claim_profile(home, client).map_err(start_failed)?;
+        prepare_profile(&profile).map_err(start_failed)?;
         let nss_home = if extra_ca_certs.is_empty() {
             None
         } else {
-            Some(trust_cas(&profile, extra_ca_certs).await.map_err(failed)?)
+            Some(
+                trust_cas(&profile, extra_ca_certs)
+                    .await
+                    .map_err(start_failed)?,
+            )
         };
         // DevTools over a pipe where the gateway binary can hand one over (see
         // `aai_contain::cdp_pipe`): a debugging port on loopback would let any local process —
@@ -200,7 +213,7 @@ impl Session {
             command.env("DISPLAY", display);
         }
         let mut child = spawn_lasting(command).await.map_err(|e| {
-            failed(format!(
+            start_failed(format!(
                 "cannot start {}: {e}",
                 executable.to_string_lossy()
             ))
@@ -211,12 +224,12 @@ impl Session {
                 (Cdp::over_pipe(commands, replies), None)
             }
             _ => {
-                let ws = devtools_url(&mut child).await.map_err(failed)?;
-                let cdp = Cdp::connect(&ws).await.map_err(failed)?;
+                let ws = devtools_url(&mut child).await.map_err(start_failed)?;
+                let cdp = Cdp::connect(&ws).await.map_err(start_failed)?;
                 (cdp, register_endpoint(&ws))
             }
         };
-        deny_downloads(&cdp, None).await.map_err(failed)?;
+        deny_downloads(&cdp, None).await.map_err(start_failed)?;
         let mut session = Self {
             cdp,
             proxy,
@@ -228,9 +241,9 @@ impl Session {
             _lock: Some(lock),
             _own: own,
         };
-        session.sync_tabs().await.map_err(failed)?;
+        session.sync_tabs().await.map_err(start_failed)?;
         if session.tabs.is_empty() {
-            session.open_tab().await.map_err(failed)?;
+            session.open_tab().await.map_err(start_failed)?;
         }
         Ok(session)
     }
@@ -250,7 +263,7 @@ impl Session {
     }
 
     /// Opens a blank tab, makes it current and returns its index.
-    pub async fn open_tab(&mut self) -> Result<usize, String> {
+    pub async fn open_tab(&mut self) -> Result<usize, BrowserError> {
         let mut params = json!({"url": "about:blank"});
         if let Some(context) = &self.context {
             params["browserContextId"] = json!(context);
@@ -265,7 +278,7 @@ impl Session {
 
     /// Brings the tab list up to date with the browser's pages: popups and tabs a page
     /// opened are added at the end (and become current when `follow`), closed ones dropped.
-    pub async fn sync_tabs(&mut self) -> Result<Vec<usize>, String> {
+    pub async fn sync_tabs(&mut self) -> Result<Vec<usize>, BrowserError> {
         let targets = self.cdp.send(None, "Target.getTargets", json!({})).await?;
         let pages: Vec<&Value> = targets["targetInfos"]
             .as_array()
@@ -304,7 +317,7 @@ impl Session {
         Ok(added)
     }
 
-    async fn attach(&self, target: &str) -> Result<Tab, String> {
+    async fn attach(&self, target: &str) -> Result<Tab, BrowserError> {
         let attached = self
             .cdp
             .send(
@@ -315,7 +328,7 @@ impl Session {
             .await?;
         let session = attached["sessionId"]
             .as_str()
-            .ok_or("the browser gave no session for the tab")?
+            .ok_or(BrowserError::NoSession)?
             .to_owned();
         let s = Some(session.as_str());
         self.cdp.send(s, "Page.enable", json!({})).await?;
@@ -334,8 +347,8 @@ impl Session {
     }
 
     /// Closes the tab at `index`.
-    pub async fn close_tab(&mut self, index: usize) -> Result<(), String> {
-        let tab = self.tabs.get(index).ok_or("no such tab")?.clone();
+    pub async fn close_tab(&mut self, index: usize) -> Result<(), BrowserError> {
+        let tab = self.tabs.get(index).ok_or(BrowserError::NoTab)?.clone();
         self.cdp
             .send(None, "Target.closeTarget", json!({"targetId": tab.target}))
             .await?;
@@ -533,10 +546,10 @@ async fn spawn_lasting(
 
 /// Makes Chromium trust `cas` (the gateway's `web.extra_ca_certs`): an NSS database in a home
 /// folder of the profile's own, which Chromium on Linux reads for locally trusted roots.
-async fn trust_cas(profile: &Path, cas: &[PathBuf]) -> Result<PathBuf, String> {
+async fn trust_cas(profile: &Path, cas: &[PathBuf]) -> Result<PathBuf, BrowserError> {
     let home = profile.join("home");
     let db = home.join(".pki").join("nssdb");
-    std::fs::create_dir_all(&db).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&db).map_err(BrowserError::file("create", &db))?;
     let db_arg = format!("sql:{}", db.display());
     let run = |args: Vec<String>| async move {
         let out = tokio::process::Command::new("certutil")
@@ -544,15 +557,12 @@ async fn trust_cas(profile: &Path, cas: &[PathBuf]) -> Result<PathBuf, String> {
             .stdin(Stdio::null())
             .output()
             .await
-            .map_err(|e| {
-                format!("cannot run certutil to trust web.extra_ca_certs in the browser ({e}); install it (Debian/Ubuntu: `apt-get install libnss3-tools`)")
-            })?;
+            .map_err(BrowserError::NoCertutil)?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!(
-                "certutil failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
+            Err(BrowserError::Certutil(
+                String::from_utf8_lossy(&out.stderr).trim().to_owned(),
             ))
         }
     };
@@ -583,8 +593,8 @@ async fn trust_cas(profile: &Path, cas: &[PathBuf]) -> Result<PathBuf, String> {
 }
 
 /// Reads Chromium's stderr until it says where DevTools listens; the rest goes to the log.
-async fn devtools_url(child: &mut tokio::process::Child) -> Result<String, String> {
-    let stderr = child.stderr.take().ok_or("no stderr from the browser")?;
+async fn devtools_url(child: &mut tokio::process::Child) -> Result<String, BrowserError> {
+    let stderr = child.stderr.take().ok_or(BrowserError::NoStderr)?;
     let mut lines = tokio::io::BufReader::new(stderr).lines();
     let mut seen = Vec::new();
     let found = tokio::time::timeout(START_TIMEOUT, async {
@@ -601,12 +611,9 @@ async fn devtools_url(child: &mut tokio::process::Child) -> Result<String, Strin
         Ok(Some(url)) => url,
         Ok(None) => {
             let tail: Vec<_> = seen.iter().rev().take(5).rev().cloned().collect();
-            return Err(format!(
-                "the browser exited while starting: {}",
-                tail.join(" | ")
-            ));
+            return Err(BrowserError::ExitedStarting(tail.join(" | ")));
         }
-        Err(_) => return Err("the browser did not start within 30 s".into()),
+        Err(_) => return Err(BrowserError::StartTimeout),
     };
     // Keep draining stderr so the browser never blocks on a full pipe.
     tokio::spawn(async move {
@@ -632,18 +639,19 @@ fn drain_stderr(child: &mut tokio::process::Child) {
 
 /// The browser's WebSocket endpoint from `attach`: a `ws://` URL as is, else
 /// `http://host:port`, whose `/json/version` names it.
-async fn websocket_url(endpoint: &str) -> Result<String, String> {
+async fn websocket_url(endpoint: &str) -> Result<String, BrowserError> {
     if endpoint.starts_with("ws://") || endpoint.starts_with("wss://") {
         return Ok(endpoint.to_owned());
     }
-    let url = url::Url::parse(endpoint)
-        .map_err(|e| format!("browser.attach {endpoint:?} is not a URL: {e}"))?;
-    let host = url.host_str().ok_or("browser.attach has no host")?;
+    let url = url::Url::parse(endpoint).map_err(|source| BrowserError::AttachUrl {
+        endpoint: endpoint.to_owned(),
+        source,
+    })?;
+    let host = url.host_str().ok_or(BrowserError::AttachHost)?;
     let port = url.port_or_known_default().unwrap_or(9222);
-    let unreachable = |e: std::io::Error| {
-        format!(
-            "cannot reach the browser at {endpoint} ({e}); start Chrome with --remote-debugging-port"
-        )
+    let unreachable = |source| BrowserError::Unreachable {
+        endpoint: endpoint.to_owned(),
+        source,
     };
     let mut tcp = tokio::net::TcpStream::connect((host, port))
         .await
@@ -658,16 +666,16 @@ async fn websocket_url(endpoint: &str) -> Result<String, String> {
     .map_err(unreachable)?;
     let body = tokio::time::timeout(Duration::from_secs(10), read_response(&mut tcp))
         .await
-        .map_err(|_| format!("{endpoint} did not answer"))?
+        .map_err(|_| BrowserError::NoAnswer(endpoint.to_owned()))?
         .map_err(unreachable)?;
     let text = String::from_utf8_lossy(&body);
     let json = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    let version: Value = serde_json::from_str(json)
-        .map_err(|_| format!("{endpoint}/json/version is not a DevTools endpoint"))?;
+    let version: Value =
+        serde_json::from_str(json).map_err(|_| BrowserError::NotDevTools(endpoint.to_owned()))?;
     version["webSocketDebuggerUrl"]
         .as_str()
         .map(str::to_owned)
-        .ok_or_else(|| format!("{endpoint}/json/version names no webSocketDebuggerUrl"))
+        .ok_or_else(|| BrowserError::NoDebuggerUrl(endpoint.to_owned()))
 }
 
 /// One HTTP response: its head, and as much body as its Content-Length says (or all until the
@@ -779,7 +787,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         lock(holder.id());
-        let refused = recover_stale_lock(profile).expect_err("held");
+        let refused = recover_stale_lock(profile).expect_err("held").to_string();
         assert!(
             refused.contains(&format!("kill {}", holder.id())),
             "{refused}"

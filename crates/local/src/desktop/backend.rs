@@ -137,7 +137,7 @@ impl Desktop {
 
 impl Desktop {
     /// What drives this desktop (`X11 :0, window manager Openbox`), or why nothing can.
-    pub fn describe(&self) -> Result<String, String> {
+    pub fn describe(&self) -> Result<String, AaiError> {
         match super::remote::native() {
             Some(aai_descriptor::Platform::Macos) => {
                 return Ok("JXA program through osascript (CGEvent, CGWindowList, System Events; needs the Accessibility and Screen Recording permissions)".into());
@@ -147,7 +147,7 @@ impl Desktop {
             }
             None => {}
         }
-        let x = self.x11().map_err(|e| e.message)?;
+        let x = self.x11()?;
         let display = self
             .display
             .clone()
@@ -162,15 +162,18 @@ impl Desktop {
     }
 
     /// Whether an EWMH window manager runs, for the tools that need one.
-    pub fn window_manager(&self) -> Result<(), String> {
+    pub fn window_manager(&self) -> Result<(), AaiError> {
         if super::remote::native().is_some() {
             return Ok(());
         }
-        let x = self.x11().map_err(|e| e.message)?;
+        let x = self.x11()?;
         if x.has_window_manager() {
             Ok(())
         } else {
-            Err("no EWMH window manager is running on this display: focusing, minimizing, moving and closing windows need one (openbox, xfwm4, mutter, kwin, …)".into())
+            Err(AaiError::new(
+                aai_descriptor::ErrorKind::AutomationNotSupported,
+                "no EWMH window manager is running on this display: focusing, minimizing, moving and closing windows need one (openbox, xfwm4, mutter, kwin, …)",
+            ))
         }
     }
 }

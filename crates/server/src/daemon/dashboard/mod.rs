@@ -593,13 +593,13 @@ async fn profile(State(control): State<Control>, body: Body) -> Response {
 }
 
 /// The answer to a settings change; watchers are told.
-fn settled(control: &Control, result: Result<(), String>) -> Response {
+fn settled(control: &Control, result: Result<(), settings::SettingsError>) -> Response {
     match result {
         Ok(()) => {
             control.gateway.gate().feed.send(Event::Settings);
             json_response(&json!({"saved": true}))
         }
-        Err(message) => refuse(StatusCode::UNPROCESSABLE_ENTITY, &message),
+        Err(problem) => refuse(StatusCode::UNPROCESSABLE_ENTITY, &problem.to_string()),
     }
 }
 

@@ -4,12 +4,39 @@
 //! policy takes effect at once; toolsets when discovery sees the file change (it re-scans on
 //! every change of `config.json` and sends `list_changed`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use aai_engine::config::{CONFIG_FILE, Config};
+use aai_engine::config::{CONFIG_FILE, Config, ParseError};
 use aai_engine::pipeline::Gateway;
+use aai_engine::private::FileError;
+
+/// Why a setting was not changed; the dashboard shows it as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("{0:?} is not a built-in toolset")]
+    NotAToolset(String),
+    #[error("name the client")]
+    NoClient,
+    #[error("{profile:?} is not a profile; choose one of {choices}")]
+    NotAProfile { profile: String, choices: String },
+    #[error(
+        "{} is not valid JSON ({source}); fix it first (`aai-gateway config check`)",
+        path.display()
+    )]
+    NotJson {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("config.json is invalid ({0}); fix it first (`aai-gateway config check`)")]
+    Invalid(ParseError),
+    /// The change itself would make the config invalid.
+    #[error(transparent)]
+    Refused(ParseError),
+    #[error(transparent)]
+    File(#[from] FileError),
+}
 
 /// The built-in toolsets, each with whether the config in force turns it on.
 pub fn toolsets(config: &Config) -> Vec<Value> {
@@ -40,12 +67,12 @@ pub fn profiles(gateway: &Gateway) -> Vec<String> {
 ///
 /// # Errors
 /// An unknown toolset, or a config that cannot be read, is invalid, or cannot be written.
-pub fn set_toolset(gateway: &Gateway, app: &str, on: bool) -> Result<(), String> {
+pub fn set_toolset(gateway: &Gateway, app: &str, on: bool) -> Result<(), SettingsError> {
     let key = aai_local::all_descriptors()
         .iter()
         .find(|d| d.app_id == app)
         .and_then(|d| d.app_id.strip_prefix("local.").map(str::to_owned))
-        .ok_or_else(|| format!("{app:?} is not a built-in toolset"))?;
+        .ok_or_else(|| SettingsError::NotAToolset(app.to_owned()))?;
     edit(gateway.home(), |config| {
         object(config, "local").insert(key, json!(on));
     })?;
@@ -57,15 +84,16 @@ pub fn set_toolset(gateway: &Gateway, app: &str, on: bool) -> Result<(), String>
 ///
 /// # Errors
 /// An unknown profile, or a config that cannot be read, is invalid, or cannot be written.
-pub fn set_profile(gateway: &Gateway, client: &str, profile: &str) -> Result<(), String> {
+pub fn set_profile(gateway: &Gateway, client: &str, profile: &str) -> Result<(), SettingsError> {
     if client.trim().is_empty() {
-        return Err("name the client".into());
+        return Err(SettingsError::NoClient);
     }
-    if !profiles(gateway).iter().any(|p| p == profile) {
-        return Err(format!(
-            "{profile:?} is not a profile; choose one of {}",
-            profiles(gateway).join(", ")
-        ));
+    let choices = profiles(gateway);
+    if !choices.iter().any(|p| p == profile) {
+        return Err(SettingsError::NotAProfile {
+            profile: profile.to_owned(),
+            choices: choices.join(", "),
+        });
     }
     let config = edit(gateway.home(), |config| {
         give_profile(config, client, profile)
@@ -106,35 +134,30 @@ fn object<'a>(config: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<Stri
 }
 
 /// Applies `change` to `config.json` under `home` and returns the config it now holds.
-fn edit(home: &Path, change: impl FnOnce(&mut Map<String, Value>)) -> Result<Config, String> {
+fn edit(
+    home: &Path,
+    change: impl FnOnce(&mut Map<String, Value>),
+) -> Result<Config, SettingsError> {
     let path = home.join(CONFIG_FILE);
     let mut config: Map<String, Value> = match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-            format!(
-                "{} is not valid JSON ({e}); fix it first (`aai-gateway config check`)",
-                path.display()
-            )
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| SettingsError::NotJson {
+            path: path.clone(),
+            source,
         })?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Map::new(),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => return Err(FileError::at("read", &path)(e).into()),
     };
-    if let Err(problem) = Config::parse(&path, &serde_json::to_vec(&config).unwrap_or_default()) {
-        return Err(format!(
-            "config.json is invalid ({problem}); fix it first (`aai-gateway config check`)"
-        ));
-    }
+    Config::parse(&path, &serde_json::to_vec(&config).unwrap_or_default())
+        .map_err(SettingsError::Invalid)?;
     change(&mut config);
     let text = serde_json::to_string_pretty(&config).unwrap_or_default() + "\n";
-    let parsed = Config::parse(&path, text.as_bytes())?;
+    let parsed = Config::parse(&path, text.as_bytes()).map_err(SettingsError::Refused)?;
     let dir = path.parent().unwrap_or(home);
-    aai_engine::private::create_dir(dir)
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut file = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
-    std::io::Write::write_all(&mut file, text.as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    aai_engine::private::create_dir(dir).map_err(FileError::at("create", dir))?;
+    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(FileError::at("write in", dir))?;
+    std::io::Write::write_all(&mut file, text.as_bytes()).map_err(FileError::at("write", &path))?;
     file.persist(&path)
-        .map_err(|e| format!("cannot replace {}: {}", path.display(), e.error))?;
+        .map_err(|e| FileError::at("replace", &path)(e.error))?;
     Ok(parsed)
 }
 
@@ -200,7 +223,7 @@ mod tests {
         let path = home.path().join(CONFIG_FILE);
         for broken in [r#"{"timeout_seconds": "#, r#"{"no_such_key": 1}"#] {
             std::fs::write(&path, broken).expect("write");
-            let error = edit(home.path(), |_| {}).expect_err("invalid");
+            let error = edit(home.path(), |_| {}).expect_err("invalid").to_string();
             assert!(error.contains("fix it first"), "{error}");
             assert_eq!(std::fs::read_to_string(&path).expect("read"), broken);
         }
@@ -209,7 +232,8 @@ mod tests {
         let error = edit(home.path(), |c| {
             c.insert("local".into(), json!({"files": "yes"}));
         })
-        .expect_err("bad value");
+        .expect_err("bad value")
+        .to_string();
         assert!(error.contains("config.json"), "{error}");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "{}");
     }
