@@ -218,14 +218,28 @@ def desktop(bus, tmp_path):
 
 
 class Daemon:
-    def __init__(self, home: Path, env: dict, prefix=()):
+    """`aai-gateway serve` on a free port, its log in a file the test can read (a pipe nobody
+    reads would fill): `log`, by default `daemon.log` beside the home. `prefix` runs it under
+    a program that execs it (prlimit)."""
+
+    def __init__(self, home: Path, env: dict, prefix=(), log: Path | None = None):
         self.home = home
         self.env = env
-        self.proc = subprocess.Popen([*prefix, str(GATEWAY), "serve", "--listen", "127.0.0.1:0"], env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.log = log or home.parent / "daemon.log"
+        with open(self.log, "a") as out:
+            self.proc = subprocess.Popen([*prefix, str(GATEWAY), "serve", "--listen", "127.0.0.1:0"], env=env,
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=out)
         info = home / "run" / "serve.json"
-        wait_until(lambda: info.exists() or self.proc.poll() is not None, 20, "serve.json")
-        assert self.proc.poll() is None, self.proc.stderr.read()
+
+        def ours():
+            # (A killed daemon's files stay until this one replaces them.)
+            try:
+                return json.loads(info.read_text())["pid"] == self.proc.pid
+            except (OSError, ValueError, KeyError):
+                return False
+
+        wait_until(lambda: ours() or self.proc.poll() is not None, 20, "serve.json of this daemon")
+        assert self.proc.poll() is None, self.log.read_text()[-3000:]
         served = json.loads(info.read_text())
         self.url = served["url"]
         self.pid = served["pid"]
@@ -240,10 +254,26 @@ class Daemon:
     def cli(self, *args):
         return subprocess.run([str(GATEWAY), *args], env=self.env, capture_output=True, text=True, timeout=30)
 
+    def status(self):
+        """What `/control/status` says (the same the `status` command prints)."""
+        r = httpx2.get(f"{self.base}/control/status", headers={"Authorization": f"Bearer {self.token}"}, timeout=10)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
     def close(self):
+        """Stops it as a service manager would (SIGTERM, then SIGKILL after 15 s); its exit
+        code."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=15)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
         return self.proc.returncode
 
 

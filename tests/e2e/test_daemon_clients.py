@@ -28,36 +28,6 @@ def text(result):
     return "".join(getattr(c, "text", "") for c in result.content)
 
 
-class Logged(Daemon):
-    """A daemon whose log goes to a file the test reads (a pipe nobody reads would fill)."""
-
-    def __init__(self, home, env):
-        self.log = home.parent / "daemon.log"
-        with open(self.log, "a") as log:
-            proc = subprocess.Popen([str(GATEWAY), "serve", "--listen", "127.0.0.1:0"], env=env,
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
-        info = home / "run" / "serve.json"
-
-        def ours():
-            # (A killed daemon's files stay until this one replaces them.)
-            try:
-                return json.loads(info.read_text())["pid"] == proc.pid
-            except (OSError, ValueError, KeyError):
-                return False
-
-        wait_until(lambda: ours() or proc.poll() is not None, 20, "serve.json")
-        assert proc.poll() is None, self.log.read_text()
-        served = json.loads(info.read_text())
-        self.home, self.env, self.proc = home, env, proc
-        self.url, self.pid = served["url"], served["pid"]
-        self.token = (home / "run" / "token").read_text().strip()
-        self.base = self.url.removesuffix("/mcp")
-
-    def status(self):
-        """What `/control/status` says (the same the `status` command prints)."""
-        r = httpx2.get(f"{self.base}/control/status", headers={"Authorization": f"Bearer {self.token}"}, timeout=10)
-        assert r.status_code == 200, r.text
-        return r.json()
 
 
 def approval_daemon(home, bus):
@@ -128,7 +98,7 @@ def test_schedule_says_whether_the_running_daemon_runs_the_task(home, bus):
     (home / "workflows" / "hello.json").write_text(json.dumps(
         {"description": "hello", "steps": [{"app": "org.aai.test", "tool": "echo", "args": {"text": "hi"}}]}))
     add = ["schedule", "add", "hello", "--cron", "0 0 1 1 *", "--workflow", "hello", "--grant", "org.aai.test:echo", "--json"]
-    d = Logged(home, gateway_env(home, bus))
+    d = Daemon(home, gateway_env(home, bus))
     try:
         added = d.cli(*add)
         assert added.returncode == 0, added.stdout + added.stderr
@@ -162,7 +132,7 @@ async def _open_and_abandon(http, d, name):
 async def test_abandoned_sessions_end_and_an_active_one_is_not_cut(home, bus, monkeypatch):
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
     (home / "config.json").write_text(json.dumps({"sessions": {"idle_seconds": 3, "per_client": 8, "total": 64}}))
-    d = Logged(home, gateway_env(home, bus))
+    d = Daemon(home, gateway_env(home, bus))
     try:
         with anyio.fail_after(120):
             async with d.client(name="busy-client") as active, httpx2.AsyncClient(timeout=30) as http:
@@ -280,7 +250,7 @@ async def test_a_killed_gateway_takes_its_browser_along_and_the_next_one_starts(
     env = gateway_env(home, bus)
     try:
         if killed == "daemon":
-            d = Logged(home, env)
+            d = Daemon(home, env)
             try:
                 with anyio.fail_after(TIMEOUT):
                     await _navigate_through(d)
@@ -299,7 +269,7 @@ async def test_a_killed_gateway_takes_its_browser_along_and_the_next_one_starts(
         # No clean-up ran in the killed gateway: the browser ends because its gateway did.
         wait_until(lambda: not _browsers_of(home), 20, "every browser process of the killed gateway gone")
         # The next gateway's browser starts on the same profile.
-        d = Logged(home, env)
+        d = Daemon(home, env)
         try:
             with anyio.fail_after(TIMEOUT):
                 await _navigate_through(d)
@@ -324,7 +294,7 @@ async def test_the_daemon_reloads_its_config_and_keeps_the_last_good_one(home, b
 
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
     _write_config(home, {"exposure": "full"})
-    d = Logged(home, gateway_env(home, bus))
+    d = Daemon(home, gateway_env(home, bus))
     heard = []
 
     async def on_message(message):

@@ -8,7 +8,6 @@ import collections
 import json
 import os
 import random
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import anyio
 import httpx2
 import pytest
 
-from conftest import GATEWAY, gateway_env, install, wait_until
+from conftest import GATEWAY, Daemon, gateway_env, install, wait_until
 from test_consent import audit, client
 
 TIMEOUT = 60
@@ -145,41 +144,9 @@ def ok(out):
     return out
 
 
-class Served:
-    """`aai-gateway serve` with its log in a file (a pipe nobody reads would fill)."""
-
-    def __init__(self, home, tmp_path, env=None):
-        self.home = home
-        log = open(tmp_path / "daemon.log", "a")
-        self.proc = subprocess.Popen([str(GATEWAY), "serve", "--listen", "127.0.0.1:0"], env=env or gateway_env(home, None),
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
-        log.close()
-        info = home / "run" / "serve.json"
-
-        def mine():
-            try:
-                return json.loads(info.read_text())["pid"] == self.proc.pid
-            except (OSError, ValueError, KeyError):
-                return False
-
-        wait_until(lambda: mine() or self.proc.poll() is not None, 20, "serve.json of this daemon")
-        assert self.proc.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
-        served = json.loads(info.read_text())
-        self.url = served["url"]
-        self.token = (home / "run" / "token").read_text().strip()
-
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+def serve(home, tmp_path, env=None):
+    """`aai-gateway serve` for `home`, its log in `tmp_path/daemon.log`."""
+    return Daemon(home, env or gateway_env(home, None), log=tmp_path / "daemon.log")
 
 
 def db(home):
@@ -219,14 +186,14 @@ def test_killing_the_daemon_mid_run_in_a_loop_runs_no_occurrence_twice_and_loses
     rng = random.Random(16)
     kills = 0
     for _ in range(8):
-        daemon = Served(home, tmp_path)
+        daemon = serve(home, tmp_path)
         seen = len(rec.requests)
         # Killed while a step is in flight (or just after one answered), never at rest only.
         rec.wait_for(lambda r, seen=seen: len(r) > seen, 10, "a step reached the service")
         time.sleep(rng.uniform(0, 0.2))
         daemon.kill()
         kills += 1
-    daemon = Served(home, tmp_path)
+    daemon = serve(home, tmp_path)
     try:
         ok(cli(home, "schedule", "disable", "tick"))
         wait_until(lambda: settled(home), 60, "every claimed run ended")
@@ -265,7 +232,7 @@ def test_a_run_resumes_at_its_first_unfinished_step_and_reports_what_it_would_re
         ok(cli(home, "schedule", "add", name, "--cron", "0 0 1 1 *", "--workflow", name, "--grant", "org.aai.rec:log"))
     for name in ("careful", "repeatable"):
         rec.release.clear()
-        daemon = Served(home, tmp_path)
+        daemon = serve(home, tmp_path)
         try:
             before = len(rec.requests)
             ok(cli(home, "schedule", "run-now", name))
@@ -274,7 +241,7 @@ def test_a_run_resumes_at_its_first_unfinished_step_and_reports_what_it_would_re
         finally:
             daemon.close()
         rec.release.set()
-        daemon = Served(home, tmp_path)
+        daemon = serve(home, tmp_path)
         try:
             wait_until(lambda: settled(home), 30, f"{name} resumed and ended")
         finally:
@@ -314,7 +281,7 @@ def test_missed_occurrences_follow_catch_up(home, tmp_path, recorder):
                "--catch-up", policy, "--overlap", "queue"))
     added = {p: cursor(home, p) for p in ("skip", "once", "all")}
     time.sleep(4.2)  # the gateway is not running: at least three occurrences of each are missed
-    daemon = Served(home, tmp_path)
+    daemon = serve(home, tmp_path)
     try:
         wait_until(lambda: all(any(r["kind"] == "on_time" for r in runs(home, p)) for p in added), 15, "on-time runs again")
         for p in added:
@@ -363,7 +330,7 @@ def test_unattended_calls_never_wait_and_the_layer_only_tightens(home, tmp_path,
     # the user answers.
     (home / "config.json").write_text(json.dumps({"web": {"allow_http_loopback": True}, "scheduler": {"grace_seconds": 60}}))
     ok(cli(home, "schedule", "add", "asks", "--cron", "0 0 1 1 *", "--workflow", "send", "--on-approval", "queue"))
-    daemon = Served(home, tmp_path)
+    daemon = serve(home, tmp_path)
     try:
         ok(cli(home, "schedule", "run-now", "asks"))
         waiting = []
@@ -430,7 +397,7 @@ def test_an_agent_task_reaches_the_gateway_under_the_tasks_layer(home, tmp_path,
     (home / "config.json").write_text(json.dumps(config))
     ok(cli(home, "schedule", "add", "helper", "--cron", "0 0 1 1 *", "--agent", "fake", "--instruction", "tidy-up; rm -rf ~",
            "--grant", "org.aai.rec:log"))
-    daemon = Served(home, tmp_path)
+    daemon = serve(home, tmp_path)
     try:
         report = json.loads(ok(cli(home, "schedule", "run-now", "helper", "--wait", "--json", timeout=90)).stdout)
         # The run's token no longer opens the gateway.
@@ -461,7 +428,7 @@ def test_the_emergency_stop_pauses_the_scheduler(home, tmp_path, recorder):
     workflow(home, "tick", [log_step("t")])
     ok(cli(home, "schedule", "add", "tick", "--cron", "* * * * * *", "--workflow", "tick", "--grant", "org.aai.rec:log",
            "--catch-up", "skip"))
-    daemon = Served(home, tmp_path)
+    daemon = serve(home, tmp_path)
     try:
         rec.wait_for(lambda r: len(r) >= 1, 10, "a run before the stop")
         stop = cli(home, "stop")
@@ -516,7 +483,7 @@ def test_overlap_policies_and_retries_that_resume_where_they_failed(home, tmp_pa
                "--overlap", overlap))
     ok(cli(home, "schedule", "add", "again", "--cron", "0 0 1 1 *", "--workflow", "flaky", "--grant", "org.aai.rec:log",
            "--retries", "2"))
-    daemon = Served(home, tmp_path)
+    daemon = serve(home, tmp_path)
     try:
         ok(cli(home, "schedule", "run-now", "again"))
         wait_until(lambda: sum(1 for r in runs(home, "skipper") if r["state"] == "skipped") >= 2

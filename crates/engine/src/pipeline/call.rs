@@ -87,20 +87,7 @@ impl Gateway {
             call: &call,
             started,
         };
-        let args = match check_args(app, spec, schema.as_ref(), args) {
-            Ok(args) => args,
-            Err(error) => return Err(self.refuse(&step, "none", "failed", error)),
-        };
-        // What the toolset would refuse whatever the user answered (a path outside the file
-        // sandbox) is refused now: nobody is asked to approve a call that cannot run.
-        if let Some(error) = self.refusal(who, app, spec, &args) {
-            let outcome = if error.kind == ErrorKind::PermissionDenied {
-                "denied"
-            } else {
-                "failed"
-            };
-            return Err(self.refuse(&step, "none", outcome, error));
-        }
+        let args = self.checked(&step, who, app, spec, schema.as_ref(), args)?;
         // A built-in call that does what another tool does is judged as that call — text
         // typed into a terminal window is a shell command, and so is an app launch of a
         // shell: the other's risk, classifier, policy, grants and question. It still runs
@@ -119,28 +106,12 @@ impl Gateway {
             },
             None => None,
         };
-        let (gate_app, gate_spec, gate_args): (&App, &ToolCommon, &Map<String, Value>) =
-            match (&judged, &stand_in) {
-                (Some(judged), Some((found, descriptor))) => {
-                    match find_tool(found, descriptor, &judged.tool) {
-                        Ok(spec) => (found, spec, &judged.args),
-                        Err(_) => {
-                            return Err(self.refuse(&step, "none", "denied", judged_off(judged)));
-                        }
-                    }
-                }
-                _ => (app, spec, &args),
+        let (gate_app, gate_spec, gate_args) =
+            match judged_target(judged.as_ref(), stand_in.as_ref(), (app, spec, &args)) {
+                Ok(target) => target,
+                Err(error) => return Err(self.refuse(&step, "none", "denied", error)),
             };
-        if judged.is_some() {
-            call.risk = call.risk.max(derive_risk(
-                gate_spec.risk,
-                gate_spec.read_only,
-                gate_spec.destructive,
-            ));
-        }
-        // Risk: the tool's own, raised by what this call does (a critical shell command).
-        let raised = self.raised_risk(gate_app, gate_spec, gate_args);
-        call.risk = call.risk.max(raised.unwrap_or(Risk::Low));
+        let raised = self.raise_risk(&mut call, judged.is_some(), gate_app, gate_spec, gate_args);
         let step = Step {
             call: &call,
             started,
@@ -156,49 +127,99 @@ impl Gateway {
             args: &args,
             asker,
         };
-        let (action, profile_name, must_ask) = self
-            .verdict(
-                &CallContext {
-                    app: gate_app,
-                    spec: gate_spec,
-                    args: gate_args,
-                    ..original
-                },
-                &original,
-                judged.as_ref(),
-                raised,
-            )
-            .await?;
         let judging = CallContext {
-            step: &step,
-            who,
             app: gate_app,
             spec: gate_spec,
             args: gate_args,
-            asker,
+            ..original
         };
+        self.decide_and_run(&original, &judging, judged.as_ref(), raised, descriptor)
+            .await
+    }
+
+    /// The arguments as the tool's schema takes them, or the refusal (audited) of a call that
+    /// is malformed or that its toolset would refuse whatever the user answered (a path
+    /// outside the file sandbox): nobody is asked to approve a call that cannot run.
+    fn checked(
+        &self,
+        step: &Step<'_>,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        schema: Option<&Value>,
+        args: &Value,
+    ) -> Result<Map<String, Value>, AaiError> {
+        let args = match check_args(app, spec, schema, args) {
+            Ok(args) => args,
+            Err(error) => return Err(self.refuse(step, "none", "failed", error)),
+        };
+        if let Some(error) = self.refusal(who, app, spec, &args) {
+            let outcome = if error.kind == ErrorKind::PermissionDenied {
+                "denied"
+            } else {
+                "failed"
+            };
+            return Err(self.refuse(step, "none", outcome, error));
+        }
+        Ok(args)
+    }
+
+    /// Raises the call's risk to what it does: the risk of the call it is judged as, and what
+    /// its toolset finds in it (a critical shell command). The raised risk, when there is one.
+    fn raise_risk(
+        &self,
+        call: &mut Call<'_>,
+        judged: bool,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+    ) -> Option<Risk> {
+        if judged {
+            call.risk = call
+                .risk
+                .max(derive_risk(spec.risk, spec.read_only, spec.destructive));
+        }
+        let raised = self.raised_risk(app, spec, args);
+        call.risk = call.risk.max(raised.unwrap_or(Risk::Low));
+        raised
+    }
+
+    /// The gate's decision for a resolved call — the policy's verdict, then consent — and the
+    /// run when allowed. `judging` is the call the gate judges (the stand-in of a judged call,
+    /// else `original`); `original` is what runs and is audited.
+    async fn decide_and_run(
+        &self,
+        original: &CallContext<'_>,
+        judging: &CallContext<'_>,
+        judged: Option<&aai_local::Judged>,
+        raised: Option<Risk>,
+        descriptor: &Descriptor,
+    ) -> Result<Value, AaiError> {
+        let (action, profile_name, must_ask) =
+            self.verdict(judging, original, judged, raised).await?;
         let verdict = Verdict {
             action,
             profile_name: &profile_name,
             raised,
             must_ask: must_ask.as_deref(),
-            judged: judged.as_ref().map(|j| j.why.as_str()),
+            judged: judged.map(|j| j.why.as_str()),
         };
-        let (decision, shown) = self.consent(&judging, &verdict).await?;
+        let (decision, shown) = self.consent(judging, &verdict).await?;
         // A call the user was asked about is recorded with exactly what they saw.
+        let call = original.step.call;
         let asked = shown.as_ref().map(|args| Call {
             id: call.id.clone(),
             args,
-            ..call
+            ..*call
         });
         let step = Step {
-            call: asked.as_ref().unwrap_or(&call),
-            started,
+            call: asked.as_ref().unwrap_or(call),
+            started: original.step.started,
         };
         self.run_consented(
             &CallContext {
                 step: &step,
-                ..original
+                ..*original
             },
             &decision,
             descriptor,
@@ -555,6 +576,21 @@ impl Gateway {
                 audit
             })?;
         result
+    }
+}
+
+/// The app, tool and arguments the gate judges: those of the call a built-in call is judged
+/// as (`stand_in` is its app), else the call's own (`own`).
+fn judged_target<'a>(
+    judged: Option<&'a aai_local::Judged>,
+    stand_in: Option<&'a (std::sync::Arc<App>, std::sync::Arc<Descriptor>)>,
+    own: (&'a App, &'a ToolCommon, &'a Map<String, Value>),
+) -> Result<(&'a App, &'a ToolCommon, &'a Map<String, Value>), AaiError> {
+    match (judged, stand_in) {
+        (Some(judged), Some((found, descriptor))) => find_tool(found, descriptor, &judged.tool)
+            .map(|spec| (&**found, spec, &judged.args))
+            .map_err(|_| judged_off(judged)),
+        _ => Ok(own),
     }
 }
 

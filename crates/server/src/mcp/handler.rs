@@ -62,7 +62,7 @@ impl ServerHandler for AaiServer {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
@@ -71,108 +71,32 @@ impl ServerHandler for AaiServer {
             tracing::info!(tool = %name, "tools/call of no tool");
             return Err(names::unknown(&name, &*self.gateway.snapshot().await));
         }
-        let mut args = Value::Object(request.arguments.unwrap_or_default());
+        let mut args = Value::Object(request.arguments.take().unwrap_or_default());
         let (caller, task) = self.caller_of(&context);
-        let timeout = self.gateway.config().consent_timeout();
-        let stateless = context
-            .protocol_version()
-            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-        let can_elicit = context
-            .client_capabilities()
-            .is_some_and(|caps| caps.elicitation.is_some());
-        // Elicitation when the client can ask (a request up to 2025-11-25, an
-        // InputRequiredResult from 2026-07-28); else the desktop's own dialog; else none, and a
-        // call that needs approval is denied with the command that grants it.
         // `aai_exec {"approval_id"}`: the call the user answered in the approval queue, run
         // once as it was asked.
-        let exec = matches!(name.as_str(), "aai_exec" | "aai:exec");
-        let resumable = exec || matches!(name.as_str(), "aai_batch" | "aai:batch");
-        let resume = if resumable {
-            args.get("approval_id")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        } else {
-            None
-        };
-        if let Some(id) = &resume {
-            match self.gateway.approvals().call_of(id, &caller) {
-                // A batch waited as a whole: it runs again with the user's answer.
-                Ok(call) if call.app == "aai_batch" => {
-                    name = "aai_batch".to_owned();
-                    args = call.args;
-                }
-                Ok(call) => args = json!({"app": call.app, "tool": call.tool, "args": call.args}),
-                Err(message) => {
-                    let error = AaiError::new(ErrorKind::InvalidParams, message.to_string())
-                        .with_detail(json!({"field": "approval_id"}));
-                    return Ok(
-                        tool_result(Err(error), self.gateway.config().max_result_chars).into(),
-                    );
-                }
+        let resume = match self.resumed(&mut name, &mut args, &caller) {
+            Ok(resume) => resume,
+            Err(error) => {
+                let max = self.gateway.config().max_result_chars;
+                return Ok(tool_result(Err(error), max).into());
             }
-        }
-        let queued = self.gateway.queues_approvals();
+        };
         // The call as the queue keeps it, copied only when the queue may be asked.
-        let queued_call = (resume.is_some() || queued).then(|| {
-            if exec {
-                (
-                    args.get("app")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    args.get("tool")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    args.get("args").cloned().unwrap_or(Value::Null),
-                )
-            } else {
-                let (app, tool) = name.rsplit_once(':').unwrap_or((name.as_str(), ""));
-                (app.to_owned(), tool.to_owned(), args.clone())
-            }
-        });
-        let queue = || {
-            queued_call.as_ref().map(|(app, tool, args)| {
-                Box::new(aai_engine::consent::queue::QueueAsker {
-                    approvals: self.gateway.approvals(),
-                    call: aai_engine::consent::queue::Pending {
-                        caller: &caller,
-                        app,
-                        tool,
-                        args,
-                    },
-                    resume: resume.clone(),
-                    wait: self.gateway.config().approval_wait(),
-                    stop: self.gateway.stop().calls(),
-                }) as Box<dyn Asker + '_>
-            })
-        };
-        let asker: Option<Box<dyn Asker + '_>> = if let Some((grant, _)) = &task {
-            Some(Box::new(aai_schedule::runner::TaskAsker {
-                gateway: &self.gateway,
-                task: &grant.task,
-                on_approval: grant.on_approval,
-            }))
-        } else if resume.is_some() {
-            queue()
-        } else if stateless && can_elicit {
-            Some(Box::new(StatelessAsker {
-                rounds: ConsentRounds::of_this_process(),
-                binding: binding(&caller, &name, &args),
-                state: request.request_state.clone(),
-                responses: request.input_responses.clone(),
-                timeout,
-            }))
-        } else if let Some(peer) = PeerAsker::for_request(&context, timeout) {
-            Some(Box::new(peer))
-        } else if queued {
-            queue()
-        } else {
-            aai_engine::consent::dialog::available().map(|kind| {
-                Box::new(aai_engine::consent::dialog::DialogAsker { kind, timeout })
-                    as Box<dyn Asker>
-            })
-        };
+        let queued = (resume.is_some() || self.gateway.queues_approvals())
+            .then(|| queued_call(&name, &args));
+        let asker = self.asker_for(
+            &Asking {
+                caller: &caller,
+                name: &name,
+                args: &args,
+                task: task.as_ref().map(|(grant, _)| grant),
+                resume: resume.as_deref(),
+                queued: queued.as_ref(),
+            },
+            &request,
+            &context,
+        );
         let roots = if self.gateway.policy_config().uses_roots() {
             self.client_roots(&context).await
         } else {
@@ -359,7 +283,143 @@ fn progress_reporter(
     }))
 }
 
+/// A call as the approval queue keeps it: app, tool and arguments.
+type Queued = (String, String, Value);
+
+/// The call as the approval queue keeps it: `aai_exec`'s app, tool and arguments, or a tool
+/// named `app:tool` (a batch: `aai_batch`) with its arguments.
+fn queued_call(name: &str, args: &Value) -> Queued {
+    if matches!(name, "aai_exec" | "aai:exec") {
+        let text = |key: &str| {
+            args.get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        (
+            text("app"),
+            text("tool"),
+            args.get("args").cloned().unwrap_or(Value::Null),
+        )
+    } else {
+        let (app, tool) = name.rsplit_once(':').unwrap_or((name, ""));
+        (app.to_owned(), tool.to_owned(), args.clone())
+    }
+}
+
+/// What decides who asks the user about a call; the asker borrows what lives `'a`, not the
+/// call's name and arguments (`'c`), which go on to run.
+struct Asking<'a, 'c> {
+    caller: &'a str,
+    name: &'c str,
+    args: &'c Value,
+    /// The scheduled task whose agent makes the call.
+    task: Option<&'a Arc<aai_schedule::TaskGrant>>,
+    /// The approval a resumed call carries.
+    resume: Option<&'a str>,
+    /// The call as the approval queue would keep it, when the queue may be asked.
+    queued: Option<&'a Queued>,
+}
+
 impl AaiServer {
+    /// `aai_exec {"approval_id"}` (or `aai_batch`'s): `name` and `args` become the call the
+    /// user answered in the approval queue — a batch that waited as a whole runs again with
+    /// the answer. The approval's id; INVALID_PARAMS when it is no open approval of `caller`.
+    fn resumed(
+        &self,
+        name: &mut String,
+        args: &mut Value,
+        caller: &str,
+    ) -> Result<Option<String>, AaiError> {
+        let resumable = matches!(
+            name.as_str(),
+            "aai_exec" | "aai:exec" | "aai_batch" | "aai:batch"
+        );
+        let Some(id) = resumable
+            .then(|| args.get("approval_id").and_then(Value::as_str))
+            .flatten()
+            .map(str::to_owned)
+        else {
+            return Ok(None);
+        };
+        match self.gateway.approvals().call_of(&id, caller) {
+            Ok(call) if call.app == "aai_batch" => {
+                "aai_batch".clone_into(name);
+                *args = call.args;
+            }
+            Ok(call) => *args = json!({"app": call.app, "tool": call.tool, "args": call.args}),
+            Err(message) => {
+                return Err(AaiError::new(ErrorKind::InvalidParams, message.to_string())
+                    .with_detail(json!({"field": "approval_id"})));
+            }
+        }
+        Ok(Some(id))
+    }
+
+    /// Who asks the user about this call: a scheduled task's rule; the approval queue for a
+    /// resumed call; elicitation when the client can ask (a request up to 2025-11-25, an
+    /// InputRequiredResult from 2026-07-28); the approval queue when the config sends
+    /// questions there; else the desktop's own dialog; else nobody, and a call that needs
+    /// approval is denied with the command that grants it.
+    fn asker_for<'a>(
+        &'a self,
+        asking: &Asking<'a, '_>,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<Box<dyn Asker + 'a>> {
+        let timeout = self.gateway.config().consent_timeout();
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let can_elicit = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.elicitation.is_some());
+        let caller = asking.caller;
+        let resume = asking.resume.map(str::to_owned);
+        let queue = || {
+            asking.queued.map(|(app, tool, args)| {
+                Box::new(aai_engine::consent::queue::QueueAsker {
+                    approvals: self.gateway.approvals(),
+                    call: aai_engine::consent::queue::Pending {
+                        caller,
+                        app,
+                        tool,
+                        args,
+                    },
+                    resume: resume.clone(),
+                    wait: self.gateway.config().approval_wait(),
+                    stop: self.gateway.stop().calls(),
+                }) as Box<dyn Asker + 'a>
+            })
+        };
+        if let Some(grant) = asking.task {
+            Some(Box::new(aai_schedule::runner::TaskAsker {
+                gateway: &self.gateway,
+                task: &grant.task,
+                on_approval: grant.on_approval,
+            }))
+        } else if asking.resume.is_some() {
+            queue()
+        } else if stateless && can_elicit {
+            Some(Box::new(StatelessAsker {
+                rounds: ConsentRounds::of_this_process(),
+                binding: binding(caller, asking.name, asking.args),
+                state: request.request_state.clone(),
+                responses: request.input_responses.clone(),
+                timeout,
+            }))
+        } else if let Some(peer) = PeerAsker::for_request(context, timeout) {
+            Some(Box::new(peer))
+        } else if self.gateway.queues_approvals() {
+            queue()
+        } else {
+            aai_engine::consent::dialog::available().map(|kind| {
+                Box::new(aai_engine::consent::dialog::DialogAsker { kind, timeout })
+                    as Box<dyn Asker>
+            })
+        }
+    }
+
     /// Who makes a call: the client's name (`clientInfo.name` from initialize, or the
     /// request's own `_meta` in the 2026-07-28 lifecycle), or — for an agent a scheduled task
     /// started, which presents its run's token — the task, whose layer its calls run under and
