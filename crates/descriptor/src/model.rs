@@ -49,6 +49,11 @@ pub struct Platforms {
     /// The gateway's own built-in toolsets (terminal, files, system): `automation: "builtin"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local: Option<Section<LocalSection, LocalTool>>,
+    /// An MCP server the user already has, run behind the gate: `automation: "stdio"` (a
+    /// command) or `"http"` (a Streamable HTTP URL). Its tools come from the server's own
+    /// `tools/list`; tools listed here only set a tool's risk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<Section<McpSection, McpTool>>,
 }
 
 /// The platforms a descriptor can describe.
@@ -63,6 +68,8 @@ pub enum Platform {
     Web,
     /// Built into the gateway, on every OS.
     Local,
+    /// An MCP server behind the gate, on every OS.
+    Mcp,
 }
 
 impl Platform {
@@ -87,10 +94,11 @@ impl Platform {
             Self::Ios => "ios",
             Self::Web => "web",
             Self::Local => "local",
+            Self::Mcp => "mcp",
         }
     }
 
-    pub const ALL: [Platform; 7] = [
+    pub const ALL: [Platform; 8] = [
         Self::Macos,
         Self::Windows,
         Self::Linux,
@@ -98,6 +106,7 @@ impl Platform {
         Self::Ios,
         Self::Web,
         Self::Local,
+        Self::Mcp,
     ];
 }
 
@@ -124,7 +133,9 @@ pub struct Tool<T> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolCommon {
     pub name: String,
-    /// Boxed: thousands of tools stay in memory, and a `Box<str>` is a word smaller.
+    /// Boxed: thousands of tools stay in memory, and a `Box<str>` is a word smaller. (Every
+    /// section's schema requires it but `mcp`'s, whose entries only set a tool's risk.)
+    #[serde(default)]
     pub description: Box<str>,
     /// JSON Schema of the arguments; `None` means the tool takes none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -169,7 +180,19 @@ impl<'de> Deserialize<'de> for Parameters {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Risk {
     Low,
@@ -299,6 +322,36 @@ pub struct LocalSection {}
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LocalTool {}
 
+/// How to reach an MCP server: a command to start (`stdio`) or a URL (`http`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct McpSection {
+    /// The program to start (`npx`, `uvx`, a path), looked up on `PATH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Variables the server gets (it gets none of the gateway's own but `PATH`, `HOME` and
+    /// the locale). `${NAME}` in a value is the gateway's variable `NAME`, for a descriptor
+    /// in the user's own apps folder only.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// The working folder; `~` is the home folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// The Streamable HTTP endpoint (`https://…/mcp`; plain http only on loopback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Bearer token for `url`: `{"type": "bearer", "env": "VAR"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<WebAuth>,
+    /// Stop the server after this long without a call (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct McpTool {}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WebSection {
     pub base_url: String,
@@ -370,6 +423,7 @@ impl Descriptor {
             Platform::Ios => common(&p.ios),
             Platform::Web => common(&p.web),
             Platform::Local => common(&p.local),
+            Platform::Mcp => common(&p.mcp),
         }
     }
 
@@ -389,6 +443,7 @@ impl Descriptor {
             Platform::Ios => &p.ios.as_ref()?.automation,
             Platform::Web => &p.web.as_ref()?.automation,
             Platform::Local => &p.local.as_ref()?.automation,
+            Platform::Mcp => &p.mcp.as_ref()?.automation,
         };
         Some(kind)
     }

@@ -277,6 +277,8 @@ fn semantic_problems(descriptor: &Descriptor, doc: &Value, schemas: bool) -> Vec
             .and_then(Value::as_array)
             .map(Vec::as_slice);
         match tools {
+            // A server lists its own tools.
+            None if platform == Platform::Mcp => {}
             None => problems.push(Problem::new(
                 base.clone(),
                 "the section has no `tools` list",
@@ -289,6 +291,7 @@ fn semantic_problems(descriptor: &Descriptor, doc: &Value, schemas: bool) -> Vec
         script_problems(descriptor, &mut problems);
         dbus_problems(descriptor, &mut problems);
         web_problems(descriptor, &mut problems);
+        mcp_problems(descriptor, &mut problems);
         if schemas {
             schema_compile_problems(descriptor, &mut problems);
         }
@@ -420,6 +423,62 @@ fn origin(url: &str) -> Option<String> {
         parsed.host_str()?,
         parsed.port_or_known_default()?
     ))
+}
+
+/// An MCP server: `stdio` names a command and no URL, `http` an https (or loopback http) URL
+/// and no command.
+fn mcp_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
+    let Some(section) = &descriptor.platforms.mcp else {
+        return;
+    };
+    let fields = &section.fields;
+    match section.automation.as_str() {
+        "stdio" => {
+            if fields
+                .command
+                .as_deref()
+                .is_none_or(|c| c.trim().is_empty())
+            {
+                problems.push(Problem::new(
+                    "/platforms/mcp",
+                    "a stdio server needs `command` (the program that runs it, e.g. \"npx\")",
+                ));
+            }
+            if fields.url.is_some() || fields.auth.is_some() {
+                problems.push(Problem::new(
+                    "/platforms/mcp/url",
+                    "`url` and `auth` are for `automation: \"http\"`; a stdio server is started with `command`",
+                ));
+            }
+        }
+        "http" => {
+            let url = fields.url.as_deref().unwrap_or_default();
+            let parsed = url::Url::parse(url).ok();
+            let loopback = parsed.as_ref().is_some_and(|u| {
+                matches!(
+                    u.host_str(),
+                    Some("127.0.0.1" | "localhost" | "[::1]" | "::1")
+                )
+            });
+            match parsed.as_ref().map(url::Url::scheme) {
+                Some("https") => {}
+                Some("http") if loopback => {}
+                _ => problems.push(Problem::new(
+                    "/platforms/mcp/url",
+                    format!(
+                        "{url:?} must be an https URL of the server's MCP endpoint (plain http only on 127.0.0.1/localhost)"
+                    ),
+                )),
+            }
+            if fields.command.is_some() || !fields.args.is_empty() || fields.cwd.is_some() {
+                problems.push(Problem::new(
+                    "/platforms/mcp/command",
+                    "`command`, `args` and `cwd` are for `automation: \"stdio\"`; an http server is reached at `url`",
+                ));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Web tools: an https (or loopback http) base URL with no placeholder, endpoints that stay

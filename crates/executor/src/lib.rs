@@ -340,6 +340,25 @@ pub struct Executors {
     rest: rest::RestExecutor,
     /// The gateway's built-in toolsets, when it plugs them in.
     local: Option<Arc<dyn Executor>>,
+    /// MCP servers behind the gate (`platforms.mcp`), when plugged in.
+    mcp: Option<Arc<dyn ToolSource>>,
+}
+
+/// An executor whose tools are not written in the descriptor but listed by what it drives
+/// (an MCP server's `tools/list`).
+pub trait ToolSource: Executor {
+    /// `descriptor` with its section's tools as the server lists them now (started or
+    /// reached for it when it is not).
+    ///
+    /// # Errors
+    /// The server cannot be started or reached, or does not answer.
+    fn filled<'a>(
+        &'a self,
+        descriptor: &'a Arc<Descriptor>,
+    ) -> BoxFuture<'a, Result<Arc<Descriptor>, AaiError>>;
+
+    /// Tells it the emergency stop was pressed: whatever it started is gone.
+    fn stopped(&self) {}
 }
 
 impl Default for Executors {
@@ -379,6 +398,7 @@ impl Executors {
                 Arc::new(rest::NoCredentials),
             ),
             local: None,
+            mcp: None,
         }
     }
 
@@ -392,6 +412,18 @@ impl Executors {
     pub fn with_local(mut self, local: Arc<dyn Executor>) -> Self {
         self.local = Some(local);
         self
+    }
+
+    /// These executors with `mcp` running MCP servers' tools (`platforms.mcp`).
+    #[must_use]
+    pub fn with_mcp(mut self, mcp: Arc<dyn ToolSource>) -> Self {
+        self.mcp = Some(mcp);
+        self
+    }
+
+    /// The MCP servers' source of tools, when plugged in.
+    pub fn mcp(&self) -> Option<&Arc<dyn ToolSource>> {
+        self.mcp.as_ref()
     }
 
     /// These executors with web tools using `settings` and credentials from `auth`.
@@ -418,6 +450,9 @@ impl Executors {
             (Platform::Android, "intent") => Ok(&self.adb),
             (Platform::Ios, "url_scheme") => Ok(&self.urlscheme),
             (Platform::Web, "restapi") => Ok(&self.rest),
+            (Platform::Mcp, "stdio" | "http") if self.mcp.is_some() => {
+                Ok(self.mcp.as_deref().expect("checked above") as &dyn Executor)
+            }
             (Platform::Local, "builtin") if self.local.is_some() => {
                 Ok(self.local.as_deref().unwrap_or(&self.rest))
             }

@@ -516,7 +516,7 @@ async fn defaults_unknown_arguments_and_aliases() {
     // The fixture's alias is "tester" and its name "Test Service".
     let registry = gateway.snapshot().await;
     for name in ["tester", "Test Service", "app_tester"] {
-        let guide = gateway.guide(&registry, name).expect(name);
+        let guide = gateway.guide(&registry, name).await.expect(name);
         assert!(guide.contains("org.aai.test"), "{name}: {guide}");
     }
     assert_eq!(

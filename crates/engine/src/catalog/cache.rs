@@ -75,7 +75,7 @@ pub struct Summary {
 
 impl Summary {
     pub fn of(descriptor: &Descriptor) -> Self {
-        const ALL: [Platform; 7] = [
+        const ALL: [Platform; 8] = [
             Platform::Macos,
             Platform::Windows,
             Platform::Linux,
@@ -83,6 +83,7 @@ impl Summary {
             Platform::Ios,
             Platform::Web,
             Platform::Local,
+            Platform::Mcp,
         ];
         Self {
             app_id: descriptor.app_id.clone(),

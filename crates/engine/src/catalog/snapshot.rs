@@ -227,12 +227,12 @@ impl Snapshot {
                     continue;
                 }
             };
-            // Built-in apps (`local`) are served everywhere.
+            // Built-in apps (`local`) and MCP servers are served everywhere.
             let summary = &entry.summary;
             let Some(platform) = platforms
                 .iter()
                 .copied()
-                .chain([Platform::Local])
+                .chain([Platform::Local, Platform::Mcp])
                 .find(|&p| summary.has(p))
             else {
                 rejected.push(Rejected::OtherPlatform {

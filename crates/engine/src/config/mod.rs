@@ -73,11 +73,23 @@ pub struct Config {
     pub sessions: SessionsConfig,
     /// The app store: where it is, and whether `aai_apps` lists its apps.
     pub store: crate::config::StoreConfig,
+    /// MCP servers behind the gate (descriptors with `platforms.mcp`).
+    pub mcp: McpConfig,
     /// Set when `config.json` could not be used: `<file>:<line>:<column> <problem>`. The
     /// config is then the fail-closed default, and every refused call says why.
     #[serde(skip)]
     #[schemars(skip)]
     pub invalid: Option<String>,
+}
+
+/// `mcp` in config.json.
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpConfig {
+    /// A tool's risk by `appId:tool` (e.g. `"io.github.memory:delete_entities": "high"`), over
+    /// what the server's annotations say (`readOnlyHint` → low, `destructiveHint` → high,
+    /// none → medium).
+    pub risk: std::collections::HashMap<String, aai_descriptor::Risk>,
 }
 
 /// `scheduler` in config.json.
@@ -275,6 +287,7 @@ impl Default for Config {
             scheduler: SchedulerConfig::default(),
             sessions: SessionsConfig::default(),
             store: crate::config::StoreConfig::default(),
+            mcp: McpConfig::default(),
             invalid: None,
         }
     }

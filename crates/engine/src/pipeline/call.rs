@@ -58,9 +58,17 @@ impl Gateway {
         let started = Instant::now();
         let registry = self.snapshot_for(app).await;
         // The tool is borrowed from the app found, not copied: this is every call's path.
-        let found = self
+        let found = match self
             .find(&registry, app)
-            .and_then(|found| found.descriptor().map(|descriptor| (found, descriptor)));
+            .and_then(|found| found.descriptor().map(|descriptor| (found, descriptor)))
+        {
+            // An MCP server's tools are what it lists now (started for it on first use).
+            Ok((found, descriptor)) => self
+                .listed(found.platform, descriptor)
+                .await
+                .map(|descriptor| (found, descriptor)),
+            Err(error) => Err(error),
+        };
         let (app, descriptor, spec) = match &found {
             Ok((found, descriptor)) => match find_tool(found, descriptor, tool) {
                 Ok(spec) => (found, descriptor, spec),

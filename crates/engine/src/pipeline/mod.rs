@@ -461,11 +461,27 @@ impl Gateway {
     ///
     /// # Errors
     /// `APP_NOT_FOUND` with suggestions.
-    pub fn guide(&self, registry: &Snapshot, app: &str) -> Result<String, AaiError> {
+    pub async fn guide(&self, registry: &Snapshot, app: &str) -> Result<String, AaiError> {
         let app = self.find(registry, app)?;
-        let descriptor = app.descriptor()?;
+        let descriptor = self.listed(app.platform, app.descriptor()?).await?;
         let tools = descriptor.tools(app.platform).unwrap_or_default();
         Ok(guide::guide(&descriptor, &tools))
+    }
+
+    /// `descriptor` with the tools it has now: an MCP server's as the server lists them
+    /// (started for it when it is not running), any other's as written.
+    ///
+    /// # Errors
+    /// The MCP server cannot be started or does not list its tools.
+    pub async fn listed(
+        &self,
+        platform: aai_descriptor::Platform,
+        descriptor: Arc<aai_descriptor::Descriptor>,
+    ) -> Result<Arc<aai_descriptor::Descriptor>, AaiError> {
+        match (platform, self.executors.mcp()) {
+            (aai_descriptor::Platform::Mcp, Some(servers)) => servers.filled(&descriptor).await,
+            _ => Ok(descriptor),
+        }
     }
 }
 

@@ -189,6 +189,10 @@ impl Gateway {
         let killed = tokio::task::spawn_blocking(kill_everything)
             .await
             .unwrap_or_default();
+        // The MCP servers were among the processes killed: the next use starts them again.
+        if let Some(mcp) = self.executors.mcp() {
+            mcp.stopped();
+        }
         let released = toolsets.local().release_input().await;
         let took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let args = json!({"by": by, "killed": killed, "took_ms": took_ms});

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use aai_descriptor::{AaiError, Platform};
 use aai_engine::config::Config;
 use aai_engine::pipeline::render;
-use aai_executor::Executors;
 
 use super::{DATA_DB, for_person, output};
 
@@ -35,12 +34,12 @@ pub async fn run(
     let options = super::compose::scan_options(home, &config, dev);
     let registry = aai_engine::scan_once(&options, &config.platforms);
     let max = config.max_result_chars;
-    let executors = Executors::with_settings(config.executors.clone(), None);
+    let executors = super::compose::executors(&config, home);
     let gateway = super::compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
     let Some(tool) = request.tool else {
         // What the agent reads before it calls: the app's tools, their parameters, an example.
         let registry = gateway.snapshot().await;
-        return match gateway.guide(&registry, request.app) {
+        return match gateway.guide(&registry, request.app).await {
             Ok(guide) if output::json() => {
                 output::value(&serde_json::json!({"app": request.app, "guide": guide}));
                 Ok(ExitCode::SUCCESS)

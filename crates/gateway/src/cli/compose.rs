@@ -21,6 +21,14 @@ pub fn scan_options(home: &Path, config: &Config, dev: bool) -> ScanOptions {
     ScanOptions::new(home, config, dev).plug(config, &plugged_apps())
 }
 
+/// The executors of a gateway under `home`: the platforms' own, and the MCP servers of
+/// `platforms.mcp` descriptors (their pins under `home`, the user's risks from the config).
+pub fn executors(config: &Config, home: &Path) -> Executors {
+    let servers = aai_mcpapps::Servers::new(home);
+    servers.set_overrides(config.mcp.risk.clone());
+    Executors::with_settings(config.executors.clone(), None).with_mcp(servers)
+}
+
 /// Plugs the toolsets into `gateway`.
 pub fn plug(gateway: &Arc<Gateway>) {
     aai_schedule::plug(gateway);

@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use aai_engine::config::Config;
-use aai_executor::Executors;
 use clap::Subcommand;
 
 use super::{DATA_DB, output, runtime};
@@ -86,7 +85,7 @@ async fn resolve(
     let (config, _) = Config::load(home);
     let options = super::compose::scan_options(home, &config, dev);
     let registry = aai_engine::scan_once(&options, &config.platforms);
-    let executors = Executors::with_settings(config.executors.clone(), None);
+    let executors = super::compose::executors(&config, home);
     let gateway = super::compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
     gateway
         .resolve(app, tool)

@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use aai_engine::config::Config;
-use aai_executor::Executors;
 use aai_schedule::Task;
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -154,7 +153,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
     }
     let options = super::compose::scan_options(home, &config, false);
     let registry = aai_engine::scan_once(&options, &config.platforms);
-    let executors = Executors::with_settings(config.executors.clone(), None);
+    let executors = super::compose::executors(&config, home);
     let gateway = super::compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
     let daemon = aai_engine::runfiles::running(home).is_some();
     let (tool, args) = match action {

@@ -2,7 +2,6 @@
 
 use aai_engine::config::Config;
 use aai_engine::pipeline::Gateway;
-use aai_executor::Executors;
 use aai_server::mcp::AaiServer;
 use anyhow::Context;
 use rmcp::ServiceExt;
@@ -32,7 +31,7 @@ pub(super) fn start_gateway(
         config.clone(),
         cancel.clone(),
     );
-    let executors = Executors::with_settings(config.get().executors.clone(), None);
+    let executors = super::compose::executors(&config.get(), home);
     let gateway = Gateway::new_live(
         registry.clone(),
         config,

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use aai_engine::config::Config;
 use aai_engine::workflow;
 use aai_engine::workflow::Workflow;
-use aai_executor::Executors;
 use anyhow::Context;
 use clap::Subcommand;
 
@@ -84,7 +83,7 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             }
             let options = super::compose::scan_options(home, &config, false);
             let registry = aai_engine::scan_once(&options, &config.platforms);
-            let executors = Executors::with_settings(config.executors.clone(), None);
+            let executors = super::compose::executors(&config, home);
             let gateway =
                 super::compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
             // At a terminal, a step that needs approval asks the person at the keyboard.

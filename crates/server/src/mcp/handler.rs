@@ -152,9 +152,15 @@ impl ServerHandler for AaiServer {
         };
         let app = find_app(&registry, id)
             .map_err(|error| McpError::resource_not_found(error.message, error.detail))?;
-        let doc = app
+        let descriptor = app
             .descriptor()
-            .map_err(|error| McpError::resource_not_found(error.message, error.detail))?
+            .map_err(|error| McpError::resource_not_found(error.message, error.detail))?;
+        // An MCP server's tools are what it lists (it starts for it).
+        let doc = self
+            .gateway
+            .listed(app.platform, descriptor)
+            .await
+            .map_err(|error| McpError::internal_error(error.message, error.detail))?
             .for_platform(app.platform);
         let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
         let contents = ResourceContents::TextResourceContents {

@@ -389,11 +389,12 @@ impl AaiServer {
                 let registry = gateway.snapshot().await;
                 gateway
                     .guide(&registry, required_str(&args, "app")?)
+                    .await
                     .map(Value::String)
             }
             _ if name.starts_with("app_") || name.starts_with("app:") => {
                 let registry = gateway.snapshot().await;
-                gateway.guide(&registry, name).map(Value::String)
+                gateway.guide(&registry, name).await.map(Value::String)
             }
             _ => match name.rsplit_once(':') {
                 Some((app, tool)) => gateway.exec_asking(caller, app, tool, &args, asker).await,

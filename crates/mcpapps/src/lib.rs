@@ -1,0 +1,661 @@
+//! MCP servers the user already has, run as apps behind the gate.
+//!
+//! A descriptor's `platforms.mcp` section says how to start (`stdio`) or reach (`http`) a
+//! server. The gateway lists it as one app; its guide is made from the server's own
+//! `tools/list`, which is asked for on first use — the server starts then, not when the
+//! gateway does — and again after the server says its tools changed. A started server is
+//! stopped after `idle_seconds` without a call and started again (with backoff after a crash)
+//! when next needed. Each tool's definition is pinned ([`pins`]); a tool whose definition
+//! changed is refused until the user approves the new one.
+//!
+//! Calls pass the gate like any app's: the risk of a tool comes from its annotations
+//! (`readOnlyHint` → low, `destructiveHint` → high, none → medium) unless the user set one.
+
+pub mod pins;
+mod server;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use aai_descriptor::{
+    AaiError, Descriptor, ErrorKind, McpTool, Parameters, Platform, Risk, Tool, ToolCommon,
+};
+use aai_executor::{BoxFuture, Executor, Invocation, ToolSource};
+use base64::Engine as _;
+use rmcp::model::{CallToolRequestParams, ContentBlock};
+use serde_json::{Map, Value, json};
+
+pub use pins::{Changed, Pin, Pins};
+pub use server::{Spec, StartError};
+
+/// How long a started server may sit without a call before it is stopped.
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);
+/// How long `tools/list` may take.
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest wait before a crashed server is started again.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// The MCP servers of every descriptor with a `platforms.mcp` section.
+pub struct Servers {
+    pins: Pins,
+    servers: Mutex<HashMap<String, Arc<Server>>>,
+    /// The user's risk for a tool, `app:tool` → risk (config `mcp.risk`).
+    overrides: RwLock<HashMap<String, Risk>>,
+}
+
+/// One server: how to reach it and what is known of it.
+struct Server {
+    app_id: String,
+    spec: Spec,
+    idle: Duration,
+    stale: Arc<std::sync::atomic::AtomicBool>,
+    state: tokio::sync::Mutex<State>,
+    last_used: Mutex<Instant>,
+    /// A copy of the state for status lines, readable without waiting for a call.
+    status: Mutex<Status>,
+}
+
+#[derive(Default)]
+struct State {
+    conn: Option<server::Connection>,
+    listed: Option<Arc<Listed>>,
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+/// What the server listed: the descriptor with its tools, and which tools changed.
+struct Listed {
+    descriptor: Arc<Descriptor>,
+    changed: HashMap<String, Changed>,
+}
+
+/// A server's state as `doctor`, `--scan` and the dashboard show it.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Status {
+    pub app: String,
+    /// `not started`, `running`, `stopped` (idle or by the emergency stop) or `failed`.
+    pub state: &'static str,
+    /// The command line or URL.
+    pub server: String,
+    /// Why it failed, when it did.
+    pub problem: Option<String>,
+    pub pid: Option<u32>,
+    /// Tools listed last time.
+    pub tools: usize,
+    /// Tools whose definition changed since pinned (refused until approved).
+    pub changed: Vec<String>,
+}
+
+impl Servers {
+    /// Servers whose pins live under `home`.
+    pub fn new(home: &Path) -> Arc<Self> {
+        let servers = Arc::new(Self {
+            pins: Pins::new(home),
+            servers: Mutex::new(HashMap::new()),
+            overrides: RwLock::new(HashMap::new()),
+        });
+        // Idle servers are stopped; the task ends with the last reference.
+        let weak = Arc::downgrade(&servers);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(5));
+                loop {
+                    tick.tick().await;
+                    let Some(servers) = weak.upgrade() else {
+                        break;
+                    };
+                    servers.stop_idle().await;
+                }
+            });
+        }
+        servers
+    }
+
+    /// The user's risk for tools (`app:tool` → risk), from the config.
+    pub fn set_overrides(&self, overrides: HashMap<String, Risk>) {
+        *self
+            .overrides
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = overrides;
+    }
+
+    /// The pins, for `consent list` and `mcp approve`.
+    pub fn pins(&self) -> &Pins {
+        &self.pins
+    }
+
+    /// The state of every server used since the gateway started.
+    pub fn statuses(&self) -> Vec<Status> {
+        let servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out: Vec<Status> = servers
+            .values()
+            .map(|s| {
+                s.status
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone()
+            })
+            .collect();
+        out.sort_by(|a, b| a.app.cmp(&b.app));
+        out
+    }
+
+    /// The server of `descriptor`, made anew when its spec changed (the old one stops).
+    fn server(&self, descriptor: &Descriptor) -> Result<Arc<Server>, AaiError> {
+        let spec = Spec::of(descriptor, !descriptor.fetched)
+            .map_err(|e| cannot_start(&descriptor.app_id, None, &e))?;
+        let idle = descriptor
+            .platforms
+            .mcp
+            .as_ref()
+            .and_then(|s| s.fields.idle_seconds)
+            .map_or(DEFAULT_IDLE, Duration::from_secs);
+        let mut servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(found) = servers.get(&descriptor.app_id)
+            && found.spec == spec
+            && found.idle == idle
+        {
+            return Ok(found.clone());
+        }
+        let server = Arc::new(Server {
+            app_id: descriptor.app_id.clone(),
+            status: Mutex::new(Status {
+                app: descriptor.app_id.clone(),
+                state: "not started",
+                server: spec.describe(),
+                ..Status::default()
+            }),
+            spec,
+            idle,
+            stale: Arc::default(),
+            state: tokio::sync::Mutex::new(State::default()),
+            last_used: Mutex::new(Instant::now()),
+        });
+        // A replaced server's connection ends when its last call does (dropped with it).
+        servers.insert(descriptor.app_id.clone(), server.clone());
+        Ok(server)
+    }
+
+    async fn stop_idle(&self) {
+        let servers: Vec<Arc<Server>> = self
+            .servers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for server in servers {
+            let idle_for = server
+                .last_used
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .elapsed();
+            if idle_for < server.idle {
+                continue;
+            }
+            // A server in use holds its state: it is not idle.
+            let Ok(mut state) = server.state.try_lock() else {
+                continue;
+            };
+            if let Some(conn) = state.conn.take() {
+                tracing::info!(app = %server.app_id, "stopping the MCP server after {} s without a call", server.idle.as_secs());
+                let _ = conn.client.cancel().await;
+                server.set_status(|s| {
+                    s.state = "stopped";
+                    s.pid = None;
+                });
+            }
+        }
+    }
+
+    /// The descriptor of `descriptor`'s server with its tools as listed now, and the server's
+    /// connection (started if it was not).
+    async fn listed(
+        &self,
+        descriptor: &Descriptor,
+    ) -> Result<(Arc<Server>, Arc<Listed>), AaiError> {
+        let server = self.server(descriptor)?;
+        server.touch();
+        let mut state = server.state.lock().await;
+        server.connected(&mut state).await?;
+        let stale = server.stale.swap(false, Ordering::SeqCst);
+        if let (Some(listed), false) = (&state.listed, stale) {
+            return Ok((server.clone(), listed.clone()));
+        }
+        let Some(conn) = state.conn.as_ref() else {
+            return Err(cannot_start(
+                &server.app_id,
+                Some(&server.spec),
+                &"it is not running",
+            ));
+        };
+        let tools = match tokio::time::timeout(LIST_TIMEOUT, conn.client.list_all_tools()).await {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => {
+                state.conn = None;
+                return Err(AaiError::new(
+                    ErrorKind::AutomationFailed,
+                    format!(
+                        "{}: the MCP server did not list its tools ({e})",
+                        server.app_id
+                    ),
+                ));
+            }
+            Err(_) => {
+                return Err(AaiError::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "{}: the MCP server did not list its tools within {} s",
+                        server.app_id,
+                        LIST_TIMEOUT.as_secs()
+                    ),
+                ));
+            }
+        };
+        let listed = Arc::new(self.fill(descriptor, &tools)?);
+        server.set_status(|s| {
+            s.tools = tools.len();
+            s.changed = listed.changed.keys().cloned().collect();
+            s.changed.sort();
+        });
+        state.listed = Some(listed.clone());
+        Ok((server.clone(), listed))
+    }
+
+    /// `descriptor` with the server's `tools`, each pinned or found changed.
+    fn fill(
+        &self,
+        descriptor: &Descriptor,
+        tools: &[rmcp::model::Tool],
+    ) -> Result<Listed, AaiError> {
+        let app = &descriptor.app_id;
+        let now: Vec<(String, Pin)> = tools
+            .iter()
+            .map(|t| {
+                let schema = Value::Object((*t.input_schema).clone());
+                let description = t.description.as_deref().unwrap_or_default();
+                (t.name.to_string(), Pin::of(&t.name, description, &schema))
+            })
+            .collect();
+        let changed: HashMap<String, Changed> = self
+            .pins
+            .check(app, &now)
+            .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, format!("{app}: {e}")))?
+            .into_iter()
+            .map(|c| (c.tool.clone(), c))
+            .collect();
+        let overrides = self
+            .overrides
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut filled = descriptor.clone();
+        let Some(section) = filled.platforms.mcp.as_mut() else {
+            return Err(cannot_start(app, None, &StartError::NoSection));
+        };
+        let own: HashMap<String, ToolCommon> = section
+            .tools
+            .iter()
+            .map(|t| (t.common.name.clone(), t.common.clone()))
+            .collect();
+        section.tools = tools
+            .iter()
+            .filter(|t| {
+                let fits = aai_descriptor::naming::is_valid_tool_name(&t.name);
+                if !fits {
+                    tracing::warn!(app = %app, tool = %t.name, "an MCP tool whose name the gateway cannot offer (letters, digits, _ and -, up to 64) is left out");
+                }
+                fits
+            })
+            .map(|t| {
+                let user = own.get(t.name.as_ref());
+                let key = format!("{app}:{}", t.name);
+                Tool {
+                    common: common_of(t, user, overrides.get(&key).copied(), changed.contains_key(t.name.as_ref()), app),
+                    fields: McpTool {},
+                }
+            })
+            .collect();
+        Ok(Listed {
+            descriptor: Arc::new(filled),
+            changed,
+        })
+    }
+
+    /// Approves the current definition of `app`'s `tool` (every changed tool of `app` when
+    /// `None`), starting the server to read it. The tools approved.
+    ///
+    /// # Errors
+    /// The server cannot be started, or the pins file cannot be written.
+    pub async fn approve(
+        &self,
+        descriptor: &Arc<Descriptor>,
+        tool: Option<&str>,
+    ) -> Result<Vec<String>, AaiError> {
+        let (server, listed) = self.listed(descriptor).await?;
+        let mut approved = Vec::new();
+        for (name, change) in &listed.changed {
+            if tool.is_some_and(|t| t != name) {
+                continue;
+            }
+            self.pins
+                .approve(&descriptor.app_id, name, change.now.clone())
+                .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))?;
+            approved.push(name.clone());
+        }
+        if let Some(tool) = tool
+            && approved.is_empty()
+        {
+            return Err(AaiError::new(
+                ErrorKind::InvalidParams,
+                format!(
+                    "{}: the tool {tool:?} has not changed since it was pinned (or does not exist)",
+                    descriptor.app_id
+                ),
+            ));
+        }
+        server.stale.store(true, Ordering::SeqCst);
+        Ok(approved)
+    }
+
+    /// Ends every server (the emergency stop killed their processes already).
+    pub fn stop_all(&self) {
+        let servers: Vec<Arc<Server>> = self
+            .servers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        for server in servers {
+            server.set_status(|s| {
+                s.state = "stopped";
+                s.pid = None;
+            });
+            if let Ok(mut state) = server.state.try_lock() {
+                state.conn = None;
+            }
+        }
+    }
+}
+
+/// AUTOMATION_FAILED: the server of `app` cannot be started, and why.
+fn cannot_start(app: &str, spec: Option<&Spec>, why: &dyn std::fmt::Display) -> AaiError {
+    let server = spec
+        .map(|s| format!(" ({})", s.describe()))
+        .unwrap_or_default();
+    AaiError::new(
+        ErrorKind::AutomationFailed,
+        format!("{app}: the MCP server{server} cannot be started: {why}"),
+    )
+    .with_detail(json!({"reason": "mcp_server_unavailable"}))
+}
+
+/// A server's tool as the gateway offers it: the server's description (control characters
+/// removed: a person reads it in a question) and schema, its risk from the user's word, else
+/// the tool's annotations.
+fn common_of(
+    tool: &rmcp::model::Tool,
+    user: Option<&ToolCommon>,
+    configured: Option<Risk>,
+    changed: bool,
+    app: &str,
+) -> ToolCommon {
+    let annotations = tool.annotations.as_ref();
+    let read_only = annotations.and_then(|a| a.read_only_hint);
+    let destructive = annotations.and_then(|a| a.destructive_hint);
+    let from_hints = if read_only == Some(true) {
+        Risk::Low
+    } else if destructive == Some(true) {
+        Risk::High
+    } else {
+        Risk::Medium
+    };
+    let risk = configured
+        .or(user.and_then(|u| u.risk))
+        .unwrap_or(from_hints);
+    let mut description = visible(
+        tool.description
+            .as_deref()
+            .or(tool.title.as_deref())
+            .unwrap_or("(the server gives no description)"),
+    );
+    if changed {
+        description = format!(
+            "[CHANGED since it was pinned: refused until the user runs `aai-gateway mcp approve {app} {}`] {description}",
+            tool.name
+        );
+    }
+    ToolCommon {
+        name: tool.name.to_string(),
+        description: description.into(),
+        parameters: Some(Parameters::from_value(&Value::Object(
+            (*tool.input_schema).clone(),
+        ))),
+        timeout: user.and_then(|u| u.timeout),
+        risk: Some(risk),
+        read_only: user.and_then(|u| u.read_only).or(read_only),
+        destructive: user.and_then(|u| u.destructive).or(destructive),
+    }
+}
+
+/// `text` without control characters (line breaks and tabs stay).
+fn visible(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control() || matches!(c, '\n' | '\t'))
+        .collect()
+}
+
+impl Server {
+    fn touch(&self) {
+        *self
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+
+    fn set_status(&self, change: impl FnOnce(&mut Status)) {
+        change(&mut self.status.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    /// Makes sure the server runs: started now if it was not or it exited (after a crash,
+    /// not before its backoff has passed).
+    async fn connected(&self, state: &mut State) -> Result<(), AaiError> {
+        if let Some(conn) = &state.conn {
+            if !conn.client.is_closed() {
+                return Ok(());
+            }
+            tracing::warn!(app = %self.app_id, "the MCP server exited; starting it again");
+            state.conn = None;
+            state.listed = None;
+        }
+        if let Some(at) = state.retry_at
+            && Instant::now() < at
+        {
+            let problem = self
+                .status
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .problem
+                .clone();
+            return Err(cannot_start(
+                &self.app_id,
+                Some(&self.spec),
+                &format!(
+                    "{}; the next try is in {} s",
+                    problem.unwrap_or_else(|| "it failed".into()),
+                    at.saturating_duration_since(Instant::now())
+                        .as_secs()
+                        .max(1)
+                ),
+            ));
+        }
+        let handler = server::Handler {
+            app_id: self.app_id.clone(),
+            stale: self.stale.clone(),
+        };
+        match server::connect(&self.spec, handler).await {
+            Ok(conn) => {
+                let pid = conn.pid;
+                state.conn = Some(conn);
+                state.failures = 0;
+                state.retry_at = None;
+                self.set_status(|s| {
+                    s.state = "running";
+                    s.problem = None;
+                    s.pid = pid;
+                });
+                Ok(())
+            }
+            Err(error) => {
+                state.failures += 1;
+                let wait = Duration::from_secs(1 << state.failures.min(6)).min(MAX_BACKOFF);
+                state.retry_at = Some(Instant::now() + wait);
+                let problem = error.to_string();
+                self.set_status(|s| {
+                    s.state = "failed";
+                    s.problem = Some(problem.clone());
+                    s.pid = None;
+                });
+                Err(cannot_start(&self.app_id, Some(&self.spec), &error))
+            }
+        }
+    }
+}
+
+impl Executor for Servers {
+    fn call<'a>(&'a self, invocation: Invocation<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
+        Box::pin(async move {
+            let descriptor = invocation.descriptor;
+            let what = format!("{}:{}", descriptor.app_id, invocation.tool);
+            let (server, listed) = self.listed(descriptor).await?;
+            if let Some(change) = listed.changed.get(invocation.tool) {
+                return Err(AaiError::new(
+                    ErrorKind::PermissionDenied,
+                    format!(
+                        "{what}: the server changed this tool's definition since it was pinned, so it is refused until the user approves the new one with `aai-gateway mcp approve {} {}`:\n{}",
+                        descriptor.app_id,
+                        invocation.tool,
+                        change.diff()
+                    ),
+                )
+                .with_detail(json!({"reason": "mcp_tool_changed", "tool": invocation.tool})));
+            }
+            let peer = {
+                let state = server.state.lock().await;
+                match state.conn.as_ref() {
+                    Some(conn) => conn.client.peer().clone(),
+                    None => {
+                        return Err(cannot_start(
+                            &server.app_id,
+                            Some(&server.spec),
+                            &"it stopped",
+                        ));
+                    }
+                }
+            };
+            server.touch();
+            let params = CallToolRequestParams::new(invocation.tool.to_owned())
+                .with_arguments(invocation.args.clone());
+            // Dropping the call (a timeout, a cancel from the client) tells the server.
+            let result = tokio::time::timeout(invocation.timeout, peer.call_tool(params)).await;
+            server.touch();
+            match result {
+                Ok(Ok(result)) => output(&what, &result),
+                Ok(Err(e)) => Err(AaiError::new(
+                    ErrorKind::AutomationFailed,
+                    format!("{what}: the MCP server failed the call: {e}"),
+                )),
+                Err(_) => Err(AaiError::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "{what}: no answer within {} s (the call was cancelled at the server)",
+                        invocation.timeout.as_secs()
+                    ),
+                )),
+            }
+        })
+    }
+
+    fn plan(&self, invocation: Invocation<'_>) -> Result<Value, AaiError> {
+        let spec = Spec::of(invocation.descriptor, !invocation.descriptor.fetched)
+            .map_err(|e| cannot_start(&invocation.descriptor.app_id, None, &e))?;
+        Ok(json!({
+            "server": spec.describe(),
+            "method": "tools/call",
+            "params": {"name": invocation.tool, "arguments": invocation.args},
+        }))
+    }
+}
+
+impl ToolSource for Servers {
+    fn filled<'a>(
+        &'a self,
+        descriptor: &'a Arc<Descriptor>,
+    ) -> BoxFuture<'a, Result<Arc<Descriptor>, AaiError>> {
+        Box::pin(async move {
+            let (_, listed) = self.listed(descriptor).await?;
+            Ok(listed.descriptor.clone())
+        })
+    }
+
+    fn stopped(&self) {
+        self.stop_all();
+    }
+}
+
+/// A server's result as the gateway's output: its structured content when it gives one, an
+/// image or audio as binary content, else its text. `isError` is AUTOMATION_FAILED with the
+/// server's words.
+fn output(what: &str, result: &rmcp::model::CallToolResult) -> Result<Value, AaiError> {
+    let mut texts = Vec::new();
+    let mut binary = None;
+    for block in &result.content {
+        match block {
+            ContentBlock::Text(t) => texts.push(t.text.clone()),
+            ContentBlock::Image(i) if binary.is_none() => {
+                binary = Some((i.mime_type.clone(), i.data.clone()));
+            }
+            ContentBlock::Audio(a) if binary.is_none() => {
+                binary = Some((a.mime_type.clone(), a.data.clone()));
+            }
+            ContentBlock::Resource(r) => {
+                texts.push(serde_json::to_string(&r.resource).unwrap_or_default())
+            }
+            ContentBlock::ResourceLink(l) => texts.push(format!("resource: {}", l.uri)),
+            _ => {}
+        }
+    }
+    let text = texts.join("\n");
+    if result.is_error == Some(true) {
+        return Err(AaiError::new(
+            ErrorKind::AutomationFailed,
+            format!("{what}: the MCP server says: {text}"),
+        ));
+    }
+    if let Some((mime, data)) = binary {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data.as_bytes())
+            .map_or(0, |b| b.len() as u64);
+        let mut out = Map::new();
+        out.insert(
+            aai_executor::rest::BINARY_KEY.to_owned(),
+            json!({"mime": mime, "bytes": bytes, "base64": data}),
+        );
+        if !text.is_empty() {
+            out.insert("text".into(), Value::String(text));
+        }
+        return Ok(Value::Object(out));
+    }
+    if let Some(structured) = result.structured_content.clone().filter(Value::is_object) {
+        return Ok(structured);
+    }
+    Ok(Value::String(text))
+}
+
+/// Whether `descriptor` is an MCP server's.
+pub fn is_server(descriptor: &Descriptor) -> bool {
+    descriptor.tools(Platform::Mcp).is_some()
+}

@@ -1,0 +1,276 @@
+//! One MCP server's connection: how to start or reach it (from its descriptor), the running
+//! client, and what the gateway was told by it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use aai_descriptor::{Descriptor, McpSection};
+#[allow(deprecated)] // logging (SEP-2577): servers still send it
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, LoggingMessageNotificationParam,
+    ProtocolVersion,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
+use tokio::io::AsyncBufReadExt as _;
+
+/// How long a server may take to start and answer `initialize`.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How to start or reach a server, as its descriptor says (variables expanded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Spec {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        token: Option<String>,
+    },
+}
+
+/// Why a server could not be started or reached.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("`{command}` cannot be started ({source}); is it installed and on PATH?")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("it did not answer `initialize` within {} s", START_TIMEOUT.as_secs())]
+    Timeout,
+    #[error("it did not complete `initialize` ({0})")]
+    Initialize(String),
+    #[error("`${{{0}}}` in its env is not set in the gateway's environment")]
+    Unset(String),
+    #[error("its descriptor has no `platforms.mcp` section")]
+    NoSection,
+    #[error("the variable {0} its auth names is not set")]
+    NoToken(String),
+}
+
+impl Spec {
+    /// The spec of `descriptor`'s `mcp` section. `${NAME}` in env values (and the bearer
+    /// token's variable) are read from the gateway's environment only for a descriptor the
+    /// user keeps (`trusted`): a fetched or store descriptor cannot ask for the user's
+    /// variables.
+    ///
+    /// # Errors
+    /// No section, or a variable it names is not set.
+    pub fn of(descriptor: &Descriptor, trusted: bool) -> Result<Self, StartError> {
+        let section = descriptor
+            .platforms
+            .mcp
+            .as_ref()
+            .ok_or(StartError::NoSection)?;
+        let fields: &McpSection = &section.fields;
+        if section.automation == "http" {
+            let token = match &fields.auth {
+                Some(auth) => {
+                    let var = auth
+                        .fields
+                        .get("env")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or_default();
+                    let value = trusted.then(|| std::env::var(var).ok()).flatten();
+                    Some(value.ok_or_else(|| StartError::NoToken(var.to_owned()))?)
+                }
+                None => None,
+            };
+            return Ok(Self::Http {
+                url: fields.url.clone().unwrap_or_default(),
+                token,
+            });
+        }
+        let mut env = BTreeMap::new();
+        for (name, value) in &fields.env {
+            env.insert(name.clone(), expand(value, trusted)?);
+        }
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let cwd = fields
+            .cwd
+            .as_deref()
+            .map(|c| match (c.strip_prefix("~"), &home) {
+                (Some(rest), Some(home)) => home.join(rest.trim_start_matches('/')),
+                _ => PathBuf::from(c),
+            });
+        Ok(Self::Stdio {
+            command: fields.command.clone().unwrap_or_default(),
+            args: fields.args.clone(),
+            env,
+            cwd,
+        })
+    }
+
+    /// What a person reads of it: the command line, or the URL.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Stdio { command, args, .. } => std::iter::once(command.as_str())
+                .chain(args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+            Self::Http { url, .. } => url.clone(),
+        }
+    }
+}
+
+/// `value` with `${NAME}` replaced by the gateway's variable `NAME`.
+fn expand(value: &str, trusted: bool) -> Result<String, StartError> {
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(at) = rest.find("${") {
+        let Some(end) = rest[at..].find('}') else {
+            break;
+        };
+        let name = &rest[at + 2..at + end];
+        out.push_str(&rest[..at]);
+        let found = trusted.then(|| std::env::var(name).ok()).flatten();
+        out.push_str(&found.ok_or_else(|| StartError::Unset(name.to_owned()))?);
+        rest = &rest[at + end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The variables of the gateway a server gets: enough to find programs and its home, no more
+/// (no credentials meant for another server or app).
+const PASSED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "XDG_RUNTIME_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "SYSTEMROOT",
+    "APPDATA",
+    "LOCALAPPDATA",
+    "USERPROFILE",
+    "NODE_PATH",
+    "npm_config_cache",
+];
+
+/// What the client side hears from a server.
+pub struct Handler {
+    pub app_id: String,
+    /// Set when the server says its tool list changed: the next use lists again.
+    pub stale: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("aai-gateway", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::info!(app = %self.app_id, "the MCP server's tools changed");
+        self.stale.store(true, Ordering::SeqCst);
+    }
+
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        tracing::info!(app = %self.app_id, level = ?params.level, "{}", params.data);
+    }
+}
+
+/// A started (or reached) server.
+pub struct Connection {
+    pub client: RunningService<RoleClient, Handler>,
+    pub pid: Option<u32>,
+}
+
+/// Starts or reaches the server of `spec`.
+///
+/// # Errors
+/// It cannot be started, or it does not complete `initialize` in time.
+pub async fn connect(spec: &Spec, handler: Handler) -> Result<Connection, StartError> {
+    let app_id = handler.app_id.clone();
+    match spec {
+        Spec::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args).env_clear();
+            for name in PASSED {
+                if let Some(value) = std::env::var_os(name) {
+                    cmd.env(name, value);
+                }
+            }
+            cmd.envs(env)
+                .env(
+                    aai_executor::process::TAG_VAR,
+                    aai_executor::process::process_tag(),
+                )
+                .kill_on_drop(true);
+            if let Some(cwd) = cwd {
+                cmd.current_dir(cwd);
+            }
+            #[cfg(unix)]
+            cmd.process_group(0);
+            let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|source| StartError::Spawn {
+                    command: command.clone(),
+                    source,
+                })?;
+            let pid = transport.id();
+            if let Some(stderr) = stderr {
+                let app = app_id.clone();
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::info!(target: "aai_mcpapps::stderr", app = %app, "{line}");
+                    }
+                });
+            }
+            let client = tokio::time::timeout(START_TIMEOUT, handler.serve(transport))
+                .await
+                .map_err(|_| StartError::Timeout)?
+                .map_err(|e| StartError::Initialize(e.to_string()))?;
+            tracing::info!(app = %app_id, ?pid, "MCP server started");
+            Ok(Connection { client, pid })
+        }
+        Spec::Http { url, token } => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let mut config =
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                    url.clone(),
+                );
+            if let Some(token) = token {
+                config = config.auth_header(token.clone());
+            }
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+            let client = tokio::time::timeout(START_TIMEOUT, handler.serve(transport))
+                .await
+                .map_err(|_| StartError::Timeout)?
+                .map_err(|e| StartError::Initialize(e.to_string()))?;
+            tracing::info!(app = %app_id, %url, "MCP server reached");
+            Ok(Connection { client, pid: None })
+        }
+    }
+}
