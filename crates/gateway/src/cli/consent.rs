@@ -9,8 +9,16 @@ use super::{DATA_DB, output, runtime};
 
 #[derive(Subcommand, Debug)]
 pub enum Action {
-    /// List every grant.
+    /// List every grant, and the pinned tool definitions of MCP servers.
     List,
+    /// Approve the changed definition of an MCP server's tool (every changed tool of the
+    /// server without one): the server is started, the change shown, the new one pinned.
+    Approve {
+        /// The server's appId.
+        app: String,
+        /// One tool; without it, every tool whose definition changed.
+        tool: Option<String>,
+    },
     /// Allow a client to run a tool (or every tool of the app) without asking again.
     Grant {
         /// The app's appId.
@@ -43,7 +51,19 @@ pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<
                 result: Some("started".into()),
                 ..Default::default()
             })?;
-            output::grants(&grants.list()?, &once);
+            let pins = aai_mcpapps::Pins::new(home).all()?;
+            output::grants(&grants.list()?, &once, &pins);
+        }
+        Action::Approve { app, tool } => {
+            let approved = runtime()?.block_on(approve(home, dev, &app, tool.as_deref()))?;
+            if approved.is_empty() {
+                output::line(&format!("{app}: no tool changed since it was pinned"));
+            }
+            for (tool, diff) in approved {
+                output::line(&format!(
+                    "approved {app}:{tool}, now pinned as it is:\n{diff}"
+                ));
+            }
         }
         Action::Grant { app, tool, client } => {
             let (app, tool) = runtime()?.block_on(resolve(home, dev, &app, tool.as_deref()))?;
@@ -73,6 +93,46 @@ pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Pins the current definitions of `app`'s changed tools (or of `tool`); each with its diff.
+async fn approve(
+    home: &std::path::Path,
+    dev: bool,
+    app: &str,
+    tool: Option<&str>,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let (config, _) = Config::load(home);
+    let options = super::compose::scan_options(home, &config, dev);
+    let registry = aai_engine::scan_once(&options, &config.platforms);
+    let found = aai_engine::pipeline::find_app(&registry, app)
+        .map_err(|error| anyhow::anyhow!("{}", error.message))?;
+    let descriptor = found
+        .descriptor()
+        .map_err(|error| anyhow::anyhow!("{}", error.message))?;
+    if !aai_mcpapps::is_server(&descriptor) {
+        anyhow::bail!("{app} is not an MCP server (its descriptor has no `platforms.mcp`)");
+    }
+    let servers = aai_mcpapps::Servers::new(home);
+    let changed = servers
+        .changed(&descriptor)
+        .await
+        .map_err(|error| anyhow::anyhow!("{}", error.message))?;
+    let approved = servers
+        .approve(&descriptor, tool)
+        .await
+        .map_err(|error| anyhow::anyhow!("{}", error.message))?;
+    Ok(approved
+        .into_iter()
+        .map(|tool| {
+            let diff = changed
+                .iter()
+                .find(|c| c.tool == tool)
+                .map(aai_mcpapps::Changed::diff)
+                .unwrap_or_default();
+            (tool, diff)
+        })
+        .collect())
 }
 
 /// The app and tool a `consent` command names, checked against the apps discovered.

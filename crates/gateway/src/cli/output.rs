@@ -410,13 +410,46 @@ fn choice_keys(p: &serde_json::Value) -> Vec<String> {
 
 /// `consent list`: the remembered grants (how long they last, since when, how given), then
 /// the calls allowed once (from the audit log; nothing was remembered for them).
-pub fn grants(grants: &[aai_audit::Grant], once: &[aai_audit::Row]) {
+pub fn grants(
+    grants: &[aai_audit::Grant],
+    once: &[aai_audit::Row],
+    pins: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, aai_mcpapps::Pin>>,
+) {
     if json() {
+        let pins: serde_json::Map<String, serde_json::Value> = pins
+            .iter()
+            .map(|(app, tools)| {
+                let tools: serde_json::Map<String, serde_json::Value> = tools
+                    .iter()
+                    .map(|(tool, pin)| (tool.clone(), serde_json::json!(pin.sha256)))
+                    .collect();
+                (app.clone(), serde_json::Value::Object(tools))
+            })
+            .collect();
         value(
-            &serde_json::json!({"grants": grants, "once": once.iter().map(row_value).collect::<Vec<_>>()}),
+            &serde_json::json!({"grants": grants, "once": once.iter().map(row_value).collect::<Vec<_>>(), "mcp_pins": pins}),
         );
         return;
     }
+    grants_text(grants, once);
+    if !pins.is_empty() {
+        println!(
+            "MCP tool definitions pinned (a changed one is refused until `aai-gateway consent approve APP [TOOL]`):"
+        );
+    }
+    for (app, tools) in pins {
+        for (tool, pin) in tools {
+            println!(
+                "{}:{}  sha256 {}",
+                cell(app),
+                cell(tool),
+                pin.sha256.get(..16).unwrap_or_default()
+            );
+        }
+    }
+}
+
+fn grants_text(grants: &[aai_audit::Grant], once: &[aai_audit::Row]) {
     if grants.is_empty() {
         println!("no grants");
     }
