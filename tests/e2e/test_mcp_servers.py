@@ -199,3 +199,69 @@ async def test_a_server_that_cannot_start_says_why_and_the_gateway_keeps_serving
             assert again.is_error and "next try" in text(again), text(again)
             fine = await c.call_tool("aai_apps", {"query": ""})
             assert not fine.is_error
+
+
+async def test_servers_stop_when_idle_restart_after_a_crash_and_die_with_the_emergency_stop(home, bus):
+    from conftest import Daemon
+
+    (home / "config.json").write_text(json.dumps({
+        "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"medium": "auto_approve"}}}},
+    }))
+    install(home, "io.github.memory", server_doc(
+        "io.github.memory", "Memory", "A knowledge graph.",
+        node("server-memory", env={"MEMORY_FILE_PATH": str(home.parent / "memory.jsonl")}, idle_seconds=1)))
+    install(home, "io.github.everything", server_doc(
+        "io.github.everything", "Everything", "The MCP reference server.", node("server-everything", "stdio")))
+    memory = str(NPM / "server-memory" / "dist" / "index.js")
+    everything = str(NPM / "server-everything" / "dist" / "index.js")
+    daemon = Daemon(home, gateway_env(home, bus))
+    try:
+        async with daemon.client() as c:
+            async def call(app, tool, args):
+                return await c.call_tool("aai_exec", {"app": app, "tool": tool, "args": args})
+
+            with anyio.fail_after(TIMEOUT):
+                assert not (await call("io.github.memory", "read_graph", {})).is_error
+                first = running(memory)
+                assert len(first) == 1
+                # Stopped after a second without a call (checked every 5 s), started again on use.
+                await anyio.to_thread.run_sync(lambda: wait_until(lambda: running(memory) == [], 20, "the idle server to stop"))
+                assert not (await call("io.github.memory", "read_graph", {})).is_error
+                second = running(memory)
+                assert len(second) == 1 and second != first
+                # A crashed server is started again on the next call.
+                subprocess.run(["kill", "-9", str(second[0])], check=True)
+                await anyio.to_thread.run_sync(lambda: wait_until(lambda: running(memory) == [], 10, "the killed server to go"))
+                again = await call("io.github.memory", "read_graph", {})
+                assert not again.is_error, text(again)
+                assert running(memory) not in ([], second)
+
+                # A long call is under way (its audit row says it started) when the user
+                # presses the emergency stop.
+                assert not (await call("io.github.everything", "echo", {"message": "warm"})).is_error
+
+                def started():
+                    rows = daemon.cli("--json", "audit", "show", "--app", "io.github.everything")
+                    return "trigger-long-running-operation" in rows.stdout
+
+                async with anyio.create_task_group() as tg:
+                    outcome = {}
+
+                    async def long():
+                        outcome["result"] = await call("io.github.everything", "trigger-long-running-operation",
+                                                       {"duration": 60, "steps": 60})
+
+                    tg.start_soon(long)
+                    await anyio.to_thread.run_sync(lambda: wait_until(started, 30, "the long call to start"))
+                    stopped = await anyio.to_thread.run_sync(daemon.cli, "stop")
+                    assert stopped.returncode == 0, stopped.stderr
+                result = outcome["result"]
+                assert result.is_error and "emergency stop" in text(result), text(result)
+                await anyio.to_thread.run_sync(lambda: wait_until(lambda: running(everything) == [] and running(memory) == [], 5, "every server dead"))
+                refused = await call("io.github.everything", "echo", {"message": "no"})
+                assert refused.is_error and refused.structured_content["type"] == "PERMISSION_DENIED"
+                assert daemon.cli("resume").returncode == 0
+                echoed = await call("io.github.everything", "echo", {"message": "after the stop"})
+                assert "after the stop" in text(echoed), text(echoed)
+    finally:
+        daemon.close()

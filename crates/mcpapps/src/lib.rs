@@ -476,7 +476,7 @@ impl Server {
     /// not before its backoff has passed).
     async fn connected(&self, state: &mut State) -> Result<(), AaiError> {
         if let Some(conn) = &state.conn {
-            if !conn.client.is_closed() {
+            if !conn.client.is_closed() && !conn.client.peer().is_transport_closed() {
                 return Ok(());
             }
             tracing::warn!(app = %self.app_id, "the MCP server exited; starting it again");
@@ -576,6 +576,23 @@ impl Executor for Servers {
             server.touch();
             match result {
                 Ok(Ok(result)) => output(&what, &result),
+                Ok(Err(
+                    rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_),
+                )) => {
+                    // It exited (crashed, was killed): started again on the next call, and a
+                    // read-only tool is tried again at once like any app that was not running.
+                    let mut state = server.state.lock().await;
+                    state.conn = None;
+                    state.listed = None;
+                    server.set_status(|s| {
+                        s.state = "stopped";
+                        s.pid = None;
+                    });
+                    Err(AaiError::new(
+                        ErrorKind::AppNotRunning,
+                        format!("{what}: the MCP server exited during the call; it is started again on the next one"),
+                    ))
+                }
                 Ok(Err(e)) => Err(AaiError::new(
                     ErrorKind::AutomationFailed,
                     format!("{what}: the MCP server failed the call: {e}"),
