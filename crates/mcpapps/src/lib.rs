@@ -590,7 +590,9 @@ impl Executor for Servers {
                     });
                     Err(AaiError::new(
                         ErrorKind::AppNotRunning,
-                        format!("{what}: the MCP server exited during the call; it is started again on the next one"),
+                        format!(
+                            "{what}: the MCP server exited during the call; it is started again on the next one"
+                        ),
                     ))
                 }
                 Ok(Err(e)) => Err(AaiError::new(

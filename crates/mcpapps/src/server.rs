@@ -54,6 +54,10 @@ pub enum StartError {
     NoSection,
     #[error("the variable {0} its auth names is not set")]
     NoToken(String),
+    #[error(
+        "it comes from the network (a registry or the app store), and a server that runs a command is started only from a descriptor in the user's own apps folder"
+    )]
+    Untrusted,
 }
 
 impl Spec {
@@ -88,6 +92,9 @@ impl Spec {
                 url: fields.url.clone().unwrap_or_default(),
                 token,
             });
+        }
+        if !trusted {
+            return Err(StartError::Untrusted);
         }
         let mut env = BTreeMap::new();
         for (name, value) in &fields.env {

@@ -11,6 +11,7 @@ mod daemon;
 mod discover;
 mod docs;
 mod doctor;
+mod import;
 mod init;
 mod logfile;
 mod logging;
@@ -85,6 +86,9 @@ pub enum Command {
         #[command(subcommand)]
         action: auth::Action,
     },
+    /// Bring in the MCP servers your clients already start (Claude Desktop, Claude Code,
+    /// Cursor, VS Code, Windsurf, Codex): a descriptor each, so they run behind the gate.
+    Import(import::Args),
     /// Check aai.json files; exit 1 if any is invalid, listing file, JSON pointer and problem.
     Validate {
         /// aai.json files, or folders whose aai.json files (at any depth) are all checked.
@@ -260,7 +264,9 @@ fn changes_gate(command: &Command) -> bool {
         Command::Approvals { .. }
         | Command::Resume
         | Command::Dashboard { .. }
-        | Command::Init { .. } => true,
+        | Command::Init { .. }
+        // Writes descriptors whose commands the gateway starts.
+        | Command::Import(_) => true,
         _ => false,
     }
 }
@@ -291,6 +297,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     match cli.command {
         Some(Command::Validate { files }) => Ok(validate::run(&home, &files)),
+        Some(Command::Import(args)) => import::run(&home, &args),
         Some(Command::Auth { action }) => auth::run(&home, false, action),
         Some(Command::Consent { action }) => consent::run(&home, false, action),
         Some(Command::Discover {

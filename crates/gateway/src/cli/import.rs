@@ -1,0 +1,541 @@
+//! `aai-gateway import`: the MCP servers the user's clients already start (Claude Desktop,
+//! Claude Code, Cursor, VS Code, Windsurf, Codex), each written as a descriptor in the
+//! gateway's home, so they run behind its gate. With `--rewrite`, each client's config then
+//! starts only the gateway (a backup is kept, and the way back printed).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde_json::{Map, Value, json};
+
+use super::output;
+
+/// One server entry of a client's config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    pub client: &'static str,
+    pub file: PathBuf,
+    pub name: String,
+    pub entry: Entry,
+}
+
+/// How a client starts or reaches a server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<String>,
+    },
+    Http {
+        url: String,
+        /// The bearer token the client sends (`Authorization: Bearer …`), if it names one.
+        token: Option<String>,
+    },
+}
+
+/// The shape of a client's file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// `{"mcpServers": {name: {command, args, env} | {url | serverUrl, headers}}}`.
+    McpServers,
+    /// Claude Code's `~/.claude.json`: `mcpServers` at the top and under each project.
+    ClaudeCode,
+    /// VS Code's `{"servers": {name: {type, command, args, env} | {type, url, headers}}}`.
+    VsCode,
+    /// Codex's `config.toml`: `[mcp_servers.<name>]` tables.
+    CodexToml,
+}
+
+/// Where each client keeps its servers, under `home` (the user's home) and `cwd` (a
+/// project's own files).
+fn places(home: &Path, cwd: &Path) -> Vec<(&'static str, PathBuf, Format)> {
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| home.join(".config"));
+    let mac = home.join("Library").join("Application Support");
+    let appdata = std::env::var_os("APPDATA").map(PathBuf::from);
+    let codex = std::env::var_os("CODEX_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(".codex"));
+    let mut places = vec![
+        (
+            "claude-desktop",
+            config.join("Claude/claude_desktop_config.json"),
+            Format::McpServers,
+        ),
+        (
+            "claude-desktop",
+            mac.join("Claude/claude_desktop_config.json"),
+            Format::McpServers,
+        ),
+        ("claude-code", home.join(".claude.json"), Format::ClaudeCode),
+        ("claude-code", cwd.join(".mcp.json"), Format::McpServers),
+        ("cursor", home.join(".cursor/mcp.json"), Format::McpServers),
+        ("cursor", cwd.join(".cursor/mcp.json"), Format::McpServers),
+        ("vscode", config.join("Code/User/mcp.json"), Format::VsCode),
+        ("vscode", mac.join("Code/User/mcp.json"), Format::VsCode),
+        ("vscode", cwd.join(".vscode/mcp.json"), Format::VsCode),
+        (
+            "windsurf",
+            home.join(".codeium/windsurf/mcp_config.json"),
+            Format::McpServers,
+        ),
+        ("codex", codex.join("config.toml"), Format::CodexToml),
+    ];
+    if let Some(appdata) = appdata {
+        places.push((
+            "claude-desktop",
+            appdata.join("Claude/claude_desktop_config.json"),
+            Format::McpServers,
+        ));
+        places.push(("vscode", appdata.join("Code/User/mcp.json"), Format::VsCode));
+    }
+    places
+}
+
+/// Every server entry in the clients' files that exist.
+pub fn find(home: &Path, cwd: &Path) -> (Vec<Found>, Vec<String>) {
+    let mut found = Vec::new();
+    let mut problems = Vec::new();
+    let mut seen_files = Vec::new();
+    for (client, file, format) in places(home, cwd) {
+        if !file.is_file() || seen_files.contains(&file) {
+            continue;
+        }
+        seen_files.push(file.clone());
+        match read(client, &file, format) {
+            Ok(entries) => found.extend(entries),
+            Err(problem) => problems.push(format!("{}: {problem}", file.display())),
+        }
+    }
+    (found, problems)
+}
+
+fn read(client: &'static str, file: &Path, format: Format) -> Result<Vec<Found>, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read it ({e})"))?;
+    let servers: Vec<(String, Value)> = match format {
+        Format::CodexToml => {
+            let table: toml::Table =
+                toml::from_str(&text).map_err(|e| format!("not TOML ({e})"))?;
+            let servers = table
+                .get("mcp_servers")
+                .and_then(|v| serde_json::to_value(v).ok())
+                .and_then(|v| v.as_object().cloned())
+                .unwrap_or_default();
+            servers.into_iter().collect()
+        }
+        _ => {
+            let doc: Value = serde_json::from_str(&strip_comments(&text))
+                .map_err(|e| format!("not JSON ({e})"))?;
+            let key = if format == Format::VsCode {
+                "servers"
+            } else {
+                "mcpServers"
+            };
+            let mut servers: Vec<(String, Value)> = doc
+                .get(key)
+                .and_then(Value::as_object)
+                .map(|m| m.clone().into_iter().collect())
+                .unwrap_or_default();
+            if format == Format::ClaudeCode
+                && let Some(projects) = doc.get("projects").and_then(Value::as_object)
+            {
+                for project in projects.values() {
+                    if let Some(more) = project.get("mcpServers").and_then(Value::as_object) {
+                        servers.extend(more.clone());
+                    }
+                }
+            }
+            servers
+        }
+    };
+    Ok(servers
+        .into_iter()
+        .filter_map(|(name, value)| {
+            Some(Found {
+                client,
+                file: file.to_path_buf(),
+                entry: entry(&value)?,
+                name,
+            })
+        })
+        .collect())
+}
+
+/// VS Code's files allow `//` and `/* */` comments; JSON does not.
+fn strip_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            if c == '\\' {
+                if let Some(next) = chars.next() {
+                    out.push(next);
+                }
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match (c, chars.peek()) {
+            ('"', _) => {
+                in_string = true;
+                out.push(c);
+            }
+            ('/', Some('/')) => {
+                for next in chars.by_ref() {
+                    if next == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            ('/', Some('*')) => {
+                chars.next();
+                let mut last = ' ';
+                for next in chars.by_ref() {
+                    if last == '*' && next == '/' {
+                        break;
+                    }
+                    last = next;
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A server entry in any client's shape (VS Code's `${env:VAR}` becomes our `${VAR}`).
+fn entry(value: &Value) -> Option<Entry> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+    let strings = |key: &str| -> Vec<String> {
+        value
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(vscode_vars))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if let Some(url) = text("url")
+        .or_else(|| text("serverUrl"))
+        .or_else(|| text("httpUrl"))
+    {
+        let header = value
+            .get("headers")
+            .and_then(Value::as_object)
+            .and_then(|h| {
+                h.iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+                    .and_then(|(_, v)| v.as_str())
+            })
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(vscode_vars);
+        return Some(Entry::Http { url, token: header });
+    }
+    let command = text("command")?;
+    let env = value
+        .get("env")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), vscode_vars(v.as_str()?))))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(Entry::Stdio {
+        command,
+        args: strings("args"),
+        env,
+        cwd: text("cwd"),
+    })
+}
+
+fn vscode_vars(text: &str) -> String {
+    text.replace("${env:", "${")
+}
+
+/// Whether an entry starts this gateway (importing it would make a loop).
+fn is_gateway(entry: &Entry) -> bool {
+    matches!(entry, Entry::Stdio { command, .. }
+        if Path::new(command).file_stem().is_some_and(|s| s == "aai-gateway"))
+}
+
+/// An appId for a server named `name`: `mcp.<name>` in the characters an appId allows.
+pub fn app_id(name: &str) -> String {
+    let slug: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let slug = slug.trim_matches('-');
+    format!("mcp.{}", if slug.is_empty() { "server" } else { slug })
+}
+
+/// The descriptor of one server.
+pub fn descriptor(found: &Found, app: &str) -> Value {
+    let section = match &found.entry {
+        Entry::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut s = json!({"automation": "stdio", "command": command});
+            if !args.is_empty() {
+                s["args"] = json!(args);
+            }
+            if !env.is_empty() {
+                s["env"] = json!(env);
+            }
+            if let Some(cwd) = cwd {
+                s["cwd"] = json!(cwd);
+            }
+            s
+        }
+        Entry::Http { url, token } => {
+            let mut s = json!({"automation": "http", "url": url});
+            if token.is_some() {
+                s["auth"] = json!({"type": "bearer", "env": token_var(app)});
+            }
+            s
+        }
+    };
+    json!({
+        "schema_version": "1.0",
+        "appId": app,
+        "name": found.name,
+        "description": format!("The MCP server \"{}\" (imported from {}).", found.name, found.client),
+        "platforms": {"mcp": section},
+    })
+}
+
+/// The variable that holds an imported http server's bearer token.
+fn token_var(app: &str) -> String {
+    format!(
+        "AAI_TOKEN_{}",
+        app.trim_start_matches("mcp.")
+            .to_ascii_uppercase()
+            .replace(['-', '.'], "_")
+    )
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Also rewrite each client's config to start only aai-gateway (a backup is kept beside
+    /// it, and the command that undoes it printed).
+    #[arg(long)]
+    pub rewrite: bool,
+    /// Show what would be imported, write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Replace descriptors an earlier import wrote.
+    #[arg(long)]
+    pub force: bool,
+}
+
+pub fn run(aai_home: &Path, args: &Args) -> anyhow::Result<ExitCode> {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .ok_or_else(|| anyhow::anyhow!("HOME is not set"))?;
+    let cwd = std::env::current_dir()?;
+    let (found, problems) = find(&home, &cwd);
+    for problem in &problems {
+        eprintln!("aai-gateway: skipped {problem}");
+    }
+    // One descriptor per server name; a second entry of another shape gets its own id.
+    let mut chosen: BTreeMap<String, &Found> = BTreeMap::new();
+    let mut rows = Vec::new();
+    for item in &found {
+        if is_gateway(&item.entry) {
+            rows.push(json!({"client": item.client, "file": item.file, "server": item.name, "result": "skipped: it is aai-gateway"}));
+            continue;
+        }
+        let base = app_id(&item.name);
+        let mut app = base.clone();
+        let mut n = 2;
+        let same = loop {
+            match chosen.get(&app) {
+                Some(other) if other.entry == item.entry => break true,
+                Some(_) => {
+                    app = format!("{base}-{n}");
+                    n += 1;
+                }
+                None => break false,
+            }
+        };
+        if same {
+            rows.push(json!({"client": item.client, "file": item.file, "server": item.name, "app": app, "result": "same as above"}));
+            continue;
+        }
+        chosen.insert(app.clone(), item);
+        let path = aai_home.join(&app).join("aai.json");
+        let result = if args.dry_run {
+            "would write".to_owned()
+        } else if path.exists() && !args.force {
+            "kept: a descriptor is there (--force replaces it)".to_owned()
+        } else {
+            write_descriptor(&path, &descriptor(item, &app))?;
+            "written".to_owned()
+        };
+        let mut row = json!({"client": item.client, "file": item.file, "server": item.name, "app": app, "descriptor": path, "result": result});
+        if let Entry::Http { token: Some(_), .. } = &item.entry {
+            row["note"] = json!(format!(
+                "its bearer token is not copied: set {} in the gateway's environment",
+                token_var(&app)
+            ));
+        }
+        rows.push(row);
+    }
+    let mut undo = Vec::new();
+    if args.rewrite && !args.dry_run {
+        let exe = std::env::current_exe()?;
+        let mut files: Vec<(&'static str, PathBuf)> =
+            found.iter().map(|f| (f.client, f.file.clone())).collect();
+        files.dedup();
+        for (client, file) in files {
+            let backup = rewrite(&file, client, &exe)?;
+            undo.push(json!({"client": client, "file": file, "backup": backup,
+                "undo": format!("mv {} {}", shell_word(&backup), shell_word(&file))}));
+        }
+    }
+    if output::json() {
+        output::value(&json!({"servers": rows, "rewritten": undo, "skipped": problems}));
+    } else {
+        if rows.is_empty() {
+            output::line(
+                "no MCP servers found in the configs of Claude Desktop, Claude Code, Cursor, VS Code, Windsurf or Codex",
+            );
+        }
+        for row in &rows {
+            let app = row["app"]
+                .as_str()
+                .map(|a| format!(" → {a}"))
+                .unwrap_or_default();
+            output::line(&format!(
+                "{} ({}): {}{app}  {}{}",
+                row["server"].as_str().unwrap_or_default(),
+                row["client"].as_str().unwrap_or_default(),
+                row["file"].as_str().unwrap_or_default(),
+                row["result"].as_str().unwrap_or_default(),
+                row["note"]
+                    .as_str()
+                    .map(|n| format!("; {n}"))
+                    .unwrap_or_default(),
+            ));
+        }
+        for done in &undo {
+            output::line(&format!(
+                "rewrote {} to start aai-gateway only; to undo: {}",
+                done["file"].as_str().unwrap_or_default(),
+                done["undo"].as_str().unwrap_or_default()
+            ));
+        }
+        if !rows.is_empty() && !args.rewrite {
+            output::line(
+                "Each server now runs behind the gateway (`aai-gateway --scan` lists them). `--rewrite` makes each client start only aai-gateway.",
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_descriptor(path: &Path, doc: &Value) -> anyhow::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    aai_engine::private::create_dir(dir)?;
+    let text = serde_json::to_string_pretty(doc)? + "\n";
+    aai_engine::private::write_private(path, text.as_bytes())?;
+    Ok(())
+}
+
+fn shell_word(path: &Path) -> String {
+    let text = path.display().to_string();
+    if text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+~".contains(c))
+    {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// Replaces the servers of `file` with one `aai-gateway` entry (`exe`), keeping everything
+/// else; the original is kept as `<file>.aai-backup-<seconds>`, whose path is returned.
+fn rewrite(file: &Path, client: &str, exe: &Path) -> anyhow::Result<PathBuf> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut backup = file.as_os_str().to_owned();
+    backup.push(format!(".aai-backup-{stamp}"));
+    let backup = PathBuf::from(backup);
+    std::fs::copy(file, &backup)?;
+    let text = std::fs::read_to_string(file)?;
+    let exe = exe.display().to_string();
+    let new = if file.extension().is_some_and(|e| e == "toml") {
+        let mut table: toml::Table = toml::from_str(&text)?;
+        let mut servers = toml::Table::new();
+        let mut gateway = toml::Table::new();
+        gateway.insert("command".into(), toml::Value::String(exe));
+        servers.insert("aai-gateway".into(), toml::Value::Table(gateway));
+        table.insert("mcp_servers".into(), toml::Value::Table(servers));
+        toml::to_string(&table)?
+    } else {
+        let mut doc: Map<String, Value> = serde_json::from_str(&strip_comments(&text))?;
+        let (key, entry) = if client == "vscode" {
+            ("servers", json!({"type": "stdio", "command": exe}))
+        } else {
+            ("mcpServers", json!({"command": exe}))
+        };
+        doc.insert(key.into(), json!({"aai-gateway": entry}));
+        if client == "claude-code"
+            && let Some(projects) = doc.get_mut("projects").and_then(Value::as_object_mut)
+        {
+            for project in projects.values_mut() {
+                if let Some(project) = project.as_object_mut()
+                    && project.contains_key("mcpServers")
+                {
+                    project.insert("mcpServers".into(), json!({}));
+                }
+            }
+        }
+        serde_json::to_string_pretty(&doc)? + "\n"
+    };
+    let temp = file.with_extension("aai-tmp");
+    std::fs::write(&temp, new)?;
+    std::fs::rename(&temp, file)?;
+    Ok(backup)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comments_are_stripped_outside_strings_only() {
+        let text = "{\n // a note\n \"a\": \"http://x//y\", /* b */ \"c\": 1\n}";
+        let doc: Value = serde_json::from_str(&strip_comments(text)).expect("json");
+        assert_eq!(doc, json!({"a": "http://x//y", "c": 1}));
+    }
+
+    #[test]
+    fn app_ids_are_valid() {
+        for name in ["github", "My Server!", "", "fs.local"] {
+            assert!(aai_descriptor::is_valid_app_id(&app_id(name)), "{name}");
+        }
+    }
+}

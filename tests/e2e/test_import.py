@@ -1,0 +1,152 @@
+"""`aai-gateway import`: the MCP servers of Claude Desktop, Claude Code, Cursor, VS Code,
+Windsurf and Codex, each config in its client's own format (written from their docs), become
+descriptors; `--rewrite` leaves each client starting only aai-gateway, with a backup."""
+
+import json
+import subprocess
+import textwrap
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from conftest import GATEWAY, ROOT, gateway_env
+
+MEMORY = ROOT / "target" / "mcp-servers" / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def clients(user, project):
+    """One config per client, in the places and shapes each one documents."""
+    return {
+        # Claude Desktop: claude_desktop_config.json, "mcpServers" with command/args/env.
+        "claude-desktop": write(user / ".config" / "Claude" / "claude_desktop_config.json", json.dumps({
+            "mcpServers": {"memory": {"command": "node", "args": [str(MEMORY)],
+                                      "env": {"MEMORY_FILE_PATH": str(user / "memory.jsonl")}}},
+            "globalShortcut": "Ctrl+Space"}, indent=2)),
+        # Claude Code: ~/.claude.json (user and per-project servers), typed entries.
+        "claude-code": write(user / ".claude.json", json.dumps({
+            "numStartups": 3,
+            "mcpServers": {"github": {"type": "http", "url": "https://api.githubcopilot.com/mcp/",
+                                      "headers": {"Authorization": "Bearer ghp_secret"}}},
+            "projects": {str(project): {"mcpServers": {"sqlite": {"type": "stdio", "command": "uvx",
+                                                                  "args": ["mcp-server-sqlite", "--db-path", "test.db"], "env": {}}}}}})),
+        # Cursor: ~/.cursor/mcp.json.
+        "cursor": write(user / ".cursor" / "mcp.json", json.dumps({
+            "mcpServers": {"memory": {"command": "node", "args": [str(MEMORY)],
+                                      "env": {"MEMORY_FILE_PATH": str(user / "memory.jsonl")}},
+                           "remote-docs": {"url": "https://docs.example.com/mcp"}}})),
+        # VS Code: .vscode/mcp.json, "servers" with type, comments allowed, ${env:} variables.
+        "vscode": write(project / ".vscode" / "mcp.json", textwrap.dedent("""\
+            {
+              // Workspace servers
+              "inputs": [],
+              "servers": {
+                "fetch": {"type": "stdio", "command": "uvx", "args": ["mcp-server-fetch"], "env": {"TOKEN": "${env:FETCH_TOKEN}"}}
+              }
+            }
+            """)),
+        # Windsurf: ~/.codeium/windsurf/mcp_config.json, "serverUrl" for remote servers.
+        "windsurf": write(user / ".codeium" / "windsurf" / "mcp_config.json", json.dumps({
+            "mcpServers": {"figma": {"serverUrl": "https://figma.example.com/mcp"},
+                           "self": {"command": str(GATEWAY)}}})),
+        # Codex: ~/.codex/config.toml, [mcp_servers.<name>] tables.
+        "codex": write(user / ".codex" / "config.toml", textwrap.dedent("""\
+            model = "gpt-5"
+
+            [mcp_servers.time]
+            command = "uvx"
+            args = ["mcp-server-time", "--local-timezone", "Europe/Paris"]
+
+            [mcp_servers.time.env]
+            TZ = "Europe/Paris"
+            """)),
+    }
+
+
+def run(home, user, project, *args):
+    env = {**gateway_env(home, None), "HOME": str(user)}
+    env.pop("XDG_CONFIG_HOME", None)
+    env.pop("CODEX_HOME", None)
+    env.pop("APPDATA", None)
+    return subprocess.run([str(GATEWAY), *args], env=env, cwd=project, capture_output=True, text=True, timeout=60)
+
+
+def test_import_reads_each_clients_format_and_writes_valid_descriptors(home, tmp_path):
+    user, project = tmp_path / "user", tmp_path / "project"
+    project.mkdir(parents=True)
+    files = clients(user, project)
+    dry = run(home, user, project, "--json", "import", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert not (home / "mcp.memory").exists()
+    out = run(home, user, project, "--json", "import")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["servers"]
+    by_server = {(r["client"], r["server"]): r for r in rows}
+    expected = {("claude-desktop", "memory"), ("claude-code", "github"), ("claude-code", "sqlite"), ("cursor", "memory"),
+                ("cursor", "remote-docs"), ("vscode", "fetch"), ("windsurf", "figma"), ("windsurf", "self"), ("codex", "time")}
+    assert expected <= set(by_server), sorted(by_server)
+    # The same server in two clients is one app; the gateway itself is not imported.
+    assert by_server[("cursor", "memory")]["result"] == "same as above"
+    assert "aai-gateway" in by_server[("windsurf", "self")]["result"]
+    for app in ["mcp.memory", "mcp.github", "mcp.sqlite", "mcp.remote-docs", "mcp.fetch", "mcp.figma", "mcp.time"]:
+        path = home / app / "aai.json"
+        assert path.is_file(), app
+        valid = run(home, user, project, "validate", str(path))
+        assert valid.returncode == 0, valid.stdout + valid.stderr
+    codex = json.loads((home / "mcp.time" / "aai.json").read_text())["platforms"]["mcp"]
+    assert codex["args"] == ["mcp-server-time", "--local-timezone", "Europe/Paris"] and codex["env"] == {"TZ": "Europe/Paris"}
+    fetch = json.loads((home / "mcp.fetch" / "aai.json").read_text())["platforms"]["mcp"]
+    assert fetch["env"] == {"TOKEN": "${FETCH_TOKEN}"}
+    github = json.loads((home / "mcp.github" / "aai.json").read_text())
+    assert "ghp_secret" not in json.dumps(github)
+    assert github["platforms"]["mcp"]["auth"] == {"type": "bearer", "env": "AAI_TOKEN_GITHUB"}
+    assert "AAI_TOKEN_GITHUB" in by_server[("claude-code", "github")]["note"]
+    # Nothing was rewritten without --rewrite; a second import keeps what is there.
+    assert "memory" in json.loads(files["claude-desktop"].read_text())["mcpServers"]
+    again = run(home, user, project, "--json", "import")
+    assert all(r["result"] != "written" for r in json.loads(again.stdout)["servers"])
+
+
+async def test_rewrite_leaves_each_client_starting_the_gateway_and_can_be_undone(home, tmp_path):
+    user, project = tmp_path / "user", tmp_path / "project"
+    project.mkdir(parents=True)
+    files = clients(user, project)
+    before = {client: path.read_text() for client, path in files.items()}
+    out = run(home, user, project, "--json", "import", "--rewrite")
+    assert out.returncode == 0, out.stderr
+    rewritten = {r["client"]: r for r in json.loads(out.stdout)["rewritten"]}
+    assert set(rewritten) == set(files), sorted(rewritten)
+    desktop = json.loads(files["claude-desktop"].read_text())
+    assert list(desktop["mcpServers"]) == ["aai-gateway"] and desktop["globalShortcut"] == "Ctrl+Space"
+    assert list(json.loads(files["vscode"].read_text())["servers"]) == ["aai-gateway"]
+    claude = json.loads(files["claude-code"].read_text())
+    assert list(claude["mcpServers"]) == ["aai-gateway"] and claude["numStartups"] == 3
+    assert claude["projects"][str(project)]["mcpServers"] == {}
+    codex = files["codex"].read_text()
+    assert "aai-gateway" in codex and "mcp-server-time" not in codex and 'model = "gpt-5"' in codex
+    # The backup is the file as it was; the printed command puts it back.
+    for client, row in rewritten.items():
+        with open(row["backup"]) as backup:
+            assert backup.read() == before[client], client
+    undo = rewritten["claude-desktop"]["undo"]
+    subprocess.run(undo, shell=True, check=True)
+    assert files["claude-desktop"].read_text() == before["claude-desktop"]
+
+    # The imported server runs behind the gateway.
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, None))
+    with anyio.fail_after(120):
+        async with Client(params, mode="legacy", client_info=types.Implementation(name="imported", version="1"), cache=None) as c:
+            graph = await c.call_tool("aai_exec", {"app": "mcp.memory", "tool": "read_graph", "args": {}})
+            assert not graph.is_error, "".join(getattr(b, "text", "") for b in graph.content)
+
+
+pytestmark = [pytest.mark.anyio,
+              pytest.mark.skipif(not MEMORY.is_file(), reason="scripts/test.sh installs the MCP servers")]
