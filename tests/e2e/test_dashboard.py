@@ -16,7 +16,7 @@ import mcp.client.session as session_module
 import pytest
 
 from cdp import Chromium
-from conftest import queue_daemon, wait_until
+from conftest import ROOT, install, queue_daemon, wait_until
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 60
@@ -458,3 +458,30 @@ def test_the_dashboard_command_prints_the_link_when_no_browser_opens(dashboard, 
     out = subprocess.run([str(GATEWAY), "dashboard"], env=env, capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert "opened" not in out.stdout and "/login?code=" in out.stdout, out.stdout
+
+
+async def test_mcp_servers_in_use_are_shown_with_their_state(dashboard, chromium, home):
+    memory = ROOT / "target" / "mcp-servers" / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+    if not memory.is_file():
+        pytest.skip("scripts/test.sh installs the MCP servers")
+    install(home, "io.github.memory", {
+        "schema_version": "1.0", "appId": "io.github.memory", "name": "Memory", "description": "A knowledge graph.",
+        "platforms": {"mcp": {"automation": "stdio", "command": "node", "args": [str(memory)],
+                              "env": {"MEMORY_FILE_PATH": str(home.parent / "memory.jsonl")}}}})
+    with anyio.fail_after(TIMEOUT):
+        async with dashboard.client(name="trusted") as c:
+            page = open_dashboard(dashboard, chromium)
+            try:
+                assert page.eval("document.getElementById('servers-table').hidden")
+                while True:
+                    graph = await c.call_tool("aai_exec", {"app": "io.github.memory", "tool": "read_graph", "args": {}})
+                    if not graph.is_error or "APP_NOT_FOUND" not in text(graph):
+                        break
+                    await anyio.sleep(0.1)  # discovery has not seen the new file yet
+                assert not graph.is_error, text(graph)
+                row = "document.querySelector(\"#servers tr[data-app='io.github.memory']\")"
+                await wait_in_page(page, f"{row} && {row}.textContent.includes('running')")
+                shown = page.eval(f"{row}.textContent")
+                assert "server-memory" in shown and "as pinned" in shown, shown
+            finally:
+                page.close()

@@ -359,6 +359,11 @@ pub trait ToolSource: Executor {
 
     /// Tells it the emergency stop was pressed: whatever it started is gone.
     fn stopped(&self) {}
+
+    /// The state of each server used so far, as JSON, for the dashboard.
+    fn states(&self) -> Value {
+        Value::Array(Vec::new())
+    }
 }
 
 impl Default for Executors {

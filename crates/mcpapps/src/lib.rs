@@ -635,6 +635,10 @@ impl ToolSource for Servers {
     fn stopped(&self) {
         self.stop_all();
     }
+
+    fn states(&self) -> Value {
+        serde_json::to_value(self.statuses()).unwrap_or_default()
+    }
 }
 
 /// A server's result as the gateway's output: its structured content when it gives one, an

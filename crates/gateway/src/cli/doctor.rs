@@ -24,6 +24,9 @@ pub fn run(home: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
         "aai-gateway".to_owned(),
         vec![process_isolation(), containment(&setup)],
     ));
+    let servers = runtime()?.block_on(mcp_servers(home, &config));
+    let mcp_apps: Vec<String> = servers.iter().map(|(app, _)| app.clone()).collect();
+    report.extend(servers);
     let enabled: Vec<String> = aai_local::descriptors(&config.local)
         .iter()
         .map(|d| d.app_id.clone())
@@ -32,7 +35,7 @@ pub fn run(home: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
         let value: Vec<serde_json::Value> = report
             .iter()
             .map(|(app, checks)| {
-                let on = enabled.contains(app) || app == "aai-gateway";
+                let on = enabled.contains(app) || app == "aai-gateway" || mcp_apps.contains(app);
                 serde_json::json!({"app": app, "enabled": on, "tools": checks})
             })
             .collect();
@@ -40,7 +43,7 @@ pub fn run(home: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     for (app, checks) in &report {
-        let state = if enabled.contains(app) || app == "aai-gateway" {
+        let state = if enabled.contains(app) || app == "aai-gateway" || mcp_apps.contains(app) {
             ""
         } else {
             " (turned off in config.json: local)"
@@ -59,6 +62,56 @@ pub fn run(home: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// How the processes a call starts are kept track of, for timeouts and the emergency stop.
+/// Each MCP server's check: started now, its tools listed and compared with their pins.
+async fn mcp_servers(
+    home: &std::path::Path,
+    config: &Config,
+) -> Vec<(String, Vec<aai_local::Check>)> {
+    let options = super::compose::scan_options(home, config, false);
+    let registry = aai_engine::scan_once(&options, &config.platforms);
+    let servers = aai_mcpapps::Servers::new(home);
+    let mut report = Vec::new();
+    for app in &registry.apps {
+        let Ok(descriptor) = app.descriptor() else {
+            continue;
+        };
+        if !aai_mcpapps::is_server(&descriptor) {
+            continue;
+        }
+        let check = match servers.changed(&descriptor).await {
+            Ok(changed) => {
+                let status = servers
+                    .statuses()
+                    .into_iter()
+                    .find(|s| s.app == app.id())
+                    .unwrap_or_default();
+                if changed.is_empty() {
+                    aai_local::Check::ok(
+                        "mcp_server",
+                        format!("{}: {} tool(s), all as pinned", status.server, status.tools),
+                    )
+                } else {
+                    let names: Vec<&str> = changed.iter().map(|c| c.tool.as_str()).collect();
+                    aai_local::Check::failed(
+                        "mcp_server",
+                        format!(
+                            "{}: {} tool(s); changed since pinned (refused until `aai-gateway consent approve {}`): {}",
+                            status.server,
+                            status.tools,
+                            app.id(),
+                            names.join(", ")
+                        ),
+                    )
+                }
+            }
+            Err(error) => aai_local::Check::failed("mcp_server", error.message),
+        };
+        report.push((app.id().to_owned(), vec![check]));
+    }
+    servers.stop_all();
+    report
+}
+
 fn process_isolation() -> aai_local::Check {
     #[cfg(target_os = "linux")]
     if aai_executor::cgroup::available() {

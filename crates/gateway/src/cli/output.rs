@@ -53,7 +53,25 @@ pub fn generated(write: impl FnOnce(&mut dyn std::io::Write)) {
 }
 
 /// `--scan`: the offered apps, then every file that was skipped and why.
+/// An MCP server app's command line (or URL) and how many of its tools are pinned.
+fn mcp_server(
+    app: &aai_engine::catalog::snapshot::App,
+    pins: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, aai_mcpapps::Pin>>,
+) -> Option<(String, usize)> {
+    let descriptor = app.descriptor().ok()?;
+    let section = descriptor.platforms.mcp.as_ref()?;
+    let server = match &section.fields.url {
+        Some(url) => url.clone(),
+        None => std::iter::once(section.fields.command.clone().unwrap_or_default())
+            .chain(section.fields.args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    Some((server, pins.get(app.id()).map_or(0, |p| p.len())))
+}
+
 pub fn scan_report(registry: &Snapshot, home: &std::path::Path, platforms: &[Platform]) {
+    let pins = aai_mcpapps::Pins::new(home).all().unwrap_or_default();
     if json() {
         let apps: Vec<serde_json::Value> = registry
             .apps
@@ -64,8 +82,12 @@ pub fn scan_report(registry: &Snapshot, home: &std::path::Path, platforms: &[Pla
                     .ok()
                     .and_then(|d| d.tools(app.platform).map(|t| t.len()))
                     .unwrap_or(0);
-                serde_json::json!({"appId": app.id(), "name": app.name(), "platform": app.platform.key(),
-                    "tools": tools, "tool": app.slug, "source": app.source().display().to_string()})
+                let mut row = serde_json::json!({"appId": app.id(), "name": app.name(), "platform": app.platform.key(),
+                    "tools": tools, "tool": app.slug, "source": app.source().display().to_string()});
+                if let Some((server, pinned)) = mcp_server(app, &pins) {
+                    row["mcp"] = serde_json::json!({"server": server, "state": "starts on first use", "pinned": pinned});
+                }
+                row
             })
             .collect();
         let rejected: Vec<String> = registry.rejected.iter().map(ToString::to_string).collect();
@@ -96,6 +118,13 @@ pub fn scan_report(registry: &Snapshot, home: &std::path::Path, platforms: &[Pla
             app.slug,
             app.source().display()
         );
+        if let Some((server, pinned)) = mcp_server(app, &pins) {
+            println!(
+                "  {:<40} MCP server `{}`: starts on first use; {pinned} tool definition(s) pinned",
+                "",
+                cell(&server)
+            );
+        }
     }
     let (shadowed, skipped): (Vec<&Rejected>, Vec<&Rejected>) = registry
         .rejected

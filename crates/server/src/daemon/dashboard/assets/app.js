@@ -203,6 +203,18 @@ function showToolsets(toolsets) {
       ` ${set.name} (${set.app})`))));
 }
 
+function showServers(servers) {
+  $('no-servers').hidden = servers.length > 0;
+  $('servers-table').hidden = servers.length === 0;
+  $('servers').replaceChildren(...servers.map((server) => el('tr', { dataset: { app: server.app }, class: `server-${server.state.replace(' ', '-')}` },
+    el('td', {}, server.app),
+    el('td', {}, server.state + (server.pid ? ` (pid ${server.pid})` : '')),
+    el('td', {}, server.server),
+    el('td', {}, String(server.tools)),
+    el('td', {}, server.changed.length ? `changed: ${server.changed.join(', ')}` : 'as pinned'),
+    el('td', {}, server.problem || ''))));
+}
+
 function showSchedules(schedules) {
   const tasks = schedules.tasks || [];
   $('no-schedules').hidden = tasks.length > 0;
@@ -248,11 +260,14 @@ async function load() {
   showGrants(state.grants);
   showClients(state.clients, state.profiles, state.default_profile);
   showToolsets(state.toolsets);
+  showServers(state.mcp_servers || []);
   showSchedules(state.schedules);
   if (!$('live').rows.length) state.recent.slice().reverse().forEach(liveRow);
   document.body.classList.remove('loading');
   return true;
 }
+
+let reload = null;
 
 function listen() {
   const events = new EventSource(`/api/events?k=${encodeURIComponent(csrf)}`);
@@ -261,7 +276,12 @@ function listen() {
   events.onmessage = (message) => {
     const event = JSON.parse(message.data);
     switch (event.kind) {
-      case 'row': liveRow(event.row); break;
+      case 'row':
+        liveRow(event.row);
+        // A call may have started or ended an MCP server: its state is read again soon.
+        clearTimeout(reload);
+        reload = setTimeout(load, 300);
+        break;
       case 'stop': showStopped(event.stopped); break;
       default: load(); // approvals, grants, settings, or a missed stretch
     }
