@@ -112,6 +112,16 @@ async def test_four_real_servers_are_listed_guided_and_called_behind_the_gate(ho
             image = await call("io.github.everything", "get-tiny-image", {})
             assert not image.is_error, text(image)
             assert any(getattr(block, "type", "") == "image" for block in image.content), image.content
+            # Its resources and prompts are reached through read-only tools of the gateway's.
+            assert "mcp_resources_list" in guides["io.github.everything"] and "mcp_prompt_get" in guides["io.github.everything"]
+            resources = json.loads(text(await call("io.github.everything", "mcp_resources_list", {})))
+            uri = next(r["uri"] for r in resources if r["uri"].endswith("architecture.md"))
+            document = await call("io.github.everything", "mcp_resource_read", {"uri": uri})
+            assert not document.is_error and "architecture" in text(document).lower(), text(document)
+            prompt = await call("io.github.everything", "mcp_prompt_get", {"name": "args-prompt", "arguments": {"city": "Lyon"}})
+            assert "Lyon" in text(prompt), text(prompt)
+            # Tool descriptions and results are the server's words, and the guide says so.
+            assert "not instructions" in guides["io.github.everything"]
             # The server gets the variables its descriptor names, not the gateway's others.
             seen = text(await call("io.github.everything", "get-env", {}))
             assert "hi there" in seen, seen
