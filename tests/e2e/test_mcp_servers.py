@@ -275,3 +275,54 @@ async def test_servers_stop_when_idle_restart_after_a_crash_and_die_with_the_eme
                 assert "after the stop" in text(echoed), text(echoed)
     finally:
         daemon.close()
+
+
+# Written with the TypeScript SDK (installed with the servers): a tool registered while
+# connected is announced with notifications/tools/list_changed.
+GROWING = textwrap.dedent('''
+    const { createRequire } = require('module');
+    const from = createRequire(process.argv[2] + '/');
+    const { McpServer } = from('@modelcontextprotocol/sdk/server/mcp.js');
+    const { StdioServerTransport } = from('@modelcontextprotocol/sdk/server/stdio.js');
+    const { z } = from('zod');
+    const server = new McpServer({ name: 'growing', version: '1.0.0' });
+    server.registerTool('grow', { description: 'Adds a tool and says the tools changed.' }, async () => {
+      server.registerTool('shout', { description: 'Says a text loudly.', inputSchema: { text: z.string() } },
+        async ({ text }) => ({ content: [{ type: 'text', text: text.toUpperCase() }] }));
+      return { content: [{ type: 'text', text: 'grown' }] };
+    });
+    server.connect(new StdioServerTransport());
+''')
+
+
+async def test_a_servers_list_changed_refreshes_its_guide_and_tells_the_client(home, tmp_path):
+    script = tmp_path / "growing.cjs"
+    script.write_text(GROWING)
+    install(home, "org.example.growing", server_doc(
+        "org.example.growing", "Growing", "A server that adds a tool.",
+        {"automation": "stdio", "command": "node", "args": [str(script), str(SERVERS / "node_modules")]}))
+    heard = []
+
+    async def on_message(message):
+        if isinstance(message, types.ServerNotification) or hasattr(message, "method"):
+            heard.append(getattr(message, "method", None) or type(message).__name__)
+
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, None))
+    with anyio.fail_after(TIMEOUT):
+        async with Client(params, mode="legacy", client_info=types.Implementation(name="grower", version="1"),
+                          cache=None, message_handler=on_message) as c:
+            guide = text(await c.call_tool("aai_guide", {"app": "org.example.growing"}))
+            assert "- grow" in guide and "- shout" not in guide, guide
+            def told():
+                return sum("tools/list_changed" in str(m) or "ToolListChanged" in str(m) for m in heard)
+
+            before = told()
+            grown = await c.call_tool("aai_exec", {"app": "org.example.growing", "tool": "grow", "args": {}})
+            assert "grown" in text(grown), text(grown)
+            # The server's notification reaches the gateway, which tells its client.
+            while told() == before:
+                await anyio.sleep(0.05)
+            guide = text(await c.call_tool("aai_guide", {"app": "org.example.growing"}))
+            assert "- shout" in guide, guide
+            loud = await c.call_tool("aai_exec", {"app": "org.example.growing", "tool": "shout", "args": {"text": "hey"}})
+            assert "HEY" in text(loud), text(loud)

@@ -364,6 +364,11 @@ pub trait ToolSource: Executor {
     fn states(&self) -> Value {
         Value::Array(Vec::new())
     }
+
+    /// The appIds whose tools changed (a server's `list_changed`), from now on.
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        None
+    }
 }
 
 impl Default for Executors {

@@ -44,6 +44,8 @@ pub struct Servers {
     servers: Mutex<HashMap<String, Arc<Server>>>,
     /// The user's risk for a tool, `app:tool` → risk (config `mcp.risk`).
     overrides: RwLock<HashMap<String, Risk>>,
+    /// The appIds of servers whose tools changed.
+    changes: tokio::sync::broadcast::Sender<String>,
 }
 
 /// One server: how to reach it and what is known of it.
@@ -52,6 +54,7 @@ struct Server {
     spec: Spec,
     idle: Duration,
     stale: Arc<std::sync::atomic::AtomicBool>,
+    changes: tokio::sync::broadcast::Sender<String>,
     state: tokio::sync::Mutex<State>,
     last_used: Mutex<Instant>,
     /// A copy of the state for status lines, readable without waiting for a call.
@@ -98,6 +101,7 @@ impl Servers {
             pins: Pins::new(home),
             servers: Mutex::new(HashMap::new()),
             overrides: RwLock::new(HashMap::new()),
+            changes: tokio::sync::broadcast::channel(64).0,
         });
         // Idle servers are stopped; the task ends with the last reference.
         let weak = Arc::downgrade(&servers);
@@ -173,6 +177,7 @@ impl Servers {
             spec,
             idle,
             stale: Arc::default(),
+            changes: self.changes.clone(),
             state: tokio::sync::Mutex::new(State::default()),
             last_used: Mutex::new(Instant::now()),
         });
@@ -609,6 +614,7 @@ impl Server {
         let handler = server::Handler {
             app_id: self.app_id.clone(),
             stale: self.stale.clone(),
+            changes: self.changes.clone(),
         };
         match server::connect(&self.spec, handler).await {
             Ok(conn) => {
@@ -764,6 +770,10 @@ impl ToolSource for Servers {
 
     fn states(&self) -> Value {
         serde_json::to_value(self.statuses()).unwrap_or_default()
+    }
+
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        Some(self.changes.subscribe())
     }
 }
 

@@ -175,6 +175,8 @@ pub struct Handler {
     pub app_id: String,
     /// Set when the server says its tool list changed: the next use lists again.
     pub stale: Arc<AtomicBool>,
+    /// Where the gateway's clients hear of it (the appId).
+    pub changes: tokio::sync::broadcast::Sender<String>,
 }
 
 impl ClientHandler for Handler {
@@ -189,6 +191,7 @@ impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         tracing::info!(app = %self.app_id, "the MCP server's tools changed");
         self.stale.store(true, Ordering::SeqCst);
+        let _ = self.changes.send(self.app_id.clone());
     }
 
     #[allow(deprecated)]

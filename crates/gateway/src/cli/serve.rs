@@ -161,6 +161,7 @@ pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
         running.peer().clone(),
         registry,
         server.subscriptions(),
+        server.mcp_changes(),
     ));
     let reason = running.waiting().await;
     tracing::info!(?reason, "client disconnected");

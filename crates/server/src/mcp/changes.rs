@@ -41,9 +41,41 @@ pub async fn notify_changes(
     peer: rmcp::Peer<RoleServer>,
     mut changes: tokio::sync::watch::Receiver<Arc<aai_engine::catalog::snapshot::Snapshot>>,
     subscriptions: Subscriptions,
+    mut servers: Option<tokio::sync::broadcast::Receiver<String>>,
 ) {
     let mut last = changes.borrow_and_update().clone();
-    while changes.changed().await.is_ok() {
+    loop {
+        // An MCP server's tools changed: its guide (the resource `app:<appId>`) did, and so
+        // did the flat tool list of exposures that list apps' tools.
+        let server_changed = async {
+            match servers.as_mut() {
+                Some(servers) => servers.recv().await.ok(),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+            }
+            Some(app) = server_changed => {
+                if peer.peer_info().is_none() {
+                    continue;
+                }
+                let uri = format!("app:{app}");
+                let subscribed = subscriptions.lock().map(|s| s.contains(&uri)).unwrap_or(false);
+                if peer.notify_tool_list_changed().await.is_err() {
+                    break;
+                }
+                if subscribed {
+                    let _ = peer
+                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                        .await;
+                }
+                continue;
+            }
+        }
         let current = changes.borrow_and_update().clone();
         if current.same_apps(&last) || peer.peer_info().is_none() {
             last = current;

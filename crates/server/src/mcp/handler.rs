@@ -180,6 +180,7 @@ impl ServerHandler for AaiServer {
                 context.peer.clone(),
                 self.gateway.snapshot_changes(),
                 self.subscriptions.clone(),
+                self.gateway.executors().mcp().and_then(|m| m.changes()),
             ));
         }
     }
@@ -235,9 +236,27 @@ impl ServerHandler for AaiServer {
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let mut changes = self.gateway.snapshot_changes();
         let mut last = changes.borrow_and_update().clone();
+        let mut servers = self.mcp_changes();
         loop {
+            let server_changed = async {
+                match servers.as_mut() {
+                    Some(servers) => servers.recv().await.ok(),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = context.cancelled() => return Ok(()),
+                Some(app) = server_changed => {
+                    // An MCP server's tools changed: its guide did.
+                    let accepted = context.accepted();
+                    if accepted.tools_list_changed == Some(true) {
+                        let _ = context.sink().notify_tool_list_changed().await;
+                    }
+                    let uri = format!("app:{app}");
+                    if accepted.resource_subscriptions.as_ref().is_some_and(|u| u.contains(&uri)) {
+                        let _ = context.sink().notify_resource_updated(uri).await;
+                    }
+                }
                 changed = changes.changed() => {
                     if changed.is_err() {
                         return Ok(());
@@ -328,6 +347,11 @@ struct Asking<'a, 'c> {
 }
 
 impl AaiServer {
+    /// The appIds of MCP servers whose tools change from now on.
+    pub fn mcp_changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.gateway.executors().mcp().and_then(|m| m.changes())
+    }
+
     /// `aai_exec {"approval_id"}` (or `aai_batch`'s): `name` and `args` become the call the
     /// user answered in the approval queue — a batch that waited as a whole runs again with
     /// the answer. The approval's id; INVALID_PARAMS when it is no open approval of `caller`.
