@@ -326,3 +326,64 @@ async def test_a_servers_list_changed_refreshes_its_guide_and_tells_the_client(h
             assert "- shout" in guide, guide
             loud = await c.call_tool("aai_exec", {"app": "org.example.growing", "tool": "shout", "args": {"text": "hey"}})
             assert "HEY" in text(loud), text(loud)
+
+
+# A server that reports progress and notices when a call is cancelled (TypeScript SDK).
+PATIENT = textwrap.dedent('''
+    const { createRequire } = require('module');
+    const fs = require('fs');
+    const from = createRequire(process.argv[2] + '/');
+    const marks = process.argv[3];
+    const { McpServer } = from('@modelcontextprotocol/sdk/server/mcp.js');
+    const { StdioServerTransport } = from('@modelcontextprotocol/sdk/server/stdio.js');
+    const server = new McpServer({ name: 'patient', version: '1.0.0' });
+    server.registerTool('steps', { description: 'Takes three steps, saying each.', annotations: { readOnlyHint: true } }, async (extra) => {
+      for (let step = 1; step <= 3; step++) {
+        await extra.sendNotification({ method: 'notifications/progress',
+          params: { progressToken: extra._meta.progressToken, progress: step, total: 3, message: `step ${step}` } });
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+      return { content: [{ type: 'text', text: 'walked' }] };
+    });
+    server.registerTool('wait', { description: 'Waits a long time.', annotations: { readOnlyHint: true } }, async (extra) => {
+      fs.writeFileSync(marks + '/started', 'yes');
+      extra.signal.addEventListener('abort', () => fs.writeFileSync(marks + '/cancelled', 'yes'));
+      await new Promise((resolve) => setTimeout(resolve, 60000));
+      return { content: [{ type: 'text', text: 'waited' }] };
+    });
+    server.connect(new StdioServerTransport());
+''')
+
+
+async def test_progress_is_passed_on_and_a_cancelled_call_is_cancelled_at_the_server(home, tmp_path):
+    script = tmp_path / "patient.cjs"
+    script.write_text(PATIENT)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    install(home, "org.example.patient", server_doc(
+        "org.example.patient", "Patient", "A server with slow tools.",
+        {"automation": "stdio", "command": "node", "args": [str(script), str(SERVERS / "node_modules"), str(marks)]}))
+    reports = []
+
+    async def on_progress(progress, total, message):
+        reports.append(message)
+
+    with anyio.fail_after(TIMEOUT):
+        async with client(home) as c:
+            walked = await c.call_tool("aai_exec", {"app": "org.example.patient", "tool": "steps", "args": {}},
+                                       progress_callback=on_progress)
+            assert "walked" in text(walked), text(walked)
+            assert any("step 1" in (r or "") for r in reports), reports
+            with anyio.move_on_after(30) as scope:
+                async with anyio.create_task_group() as tg:
+                    async def wait():
+                        await c.call_tool("aai_exec", {"app": "org.example.patient", "tool": "wait", "args": {}})
+
+                    tg.start_soon(wait)
+                    await anyio.to_thread.run_sync(lambda: wait_until(lambda: (marks / "started").exists(), 20, "the call to start"))
+                    tg.cancel_scope.cancel()
+            assert not scope.cancelled_caught
+            # The client's cancel went through the gateway to the server.
+            await anyio.to_thread.run_sync(lambda: wait_until(lambda: (marks / "cancelled").exists(), 10, "the server to see the cancel"))
+            again = await c.call_tool("aai_exec", {"app": "org.example.patient", "tool": "steps", "args": {}})
+            assert "walked" in text(again), text(again)

@@ -615,6 +615,7 @@ impl Server {
             app_id: self.app_id.clone(),
             stale: self.stale.clone(),
             changes: self.changes.clone(),
+            progress: rmcp::handler::client::progress::ProgressDispatcher::new(),
         };
         match server::connect(&self.spec, handler).await {
             Ok(conn) => {
@@ -663,10 +664,13 @@ impl Executor for Servers {
                 )
                 .with_detail(json!({"reason": "mcp_tool_changed", "tool": invocation.tool})));
             }
-            let peer = {
+            let (peer, progress) = {
                 let state = server.state.lock().await;
                 match state.conn.as_ref() {
-                    Some(conn) => conn.client.peer().clone(),
+                    Some(conn) => (
+                        conn.client.peer().clone(),
+                        conn.client.service().progress.clone(),
+                    ),
                     None => {
                         return Err(cannot_start(
                             &server.app_id,
@@ -703,11 +707,18 @@ impl Executor for Servers {
             }
             let params = CallToolRequestParams::new(invocation.tool.to_owned())
                 .with_arguments(invocation.args.clone());
-            // Dropping the call (a timeout, a cancel from the client) tells the server.
-            let result = tokio::time::timeout(invocation.timeout, peer.call_tool(params)).await;
+            let result = tokio::time::timeout(
+                invocation.timeout,
+                call_tool(&peer, &progress, params, invocation.progress),
+            )
+            .await;
             server.touch();
             match result {
-                Ok(Ok(result)) => output(&what, &result),
+                Ok(Ok(rmcp::model::ServerResult::CallToolResult(result))) => output(&what, &result),
+                Ok(Ok(_)) => Err(AaiError::new(
+                    ErrorKind::AutomationFailed,
+                    format!("{what}: the MCP server answered tools/call with something else than a tool result"),
+                )),
                 Ok(Err(
                     rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_),
                 )) => {
@@ -774,6 +785,69 @@ impl ToolSource for Servers {
 
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
         Some(self.changes.subscribe())
+    }
+}
+
+/// Sends `tools/call` and waits for its answer, passing the server's progress on to
+/// `report`. Dropped before the answer (a timeout, the client's cancel, the emergency
+/// stop), it tells the server with `notifications/cancelled`.
+async fn call_tool(
+    peer: &rmcp::Peer<rmcp::RoleClient>,
+    progress: &rmcp::handler::client::progress::ProgressDispatcher,
+    params: CallToolRequestParams,
+    report: Option<&(dyn Fn(&str) + Send + Sync)>,
+) -> Result<rmcp::model::ServerResult, rmcp::ServiceError> {
+    use futures::StreamExt as _;
+    let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::Request::new(params));
+    let handle = peer
+        .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
+        .await?;
+    let mut reports = progress.subscribe(handle.progress_token.clone()).await;
+    let mut cancel = CancelOnDrop {
+        peer: peer.clone(),
+        id: Some(handle.id.clone()),
+    };
+    let response = handle.await_response();
+    tokio::pin!(response);
+    loop {
+        tokio::select! {
+            answer = &mut response => {
+                cancel.id = None;
+                return answer;
+            }
+            Some(step) = reports.next() => {
+                if let Some(report) = report {
+                    let text = match (&step.message, step.total) {
+                        (Some(message), _) => message.clone(),
+                        (None, Some(total)) => format!("{} of {total}", step.progress),
+                        (None, None) => format!("{}", step.progress),
+                    };
+                    report(&text);
+                }
+            }
+        }
+    }
+}
+
+/// Tells the server a request was dropped before its answer.
+struct CancelOnDrop {
+    peer: rmcp::Peer<rmcp::RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let peer = self.peer.clone();
+            runtime.spawn(async move {
+                let reason = "the gateway's caller cancelled the call, or it timed out".to_owned();
+                let _ = peer
+                    .notify_cancelled(rmcp::model::CancelledNotificationParam::new(Some(id), Some(reason)))
+                    .await;
+            });
+        }
     }
 }
 

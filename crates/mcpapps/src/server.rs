@@ -177,6 +177,8 @@ pub struct Handler {
     pub stale: Arc<AtomicBool>,
     /// Where the gateway's clients hear of it (the appId).
     pub changes: tokio::sync::broadcast::Sender<String>,
+    /// Progress of the calls under way, by their progress token.
+    pub progress: rmcp::handler::client::progress::ProgressDispatcher,
 }
 
 impl ClientHandler for Handler {
@@ -192,6 +194,14 @@ impl ClientHandler for Handler {
         tracing::info!(app = %self.app_id, "the MCP server's tools changed");
         self.stale.store(true, Ordering::SeqCst);
         let _ = self.changes.send(self.app_id.clone());
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.handle_notification(params).await;
     }
 
     #[allow(deprecated)]
