@@ -387,3 +387,52 @@ async def test_progress_is_passed_on_and_a_cancelled_call_is_cancelled_at_the_se
             await anyio.to_thread.run_sync(lambda: wait_until(lambda: (marks / "cancelled").exists(), 10, "the server to see the cancel"))
             again = await c.call_tool("aai_exec", {"app": "org.example.patient", "tool": "steps", "args": {}})
             assert "walked" in text(again), text(again)
+
+
+# A server that asks the user a question in the middle of a call (TypeScript SDK).
+CURIOUS = textwrap.dedent('''
+    const { createRequire } = require('module');
+    const from = createRequire(process.argv[2] + '/');
+    const { McpServer } = from('@modelcontextprotocol/sdk/server/mcp.js');
+    const { StdioServerTransport } = from('@modelcontextprotocol/sdk/server/stdio.js');
+    const server = new McpServer({ name: 'curious', version: '1.0.0' });
+    server.registerTool('paint', { description: 'Asks which color, then paints.', annotations: { readOnlyHint: true } }, async () => {
+      const answer = await server.server.elicitInput({ message: 'Which color?',
+        requestedSchema: { type: 'object', properties: { color: { type: 'string' } }, required: ['color'] } });
+      return { content: [{ type: 'text', text: `${answer.action}: ${JSON.stringify(answer.content || {})}` }] };
+    });
+    server.connect(new StdioServerTransport());
+''')
+
+
+async def test_a_servers_question_is_put_to_the_user_through_the_client_marked_as_the_servers(home, tmp_path):
+    script = tmp_path / "curious.cjs"
+    script.write_text(CURIOUS)
+    install(home, "org.example.curious", server_doc(
+        "org.example.curious", "Curious", "A server that asks.",
+        {"automation": "stdio", "command": "node", "args": [str(script), str(SERVERS / "node_modules")]}))
+    asked = []
+    answers = [{"color": "blue"}, None]
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        answer = answers.pop(0)
+        if answer is None:
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content=answer)
+
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, None))
+    call = {"app": "org.example.curious", "tool": "paint", "args": {}}
+    with anyio.fail_after(TIMEOUT):
+        async with Client(params, mode="legacy", elicitation_callback=on_elicit,
+                          client_info=types.Implementation(name="painter", version="1"), cache=None) as c:
+            painted = await c.call_tool("aai_exec", call)
+            assert "accept" in text(painted) and "blue" in text(painted), text(painted)
+            assert asked == ["[asked by the MCP server Curious] Which color?"], asked
+            declined = await c.call_tool("aai_exec", call)
+            assert "decline" in text(declined), text(declined)
+    # A client that cannot be asked: the server hears no.
+    with anyio.fail_after(TIMEOUT):
+        async with client(home) as c:
+            unasked = await c.call_tool("aai_exec", call)
+            assert "decline" in text(unasked), text(unasked)

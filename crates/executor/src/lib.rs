@@ -67,6 +67,28 @@ pub struct Invocation<'a> {
     pub caller: &'a str,
     /// The user approved this very call when asked.
     pub approved: bool,
+    /// Who can ask the user a question a tool puts during the call (an MCP server's
+    /// elicitation), when anyone can.
+    pub elicit: Option<&'a dyn Elicit>,
+}
+
+/// What the user answered to a tool's question.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Elicited {
+    /// The form's content.
+    Accepted(Value),
+    Declined,
+    Cancelled,
+}
+
+/// Asks the user a question a tool puts during a call: `message` and a form of
+/// `requested_schema` (the MCP elicitation form).
+pub trait Elicit: Send + Sync {
+    fn elicit<'a>(
+        &'a self,
+        message: &'a str,
+        requested_schema: &'a Value,
+    ) -> BoxFuture<'a, Elicited>;
 }
 
 impl std::fmt::Debug for Invocation<'_> {
@@ -99,7 +121,15 @@ impl<'a> Invocation<'a> {
             target: None,
             caller: "",
             approved: false,
+            elicit: None,
         }
+    }
+
+    /// This invocation asking the user a tool's questions through `elicit`.
+    #[must_use]
+    pub fn with_elicit(mut self, elicit: Option<&'a dyn Elicit>) -> Self {
+        self.elicit = elicit;
+        self
     }
 
     /// This invocation for the client `caller`, approved by the user just now or not.

@@ -55,6 +55,8 @@ struct Server {
     idle: Duration,
     stale: Arc<std::sync::atomic::AtomicBool>,
     changes: tokio::sync::broadcast::Sender<String>,
+    /// The calls under way that can take the server's questions.
+    asks: server::Asks,
     state: tokio::sync::Mutex<State>,
     last_used: Mutex<Instant>,
     /// A copy of the state for status lines, readable without waiting for a call.
@@ -178,6 +180,7 @@ impl Servers {
             idle,
             stale: Arc::default(),
             changes: self.changes.clone(),
+            asks: server::Asks::default(),
             state: tokio::sync::Mutex::new(State::default()),
             last_used: Mutex::new(Instant::now()),
         });
@@ -616,6 +619,7 @@ impl Server {
             stale: self.stale.clone(),
             changes: self.changes.clone(),
             progress: rmcp::handler::client::progress::ProgressDispatcher::new(),
+            asks: self.asks.clone(),
         };
         match server::connect(&self.spec, handler).await {
             Ok(conn) => {
@@ -707,17 +711,30 @@ impl Executor for Servers {
             }
             let params = CallToolRequestParams::new(invocation.tool.to_owned())
                 .with_arguments(invocation.args.clone());
+            let (ask, mut asked) = tokio::sync::mpsc::channel(1);
+            server
+                .asks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(ask.clone());
             let result = tokio::time::timeout(
                 invocation.timeout,
-                call_tool(&peer, &progress, params, invocation.progress),
+                call_tool(&peer, &progress, params, &invocation, &mut asked),
             )
             .await;
+            server
+                .asks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .retain(|a| !a.same_channel(&ask));
             server.touch();
             match result {
                 Ok(Ok(rmcp::model::ServerResult::CallToolResult(result))) => output(&what, &result),
                 Ok(Ok(_)) => Err(AaiError::new(
                     ErrorKind::AutomationFailed,
-                    format!("{what}: the MCP server answered tools/call with something else than a tool result"),
+                    format!(
+                        "{what}: the MCP server answered tools/call with something else than a tool result"
+                    ),
                 )),
                 Ok(Err(
                     rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_),
@@ -795,8 +812,10 @@ async fn call_tool(
     peer: &rmcp::Peer<rmcp::RoleClient>,
     progress: &rmcp::handler::client::progress::ProgressDispatcher,
     params: CallToolRequestParams,
-    report: Option<&(dyn Fn(&str) + Send + Sync)>,
+    invocation: &Invocation<'_>,
+    asked: &mut tokio::sync::mpsc::Receiver<server::Ask>,
 ) -> Result<rmcp::model::ServerResult, rmcp::ServiceError> {
+    let report = invocation.progress;
     use futures::StreamExt as _;
     let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::Request::new(params));
     let handle = peer
@@ -814,6 +833,19 @@ async fn call_tool(
             answer = &mut response => {
                 cancel.id = None;
                 return answer;
+            }
+            Some((message, schema, reply)) = asked.recv() => {
+                // Marked as the server's: the user knows who asks.
+                let message = format!(
+                    "[asked by the MCP server {}] {}",
+                    invocation.descriptor.name,
+                    visible(&message)
+                );
+                let answer = match invocation.elicit {
+                    Some(elicit) => elicit.elicit(&message, &schema).await,
+                    None => aai_executor::Elicited::Declined,
+                };
+                let _ = reply.send(answer);
             }
             Some(step) = reports.next() => {
                 if let Some(report) = report {
@@ -844,7 +876,10 @@ impl Drop for CancelOnDrop {
             runtime.spawn(async move {
                 let reason = "the gateway's caller cancelled the call, or it timed out".to_owned();
                 let _ = peer
-                    .notify_cancelled(rmcp::model::CancelledNotificationParam::new(Some(id), Some(reason)))
+                    .notify_cancelled(rmcp::model::CancelledNotificationParam::new(
+                        Some(id),
+                        Some(reason),
+                    ))
                     .await;
             });
         }

@@ -179,12 +179,30 @@ pub struct Handler {
     pub changes: tokio::sync::broadcast::Sender<String>,
     /// Progress of the calls under way, by their progress token.
     pub progress: rmcp::handler::client::progress::ProgressDispatcher,
+    /// The calls under way that can take the server's questions (the latest last).
+    pub asks: Asks,
 }
+
+/// A server's question during a call: its message, the form's schema, and where the user's
+/// answer goes.
+pub type Ask = (
+    String,
+    serde_json::Value,
+    tokio::sync::oneshot::Sender<aai_executor::Elicited>,
+);
+
+/// Where a server's questions go: the calls under way.
+pub type Asks = Arc<std::sync::Mutex<Vec<tokio::sync::mpsc::Sender<Ask>>>>;
 
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
-            ClientCapabilities::default(),
+            {
+                // The questions a server asks during a call go to the call's own asker.
+                let mut capabilities = ClientCapabilities::default();
+                capabilities.elicitation = Some(rmcp::model::ElicitationCapability::default());
+                capabilities
+            },
             Implementation::new("aai-gateway", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
@@ -194,6 +212,40 @@ impl ClientHandler for Handler {
         tracing::info!(app = %self.app_id, "the MCP server's tools changed");
         self.stale.store(true, Ordering::SeqCst);
         let _ = self.changes.send(self.app_id.clone());
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        use rmcp::model::{ElicitResult, ElicitationAction};
+        let value = serde_json::to_value(&request).unwrap_or_default();
+        let message = value["message"].as_str().unwrap_or_default().to_owned();
+        let schema = value.get("requestedSchema").cloned();
+        // A form only (a URL the server wants opened is declined), asked of the caller of
+        // the call under way; with no call under way there is nobody to ask.
+        let call = self
+            .asks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .last()
+            .cloned();
+        let (Some(schema), Some(call)) = (schema, call) else {
+            tracing::info!(app = %self.app_id, "a question of the MCP server was declined: no call under way can ask the user");
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if call.send((message, schema, reply)).await.is_err() {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        }
+        Ok(match answer.await {
+            Ok(aai_executor::Elicited::Accepted(content)) => {
+                ElicitResult::new(ElicitationAction::Accept).with_content(content)
+            }
+            Ok(aai_executor::Elicited::Declined) => ElicitResult::new(ElicitationAction::Decline),
+            _ => ElicitResult::new(ElicitationAction::Cancel),
+        })
     }
 
     async fn on_progress(

@@ -270,6 +270,12 @@ pub trait Asker: Send + Sync {
     ) -> aai_executor::BoxFuture<'a, bool> {
         Box::pin(async { false })
     }
+
+    /// Asks the user a question a tool puts during its call (an MCP server's elicitation),
+    /// when this asker can put a form to the user; `None` otherwise (the tool is told no).
+    fn elicitor(&self) -> Option<&dyn aai_executor::Elicit> {
+        None
+    }
 }
 
 /// The `elicitation/create` params that ask `question`: one choice among those offered.

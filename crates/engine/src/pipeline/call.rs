@@ -491,7 +491,8 @@ impl Gateway {
         let invocation = Invocation::new(descriptor, &spec.name, args, timeout)
             .with_roots(&who.roots)
             .with_caller(&who.name, asked)
-            .with_progress(who.progress.as_deref());
+            .with_progress(who.progress.as_deref())
+            .with_elicit(asker.and_then(Asker::elicitor));
         // A call dropped before it finishes (the client cancelled it) still gets its outcome row.
         let mut unfinished = Unfinished {
             gate: &self.gate,

@@ -102,6 +102,10 @@ impl Asker for PeerAsker {
         })
     }
 
+    fn elicitor(&self) -> Option<&dyn aai_executor::Elicit> {
+        Some(self)
+    }
+
     fn open_url<'a>(&'a self, message: &'a str, url: &'a str) -> aai_executor::BoxFuture<'a, bool> {
         Box::pin(async move {
             if !self.url {
@@ -276,4 +280,44 @@ impl Asker for StatelessAsker<'_> {
 pub(super) fn binding(caller: &str, name: &str, args: &Value) -> String {
     let digest = Sha256::digest(format!("{caller}\n{name}\n{args}").as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A tool's own question (an MCP server's elicitation), put to the user as the client's form.
+impl aai_executor::Elicit for PeerAsker {
+    fn elicit<'a>(
+        &'a self,
+        message: &'a str,
+        requested_schema: &'a Value,
+    ) -> aai_executor::BoxFuture<'a, aai_executor::Elicited> {
+        Box::pin(async move {
+            let form = serde_json::json!({
+                "mode": "form",
+                "message": message,
+                "requestedSchema": requested_schema,
+            });
+            let Ok(params) = serde_json::from_value::<ElicitRequestParams>(form) else {
+                return aai_executor::Elicited::Cancelled;
+            };
+            let answer = self
+                .peer
+                .create_elicitation_with_timeout(params, Some(self.timeout))
+                .await;
+            let answer = answer.ok().and_then(|r| serde_json::to_value(&r).ok());
+            match answer
+                .as_ref()
+                .and_then(|a| a.get("action"))
+                .and_then(Value::as_str)
+            {
+                Some("accept") => aai_executor::Elicited::Accepted(
+                    answer
+                        .as_ref()
+                        .and_then(|a| a.get("content"))
+                        .cloned()
+                        .unwrap_or_else(|| serde_json::json!({})),
+                ),
+                Some("decline") => aai_executor::Elicited::Declined,
+                _ => aai_executor::Elicited::Cancelled,
+            }
+        })
+    }
 }
