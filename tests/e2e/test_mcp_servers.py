@@ -436,3 +436,25 @@ async def test_a_servers_question_is_put_to_the_user_through_the_client_marked_a
         async with client(home) as c:
             unasked = await c.call_tool("aai_exec", call)
             assert "decline" in text(unasked), text(unasked)
+
+
+async def test_the_users_risk_for_a_tool_wins_and_a_batch_runs_server_tools(home):
+    (home / "config.json").write_text(json.dumps({"mcp": {"risk": {"io.github.memory:read_graph": "high"}}}))
+    install(home, "io.github.memory", server_doc(
+        "io.github.memory", "Memory", "A knowledge graph.",
+        node("server-memory", env={"MEMORY_FILE_PATH": str(home.parent / "memory.jsonl")})))
+    with anyio.fail_after(TIMEOUT):
+        async with client(home) as c:
+            guide = text(await c.call_tool("aai_guide", {"app": "io.github.memory"}))
+            assert "read_graph" in guide
+            # read-only by its annotations, high by the user's word: asked, and nobody can answer.
+            refused = await c.call_tool("aai_exec", {"app": "io.github.memory", "tool": "read_graph", "args": {}})
+            assert refused.is_error and refused.structured_content["detail"]["risk"] == "high", text(refused)
+            steps = [{"app": "io.github.memory", "tool": "create_entities",
+                      "args": {"entities": [{"name": "Grace", "entityType": "person", "observations": ["admiral"]}]}},
+                     {"app": "io.github.memory", "tool": "search_nodes", "args": {"query": "Grace"}}]
+            batch = await c.call_tool("aai_batch", {"steps": steps})
+            assert not batch.is_error, text(batch)
+            out = batch.structured_content
+            assert [s["status"] for s in out["steps"]] == ["ok", "ok"], out
+            assert "admiral" in json.dumps(out["steps"][1]), out

@@ -348,7 +348,7 @@ impl Gateway {
     async fn gatecheck(&self, who: &Caller, step: &Step) -> Result<Gatecheck, AaiError> {
         let registry = self.snapshot_for(&step.app).await;
         let app = self.find(&registry, &step.app)?;
-        let descriptor = app.descriptor()?;
+        let descriptor = self.descriptor_of(&app).await?;
         let spec = find_tool(&app, &descriptor, &step.tool)?;
         if !step.needs.is_empty() {
             if !step.args.is_object() {

@@ -717,7 +717,7 @@ impl Gateway {
     pub async fn plan(&self, app: &str, tool: &str, args: &Value) -> Result<Value, AaiError> {
         let registry = self.snapshot_for(app).await;
         let app = self.find(&registry, app)?;
-        let descriptor = app.descriptor()?;
+        let descriptor = self.descriptor_of(&app).await?;
         let spec = find_tool(&app, &descriptor, tool)?;
         let schema = spec.parameters.as_ref().map(Parameters::schema);
         let args = check_args(&app, spec, schema.as_ref(), args)?;

@@ -449,7 +449,7 @@ impl Gateway {
         let found = self.find(&registry, app)?;
         let tool = match tool {
             Some(tool) => {
-                let descriptor = found.descriptor()?;
+                let descriptor = self.descriptor_of(&found).await?;
                 Some(find_tool(&found, &descriptor, tool)?.name.clone())
             }
             None => None,
@@ -463,9 +463,21 @@ impl Gateway {
     /// `APP_NOT_FOUND` with suggestions.
     pub async fn guide(&self, registry: &Snapshot, app: &str) -> Result<String, AaiError> {
         let app = self.find(registry, app)?;
-        let descriptor = self.listed(app.platform, app.descriptor()?).await?;
+        let descriptor = self.descriptor_of(&app).await?;
         let tools = descriptor.tools(app.platform).unwrap_or_default();
         Ok(guide::guide(&descriptor, &tools))
+    }
+
+    /// The descriptor of `app` with the tools it has now (see [`Gateway::listed`]): what every
+    /// step that resolves a tool by name reads.
+    ///
+    /// # Errors
+    /// The descriptor cannot be read, or an MCP server cannot be started.
+    pub async fn descriptor_of(
+        &self,
+        app: &crate::catalog::snapshot::App,
+    ) -> Result<Arc<aai_descriptor::Descriptor>, AaiError> {
+        self.listed(app.platform, app.descriptor()?).await
     }
 
     /// `descriptor` with the tools it has now: an MCP server's as the server lists them

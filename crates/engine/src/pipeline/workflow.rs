@@ -193,17 +193,16 @@ impl Gateway {
     /// Whether `app:tool` is read-only (safe to run again).
     async fn read_only(&self, app: &str, tool: &str) -> bool {
         let registry = self.snapshot().await;
-        crate::pipeline::find_app(&registry, app)
-            .ok()
-            .and_then(|app| {
-                app.descriptor()
-                    .ok()?
-                    .tools(app.platform)?
-                    .into_iter()
-                    .find(|t| t.name == tool)
-                    .map(|t| t.read_only == Some(true))
-            })
-            .unwrap_or(false)
+        let Ok(app) = crate::pipeline::find_app(&registry, app) else {
+            return false;
+        };
+        let Ok(descriptor) = self.descriptor_of(app).await else {
+            return false;
+        };
+        descriptor
+            .tools(app.platform)
+            .and_then(|tools| tools.into_iter().find(|t| t.name == tool))
+            .is_some_and(|t| t.read_only == Some(true))
     }
 
     /// One step with its retries and timeout. A refusal (policy, the user) is not retried.
