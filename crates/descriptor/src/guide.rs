@@ -99,7 +99,8 @@ pub fn whole_words(text: &str, max: usize) -> String {
 }
 
 /// The description of an app's entry in a tool or app list, e.g.
-/// `Mail: Apple's native email client (aka email). Call for guide.`, kept within
+/// `Mail: Apple's native email client (aka email).` (the server's instructions say an app's
+/// entry returns its guide), kept within
 /// `max_tokens` (estimated). `short` is the app's [`short_description`]. Aliases are
 /// dropped first (the last first), then the description loses whole words from its end.
 pub fn listing_description(
@@ -121,20 +122,34 @@ pub fn listing_description(
         .collect();
     let mut alias_count = aliases.len();
     let mut chars = short.chars().count().min(LISTING_DESCRIPTION_CHARS);
+    // A description that begins with the app's name says it already (`Slack: Slack for
+    // teams` costs tokens and says nothing more).
+    let names_itself = short
+        .get(..name.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(&name))
+        && short[name.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !c.is_alphanumeric());
     loop {
-        let mut text = name.clone();
         let description = whole_words(short, chars);
+        let mut text = if names_itself && !description.is_empty() {
+            String::new()
+        } else {
+            name.clone()
+        };
         if !description.is_empty() {
-            text.push_str(": ");
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
             text.push_str(&description);
         }
         if alias_count > 0 {
             let _ = write!(text, " (aka {})", aliases[..alias_count].join(", "));
         }
-        if !text.ends_with('…') {
+        if !text.ends_with('…') && !text.ends_with('.') {
             text.push('.');
         }
-        text.push_str(" Call for guide.");
         if estimate_tokens(&text) <= max_tokens || (chars == 0 && alias_count == 0) {
             return text;
         }
@@ -433,10 +448,12 @@ mod tests {
         let short = short_description(&descriptor.description);
         let text = listing_description(&descriptor.name, &descriptor.aliases, &short, 40);
         assert!(text.starts_with("Reminders: Keeps to-dos"), "{text}");
-        assert!(
-            text.ends_with("(aka todo, 待办). Call for guide."),
-            "{text}"
-        );
+        assert!(text.ends_with("(aka todo, 待办)."), "{text}");
+        // A description that begins with the name does not say it twice.
+        let text = listing_description("Slack", &[], "Slack for teams: channels and calls", 40);
+        assert_eq!(text, "Slack for teams: channels and calls.");
+        let text = listing_description("Slack", &[], "Slackware package manager", 40);
+        assert!(text.starts_with("Slack: Slackware"), "{text}");
     }
 
     #[test]
@@ -498,10 +515,7 @@ mod tests {
                     &short,
                     budget,
                 );
-                let shown = text
-                    .strip_prefix("Reminders")
-                    .and_then(|t| t.strip_suffix(" Call for guide."))
-                    .expect("name and call to action");
+                let shown = text.strip_prefix("Reminders").expect("the name first");
                 let shown = shown.split(" (aka").next().unwrap_or_default();
                 let shown = shown.strip_prefix(": ").unwrap_or(shown);
                 let shown = shown.trim_end_matches(['.', '…']);
