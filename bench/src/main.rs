@@ -8,6 +8,7 @@ mod batch;
 mod browser;
 mod dashboard;
 mod desktop;
+mod mcp;
 mod scale;
 mod schedule;
 mod stop;
@@ -179,6 +180,10 @@ fn main() {
     }
     if std::env::args().any(|a| a == "stop") {
         stop::run();
+        return;
+    }
+    if std::env::args().any(|a| a == "mcp") {
+        mcp::run();
         return;
     }
     if std::env::args().any(|a| a == "browser") {
