@@ -458,3 +458,39 @@ async def test_the_users_risk_for_a_tool_wins_and_a_batch_runs_server_tools(home
             out = batch.structured_content
             assert [s["status"] for s in out["steps"]] == ["ok", "ok"], out
             assert "admiral" in json.dumps(out["steps"][1]), out
+
+
+async def test_a_streamable_http_server_is_reached_at_its_url_with_its_token(home, tmp_path):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp_path / "everything-http.log", "w")
+    server = subprocess.Popen(["node", str(NPM / "server-everything" / "dist" / "index.js"), "streamableHttp"],
+                              env={**gateway_env(home, None), "PORT": str(port)}, stdout=log, stderr=log)
+    try:
+        def listening():
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+
+        wait_until(listening, 30, "the HTTP server to listen")
+        install(home, "io.github.everything-http", server_doc(
+            "io.github.everything-http", "Everything over HTTP", "The reference server over Streamable HTTP.",
+            {"automation": "http", "url": f"http://127.0.0.1:{port}/mcp", "auth": {"type": "bearer", "env": "EVERYTHING_TOKEN"}}))
+        env = {**gateway_env(home, None), "EVERYTHING_TOKEN": "token-for-everything"}
+        with anyio.fail_after(TIMEOUT):
+            async with client(home, env) as c:
+                echoed = await c.call_tool("aai_exec", {"app": "io.github.everything-http", "tool": "echo", "args": {"message": "over http"}})
+                assert "over http" in text(echoed), text(echoed)
+        # Without the variable its auth names, it says which one to set.
+        with anyio.fail_after(TIMEOUT):
+            async with client(home) as c:
+                failed = await c.call_tool("aai_guide", {"app": "io.github.everything-http"})
+                assert failed.is_error and "EVERYTHING_TOKEN" in text(failed), text(failed)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
