@@ -11,6 +11,8 @@ use crate::model::{Descriptor, Parameters, ToolCommon};
 
 /// Longest app description shown in a listing, in characters.
 const LISTING_DESCRIPTION_CHARS: usize = 80;
+/// The fewest characters of a description an app's listing keeps (whole words).
+const MIN_DESCRIPTION_CHARS: usize = 28;
 /// Longest tool description shown in a guide.
 const TOOL_DESCRIPTION_CHARS: usize = 64;
 /// Longest parameter description shown in a guide.
@@ -122,6 +124,9 @@ pub fn listing_description(
         .collect();
     let mut alias_count = aliases.len();
     let mut chars = short.chars().count().min(LISTING_DESCRIPTION_CHARS);
+    // The first words of a description carry what the app is for: they stay even when a long
+    // name or appId leaves little of the budget.
+    let floor = chars.min(MIN_DESCRIPTION_CHARS);
     // A description that begins with the app's name says it already (`Slack: Slack for
     // teams` costs tokens and says nothing more).
     let names_itself = short
@@ -150,13 +155,13 @@ pub fn listing_description(
         if !text.ends_with('…') && !text.ends_with('.') {
             text.push('.');
         }
-        if estimate_tokens(&text) <= max_tokens || (chars == 0 && alias_count == 0) {
+        if estimate_tokens(&text) <= max_tokens || (chars <= floor && alias_count == 0) {
             return text;
         }
         if alias_count > 0 {
             alias_count -= 1;
         } else {
-            chars = chars.saturating_sub(6);
+            chars = chars.saturating_sub(6).max(floor);
         }
     }
 }
@@ -532,7 +537,9 @@ mod tests {
                     );
                 }
                 assert!(description.starts_with(shown) || shown.is_empty(), "{text}");
-                if budget >= 20 {
+                // Within the budget, unless only the description's first words are left,
+                // which stay whatever it costs.
+                if budget >= 20 && shown.chars().count() > MIN_DESCRIPTION_CHARS {
                     assert!(estimate_tokens(&text) <= budget, "{budget}: {text}");
                 }
             }

@@ -20,7 +20,7 @@ use aai_descriptor::{AaiError, Descriptor, ErrorKind, Platform, guide};
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever [`Summary`] or the file layout changes.
-const FORMAT: u32 = 2;
+pub(crate) const FORMAT: u32 = 2;
 /// Descriptors used last, kept parsed.
 const RECENT: usize = 8;
 

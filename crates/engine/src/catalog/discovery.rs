@@ -889,7 +889,12 @@ mod cache_tests {
             "\"gateway\":\"0.0.1-other\"",
             1,
         );
-        let other_format = text.replacen("\"format\":1", "\"format\":99", 1);
+        let other_format = text.replacen(
+            &format!("\"format\":{}", crate::catalog::cache::FORMAT),
+            "\"format\":99",
+            1,
+        );
+        assert_ne!(other_format, text);
         // The body is intact (its checksum matches), but the header promises one row more:
         // every row read before the count is checked is dropped with the rest.
         let miscounted = text.replacen("\"entries\":12", "\"entries\":13", 1);

@@ -433,7 +433,7 @@ pub(crate) fn default_listing(summary: &Summary) -> (usize, Arc<str>) {
 /// `{"name":"<slug>","description":"…","inputSchema":{"type":"object"}}`, stays under 40.
 fn listing_budget(slug: &str) -> usize {
     const ENTRY_OVERHEAD: usize = 13;
-    (34usize)
+    (33usize)
         .saturating_sub(ENTRY_OVERHEAD + guide::estimate_tokens(slug))
         .max(8)
 }
