@@ -107,7 +107,7 @@ def test_import_reads_each_clients_format_and_writes_valid_descriptors(home, tmp
     assert fetch["env"] == {"TOKEN": "${FETCH_TOKEN}"}
     github = json.loads((home / "mcp.github" / "aai.json").read_text())
     assert "ghp_secret" not in json.dumps(github)
-    assert github["platforms"]["mcp"]["auth"] == {"type": "bearer", "env": "AAI_TOKEN_GITHUB"}
+    assert github["platforms"]["mcp"]["auth"] == {"type": "bearer", "env_var": "AAI_TOKEN_GITHUB"}
     assert "AAI_TOKEN_GITHUB" in by_server[("claude-code", "github")]["note"]
     # Nothing was rewritten without --rewrite; a second import keeps what is there.
     assert "memory" in json.loads(files["claude-desktop"].read_text())["mcpServers"]

@@ -479,7 +479,7 @@ async def test_a_streamable_http_server_is_reached_at_its_url_with_its_token(hom
         wait_until(listening, 30, "the HTTP server to listen")
         install(home, "io.github.everything-http", server_doc(
             "io.github.everything-http", "Everything over HTTP", "The reference server over Streamable HTTP.",
-            {"automation": "http", "url": f"http://127.0.0.1:{port}/mcp", "auth": {"type": "bearer", "env": "EVERYTHING_TOKEN"}}))
+            {"automation": "http", "url": f"http://127.0.0.1:{port}/mcp", "auth": {"type": "bearer", "env_var": "EVERYTHING_TOKEN"}}))
         env = {**gateway_env(home, None), "EVERYTHING_TOKEN": "token-for-everything"}
         with anyio.fail_after(TIMEOUT):
             async with client(home, env) as c:
@@ -490,6 +490,68 @@ async def test_a_streamable_http_server_is_reached_at_its_url_with_its_token(hom
             async with client(home) as c:
                 failed = await c.call_tool("aai_guide", {"app": "io.github.everything-http"})
                 assert failed.is_error and "EVERYTHING_TOKEN" in text(failed), text(failed)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+
+
+# A Streamable HTTP server that lets in only requests with its key (TypeScript SDK, stateless).
+GUARDED = textwrap.dedent('''
+    const { createRequire } = require('module');
+    const from = createRequire(process.argv[2] + '/');
+    const express = from('express');
+    const { McpServer } = from('@modelcontextprotocol/sdk/server/mcp.js');
+    const { StreamableHTTPServerTransport } = from('@modelcontextprotocol/sdk/server/streamableHttp.js');
+    const app = express();
+    app.use(express.json());
+    app.post('/mcp', async (req, res) => {
+      if (req.headers['x-api-key'] !== 'key-for-guarded') {
+        res.status(401).json({ error: 'unauthorized' });
+        return;
+      }
+      const server = new McpServer({ name: 'guarded', version: '1.0.0' });
+      server.registerTool('whoami', { description: 'Says the caller was let in.', annotations: { readOnlyHint: true } },
+        async () => ({ content: [{ type: 'text', text: 'let in' }] }));
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+      res.on('close', () => { transport.close(); server.close(); });
+      await server.connect(transport);
+      await transport.handleRequest(req, res, req.body);
+    });
+    app.get('/mcp', (req, res) => res.status(405).end());
+    app.listen(Number(process.argv[3]), '127.0.0.1', () => console.error('listening'));
+''')
+
+
+async def test_an_http_servers_credential_is_a_web_apps_credential(home, tmp_path):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "guarded.cjs"
+    script.write_text(GUARDED)
+    log = open(tmp_path / "guarded.log", "w")
+    server = subprocess.Popen(["node", str(script), str(SERVERS / "node_modules"), str(port)], stdout=log, stderr=log)
+    try:
+        wait_until(lambda: "listening" in (tmp_path / "guarded.log").read_text(), 30, "the HTTP server to listen")
+        install(home, "org.example.guarded", server_doc(
+            "org.example.guarded", "Guarded", "A server that wants a key.",
+            {"automation": "http", "url": f"http://127.0.0.1:{port}/mcp",
+             "auth": {"type": "api_key", "key_name": "X-API-Key", "env_var": "GUARDED_KEY"}}))
+        call = {"app": "org.example.guarded", "tool": "whoami", "args": {}}
+        with anyio.fail_after(TIMEOUT):
+            async with client(home, {**gateway_env(home, None), "GUARDED_KEY": "key-for-guarded"}) as c:
+                let_in = await c.call_tool("aai_exec", call)
+                assert "let in" in text(let_in), text(let_in)
+        # Without the key the gateway says how to give one; a wrong key is the server's 401.
+        with anyio.fail_after(TIMEOUT):
+            async with client(home) as c:
+                missing = await c.call_tool("aai_exec", call)
+                assert missing.is_error and "GUARDED_KEY" in text(missing), text(missing)
+        with anyio.fail_after(TIMEOUT):
+            async with client(home, {**gateway_env(home, None), "GUARDED_KEY": "wrong"}) as c:
+                wrong = await c.call_tool("aai_exec", call)
+                assert wrong.is_error and "cannot be started" in text(wrong), text(wrong)
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -470,6 +470,12 @@ fn mcp_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
                     ),
                 )),
             }
+            if fields.auth.as_ref().is_some_and(|a| a.kind == "oauth2") {
+                problems.push(Problem::new(
+                    "/platforms/mcp/auth/type",
+                    "OAuth sign-in to an MCP server is not supported yet: give its token as `bearer` or `api_key` (`env_var`, or `aai-gateway auth set APP`)",
+                ));
+            }
             if fields.command.is_some() || !fields.args.is_empty() || fields.cwd.is_some() {
                 problems.push(Problem::new(
                     "/platforms/mcp/command",
@@ -1002,5 +1008,76 @@ mod tests {
         let problems = problems(&doc);
         assert_eq!(problems[0].pointer, "/platforms/ios/tools/0/url_template");
         assert!(problems[0].message.contains("host"));
+    }
+}
+
+#[cfg(test)]
+mod mcp_tests {
+    fn problems(section: &serde_json::Value) -> Vec<String> {
+        let doc = serde_json::json!({"schema_version": "1.0", "appId": "org.example.server",
+            "name": "Server", "description": "An MCP server.", "platforms": {"mcp": section}});
+        match crate::parse("test", doc.to_string().as_bytes()) {
+            Ok(_) => Vec::new(),
+            Err(error) => error
+                .problems
+                .iter()
+                .map(|p| format!("{} {}", p.pointer, p.message))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn an_mcp_server_section_is_checked_like_any_other() {
+        let ok = [
+            serde_json::json!({"automation": "stdio", "command": "npx", "args": ["-y", "server"]}),
+            serde_json::json!({"automation": "http", "url": "https://example.com/mcp",
+                "auth": {"type": "bearer", "env_var": "TOKEN"}}),
+            serde_json::json!({"automation": "http", "url": "http://127.0.0.1:3001/mcp"}),
+            serde_json::json!({"automation": "stdio", "command": "srv", "tools": [{"name": "rm", "risk": "critical"}]}),
+        ];
+        for section in ok {
+            assert!(
+                problems(&section).is_empty(),
+                "{section}: {:?}",
+                problems(&section)
+            );
+        }
+        let bad = [
+            (
+                serde_json::json!({"automation": "stdio"}),
+                "needs `command`",
+            ),
+            (
+                serde_json::json!({"automation": "stdio", "command": "x", "url": "https://e.com/mcp"}),
+                "for `automation: \"http\"`",
+            ),
+            (
+                serde_json::json!({"automation": "http", "url": "http://example.com/mcp"}),
+                "must be an https URL",
+            ),
+            (
+                serde_json::json!({"automation": "http", "url": "https://e.com/mcp", "command": "x"}),
+                "for `automation: \"stdio\"`",
+            ),
+            (
+                serde_json::json!({"automation": "http", "url": "https://e.com/mcp", "auth": {"type": "oauth2"}}),
+                "not supported yet",
+            ),
+            (
+                serde_json::json!({"automation": "sse", "url": "https://e.com/mcp"}),
+                "/platforms/mcp/automation",
+            ),
+            (
+                serde_json::json!({"automation": "stdio", "command": "x", "tools": [{"name": "a"}, {"name": "a"}]}),
+                "duplicate tool name",
+            ),
+        ];
+        for (section, expected) in bad {
+            let found = problems(&section);
+            assert!(
+                found.iter().any(|p| p.contains(expected)),
+                "{section}: {found:?}"
+            );
+        }
     }
 }

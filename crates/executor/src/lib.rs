@@ -390,6 +390,10 @@ pub trait ToolSource: Executor {
     /// Tells it the emergency stop was pressed: whatever it started is gone.
     fn stopped(&self) {}
 
+    /// Where credentials come from (the web apps' own: environment variables bound to an
+    /// origin, the credential store, OAuth).
+    fn set_auth(&self, _auth: Arc<dyn rest::Auth>) {}
+
     /// The state of each server used so far, as JSON, for the dashboard.
     fn states(&self) -> Value {
         Value::Array(Vec::new())

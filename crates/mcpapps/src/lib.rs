@@ -46,6 +46,8 @@ pub struct Servers {
     overrides: RwLock<HashMap<String, Risk>>,
     /// The appIds of servers whose tools changed.
     changes: tokio::sync::broadcast::Sender<String>,
+    /// Credentials for http servers, as web apps have them (the gateway plugs its own in).
+    auth: RwLock<Option<Arc<dyn aai_executor::rest::Auth>>>,
 }
 
 /// One server: how to reach it and what is known of it.
@@ -104,6 +106,7 @@ impl Servers {
             servers: Mutex::new(HashMap::new()),
             overrides: RwLock::new(HashMap::new()),
             changes: tokio::sync::broadcast::channel(64).0,
+            auth: RwLock::new(None),
         });
         // Idle servers are stopped; the task ends with the last reference.
         let weak = Arc::downgrade(&servers);
@@ -230,7 +233,14 @@ impl Servers {
         let server = self.server(descriptor)?;
         server.touch();
         let mut state = server.state.lock().await;
-        server.connected(&mut state).await?;
+        let auth = self
+            .auth
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        server
+            .connected(&mut state, descriptor, auth.as_deref())
+            .await?;
         let stale = server.stale.swap(false, Ordering::SeqCst);
         if let (Some(listed), false) = (&state.listed, stale) {
             return Ok((server.clone(), listed.clone()));
@@ -503,6 +513,48 @@ async fn reach(
     })
 }
 
+/// The credential an http server's requests carry, as a web app's would: from the plugged
+/// web auth (an environment variable bound to the origin, the credential store, OAuth), else
+/// — a command with no gateway around it, like `doctor` — from the variable it names.
+async fn credential(
+    descriptor: &Descriptor,
+    url: &str,
+    section_auth: &Value,
+    auth: Option<&dyn aai_executor::rest::Auth>,
+) -> Result<Option<aai_executor::rest::Credential>, AaiError> {
+    let web_auth: aai_descriptor::WebAuth =
+        serde_json::from_value(section_auth.clone()).map_err(|e| {
+            AaiError::new(
+                ErrorKind::AuthConfigInvalid,
+                format!("{}: `auth`: {e}", descriptor.app_id),
+            )
+        })?;
+    let section = aai_descriptor::WebSection {
+        base_url: url.to_owned(),
+        auth: Some(web_auth.clone()),
+        default_headers: None,
+    };
+    if let Some(auth) = auth {
+        return auth.credential(descriptor, &section).await;
+    }
+    let var = web_auth.fields.get("env_var").and_then(Value::as_str);
+    let secret = var
+        .filter(|_| !descriptor.fetched)
+        .and_then(|v| std::env::var(v).ok())
+        .filter(|s| !s.is_empty());
+    match secret {
+        Some(secret) => Ok(Some(aai_executor::rest::credential_for(&web_auth, secret))),
+        None => Err(AaiError::new(
+            ErrorKind::AuthRequired,
+            format!(
+                "{}: the MCP server needs a credential: set {} in the gateway's environment",
+                descriptor.app_id,
+                var.unwrap_or("the variable its `auth` names (`env_var`)")
+            ),
+        )),
+    }
+}
+
 /// AUTOMATION_FAILED: the server of `app` cannot be started, and why.
 fn cannot_start(app: &str, spec: Option<&Spec>, why: &dyn std::fmt::Display) -> AaiError {
     let server = spec
@@ -584,7 +636,12 @@ impl Server {
 
     /// Makes sure the server runs: started now if it was not or it exited (after a crash,
     /// not before its backoff has passed).
-    async fn connected(&self, state: &mut State) -> Result<(), AaiError> {
+    async fn connected(
+        &self,
+        state: &mut State,
+        descriptor: &Descriptor,
+        auth: Option<&dyn aai_executor::rest::Auth>,
+    ) -> Result<(), AaiError> {
         if let Some(conn) = &state.conn {
             if !conn.client.is_closed() && !conn.client.peer().is_transport_closed() {
                 return Ok(());
@@ -621,7 +678,14 @@ impl Server {
             progress: rmcp::handler::client::progress::ProgressDispatcher::new(),
             asks: self.asks.clone(),
         };
-        match server::connect(&self.spec, handler).await {
+        let credential = match &self.spec {
+            Spec::Http {
+                url,
+                auth: Some(section_auth),
+            } => credential(descriptor, url, section_auth, auth).await?,
+            _ => None,
+        };
+        match server::connect(&self.spec, handler, credential).await {
             Ok(conn) => {
                 let pid = conn.pid;
                 state.conn = Some(conn);
@@ -794,6 +858,10 @@ impl ToolSource for Servers {
 
     fn stopped(&self) {
         self.stop_all();
+    }
+
+    fn set_auth(&self, auth: Arc<dyn aai_executor::rest::Auth>) {
+        *self.auth.write().unwrap_or_else(PoisonError::into_inner) = Some(auth);
     }
 
     fn states(&self) -> Value {

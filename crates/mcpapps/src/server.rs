@@ -32,7 +32,8 @@ pub enum Spec {
     },
     Http {
         url: String,
-        token: Option<String>,
+        /// The descriptor's `auth`, as a web app's (JSON, compared when the file changes).
+        auth: Option<serde_json::Value>,
     },
 }
 
@@ -52,8 +53,6 @@ pub enum StartError {
     Unset(String),
     #[error("its descriptor has no `platforms.mcp` section")]
     NoSection,
-    #[error("the variable {0} its auth names is not set")]
-    NoToken(String),
     #[error(
         "it comes from the network (a registry or the app store), and a server that runs a command is started only from a descriptor in the user's own apps folder"
     )]
@@ -76,21 +75,12 @@ impl Spec {
             .ok_or(StartError::NoSection)?;
         let fields: &McpSection = &section.fields;
         if section.automation == "http" {
-            let token = match &fields.auth {
-                Some(auth) => {
-                    let var = auth
-                        .fields
-                        .get("env")
-                        .and_then(|v| v.as_str())
-                        .unwrap_or_default();
-                    let value = trusted.then(|| std::env::var(var).ok()).flatten();
-                    Some(value.ok_or_else(|| StartError::NoToken(var.to_owned()))?)
-                }
-                None => None,
-            };
             return Ok(Self::Http {
                 url: fields.url.clone().unwrap_or_default(),
-                token,
+                auth: fields
+                    .auth
+                    .as_ref()
+                    .and_then(|a| serde_json::to_value(a).ok()),
             });
         }
         if !trusted {
@@ -276,7 +266,11 @@ pub struct Connection {
 ///
 /// # Errors
 /// It cannot be started, or it does not complete `initialize` in time.
-pub async fn connect(spec: &Spec, handler: Handler) -> Result<Connection, StartError> {
+pub async fn connect(
+    spec: &Spec,
+    handler: Handler,
+    credential: Option<aai_executor::rest::Credential>,
+) -> Result<Connection, StartError> {
     let app_id = handler.app_id.clone();
     match spec {
         Spec::Stdio {
@@ -327,14 +321,42 @@ pub async fn connect(spec: &Spec, handler: Handler) -> Result<Connection, StartE
             tracing::info!(app = %app_id, ?pid, "MCP server started");
             Ok(Connection { client, pid })
         }
-        Spec::Http { url, token } => {
+        Spec::Http { url, .. } => {
             let _ = rustls::crypto::ring::default_provider().install_default();
+            let mut uri = url.clone();
+            let mut headers = std::collections::HashMap::new();
+            let mut bearer = None;
+            match credential {
+                Some(aai_executor::rest::Credential::Header { name, value }) => {
+                    match value.strip_prefix("Bearer ") {
+                        Some(token) if name.eq_ignore_ascii_case("authorization") => {
+                            bearer = Some(token.to_owned());
+                        }
+                        _ => {
+                            if let (Ok(name), Ok(value)) = (
+                                http::HeaderName::try_from(name.as_str()),
+                                http::HeaderValue::try_from(value.as_str()),
+                            ) {
+                                headers.insert(name, value);
+                            }
+                        }
+                    }
+                }
+                Some(aai_executor::rest::Credential::Query { name, value }) => {
+                    if let Ok(mut parsed) = url::Url::parse(&uri) {
+                        parsed.query_pairs_mut().append_pair(&name, &value);
+                        uri = parsed.to_string();
+                    }
+                }
+                None => {}
+            }
             let mut config =
                 rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-                    url.clone(),
-                );
-            if let Some(token) = token {
-                config = config.auth_header(token.clone());
+                    uri,
+                )
+                .custom_headers(headers);
+            if let Some(token) = bearer {
+                config = config.auth_header(token);
             }
             let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
             let client = tokio::time::timeout(START_TIMEOUT, handler.serve(transport))

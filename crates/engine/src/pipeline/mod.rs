@@ -153,6 +153,9 @@ impl Gateway {
         let setup = toolset_setup(&config, home);
         let mut rest = web.rest_settings();
         rest.files = Some(aai_local::upload_reader(&setup));
+        if let Some(mcp) = executors.mcp() {
+            mcp.set_auth(web.auth.clone());
+        }
         let executors = executors.with_web(rest, web.auth.clone());
         let toolsets = Arc::new(std::sync::RwLock::new(Arc::new(aai_local::Toolsets::new(
             &setup,

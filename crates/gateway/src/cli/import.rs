@@ -310,7 +310,7 @@ pub fn descriptor(found: &Found, app: &str) -> Value {
         Entry::Http { url, token } => {
             let mut s = json!({"automation": "http", "url": url});
             if token.is_some() {
-                s["auth"] = json!({"type": "bearer", "env": token_var(app)});
+                s["auth"] = json!({"type": "bearer", "env_var": token_var(app)});
             }
             s
         }
