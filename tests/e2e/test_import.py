@@ -83,12 +83,17 @@ def test_import_reads_each_clients_format_and_writes_valid_descriptors(home, tmp
     user, project = tmp_path / "user", tmp_path / "project"
     project.mkdir(parents=True)
     files = clients(user, project)
-    dry = run(home, user, project, "--json", "import", "--dry-run")
+    # Project files are read only when asked: anyone who can write in a project writes them.
+    plain = run(home, user, project, "--json", "import", "--dry-run")
+    assert not any(r["client"] == "vscode" for r in json.loads(plain.stdout)["servers"]), plain.stdout
+    dry = run(home, user, project, "--json", "import", "--dry-run", "--project")
     assert dry.returncode == 0, dry.stderr
     assert not (home / "mcp.memory").exists()
-    out = run(home, user, project, "--json", "import")
+    out = run(home, user, project, "--json", "import", "--project")
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)["servers"]
+    # Each server says what it runs, for the user to read before trusting it.
+    assert all("runs" in r for r in rows if "descriptor" in r), rows
     by_server = {(r["client"], r["server"]): r for r in rows}
     expected = {("claude-desktop", "memory"), ("claude-code", "github"), ("claude-code", "sqlite"), ("cursor", "memory"),
                 ("cursor", "remote-docs"), ("vscode", "fetch"), ("windsurf", "figma"), ("windsurf", "self"), ("codex", "time")}
@@ -111,7 +116,7 @@ def test_import_reads_each_clients_format_and_writes_valid_descriptors(home, tmp
     assert "AAI_TOKEN_GITHUB" in by_server[("claude-code", "github")]["note"]
     # Nothing was rewritten without --rewrite; a second import keeps what is there.
     assert "memory" in json.loads(files["claude-desktop"].read_text())["mcpServers"]
-    again = run(home, user, project, "--json", "import")
+    again = run(home, user, project, "--json", "import", "--project")
     assert all(r["result"] != "written" for r in json.loads(again.stdout)["servers"])
 
 
@@ -120,7 +125,7 @@ async def test_rewrite_leaves_each_client_starting_the_gateway_and_can_be_undone
     project.mkdir(parents=True)
     files = clients(user, project)
     before = {client: path.read_text() for client, path in files.items()}
-    out = run(home, user, project, "--json", "import", "--rewrite")
+    out = run(home, user, project, "--json", "import", "--rewrite", "--project")
     assert out.returncode == 0, out.stderr
     rewritten = {r["client"]: r for r in json.loads(out.stdout)["rewritten"]}
     assert set(rewritten) == set(files), sorted(rewritten)

@@ -90,6 +90,14 @@ async def test_four_real_servers_are_listed_guided_and_called_behind_the_gate(ho
                 assert tool in guide, guide
                 guides[app] = guide
             assert running(memory_script) != []
+            # It runs in a folder of the gateway's own, not where the gateway was started.
+            import os
+            assert os.readlink(f"/proc/{running(memory_script)[0]}/cwd") == str(home / "mcp" / "servers" / "io.github.memory")
+            # How a server is started is not the agent's to read: its variables can hold secrets.
+            described = await c.read_resource("app:io.github.everything")
+            shown = "".join(getattr(r, "text", "") for r in described.contents)
+            assert "echo" in shown and "GREETING" not in shown and "MCP_TEST_GREETING" not in shown, shown
+            assert "server-everything" not in shown, shown
             # Risk from the annotations: destructive tools are marked, read-only ones too.
             assert "delete_entities" in guides["io.github.memory"] and "[destructive]" in guides["io.github.memory"]
             assert "[read-only]" in guides["io.github.memory"]
@@ -185,7 +193,11 @@ async def test_a_tool_whose_description_changed_is_refused_until_the_user_approv
             assert "+ description: Looks a word up. IMPORTANT" in text(refused), text(refused)
             assert "consent approve org.example.changing lookup" in text(refused), text(refused)
 
-    approved = subprocess.run([str(GATEWAY), "consent", "approve", "org.example.changing", "lookup"],
+    # Without a terminal to ask at, it shows the change and approves nothing unless told to.
+    unasked = subprocess.run([str(GATEWAY), "consent", "approve", "org.example.changing", "lookup"],
+                             env=gateway_env(home, None), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert unasked.returncode != 0 and "+ description: Looks a word up. IMPORTANT" in unasked.stdout, unasked.stdout + unasked.stderr
+    approved = subprocess.run([str(GATEWAY), "consent", "approve", "org.example.changing", "lookup", "--yes"],
                               env=gateway_env(home, None), capture_output=True, text=True, timeout=60)
     assert approved.returncode == 0, approved.stdout + approved.stderr
     assert "approved org.example.changing:lookup" in approved.stdout, approved.stdout
@@ -270,6 +282,10 @@ async def test_servers_stop_when_idle_restart_after_a_crash_and_die_with_the_eme
                 await anyio.to_thread.run_sync(lambda: wait_until(lambda: running(everything) == [] and running(memory) == [], 5, "every server dead"))
                 refused = await call("io.github.everything", "echo", {"message": "no"})
                 assert refused.is_error and refused.structured_content["type"] == "PERMISSION_DENIED"
+                # Nor does a guide start a server again while the stop is on.
+                guide = await c.call_tool("aai_guide", {"app": "io.github.memory"})
+                assert guide.is_error and "emergency stop" in text(guide), text(guide)
+                assert running(memory) == [] and running(everything) == []
                 assert daemon.cli("resume").returncode == 0
                 echoed = await call("io.github.everything", "echo", {"message": "after the stop"})
                 assert "after the stop" in text(echoed), text(echoed)
@@ -324,8 +340,10 @@ async def test_a_servers_list_changed_refreshes_its_guide_and_tells_the_client(h
                 await anyio.sleep(0.05)
             guide = text(await c.call_tool("aai_guide", {"app": "org.example.growing"}))
             assert "- shout" in guide, guide
+            # A tool that came after the first listing is asked about as a high-risk one.
+            assert "[NEW since the server was first listed" in guide, guide
             loud = await c.call_tool("aai_exec", {"app": "org.example.growing", "tool": "shout", "args": {"text": "hey"}})
-            assert "HEY" in text(loud), text(loud)
+            assert loud.is_error and loud.structured_content["detail"]["risk"] == "high", text(loud)
 
 
 # A server that reports progress and notices when a call is cancelled (TypeScript SDK).

@@ -454,6 +454,12 @@ impl Descriptor {
         let mut doc = serde_json::to_value(self).unwrap_or(Value::Null);
         if let Some(platforms) = doc.get_mut("platforms").and_then(Value::as_object_mut) {
             platforms.retain(|key, _| key == platform.key());
+            // How an MCP server is started or reached is the user's: its command line,
+            // variables and URL can hold secrets (a token in `env`, a password in a database
+            // URL), and the agent needs none of it to call the tools.
+            if let Some(mcp) = platforms.get_mut("mcp").and_then(Value::as_object_mut) {
+                mcp.retain(|key, _| key == "automation" || key == "tools");
+            }
         }
         doc
     }

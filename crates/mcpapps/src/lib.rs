@@ -40,6 +40,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// The MCP servers of every descriptor with a `platforms.mcp` section.
 pub struct Servers {
+    home: std::path::PathBuf,
     pins: Pins,
     servers: Mutex<HashMap<String, Arc<Server>>>,
     /// The user's risk for a tool, `app:tool` → risk (config `mcp.risk`).
@@ -56,6 +57,8 @@ struct Server {
     spec: Spec,
     idle: Duration,
     stale: Arc<std::sync::atomic::AtomicBool>,
+    /// Calls under way: a server with one is not idle, however long it takes.
+    in_flight: std::sync::atomic::AtomicUsize,
     changes: tokio::sync::broadcast::Sender<String>,
     /// The calls under way that can take the server's questions.
     asks: server::Asks,
@@ -102,6 +105,7 @@ impl Servers {
     /// Servers whose pins live under `home`.
     pub fn new(home: &Path) -> Arc<Self> {
         let servers = Arc::new(Self {
+            home: home.to_path_buf(),
             pins: Pins::new(home),
             servers: Mutex::new(HashMap::new()),
             overrides: RwLock::new(HashMap::new()),
@@ -123,6 +127,11 @@ impl Servers {
             });
         }
         servers
+    }
+
+    /// The working folder of a server with none of its own: `AAI_HOME/mcp/servers/<appId>`.
+    fn folder(&self, app_id: &str) -> std::path::PathBuf {
+        self.home.join("mcp").join("servers").join(app_id)
     }
 
     /// The user's risk for tools (`app:tool` → risk), from the config.
@@ -156,8 +165,12 @@ impl Servers {
 
     /// The server of `descriptor`, made anew when its spec changed (the old one stops).
     fn server(&self, descriptor: &Descriptor) -> Result<Arc<Server>, AaiError> {
-        let spec = Spec::of(descriptor, !descriptor.fetched)
-            .map_err(|e| cannot_start(&descriptor.app_id, None, &e))?;
+        let spec = Spec::of(
+            descriptor,
+            !descriptor.fetched,
+            &self.folder(&descriptor.app_id),
+        )
+        .map_err(|e| cannot_start(&descriptor.app_id, None, &e))?;
         let idle = descriptor
             .platforms
             .mcp
@@ -182,6 +195,7 @@ impl Servers {
             spec,
             idle,
             stale: Arc::default(),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
             changes: self.changes.clone(),
             asks: server::Asks::default(),
             state: tokio::sync::Mutex::new(State::default()),
@@ -206,7 +220,7 @@ impl Servers {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .elapsed();
-            if idle_for < server.idle {
+            if idle_for < server.idle || server.in_flight.load(Ordering::SeqCst) > 0 {
                 continue;
             }
             // A server in use holds its state: it is not idle.
@@ -303,8 +317,16 @@ impl Servers {
             .iter()
             .map(|t| {
                 let schema = Value::Object((*t.input_schema).clone());
-                let description = t.description.as_deref().unwrap_or_default();
-                (t.name.to_string(), Pin::of(&t.name, description, &schema))
+                let description = t
+                    .description
+                    .as_deref()
+                    .or(t.title.as_deref())
+                    .unwrap_or_default();
+                let hints = json!({"title": t.title, "annotations": t.annotations});
+                (
+                    t.name.to_string(),
+                    Pin::of(&t.name, description, &schema, &hints),
+                )
             })
             .collect();
         let changed: HashMap<String, Changed> = self
@@ -340,14 +362,29 @@ impl Servers {
                 let user = own.get(t.name.as_ref());
                 let key = format!("{app}:{}", t.name);
                 Tool {
-                    common: common_of(t, user, overrides.get(&key).copied(), changed.contains_key(t.name.as_ref()), app),
+                    common: common_of(
+                        t,
+                        user,
+                        overrides.get(&key).copied(),
+                        changed.get(t.name.as_ref()).map(|c| c.pinned.is_some()),
+                        app,
+                    ),
                     fields: McpTool {},
                 }
             })
             .collect();
-        // The server's resources and prompts, as read-only tools of the gateway's own.
+        // The server's resources and prompts, as read-only tools of the gateway's own: medium
+        // risk (a resource can be any file the server reaches), or what the user sets.
         let mut reaches = Vec::new();
-        for common in reach_tools(resources, prompts) {
+        for mut common in reach_tools(resources, prompts) {
+            let key = format!("{app}:{}", common.name);
+            if let Some(risk) = overrides
+                .get(&key)
+                .copied()
+                .or(own.get(&common.name).and_then(|u| u.risk))
+            {
+                common.risk = Some(risk);
+            }
             if !section.tools.iter().any(|t| t.common.name == common.name) {
                 reaches.push(common.name.clone());
                 section.tools.push(Tool {
@@ -448,7 +485,7 @@ fn reach_tools(resources: bool, prompts: bool) -> Vec<ToolCommon> {
         description: description.into(),
         parameters: Some(Parameters::from_value(&schema)),
         timeout: None,
-        risk: Some(Risk::Low),
+        risk: Some(Risk::Medium),
         read_only: Some(true),
         destructive: None,
     };
@@ -558,7 +595,7 @@ async fn credential(
 /// AUTOMATION_FAILED: the server of `app` cannot be started, and why.
 fn cannot_start(app: &str, spec: Option<&Spec>, why: &dyn std::fmt::Display) -> AaiError {
     let server = spec
-        .map(|s| format!(" ({})", s.describe()))
+        .map(|s| format!(" ({})", s.program()))
         .unwrap_or_default();
     AaiError::new(
         ErrorKind::AutomationFailed,
@@ -574,7 +611,9 @@ fn common_of(
     tool: &rmcp::model::Tool,
     user: Option<&ToolCommon>,
     configured: Option<Risk>,
-    changed: bool,
+    // `Some(true)`: its definition changed since pinned; `Some(false)`: it is new since the
+    // server was first listed.
+    changed: Option<bool>,
     app: &str,
 ) -> ToolCommon {
     let annotations = tool.annotations.as_ref();
@@ -587,20 +626,33 @@ fn common_of(
     } else {
         Risk::Medium
     };
-    let risk = configured
+    let mut risk = configured
         .or(user.and_then(|u| u.risk))
         .unwrap_or(from_hints);
+    // A tool that came later is asked about like a dangerous one until the user has read it.
+    if changed == Some(false) {
+        risk = risk.max(Risk::High);
+    }
     let mut description = visible(
         tool.description
             .as_deref()
             .or(tool.title.as_deref())
             .unwrap_or("(the server gives no description)"),
     );
-    if changed {
-        description = format!(
-            "[CHANGED since it was pinned: refused until the user runs `aai-gateway consent approve {app} {}`] {description}",
-            tool.name
-        );
+    match changed {
+        Some(true) => {
+            description = format!(
+                "[CHANGED since it was pinned: refused until the user runs `aai-gateway consent approve {app} {}`] {description}",
+                tool.name
+            );
+        }
+        Some(false) => {
+            description = format!(
+                "[NEW since the server was first listed: risk at least high until the user runs `aai-gateway consent approve {app} {}`] {description}",
+                tool.name
+            );
+        }
+        None => {}
     }
     ToolCommon {
         name: tool.name.to_string(),
@@ -615,11 +667,10 @@ fn common_of(
     }
 }
 
-/// `text` without control characters (line breaks and tabs stay).
+/// `text` as a person and the agent read it: every hidden character (controls, bidi
+/// overrides, zero-width and tag characters) shown as an escape; line breaks and tabs stay.
 fn visible(text: &str) -> String {
-    text.chars()
-        .filter(|c| !c.is_control() || matches!(c, '\n' | '\t'))
-        .collect()
+    aai_descriptor::visible::visible_lines(text).into_owned()
 }
 
 impl Server {
@@ -720,7 +771,20 @@ impl Executor for Servers {
             let descriptor = invocation.descriptor;
             let what = format!("{}:{}", descriptor.app_id, invocation.tool);
             let (server, listed) = self.listed(descriptor).await?;
-            if let Some(change) = listed.changed.get(invocation.tool) {
+            let refused = listed
+                .changed
+                .get(invocation.tool)
+                .filter(|c| c.pinned.is_some());
+            // Approved meanwhile (`consent approve` in another process): read again next time.
+            let approved = refused.is_some_and(|c| {
+                self.pins
+                    .check(&descriptor.app_id, &[(c.tool.clone(), c.now.clone())])
+                    .is_ok_and(|still| still.is_empty())
+            });
+            if approved {
+                server.stale.store(true, Ordering::SeqCst);
+            }
+            if let Some(change) = refused.filter(|_| !approved) {
                 return Err(AaiError::new(
                     ErrorKind::PermissionDenied,
                     format!(
@@ -749,6 +813,7 @@ impl Executor for Servers {
                 }
             };
             server.touch();
+            let _under_way = InFlight::new(&server.in_flight);
             if [RESOURCES_LIST, RESOURCE_READ, PROMPTS_LIST, PROMPT_GET].contains(&invocation.tool)
                 && listed.reaches.contains(&invocation.tool.to_owned())
             {
@@ -835,8 +900,12 @@ impl Executor for Servers {
     }
 
     fn plan(&self, invocation: Invocation<'_>) -> Result<Value, AaiError> {
-        let spec = Spec::of(invocation.descriptor, !invocation.descriptor.fetched)
-            .map_err(|e| cannot_start(&invocation.descriptor.app_id, None, &e))?;
+        let spec = Spec::of(
+            invocation.descriptor,
+            !invocation.descriptor.fetched,
+            &self.folder(&invocation.descriptor.app_id),
+        )
+        .map_err(|e| cannot_start(&invocation.descriptor.app_id, None, &e))?;
         Ok(json!({
             "server": spec.describe(),
             "method": "tools/call",
@@ -896,6 +965,7 @@ async fn call_tool(
     };
     let response = handle.await_response();
     tokio::pin!(response);
+    let mut questions = 0;
     loop {
         tokio::select! {
             answer = &mut response => {
@@ -906,12 +976,13 @@ async fn call_tool(
                 // Marked as the server's: the user knows who asks.
                 let message = format!(
                     "[asked by the MCP server {}] {}",
-                    invocation.descriptor.name,
+                    aai_descriptor::visible::visible(&invocation.descriptor.name),
                     visible(&message)
                 );
+                questions += 1;
                 let answer = match invocation.elicit {
-                    Some(elicit) => elicit.elicit(&message, &schema).await,
-                    None => aai_executor::Elicited::Declined,
+                    Some(elicit) if questions <= MOST_QUESTIONS => elicit.elicit(&message, &schema).await,
+                    _ => aai_executor::Elicited::Declined,
                 };
                 let _ = reply.send(answer);
             }
@@ -928,6 +999,25 @@ async fn call_tool(
         }
     }
 }
+
+/// Counts a call as under way while it lives.
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(count: &'a std::sync::atomic::AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Self(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The most questions one call may put to the user; more are declined.
+const MOST_QUESTIONS: usize = 3;
 
 /// Tells the server a request was dropped before its answer.
 struct CancelOnDrop {

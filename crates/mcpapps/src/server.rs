@@ -67,7 +67,14 @@ impl Spec {
     ///
     /// # Errors
     /// No section, or a variable it names is not set.
-    pub fn of(descriptor: &Descriptor, trusted: bool) -> Result<Self, StartError> {
+    /// A server with no `cwd` runs in `home` (a folder of the gateway's own for it), never in
+    /// the gateway's working folder, which can be the agent's project: `npx` and `python -m`
+    /// look for the program there first.
+    pub fn of(
+        descriptor: &Descriptor,
+        trusted: bool,
+        folder: &std::path::Path,
+    ) -> Result<Self, StartError> {
         let section = descriptor
             .platforms
             .mcp
@@ -102,11 +109,25 @@ impl Spec {
             command: fields.command.clone().unwrap_or_default(),
             args: fields.args.clone(),
             env,
-            cwd,
+            cwd: Some(cwd.unwrap_or_else(|| folder.to_path_buf())),
         })
     }
 
-    /// What a person reads of it: the command line, or the URL.
+    /// What the agent may read of it in an error: the program's file name, or the URL's origin
+    /// and path (arguments, variables and a query can hold secrets).
+    pub fn program(&self) -> String {
+        match self {
+            Self::Stdio { command, .. } => std::path::Path::new(command)
+                .file_name()
+                .map_or_else(|| command.clone(), |n| n.to_string_lossy().into_owned()),
+            Self::Http { url, .. } => url::Url::parse(url).map_or_else(
+                |_| url.clone(),
+                |u| format!("{}{}", u.origin().ascii_serialization(), u.path()),
+            ),
+        }
+    }
+
+    /// What the user reads of it: the command line, or the URL.
     pub fn describe(&self) -> String {
         match self {
             Self::Stdio { command, args, .. } => std::iter::once(command.as_str())
@@ -293,6 +314,10 @@ pub async fn connect(
                 )
                 .kill_on_drop(true);
             if let Some(cwd) = cwd {
+                // The gateway's own folder for the server is made when first needed.
+                if !cwd.exists() {
+                    let _ = std::fs::create_dir_all(cwd);
+                }
                 cmd.current_dir(cwd);
             }
             #[cfg(unix)]
@@ -350,6 +375,7 @@ pub async fn connect(
                 }
                 None => {}
             }
+            let sent_uri = uri.clone();
             let mut config =
                 rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
                     uri,
@@ -359,10 +385,19 @@ pub async fn connect(
                 config = config.auth_header(token);
             }
             let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+            // A key sent in the query must not come back in an error's text (the HTTP
+            // client's errors name the URL they failed on).
+            let secret_url = (sent_uri != *url).then_some(sent_uri);
             let client = tokio::time::timeout(START_TIMEOUT, handler.serve(transport))
                 .await
                 .map_err(|_| StartError::Timeout)?
-                .map_err(|e| StartError::Initialize(e.to_string()))?;
+                .map_err(|e| {
+                    let mut text = e.to_string();
+                    if let Some(secret_url) = &secret_url {
+                        text = text.replace(secret_url.as_str(), url);
+                    }
+                    StartError::Initialize(text)
+                })?;
             tracing::info!(app = %app_id, %url, "MCP server reached");
             Ok(Connection { client, pid: None })
         }

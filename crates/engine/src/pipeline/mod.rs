@@ -494,7 +494,13 @@ impl Gateway {
         descriptor: Arc<aai_descriptor::Descriptor>,
     ) -> Result<Arc<aai_descriptor::Descriptor>, AaiError> {
         match (platform, self.executors.mcp()) {
-            (aai_descriptor::Platform::Mcp, Some(servers)) => servers.filled(&descriptor).await,
+            (aai_descriptor::Platform::Mcp, Some(servers)) => {
+                // While the emergency stop is on, no server starts again.
+                if let Some(error) = self.stop.refusal() {
+                    return Err(error);
+                }
+                servers.filled(&descriptor).await
+            }
             _ => Ok(descriptor),
         }
     }

@@ -18,6 +18,9 @@ pub enum Action {
         app: String,
         /// One tool; without it, every tool whose definition changed.
         tool: Option<String>,
+        /// Approve without asking (the change is printed first all the same).
+        #[arg(long)]
+        yes: bool,
     },
     /// Allow a client to run a tool (or every tool of the app) without asking again.
     Grant {
@@ -54,15 +57,13 @@ pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<
             let pins = aai_mcpapps::Pins::new(home).all()?;
             output::grants(&grants.list()?, &once, &pins);
         }
-        Action::Approve { app, tool } => {
-            let approved = runtime()?.block_on(approve(home, dev, &app, tool.as_deref()))?;
+        Action::Approve { app, tool, yes } => {
+            let approved = runtime()?.block_on(approve(home, dev, &app, tool.as_deref(), yes))?;
             if approved.is_empty() {
                 output::line(&format!("{app}: no tool changed since it was pinned"));
             }
-            for (tool, diff) in approved {
-                output::line(&format!(
-                    "approved {app}:{tool}, now pinned as it is:\n{diff}"
-                ));
+            for tool in approved {
+                output::line(&format!("approved {app}:{tool}, now pinned as it is"));
             }
         }
         Action::Grant { app, tool, client } => {
@@ -101,7 +102,8 @@ async fn approve(
     dev: bool,
     app: &str,
     tool: Option<&str>,
-) -> anyhow::Result<Vec<(String, String)>> {
+    yes: bool,
+) -> anyhow::Result<Vec<String>> {
     let (config, _) = Config::load(home);
     let options = super::compose::scan_options(home, &config, dev);
     let registry = aai_engine::scan_once(&options, &config.platforms);
@@ -118,21 +120,34 @@ async fn approve(
         .changed(&descriptor)
         .await
         .map_err(|error| anyhow::anyhow!("{}", error.message))?;
+    let shown: Vec<&aai_mcpapps::Changed> = changed
+        .iter()
+        .filter(|c| tool.is_none_or(|t| t == c.tool))
+        .collect();
+    if shown.is_empty() {
+        return Ok(Vec::new());
+    }
+    // What is approved is read first (each hidden character shown as an escape).
+    for change in &shown {
+        output::line(&format!("{app}:{}\n{}", change.tool, change.diff()));
+    }
+    if !yes {
+        use std::io::IsTerminal as _;
+        if !std::io::stdin().is_terminal() {
+            anyhow::bail!("read the change above, then approve it at a terminal, or add --yes");
+        }
+        eprint!("Pin these definitions? [y/N] ");
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            anyhow::bail!("nothing was approved");
+        }
+    }
     let approved = servers
         .approve(&descriptor, tool)
         .await
         .map_err(|error| anyhow::anyhow!("{}", error.message))?;
-    Ok(approved
-        .into_iter()
-        .map(|tool| {
-            let diff = changed
-                .iter()
-                .find(|c| c.tool == tool)
-                .map(aai_mcpapps::Changed::diff)
-                .unwrap_or_default();
-            (tool, diff)
-        })
-        .collect())
+    Ok(approved)
 }
 
 /// The app and tool a `consent` command names, checked against the apps discovered.

@@ -49,9 +49,11 @@ enum Format {
     CodexToml,
 }
 
-/// Where each client keeps its servers, under `home` (the user's home) and `cwd` (a
-/// project's own files).
-fn places(home: &Path, cwd: &Path) -> Vec<(&'static str, PathBuf, Format)> {
+/// Where each client keeps its servers under `home` (the user's home), and with `project`
+/// a project's own files (`.mcp.json`, `.cursor/mcp.json`, `.vscode/mcp.json`): those are
+/// read only when asked, since anyone who can write in the project (a cloned repository, the
+/// agent's file tools) writes them.
+fn places(home: &Path, project: Option<&Path>) -> Vec<(&'static str, PathBuf, Format)> {
     let config = std::env::var_os("XDG_CONFIG_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
@@ -73,12 +75,9 @@ fn places(home: &Path, cwd: &Path) -> Vec<(&'static str, PathBuf, Format)> {
             Format::McpServers,
         ),
         ("claude-code", home.join(".claude.json"), Format::ClaudeCode),
-        ("claude-code", cwd.join(".mcp.json"), Format::McpServers),
         ("cursor", home.join(".cursor/mcp.json"), Format::McpServers),
-        ("cursor", cwd.join(".cursor/mcp.json"), Format::McpServers),
         ("vscode", config.join("Code/User/mcp.json"), Format::VsCode),
         ("vscode", mac.join("Code/User/mcp.json"), Format::VsCode),
-        ("vscode", cwd.join(".vscode/mcp.json"), Format::VsCode),
         (
             "windsurf",
             home.join(".codeium/windsurf/mcp_config.json"),
@@ -86,6 +85,11 @@ fn places(home: &Path, cwd: &Path) -> Vec<(&'static str, PathBuf, Format)> {
         ),
         ("codex", codex.join("config.toml"), Format::CodexToml),
     ];
+    if let Some(cwd) = project {
+        places.push(("claude-code", cwd.join(".mcp.json"), Format::McpServers));
+        places.push(("cursor", cwd.join(".cursor/mcp.json"), Format::McpServers));
+        places.push(("vscode", cwd.join(".vscode/mcp.json"), Format::VsCode));
+    }
     if let Some(appdata) = appdata {
         places.push((
             "claude-desktop",
@@ -98,11 +102,11 @@ fn places(home: &Path, cwd: &Path) -> Vec<(&'static str, PathBuf, Format)> {
 }
 
 /// Every server entry in the clients' files that exist.
-pub fn find(home: &Path, cwd: &Path) -> (Vec<Found>, Vec<String>) {
+pub fn find(home: &Path, project: Option<&Path>) -> (Vec<Found>, Vec<String>) {
     let mut found = Vec::new();
     let mut problems = Vec::new();
     let mut seen_files = Vec::new();
-    for (client, file, format) in places(home, cwd) {
+    for (client, file, format) in places(home, project) {
         if !file.is_file() || seen_files.contains(&file) {
             continue;
         }
@@ -144,9 +148,18 @@ fn read(client: &'static str, file: &Path, format: Format) -> Result<Vec<Found>,
             if format == Format::ClaudeCode
                 && let Some(projects) = doc.get("projects").and_then(Value::as_object)
             {
-                for project in projects.values() {
+                for (folder, project) in projects {
                     if let Some(more) = project.get("mcpServers").and_then(Value::as_object) {
-                        servers.extend(more.clone());
+                        // A project's server runs in its project, as Claude Code runs it.
+                        servers.extend(more.iter().map(|(name, entry)| {
+                            let mut entry = entry.clone();
+                            if entry.get("cwd").is_none()
+                                && let Some(object) = entry.as_object_mut()
+                            {
+                                object.insert("cwd".into(), Value::String(folder.clone()));
+                            }
+                            (name.clone(), entry)
+                        }));
                     }
                 }
             }
@@ -324,6 +337,25 @@ pub fn descriptor(found: &Found, app: &str) -> Value {
     })
 }
 
+/// What an entry runs or reaches, for the user to read before trusting it.
+fn runs(entry: &Entry) -> String {
+    match entry {
+        Entry::Stdio {
+            command, args, cwd, ..
+        } => {
+            let line = std::iter::once(command.as_str())
+                .chain(args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ");
+            match cwd {
+                Some(cwd) => format!("{line} (in {cwd})"),
+                None => line,
+            }
+        }
+        Entry::Http { url, .. } => url.clone(),
+    }
+}
+
 /// The variable that holds an imported http server's bearer token.
 fn token_var(app: &str) -> String {
     format!(
@@ -346,6 +378,10 @@ pub struct Args {
     /// Replace descriptors an earlier import wrote.
     #[arg(long)]
     pub force: bool,
+    /// Also read this folder's project files (`.mcp.json`, `.cursor/mcp.json`,
+    /// `.vscode/mcp.json`); look at the commands it prints before you use them.
+    #[arg(long)]
+    pub project: bool,
 }
 
 pub fn run(aai_home: &Path, args: &Args) -> anyhow::Result<ExitCode> {
@@ -353,7 +389,7 @@ pub fn run(aai_home: &Path, args: &Args) -> anyhow::Result<ExitCode> {
         .map(PathBuf::from)
         .ok_or_else(|| anyhow::anyhow!("HOME is not set"))?;
     let cwd = std::env::current_dir()?;
-    let (found, problems) = find(&home, &cwd);
+    let (found, problems) = find(&home, args.project.then_some(cwd.as_path()));
     for problem in &problems {
         eprintln!("aai-gateway: skipped {problem}");
     }
@@ -392,7 +428,8 @@ pub fn run(aai_home: &Path, args: &Args) -> anyhow::Result<ExitCode> {
             write_descriptor(&path, &descriptor(item, &app))?;
             "written".to_owned()
         };
-        let mut row = json!({"client": item.client, "file": item.file, "server": item.name, "app": app, "descriptor": path, "result": result});
+        let mut row = json!({"client": item.client, "file": item.file, "server": item.name, "app": app,
+            "runs": runs(&item.entry), "descriptor": path, "result": result});
         if let Entry::Http { token: Some(_), .. } = &item.entry {
             row["note"] = json!(format!(
                 "its bearer token is not copied: set {} in the gateway's environment",
@@ -407,6 +444,13 @@ pub fn run(aai_home: &Path, args: &Args) -> anyhow::Result<ExitCode> {
         let mut files: Vec<(&'static str, PathBuf)> =
             found.iter().map(|f| (f.client, f.file.clone())).collect();
         files.dedup();
+        // A file one of whose servers was not imported (a descriptor was there already) keeps
+        // its servers: rewritten, the client would lose that one.
+        files.retain(|(_, file)| {
+            rows.iter()
+                .filter(|r| r["file"] == json!(file))
+                .all(|r| !r["result"].as_str().unwrap_or_default().starts_with("kept"))
+        });
         for (client, file) in files {
             let backup = rewrite(&file, client, &exe)?;
             undo.push(json!({"client": client, "file": file, "backup": backup,
@@ -426,6 +470,12 @@ pub fn run(aai_home: &Path, args: &Args) -> anyhow::Result<ExitCode> {
                 .as_str()
                 .map(|a| format!(" → {a}"))
                 .unwrap_or_default();
+            if let Some(runs) = row["runs"].as_str() {
+                output::line(&format!(
+                    "  runs: {}",
+                    aai_descriptor::visible::visible(runs)
+                ));
+            }
             output::line(&format!(
                 "{} ({}): {}{app}  {}{}",
                 row["server"].as_str().unwrap_or_default(),
@@ -483,8 +533,24 @@ fn rewrite(file: &Path, client: &str, exe: &Path) -> anyhow::Result<PathBuf> {
     let mut backup = file.as_os_str().to_owned();
     backup.push(format!(".aai-backup-{stamp}"));
     let backup = PathBuf::from(backup);
-    std::fs::copy(file, &backup)?;
+    if std::fs::symlink_metadata(file)?.file_type().is_symlink() {
+        anyhow::bail!(
+            "{} is a link; rewrite the file it points to by hand",
+            file.display()
+        );
+    }
     let text = std::fs::read_to_string(file)?;
+    let permissions = std::fs::metadata(file)?.permissions();
+    // Never through a link someone left at the backup's name: a new file, or nothing.
+    {
+        use std::io::Write as _;
+        let mut copy = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&backup)?;
+        copy.write_all(text.as_bytes())?;
+        copy.set_permissions(permissions.clone())?;
+    }
     let exe = exe.display().to_string();
     let new = if file.extension().is_some_and(|e| e == "toml") {
         let mut table: toml::Table = toml::from_str(&text)?;
@@ -515,9 +581,11 @@ fn rewrite(file: &Path, client: &str, exe: &Path) -> anyhow::Result<PathBuf> {
         }
         serde_json::to_string_pretty(&doc)? + "\n"
     };
-    let temp = file.with_extension("aai-tmp");
-    std::fs::write(&temp, new)?;
-    std::fs::rename(&temp, file)?;
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut temp, new.as_bytes())?;
+    temp.as_file().set_permissions(permissions)?;
+    temp.persist(file).map_err(|e| e.error)?;
     Ok(backup)
 }
 
