@@ -24,6 +24,14 @@ pytestmark = [pytest.mark.anyio,
               pytest.mark.skipif(not (NPM / "server-everything").is_dir(), reason="scripts/test.sh installs the MCP servers")]
 
 
+def data_dir(home):
+    """A folder for the servers' files beside the gateway's home (nothing new can be made
+    directly in the folder that holds the home: a contained server writes everywhere else)."""
+    folder = home.parent / "data"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 def server_doc(app_id, name, description, section):
     return {"schema_version": "1.0", "appId": app_id, "name": name, "description": description,
             "platforms": {"mcp": section}}
@@ -37,7 +45,7 @@ def node(package, *args, **extra):
 def install_servers(home, files_root):
     install(home, "io.github.memory", server_doc(
         "io.github.memory", "Memory", "A knowledge graph the agent keeps across conversations.",
-        node("server-memory", env={"MEMORY_FILE_PATH": str(home.parent / "memory.jsonl")})))
+        node("server-memory", env={"MEMORY_FILE_PATH": str(data_dir(home) / "memory.jsonl")})))
     install(home, "io.github.everything", server_doc(
         "io.github.everything", "Everything", "The MCP reference server that exercises every protocol feature.",
         node("server-everything", "stdio", env={"GREETING": "${MCP_TEST_GREETING}"})))
@@ -59,9 +67,18 @@ def text(result):
 
 
 def running(fragment):
-    """Pids of processes whose command line holds `fragment`."""
+    """Pids of the server processes whose command line holds `fragment` (not the gateway's
+    launcher, which runs them contained and names them in its own arguments)."""
     out = subprocess.run(["pgrep", "-f", fragment], capture_output=True, text=True)
-    return [int(p) for p in out.stdout.split()]
+    pids = []
+    for pid in out.stdout.split():
+        try:
+            with open(f"/proc/{pid}/comm") as comm:
+                if comm.read().strip() != "aai-gateway":
+                    pids.append(int(pid))
+        except OSError:
+            pass
+    return pids
 
 
 async def test_four_real_servers_are_listed_guided_and_called_behind_the_gate(home, tmp_path):
@@ -231,7 +248,7 @@ async def test_servers_stop_when_idle_restart_after_a_crash_and_die_with_the_eme
     }))
     install(home, "io.github.memory", server_doc(
         "io.github.memory", "Memory", "A knowledge graph.",
-        node("server-memory", env={"MEMORY_FILE_PATH": str(home.parent / "memory.jsonl")}, idle_seconds=1)))
+        node("server-memory", env={"MEMORY_FILE_PATH": str(data_dir(home) / "memory.jsonl")}, idle_seconds=1)))
     install(home, "io.github.everything", server_doc(
         "io.github.everything", "Everything", "The MCP reference server.", node("server-everything", "stdio")))
     memory = str(NPM / "server-memory" / "dist" / "index.js")
@@ -460,7 +477,7 @@ async def test_the_users_risk_for_a_tool_wins_and_a_batch_runs_server_tools(home
     (home / "config.json").write_text(json.dumps({"mcp": {"risk": {"io.github.memory:read_graph": "high"}}}))
     install(home, "io.github.memory", server_doc(
         "io.github.memory", "Memory", "A knowledge graph.",
-        node("server-memory", env={"MEMORY_FILE_PATH": str(home.parent / "memory.jsonl")})))
+        node("server-memory", env={"MEMORY_FILE_PATH": str(data_dir(home) / "memory.jsonl")})))
     with anyio.fail_after(TIMEOUT):
         async with client(home) as c:
             guide = text(await c.call_tool("aai_guide", {"app": "io.github.memory"}))
@@ -574,3 +591,32 @@ async def test_an_http_servers_credential_is_a_web_apps_credential(home, tmp_pat
         server.terminate()
         server.wait(timeout=10)
         log.close()
+
+
+async def test_a_server_reaches_the_users_files_but_not_the_gateways_own(home, tmp_path):
+    # The filesystem server is given the folder that holds the gateway's home: the user's
+    # files are its to read and write, the gateway's control credential and tokens are not.
+    (home / "run").mkdir(exist_ok=True)
+    (home / "run" / "control").write_text("the-control-credential")
+    (tmp_path / "mine.txt").write_text("the user's own file")
+    (tmp_path / "work").mkdir()
+    (home / "config.json").write_text(json.dumps({"policy": {"default_profile": "p", "profiles": {"p": {
+        "preset": "development", "risk_policies": {"high": "auto_approve"}}}}}))
+    install(home, "io.github.filesystem", server_doc(
+        "io.github.filesystem", "Filesystem", "Files.", node("server-filesystem", str(tmp_path))))
+
+    async def call(c, tool, args):
+        return await c.call_tool("aai_exec", {"app": "io.github.filesystem", "tool": tool, "args": args})
+
+    with anyio.fail_after(TIMEOUT):
+        async with client(home) as c:
+            mine = await call(c, "read_text_file", {"path": str(tmp_path / "mine.txt")})
+            assert "the user's own file" in text(mine), text(mine)
+            wrote = await call(c, "write_file", {"path": str(tmp_path / "work" / "new.txt"), "content": "written"})
+            assert not wrote.is_error, text(wrote)
+            assert (tmp_path / "work" / "new.txt").read_text() == "written"
+            secret = await call(c, "read_text_file", {"path": str(home / "run" / "control")})
+            assert secret.is_error and "the-control-credential" not in text(secret), text(secret)
+            planted = await call(c, "write_file", {"path": str(home / "org.evil" / "aai.json"), "content": "{}"})
+            assert planted.is_error, text(planted)
+    assert not (home / "org.evil").exists()

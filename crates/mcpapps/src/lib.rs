@@ -54,6 +54,8 @@ pub struct Servers {
 /// One server: how to reach it and what is known of it.
 struct Server {
     app_id: String,
+    /// The gateway's home, whose files a server cannot reach.
+    home: std::path::PathBuf,
     spec: Spec,
     idle: Duration,
     stale: Arc<std::sync::atomic::AtomicBool>,
@@ -186,6 +188,7 @@ impl Servers {
         }
         let server = Arc::new(Server {
             app_id: descriptor.app_id.clone(),
+            home: self.home.clone(),
             status: Mutex::new(Status {
                 app: descriptor.app_id.clone(),
                 state: "not started",
@@ -736,7 +739,7 @@ impl Server {
             } => credential(descriptor, url, section_auth, auth).await?,
             _ => None,
         };
-        match server::connect(&self.spec, handler, credential).await {
+        match server::connect(&self.spec, handler, credential, &self.home).await {
             Ok(conn) => {
                 let pid = conn.pid;
                 state.conn = Some(conn);

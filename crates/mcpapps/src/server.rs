@@ -45,6 +45,8 @@ pub enum StartError {
         command: String,
         source: std::io::Error,
     },
+    #[error("`{0}` is not installed or not on PATH")]
+    NotFound(String),
     #[error("it did not answer `initialize` within {} s", START_TIMEOUT.as_secs())]
     Timeout,
     #[error("it did not complete `initialize` ({0})")]
@@ -181,6 +183,47 @@ const PASSED: &[&str] = &[
     "npm_config_cache",
 ];
 
+/// The program and arguments that run a server: under the gateway's launcher where the
+/// system has a sandbox, with the user's rights everywhere but the gateway's own files (its
+/// home is read-only and its secrets — the control credential, tokens, the audit database —
+/// unreadable), so a server that reads or writes files for the agent cannot reach the gate's
+/// controls; as it is elsewhere.
+fn contained(
+    command: &str,
+    args: &[String],
+    gateway_home: &std::path::Path,
+) -> (String, Vec<String>) {
+    #[cfg(target_os = "linux")]
+    if let Some(launcher) = aai_contain::launcher()
+        && aai_contain::support().sandbox.is_some()
+    {
+        let profile = aai_contain::Profile {
+            write: vec![PathBuf::from("/")],
+            temp: None,
+            home: gateway_home.to_path_buf(),
+            protect: Vec::new(),
+            read: Vec::new(),
+            cgroup: None,
+            // The user's session (D-Bus, the display) stays in reach, as it was when the
+            // client started the server.
+            abstract_sockets: true,
+        };
+        return profile.command(launcher, command, args);
+    }
+    let _ = gateway_home;
+    (command.to_owned(), args.to_vec())
+}
+
+/// Whether `command` names a program that exists (a path, or a name found on `PATH`).
+fn on_path(command: &str) -> bool {
+    let path = std::path::Path::new(command);
+    if path.components().count() > 1 {
+        return path.is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|dirs| std::env::split_paths(&dirs).any(|dir| dir.join(command).is_file()))
+}
+
 /// What the client side hears from a server.
 pub struct Handler {
     pub app_id: String,
@@ -291,6 +334,7 @@ pub async fn connect(
     spec: &Spec,
     handler: Handler,
     credential: Option<aai_executor::rest::Credential>,
+    gateway_home: &std::path::Path,
 ) -> Result<Connection, StartError> {
     let app_id = handler.app_id.clone();
     match spec {
@@ -300,8 +344,12 @@ pub async fn connect(
             env,
             cwd,
         } => {
-            let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).env_clear();
+            if !on_path(command) {
+                return Err(StartError::NotFound(command.clone()));
+            }
+            let (program, argv) = contained(command, args, gateway_home);
+            let mut cmd = tokio::process::Command::new(&program);
+            cmd.args(&argv).env_clear();
             for name in PASSED {
                 if let Some(value) = std::env::var_os(name) {
                     cmd.env(name, value);
