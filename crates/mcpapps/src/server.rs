@@ -56,7 +56,7 @@ pub enum StartError {
     #[error("its descriptor has no `platforms.mcp` section")]
     NoSection,
     #[error(
-        "it comes from the network (a registry or the app store), and a server that runs a command is started only from a descriptor in the user's own apps folder"
+        "it comes from the network (a registry or the app store): a server that runs a command, or one on this computer, is used only from a descriptor in the user's own apps folder"
     )]
     Untrusted,
 }
@@ -84,6 +84,20 @@ impl Spec {
             .ok_or(StartError::NoSection)?;
         let fields: &McpSection = &section.fields;
         if section.automation == "http" {
+            // A descriptor from the network does not reach into this computer.
+            let loopback = fields
+                .url
+                .as_deref()
+                .and_then(|u| url::Url::parse(u).ok())
+                .is_some_and(|u| {
+                    matches!(
+                        u.host_str(),
+                        Some("127.0.0.1" | "localhost" | "[::1]" | "::1")
+                    )
+                });
+            if loopback && !trusted {
+                return Err(StartError::Untrusted);
+            }
             return Ok(Self::Http {
                 url: fields.url.clone().unwrap_or_default(),
                 auth: fields

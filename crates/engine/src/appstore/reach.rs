@@ -65,18 +65,27 @@ pub struct Reach {
     pub origins: std::collections::BTreeSet<String>,
 }
 
-/// [`Reach`] of a descriptor (its web section; desktop sections talk to local apps only).
+/// [`Reach`] of a descriptor: its web section and an MCP server it reaches over HTTP (desktop
+/// sections talk to local apps only; a store app cannot start a command).
 pub fn reach(descriptor: &aai_descriptor::Descriptor) -> Reach {
     let mut reach = Reach::default();
-    let Some(web) = &descriptor.platforms.web else {
-        return reach;
-    };
-    let section = &web.fields;
-    let origin = aai_executor::rest::origin_of(&section.base_url)
-        .unwrap_or_else(|| section.base_url.clone());
+    if let Some(web) = &descriptor.platforms.web {
+        add(&mut reach, &web.fields.base_url, web.fields.auth.as_ref());
+    }
+    if let Some(mcp) = &descriptor.platforms.mcp
+        && let Some(url) = &mcp.fields.url
+    {
+        add(&mut reach, url, mcp.fields.auth.as_ref());
+    }
+    reach
+}
+
+/// What talking to `base_url` with `auth` adds to `reach`.
+fn add(reach: &mut Reach, base_url: &str, auth: Option<&aai_descriptor::WebAuth>) {
+    let origin = aai_executor::rest::origin_of(base_url).unwrap_or_else(|| base_url.to_owned());
     reach.origins.insert(origin.clone());
-    let Some(auth) = &section.auth else {
-        return reach;
+    let Some(auth) = auth else {
+        return;
     };
     let text = |name: &str| auth.fields.get(name).and_then(Value::as_str);
     match auth.kind.as_str() {
@@ -106,7 +115,6 @@ pub fn reach(descriptor: &aai_descriptor::Descriptor) -> Reach {
             reach.credentials.insert(Credential::Stored { origin });
         }
     }
-    reach
 }
 
 /// What changes in what an app may touch: credentials and origins added or dropped.
@@ -154,4 +162,45 @@ pub fn diff(old: &aai_descriptor::Descriptor, new: &aai_descriptor::Descriptor) 
         }
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mcp(url: &str) -> aai_descriptor::Descriptor {
+        let doc = serde_json::json!({"schema_version": "1.0", "appId": "org.example.remote",
+            "name": "Remote", "description": "A remote MCP server.",
+            "platforms": {"mcp": {"automation": "http", "url": url,
+                "auth": {"type": "api_key", "key_name": "X-Key", "env_var": "REMOTE_KEY"}}}});
+        aai_descriptor::parse("test", doc.to_string().as_bytes()).expect("valid")
+    }
+
+    #[test]
+    fn an_mcp_servers_origin_and_credentials_are_what_the_install_shows() {
+        let first = reach(&mcp("https://mcp.example.com/mcp"));
+        assert!(
+            first.origins.contains("https://mcp.example.com:443"),
+            "{first:?}"
+        );
+        assert!(first.credentials.contains(&Credential::Env {
+            var: "REMOTE_KEY".into(),
+            origin: "https://mcp.example.com:443".into()
+        }));
+        // An update that moves the server says so.
+        let moved = reach(&mcp("https://elsewhere.example.net/mcp"));
+        let lines = reach_diff(&first, &moved, "org.example.remote");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l == "+ talks to https://elsewhere.example.net:443"),
+            "{lines:?}"
+        );
+        assert!(
+            lines.iter().any(|l| l.starts_with(
+                "+ credential: the environment variable REMOTE_KEY, sent to https://elsewhere"
+            )),
+            "{lines:?}"
+        );
+    }
 }
