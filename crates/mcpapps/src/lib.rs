@@ -33,6 +33,8 @@ pub use server::{Spec, StartError};
 
 /// How long a started server may sit without a call before it is stopped.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);
+/// The most tools of one server the gateway offers (and pins).
+const MOST_TOOLS: usize = 500;
 /// How long `tools/list` may take.
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest wait before a crashed server is started again.
@@ -270,7 +272,15 @@ impl Servers {
             ));
         };
         let tools = match tokio::time::timeout(LIST_TIMEOUT, conn.client.list_all_tools()).await {
-            Ok(Ok(tools)) => tools,
+            Ok(Ok(mut tools)) => {
+                // A server that lists without end is cut to the first tools, and says so in
+                // the log; the pins file does not grow past them either.
+                if tools.len() > MOST_TOOLS {
+                    tracing::warn!(app = %server.app_id, listed = tools.len(), "an MCP server listed more than {MOST_TOOLS} tools; the rest are left out");
+                    tools.truncate(MOST_TOOLS);
+                }
+                tools
+            }
             Ok(Err(e)) => {
                 state.conn = None;
                 return Err(AaiError::new(

@@ -277,8 +277,12 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        // Already stale: the clients were told and nobody has listed since. A server that
+        // repeats itself is heard once until its tools are read again.
+        if self.stale.swap(true, Ordering::SeqCst) {
+            return;
+        }
         tracing::info!(app = %self.app_id, "the MCP server's tools changed");
-        self.stale.store(true, Ordering::SeqCst);
         let _ = self.changes.send(self.app_id.clone());
     }
 
