@@ -620,3 +620,30 @@ async def test_a_server_reaches_the_users_files_but_not_the_gateways_own(home, t
             planted = await call(c, "write_file", {"path": str(home / "org.evil" / "aai.json"), "content": "{}"})
             assert planted.is_error, text(planted)
     assert not (home / "org.evil").exists()
+
+
+async def test_a_running_daemon_takes_the_users_new_risk_for_a_server_tool(home, bus):
+    from conftest import Daemon
+
+    install(home, "io.github.memory", server_doc(
+        "io.github.memory", "Memory", "A knowledge graph.",
+        node("server-memory", env={"MEMORY_FILE_PATH": str(data_dir(home) / "memory.jsonl")})))
+    daemon = Daemon(home, gateway_env(home, bus))
+    try:
+        async with daemon.client() as c:
+            call = {"app": "io.github.memory", "tool": "read_graph", "args": {}}
+            with anyio.fail_after(TIMEOUT):
+                assert not (await c.call_tool("aai_exec", call)).is_error
+                # The user raises the tool's risk while the daemon runs: the next calls ask.
+                (home / "config.json").write_text(json.dumps({"approval_wait_seconds": 1,
+                                                              "mcp": {"risk": {"io.github.memory:read_graph": "high"}}}))
+                while True:
+                    result = await c.call_tool("aai_exec", call)
+                    if result.is_error:
+                        break
+                    await anyio.sleep(0.1)  # the daemon has not read the new config yet
+                # High risk asks: the daemon puts it to the user's approval queue.
+                assert result.structured_content["type"] == "PERMISSION_DENIED", text(result)
+                assert "approval" in text(result), text(result)
+    finally:
+        daemon.close()

@@ -394,6 +394,10 @@ pub trait ToolSource: Executor {
     /// origin, the credential store, OAuth).
     fn set_auth(&self, _auth: Arc<dyn rest::Auth>) {}
 
+    /// The user's risk for tools, `appId:tool` → risk (config `mcp.risk`), now and after
+    /// every change of the config.
+    fn set_risks(&self, _risks: std::collections::HashMap<String, aai_descriptor::Risk>) {}
+
     /// The state of each server used so far, as JSON, for the dashboard.
     fn states(&self) -> Value {
         Value::Array(Vec::new())

@@ -942,6 +942,26 @@ impl ToolSource for Servers {
         self.stop_all();
     }
 
+    fn set_risks(&self, risks: HashMap<String, Risk>) {
+        let changed = *self
+            .overrides
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            != risks;
+        self.set_overrides(risks);
+        if changed {
+            // Every server's tools are rated again on their next use.
+            for server in self
+                .servers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .values()
+            {
+                server.stale.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
     fn set_auth(&self, auth: Arc<dyn aai_executor::rest::Auth>) {
         *self.auth.write().unwrap_or_else(PoisonError::into_inner) = Some(auth);
     }

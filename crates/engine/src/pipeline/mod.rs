@@ -153,8 +153,13 @@ impl Gateway {
         let setup = toolset_setup(&config, home);
         let mut rest = web.rest_settings();
         rest.files = Some(aai_local::upload_reader(&setup));
-        if let Some(mcp) = executors.mcp() {
+        if let Some(mcp) = executors.mcp().cloned() {
             mcp.set_auth(web.auth.clone());
+            // The user's risks for server tools follow config.json as it changes.
+            mcp.set_risks(config.mcp.risk.clone());
+            live.on_change(Box::new(move |config, _| {
+                mcp.set_risks(config.mcp.risk.clone());
+            }));
         }
         let executors = executors.with_web(rest, web.auth.clone());
         let toolsets = Arc::new(std::sync::RwLock::new(Arc::new(aai_local::Toolsets::new(

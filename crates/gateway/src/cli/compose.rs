@@ -25,6 +25,7 @@ pub fn scan_options(home: &Path, config: &Config, dev: bool) -> ScanOptions {
 /// `platforms.mcp` descriptors (their pins under `home`, the user's risks from the config).
 pub fn executors(config: &Config, home: &Path) -> Executors {
     let servers = aai_mcpapps::Servers::new(home);
+    // (The engine keeps its risks in step with config.json; `doctor` and the CLI read them now.)
     servers.set_overrides(config.mcp.risk.clone());
     Executors::with_settings(config.executors.clone(), None).with_mcp(servers)
 }
