@@ -310,13 +310,19 @@ async def test_servers_stop_when_idle_restart_after_a_crash_and_die_with_the_eme
         daemon.close()
 
 
-# Written with the TypeScript SDK (installed with the servers): a tool registered while
-# connected is announced with notifications/tools/list_changed.
-GROWING = textwrap.dedent('''
+# Servers of our own, written with the TypeScript SDK installed with the servers: each script
+# finds it in the folder its first argument names.
+SDK = textwrap.dedent('''
     const { createRequire } = require('module');
     const from = createRequire(process.argv[2] + '/');
     const { McpServer } = from('@modelcontextprotocol/sdk/server/mcp.js');
     const { StdioServerTransport } = from('@modelcontextprotocol/sdk/server/stdio.js');
+''')
+
+
+# A server that adds a tool: one registered while
+# connected is announced with notifications/tools/list_changed.
+GROWING = SDK + textwrap.dedent('''
     const { z } = from('zod');
     const server = new McpServer({ name: 'growing', version: '1.0.0' });
     server.registerTool('grow', { description: 'Adds a tool and says the tools changed.' }, async () => {
@@ -364,13 +370,9 @@ async def test_a_servers_list_changed_refreshes_its_guide_and_tells_the_client(h
 
 
 # A server that reports progress and notices when a call is cancelled (TypeScript SDK).
-PATIENT = textwrap.dedent('''
-    const { createRequire } = require('module');
+PATIENT = SDK + textwrap.dedent('''
     const fs = require('fs');
-    const from = createRequire(process.argv[2] + '/');
     const marks = process.argv[3];
-    const { McpServer } = from('@modelcontextprotocol/sdk/server/mcp.js');
-    const { StdioServerTransport } = from('@modelcontextprotocol/sdk/server/stdio.js');
     const server = new McpServer({ name: 'patient', version: '1.0.0' });
     server.registerTool('steps', { description: 'Takes three steps, saying each.', annotations: { readOnlyHint: true } }, async (extra) => {
       for (let step = 1; step <= 3; step++) {
@@ -425,11 +427,7 @@ async def test_progress_is_passed_on_and_a_cancelled_call_is_cancelled_at_the_se
 
 
 # A server that asks the user a question in the middle of a call (TypeScript SDK).
-CURIOUS = textwrap.dedent('''
-    const { createRequire } = require('module');
-    const from = createRequire(process.argv[2] + '/');
-    const { McpServer } = from('@modelcontextprotocol/sdk/server/mcp.js');
-    const { StdioServerTransport } = from('@modelcontextprotocol/sdk/server/stdio.js');
+CURIOUS = SDK + textwrap.dedent('''
     const server = new McpServer({ name: 'curious', version: '1.0.0' });
     server.registerTool('paint', { description: 'Asks which color, then paints.', annotations: { readOnlyHint: true } }, async () => {
       const answer = await server.server.elicitInput({ message: 'Which color?',
@@ -532,11 +530,8 @@ async def test_a_streamable_http_server_is_reached_at_its_url_with_its_token(hom
 
 
 # A Streamable HTTP server that lets in only requests with its key (TypeScript SDK, stateless).
-GUARDED = textwrap.dedent('''
-    const { createRequire } = require('module');
-    const from = createRequire(process.argv[2] + '/');
+GUARDED = SDK + textwrap.dedent('''
     const express = from('express');
-    const { McpServer } = from('@modelcontextprotocol/sdk/server/mcp.js');
     const { StreamableHTTPServerTransport } = from('@modelcontextprotocol/sdk/server/streamableHttp.js');
     const app = express();
     app.use(express.json());

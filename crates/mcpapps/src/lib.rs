@@ -138,14 +138,6 @@ impl Servers {
         self.home.join("mcp").join("servers").join(app_id)
     }
 
-    /// The user's risk for tools (`app:tool` → risk), from the config.
-    pub fn set_overrides(&self, overrides: HashMap<String, Risk>) {
-        *self
-            .overrides
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = overrides;
-    }
-
     /// The pins, for `consent list` and `mcp approve`.
     pub fn pins(&self) -> &Pins {
         &self.pins
@@ -827,9 +819,7 @@ impl Executor for Servers {
             };
             server.touch();
             let _under_way = InFlight::new(&server.in_flight);
-            if [RESOURCES_LIST, RESOURCE_READ, PROMPTS_LIST, PROMPT_GET].contains(&invocation.tool)
-                && listed.reaches.contains(&invocation.tool.to_owned())
-            {
+            if listed.reaches.iter().any(|r| r == invocation.tool) {
                 let reached = tokio::time::timeout(
                     invocation.timeout,
                     reach(&peer, invocation.tool, invocation.args),
@@ -948,7 +938,10 @@ impl ToolSource for Servers {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             != risks;
-        self.set_overrides(risks);
+        *self
+            .overrides
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = risks;
         if changed {
             // Every server's tools are rated again on their next use.
             for server in self

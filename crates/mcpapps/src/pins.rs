@@ -97,7 +97,8 @@ type Table = BTreeMap<String, BTreeMap<String, Pin>>;
 /// The pins of every server, by app id and tool.
 pub struct Pins {
     file: PathBuf,
-    table: Mutex<Option<Table>>,
+    /// Held while the file is read, changed and written back.
+    lock: Mutex<()>,
 }
 
 /// The pins file could not be read or written.
@@ -124,7 +125,7 @@ impl Pins {
     pub fn new(home: &Path) -> Self {
         Self {
             file: home.join("mcp").join("pins.json"),
-            table: Mutex::new(None),
+            lock: Mutex::new(()),
         }
     }
 
@@ -148,18 +149,16 @@ impl Pins {
             source,
         };
         let dir = self.file.parent().unwrap_or(Path::new("."));
-        create_private_dir(dir).map_err(write)?;
+        aai_engine::private::create_dir(dir).map_err(write)?;
         let text = serde_json::to_string_pretty(table).unwrap_or_default() + "\n";
-        let temp = self.file.with_extension("json.tmp");
-        write_private(&temp, text.as_bytes()).map_err(write)?;
-        std::fs::rename(&temp, &self.file).map_err(write)
+        aai_engine::private::write_private(&self.file, text.as_bytes()).map_err(write)
     }
 
     /// Runs `change` on the table as on disk now (another gateway may have written it) and
     /// saves it when `change` says so.
     fn with<R>(&self, change: impl FnOnce(&mut Table) -> (R, bool)) -> Result<R, PinError> {
-        let mut slot = self
-            .table
+        let _held = self
+            .lock
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut table = self.load()?;
@@ -167,7 +166,6 @@ impl Pins {
         if dirty {
             self.save(&table)?;
         }
-        *slot = Some(table);
         Ok(result)
     }
 
@@ -228,35 +226,6 @@ impl Pins {
     pub fn all(&self) -> Result<BTreeMap<String, BTreeMap<String, Pin>>, PinError> {
         self.load()
     }
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-    }
-    #[cfg(not(unix))]
-    {
-        std::fs::create_dir_all(dir)
-    }
-}
-
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    let mut file = options.open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
 }
 
 #[cfg(test)]

@@ -58,13 +58,10 @@ impl Gateway {
         let started = Instant::now();
         let registry = self.snapshot_for(app).await;
         // The tool is borrowed from the app found, not copied: this is every call's path.
-        let found = match self
-            .find(&registry, app)
-            .and_then(|found| found.descriptor().map(|descriptor| (found, descriptor)))
-        {
-            // An MCP server's tools are what it lists now (started for it on first use).
-            Ok((found, descriptor)) => self
-                .listed(found.platform, descriptor)
+        // An MCP server's tools are what it lists now (started for it on first use).
+        let found = match self.find(&registry, app) {
+            Ok(found) => self
+                .descriptor_of(&found)
                 .await
                 .map(|descriptor| (found, descriptor)),
             Err(error) => Err(error),

@@ -22,12 +22,11 @@ pub fn scan_options(home: &Path, config: &Config, dev: bool) -> ScanOptions {
 }
 
 /// The executors of a gateway under `home`: the platforms' own, and the MCP servers of
-/// `platforms.mcp` descriptors (their pins under `home`, the user's risks from the config).
+/// `platforms.mcp` descriptors (their pins under `home`; the gateway hands them the user's
+/// risks from the config).
 pub fn executors(config: &Config, home: &Path) -> Executors {
-    let servers = aai_mcpapps::Servers::new(home);
-    // (The engine keeps its risks in step with config.json; `doctor` and the CLI read them now.)
-    servers.set_overrides(config.mcp.risk.clone());
-    Executors::with_settings(config.executors.clone(), None).with_mcp(servers)
+    Executors::with_settings(config.executors.clone(), None)
+        .with_mcp(aai_mcpapps::Servers::new(home))
 }
 
 /// Plugs the toolsets into `gateway`.

@@ -37,6 +37,16 @@ pub(super) fn updated<'u>(
 /// change, and `resources/updated` for each subscribed app resource that changed, until the
 /// peer goes away. Bursts (a big first scan, a folder copied in) are coalesced: the watch
 /// channel keeps only the newest snapshot, so one notification covers what changed meanwhile.
+/// The appId of the next MCP server whose tools change; never, without servers.
+pub(super) async fn server_change(
+    servers: &mut Option<tokio::sync::broadcast::Receiver<String>>,
+) -> Option<String> {
+    match servers.as_mut() {
+        Some(servers) => servers.recv().await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
 pub async fn notify_changes(
     peer: rmcp::Peer<RoleServer>,
     mut changes: tokio::sync::watch::Receiver<Arc<aai_engine::catalog::snapshot::Snapshot>>,
@@ -47,19 +57,13 @@ pub async fn notify_changes(
     loop {
         // An MCP server's tools changed: its guide (the resource `app:<appId>`) did, and so
         // did the flat tool list of exposures that list apps' tools.
-        let server_changed = async {
-            match servers.as_mut() {
-                Some(servers) => servers.recv().await.ok(),
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             changed = changes.changed() => {
                 if changed.is_err() {
                     break;
                 }
             }
-            Some(app) = server_changed => {
+            Some(app) = server_change(&mut servers) => {
                 if peer.peer_info().is_none() {
                     continue;
                 }

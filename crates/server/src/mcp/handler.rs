@@ -238,15 +238,9 @@ impl ServerHandler for AaiServer {
         let mut last = changes.borrow_and_update().clone();
         let mut servers = self.mcp_changes();
         loop {
-            let server_changed = async {
-                match servers.as_mut() {
-                    Some(servers) => servers.recv().await.ok(),
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 () = context.cancelled() => return Ok(()),
-                Some(app) = server_changed => {
+                Some(app) = server_change(&mut servers) => {
                     // An MCP server's tools changed: its guide did.
                     let accepted = context.accepted();
                     if accepted.tools_list_changed == Some(true) {

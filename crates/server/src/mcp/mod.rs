@@ -27,8 +27,8 @@ mod names;
 
 pub use askers::ConsentRounds;
 use askers::{PeerAsker, StatelessAsker, binding};
-use changes::updated;
 pub use changes::{Subscriptions, notify_changes};
+use changes::{server_change, updated};
 
 /// The MIME type of an app resource in `resources/list`.
 const AAI_MIME: &str = "application/aai+json";
