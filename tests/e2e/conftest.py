@@ -7,7 +7,9 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx2
@@ -287,3 +289,76 @@ def queue_daemon(home, bus, wait, rules=()):
             "rules": list(rules)},
     }))
     return Daemon(home, gateway_env(home, bus))
+
+
+class OAuthSite:
+    """A web app with an OAuth 2.0 authorization server (code + PKCE S256) and an API, on
+    plain HTTP on loopback."""
+
+    def __init__(self):
+        import base64
+        import hashlib
+        import urllib.parse
+
+        self.codes = {}
+        self.tokens = set()
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def reply(self, status, body, headers=()):
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_HEAD(self):
+                self.reply(200, {})
+
+            def do_GET(self):
+                base = f"http://127.0.0.1:{site.port}"
+                path, _, query = self.path.partition("?")
+                q = dict(urllib.parse.parse_qsl(query))
+                if path == "/.well-known/aai.json":
+                    self.reply(200, {
+                        "schema_version": "1.0", "appId": "com.example.notes", "name": "Notes Online",
+                        "platforms": {"web": {"automation": "restapi", "base_url": f"{base}/api",
+                                              "auth": {"type": "oauth2", "client_id": "aai", "scopes": ["notes:read"],
+                                                       "auth_url": f"{base}/authorize", "token_url": f"{base}/token"},
+                                              "tools": [{"name": "me", "description": "Who am I", "endpoint": "/me", "readOnly": True}]}},
+                    })
+                elif path == "/authorize":
+                    assert q["code_challenge_method"] == "S256"
+                    code = f"code{len(site.codes)}"
+                    site.codes[code] = q["code_challenge"]
+                    location = q["redirect_uri"] + "?" + urllib.parse.urlencode({"code": code, "state": q["state"]})
+                    self.reply(302, {}, [("location", location)])
+                elif path == "/api/me":
+                    if self.headers.get("authorization", "").removeprefix("Bearer ") in site.tokens:
+                        self.reply(200, {"user": "ada"})
+                    else:
+                        self.reply(401, {"error": "unauthorized"})
+                else:
+                    self.reply(404, {})
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length", 0))
+                form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+                challenge = site.codes.pop(form.get("code", ""), None)
+                verifier = form.get("code_verifier", "").encode()
+                computed = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).rstrip(b"=").decode()
+                if self.path != "/token" or challenge != computed:
+                    self.reply(400, {"error": "invalid_grant"})
+                    return
+                site.tokens.add("e2e-access-token-77")
+                self.reply(200, {"access_token": "e2e-access-token-77", "token_type": "Bearer", "expires_in": 3600})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()

@@ -529,14 +529,16 @@ async def test_a_streamable_http_server_is_reached_at_its_url_with_its_token(hom
         log.close()
 
 
-# A Streamable HTTP server that lets in only requests with its key (TypeScript SDK, stateless).
+# A Streamable HTTP server that lets in only requests whose header (argv 4, default x-api-key)
+# has one value (argv 5, default key-for-guarded) (TypeScript SDK, stateless).
 GUARDED = SDK + textwrap.dedent('''
     const express = from('express');
     const { StreamableHTTPServerTransport } = from('@modelcontextprotocol/sdk/server/streamableHttp.js');
+    const [header, expected] = [process.argv[4] || 'x-api-key', process.argv[5] || 'key-for-guarded'];
     const app = express();
     app.use(express.json());
     app.post('/mcp', async (req, res) => {
-      if (req.headers['x-api-key'] !== 'key-for-guarded') {
+      if (req.headers[header] !== expected) {
         res.status(401).json({ error: 'unauthorized' });
         return;
       }
@@ -586,6 +588,111 @@ async def test_an_http_servers_credential_is_a_web_apps_credential(home, tmp_pat
         server.terminate()
         server.wait(timeout=10)
         log.close()
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_an_http_server_behind_an_oauth_sign_in_is_signed_in_to_by_a_call_never_by_a_guide(home, tmp_path, monkeypatch):
+    """The server's tools cannot be listed before the user signs in: its guide offers the
+    sign-in alone and starts nothing; calling it confirms the sign-in site (form), sends the
+    user to the page (URL mode), and the server's tools follow, the client told."""
+    import urllib.request
+
+    import mcp.client.session as session_module
+
+    from conftest import OAuthSite
+
+    site = OAuthSite()
+    port = free_port()
+    script = tmp_path / "guarded.cjs"
+    script.write_text(GUARDED)
+    log = open(tmp_path / "signed.log", "w")
+    server = subprocess.Popen(["node", str(script), str(SERVERS / "node_modules"), str(port),
+                               "authorization", "Bearer e2e-access-token-77"], stdout=log, stderr=log)
+    base = f"http://127.0.0.1:{site.port}"
+    (home / "config.json").write_text(json.dumps({"web": {"allow_http_loopback": True, "open_browser": False}}))
+    install(home, "org.example.signed", server_doc(
+        "org.example.signed", "Signed", "A server behind an OAuth sign-in.",
+        {"automation": "http", "url": f"http://127.0.0.1:{port}/mcp",
+         "auth": {"type": "oauth2", "client_id": "aai", "scopes": ["tools"],
+                  "auth_url": f"{base}/authorize", "token_url": f"{base}/token"}}))
+    asked, heard = [], []
+
+    async def on_elicit(context, params):
+        asked.append(params.mode)
+        if params.mode == "url":
+            # Play the browser: open the page, follow the redirect back to the gateway.
+            await anyio.to_thread.run_sync(lambda: urllib.request.urlopen(params.url, timeout=10).read())
+            return types.ElicitResult(action="accept")
+        assert "sign in to Signed" in params.message, params.message
+        return types.ElicitResult(action="accept", content={"decision": "allow_once"})
+
+    async def on_message(message):
+        heard.append(str(message))
+
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, None))
+    app = {"app": "org.example.signed"}
+    try:
+        wait_until(lambda: "listening" in (tmp_path / "signed.log").read_text(), 30, "the HTTP server to listen")
+        with anyio.fail_after(TIMEOUT):
+            async with Client(params, mode="legacy", elicitation_callback=on_elicit, message_handler=on_message,
+                              client_info=types.Implementation(name="signer", version="1"), cache=None) as c:
+                guide = text(await c.call_tool("aai_guide", app))
+                assert "mcp_sign_in" in guide and "whoami" not in guide, guide
+                # Reading the guide asked nobody and opened no sign-in.
+                assert asked == [] and site.codes == {} and not (home / "tokens" / "org.example.signed.json").exists(), asked
+                early = await c.call_tool("aai_exec", {**app, "tool": "whoami", "args": {}})
+                assert early.is_error and "mcp_sign_in" in text(early), text(early)
+                assert asked == [], asked
+
+                def told():
+                    return sum("tools/list_changed" in m or "ToolListChanged" in m for m in heard)
+
+                before = told()
+                signed = await c.call_tool("aai_exec", {**app, "tool": "mcp_sign_in", "args": {}})
+                assert not signed.is_error, text(signed)
+                assert "whoami" in json.dumps(signed.structured_content), signed.structured_content
+                assert asked == ["form", "url"], asked
+                while told() == before:
+                    await anyio.sleep(0.05)
+                guide = text(await c.call_tool("aai_guide", app))
+                assert "whoami" in guide and "mcp_sign_in" not in guide, guide
+                # Listed from the descriptor as written, not from the one listed before.
+                assert guide.count("own words") == 1 and "sign-in first" not in guide, guide
+                let_in = await c.call_tool("aai_exec", {**app, "tool": "whoami", "args": {}})
+                assert "let in" in text(let_in), text(let_in)
+        # A new gateway uses the stored tokens: no question, no sign-in page.
+        with anyio.fail_after(TIMEOUT):
+            async with client(home) as c:
+                let_in = await c.call_tool("aai_exec", {**app, "tool": "whoami", "args": {}})
+                assert "let in" in text(let_in), text(let_in)
+        # From a terminal: `auth logout`, then `auth login` prints the page and waits for it.
+        env = gateway_env(home, None)
+        out = subprocess.run([str(GATEWAY), "auth", "logout", "org.example.signed"], env=env,
+                             capture_output=True, text=True, timeout=30)
+        assert "forgot the credentials of org.example.signed" in out.stdout, out
+        login = subprocess.Popen([str(GATEWAY), "auth", "login", "org.example.signed"], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        page = login.stdout.readline().strip()
+        assert page.startswith(f"{base}/authorize?"), page
+        urllib.request.urlopen(page, timeout=10).read()
+        assert login.wait(timeout=60) == 0, login.stderr.read()
+        status = subprocess.run([str(GATEWAY), "auth", "status"], env=env, capture_output=True, text=True, timeout=30)
+        assert "org.example.signed" in status.stdout and "OAuth" in status.stdout, status
+    finally:
+        site.server.shutdown()
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+    stored = home / "tokens" / "org.example.signed.json"
+    assert stored.exists() and oct(stored.stat().st_mode & 0o777) == "0o600"
+    assert asked == ["form", "url"], asked
 
 
 async def test_a_server_reaches_the_users_files_but_not_the_gateways_own(home, tmp_path):

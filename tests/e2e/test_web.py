@@ -8,6 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import anyio
 import pytest
 
+from conftest import OAuthSite
 from test_mcp import TIMEOUT, client_for, text
 
 pytestmark = pytest.mark.anyio
@@ -122,79 +123,6 @@ async def test_registry_apps_arrive_after_start_up(home, bus, site, version, mon
             result = await client.call_tool("aai_exec", {"app": "com.example.pinger", "tool": "ping", "args": {"who": "a b/c"}})
             assert not result.is_error, text(result)
             assert result.structured_content == {"pong": "a%20b%2Fc"}
-
-
-class OAuthSite:
-    """A web app with an OAuth 2.0 authorization server (code + PKCE S256) and an API, on
-    plain HTTP on loopback."""
-
-    def __init__(self):
-        import base64
-        import hashlib
-        import urllib.parse
-
-        self.codes = {}
-        self.tokens = set()
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def reply(self, status, body, headers=()):
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                for k, v in headers:
-                    self.send_header(k, v)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_HEAD(self):
-                self.reply(200, {})
-
-            def do_GET(self):
-                base = f"http://127.0.0.1:{site.port}"
-                path, _, query = self.path.partition("?")
-                q = dict(urllib.parse.parse_qsl(query))
-                if path == "/.well-known/aai.json":
-                    self.reply(200, {
-                        "schema_version": "1.0", "appId": "com.example.notes", "name": "Notes Online",
-                        "platforms": {"web": {"automation": "restapi", "base_url": f"{base}/api",
-                                              "auth": {"type": "oauth2", "client_id": "aai", "scopes": ["notes:read"],
-                                                       "auth_url": f"{base}/authorize", "token_url": f"{base}/token"},
-                                              "tools": [{"name": "me", "description": "Who am I", "endpoint": "/me", "readOnly": True}]}},
-                    })
-                elif path == "/authorize":
-                    assert q["code_challenge_method"] == "S256"
-                    code = f"code{len(site.codes)}"
-                    site.codes[code] = q["code_challenge"]
-                    location = q["redirect_uri"] + "?" + urllib.parse.urlencode({"code": code, "state": q["state"]})
-                    self.reply(302, {}, [("location", location)])
-                elif path == "/api/me":
-                    if self.headers.get("authorization", "").removeprefix("Bearer ") in site.tokens:
-                        self.reply(200, {"user": "ada"})
-                    else:
-                        self.reply(401, {"error": "unauthorized"})
-                else:
-                    self.reply(404, {})
-
-            def do_POST(self):
-                length = int(self.headers.get("content-length", 0))
-                form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
-                challenge = site.codes.pop(form.get("code", ""), None)
-                verifier = form.get("code_verifier", "").encode()
-                computed = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).rstrip(b"=").decode()
-                if self.path != "/token" or challenge != computed:
-                    self.reply(400, {"error": "invalid_grant"})
-                    return
-                site.tokens.add("e2e-access-token-77")
-                self.reply(200, {"access_token": "e2e-access-token-77", "token_type": "Bearer", "expires_in": 3600})
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
 async def test_oauth_sign_in_through_url_elicitation(home, bus, monkeypatch, tmp_path):

@@ -347,6 +347,10 @@ pub struct McpSection {
     /// Stop the server after this long without a call (default 600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_seconds: Option<u64>,
+    /// Set on a descriptor whose tools are the ones its server listed, not the user's words
+    /// (never read from a file).
+    #[serde(skip)]
+    pub listed: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -446,6 +450,24 @@ impl Descriptor {
             Platform::Mcp => &p.mcp.as_ref()?.automation,
         };
         Some(kind)
+    }
+
+    /// Where `platform`'s requests go and the credential they carry, for the sections that
+    /// reach a server over HTTP: a web app's, and an MCP server's reached at a URL (its `url`
+    /// in place of a base URL). `None` for every other section.
+    pub fn credentialed(&self, platform: Platform) -> Option<WebSection> {
+        match platform {
+            Platform::Web => self.platforms.web.as_ref().map(|s| s.fields.clone()),
+            Platform::Mcp => {
+                let fields = &self.platforms.mcp.as_ref()?.fields;
+                Some(WebSection {
+                    base_url: fields.url.clone()?,
+                    auth: fields.auth.clone(),
+                    default_headers: None,
+                })
+            }
+            _ => None,
+        }
     }
 
     /// The descriptor as an agent should read it for `platform`: the common fields and that

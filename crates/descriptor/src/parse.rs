@@ -470,11 +470,22 @@ fn mcp_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
                     ),
                 )),
             }
-            if fields.auth.as_ref().is_some_and(|a| a.kind == "oauth2") {
-                problems.push(Problem::new(
-                    "/platforms/mcp/auth/type",
-                    "OAuth sign-in to an MCP server is not supported yet: give its token as `bearer` or `api_key` (`env_var`, or `aai-gateway auth set APP`)",
-                ));
+            if let Some(auth) = fields.auth.as_ref().filter(|a| a.kind == "oauth2") {
+                // The sign-in's endpoints are named, as a web app's are: the gateway neither
+                // guesses them nor registers itself as a client.
+                for key in ["auth_url", "token_url", "client_id"] {
+                    if auth
+                        .fields
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty)
+                    {
+                        problems.push(Problem::new(
+                            format!("/platforms/mcp/auth/{key}"),
+                            format!("an `oauth2` sign-in needs `{key}` (the server's authorization endpoint, token endpoint and the client id it gave this gateway)"),
+                        ));
+                    }
+                }
             }
             if fields.command.is_some() || !fields.args.is_empty() || fields.cwd.is_some() {
                 problems.push(Problem::new(
@@ -1033,6 +1044,8 @@ mod mcp_tests {
             serde_json::json!({"automation": "http", "url": "https://example.com/mcp",
                 "auth": {"type": "bearer", "env_var": "TOKEN"}}),
             serde_json::json!({"automation": "http", "url": "http://127.0.0.1:3001/mcp"}),
+            serde_json::json!({"automation": "http", "url": "https://e.com/mcp", "auth": {"type": "oauth2",
+                "auth_url": "https://e.com/authorize", "token_url": "https://e.com/token", "client_id": "aai", "scopes": ["read"]}}),
             serde_json::json!({"automation": "stdio", "command": "srv", "tools": [{"name": "rm", "risk": "critical"}]}),
         ];
         for section in ok {
@@ -1060,8 +1073,8 @@ mod mcp_tests {
                 "for `automation: \"stdio\"`",
             ),
             (
-                serde_json::json!({"automation": "http", "url": "https://e.com/mcp", "auth": {"type": "oauth2"}}),
-                "not supported yet",
+                serde_json::json!({"automation": "http", "url": "https://e.com/mcp", "auth": {"type": "oauth2", "auth_url": "https://e.com/authorize", "client_id": "aai"}}),
+                "needs `token_url`",
             ),
             (
                 serde_json::json!({"automation": "sse", "url": "https://e.com/mcp"}),

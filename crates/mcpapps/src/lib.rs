@@ -70,6 +70,9 @@ struct Server {
     last_used: Mutex<Instant>,
     /// A copy of the state for status lines, readable without waiting for a call.
     status: Mutex<Status>,
+    /// The descriptor as written, which every listing starts from (calls hand back the
+    /// listed one).
+    source: Mutex<Option<Arc<Descriptor>>>,
 }
 
 #[derive(Default)]
@@ -197,6 +200,7 @@ impl Servers {
             asks: server::Asks::default(),
             state: tokio::sync::Mutex::new(State::default()),
             last_used: Mutex::new(Instant::now()),
+            source: Mutex::new(None),
         });
         // A replaced server's connection ends when its last call does (dropped with it).
         servers.insert(descriptor.app_id.clone(), server.clone());
@@ -242,13 +246,21 @@ impl Servers {
         descriptor: &Descriptor,
     ) -> Result<(Arc<Server>, Arc<Listed>), AaiError> {
         let server = self.server(descriptor)?;
+        let descriptor = &*server.written(descriptor);
         server.touch();
-        let mut state = server.state.lock().await;
         let auth = self
             .auth
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
+        // A server behind an OAuth sign-in the user has not made offers the sign-in alone:
+        // reading a guide never sends the user to a sign-in page.
+        if let (Some(auth), Some(section)) = (&auth, descriptor.credentialed(Platform::Mcp))
+            && !auth.signed_in(descriptor, &section)
+        {
+            return Ok((server, Arc::new(sign_in_only(descriptor))));
+        }
+        let mut state = server.state.lock().await;
         server
             .connected(&mut state, descriptor, auth.as_deref())
             .await?;
@@ -349,6 +361,7 @@ impl Servers {
         let Some(section) = filled.platforms.mcp.as_mut() else {
             return Err(cannot_start(app, None, &StartError::NoSection));
         };
+        section.fields.listed = true;
         let own: HashMap<String, ToolCommon> = section
             .tools
             .iter()
@@ -457,6 +470,42 @@ impl Servers {
         Ok(approved)
     }
 
+    /// [`SIGN_IN`]: the credential of `descriptor`'s server, which starts the sign-in when
+    /// there is none (AUTH_REQUIRED with the page to open: the gateway sends the user there
+    /// and calls again once the tokens arrived); then its tools, read anew, and the clients
+    /// told they changed.
+    async fn sign_in(&self, descriptor: &Descriptor) -> Result<Value, AaiError> {
+        let server = self.server(descriptor)?;
+        let auth = self
+            .auth
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Spec::Http {
+            url,
+            auth: Some(section_auth),
+        } = &server.spec
+        {
+            credential(descriptor, url, section_auth, auth.as_deref()).await?;
+        }
+        server.stale.store(true, Ordering::SeqCst);
+        let (_, listed) = self.listed(descriptor).await?;
+        let tools: Vec<&str> = listed
+            .descriptor
+            .tools(Platform::Mcp)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.name.as_str())
+            .filter(|name| !listed.reaches.iter().any(|r| r == name))
+            .collect();
+        let _ = self.changes.send(descriptor.app_id.clone());
+        Ok(json!({
+            "signed_in": true,
+            "tools": tools,
+            "next": format!("read the guide of {} again for its tools", descriptor.app_id),
+        }))
+    }
+
     /// Ends every server (the emergency stop killed their processes already).
     pub fn stop_all(&self) {
         let servers: Vec<Arc<Server>> = self
@@ -475,6 +524,48 @@ impl Servers {
                 state.conn = None;
             }
         }
+    }
+}
+
+/// The one tool of a server whose OAuth sign-in has not been made.
+const SIGN_IN: &str = "mcp_sign_in";
+
+/// Whether `descriptor`'s server is reached with an OAuth sign-in.
+fn signs_in(descriptor: &Descriptor) -> bool {
+    descriptor
+        .credentialed(Platform::Mcp)
+        .and_then(|s| s.auth)
+        .is_some_and(|a| a.kind == "oauth2")
+}
+
+/// `descriptor` offering only [`SIGN_IN`]: its tools cannot be listed before the user signs in.
+fn sign_in_only(descriptor: &Descriptor) -> Listed {
+    let mut filled = descriptor.clone();
+    if let Some(section) = filled.platforms.mcp.as_mut() {
+        section.fields.listed = true;
+        section.tools = vec![Tool {
+            common: ToolCommon {
+                name: SIGN_IN.to_owned(),
+                description: "Sign in to the server: the user confirms its sign-in site and approves access there. Its tools are listed after; read this guide again.".into(),
+                parameters: Some(Parameters::from_value(&json!({"type": "object", "properties": {}}))),
+                timeout: Some(600),
+                // The gate asks the user about the sign-in site itself (high), and the user
+                // approves access on the server's own page.
+                risk: Some(Risk::Low),
+                read_only: Some(true),
+                destructive: None,
+            },
+            fields: McpTool {},
+        }];
+    }
+    filled.description = format!(
+        "{} Needs the user's sign-in first (mcp_sign_in).",
+        filled.description.trim_end()
+    );
+    Listed {
+        descriptor: Arc::new(filled),
+        changed: HashMap::new(),
+        reaches: vec![SIGN_IN.to_owned()],
     }
 }
 
@@ -679,6 +770,27 @@ fn visible(text: &str) -> String {
 }
 
 impl Server {
+    /// `descriptor` as written: itself when it is, else (a listed one handed back by a call)
+    /// the written one it was listed from.
+    fn written(&self, descriptor: &Descriptor) -> Arc<Descriptor> {
+        let mut source = self.source.lock().unwrap_or_else(PoisonError::into_inner);
+        let listed = descriptor
+            .platforms
+            .mcp
+            .as_ref()
+            .is_some_and(|s| s.fields.listed);
+        match (&*source, listed) {
+            (Some(written), true) => written.clone(),
+            _ => {
+                let written = Arc::new(descriptor.clone());
+                if !listed {
+                    *source = Some(written.clone());
+                }
+                written
+            }
+        }
+    }
+
     fn touch(&self) {
         *self
             .last_used
@@ -775,6 +887,9 @@ impl Executor for Servers {
         Box::pin(async move {
             let descriptor = invocation.descriptor;
             let what = format!("{}:{}", descriptor.app_id, invocation.tool);
+            if invocation.tool == SIGN_IN && signs_in(descriptor) {
+                return self.sign_in(descriptor).await;
+            }
             let (server, listed) = self.listed(descriptor).await?;
             let refused = listed
                 .changed

@@ -15,11 +15,29 @@ pub mod starter;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Exposure {
-    /// One `app_<slug>` tool per app plus `aai_exec`.
+    /// `full` up to 30 apps (`AUTO_MOST_APPS`), `compact` beyond.
     #[default]
+    Auto,
+    /// One `app_<slug>` tool per app plus `aai_exec`.
     Full,
     /// A fixed list: `aai_apps`, `aai_guide`, `aai_exec`, whatever the number of apps.
     Compact,
+}
+
+/// The most apps `auto` lists one tool each for: with the gateway's own tools this stays under
+/// the 40 tools some clients send the model at most (Cursor), and the first turn small.
+pub const AUTO_MOST_APPS: usize = 30;
+
+impl Exposure {
+    /// The mode in effect with `apps` apps: `full` or `compact`, never `auto`.
+    #[must_use]
+    pub fn for_apps(self, apps: usize) -> Self {
+        match self {
+            Self::Auto if apps <= AUTO_MOST_APPS => Self::Full,
+            Self::Auto => Self::Compact,
+            chosen => chosen,
+        }
+    }
 }
 
 /// The config file's name in `AAI_HOME`.
@@ -267,7 +285,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             paths: Vec::new(),
-            exposure: Exposure::Full,
+            exposure: Exposure::Auto,
             timeout_seconds: 30,
             // About 20k tokens: under the 25k-token limit clients put on one result.
             max_result_chars: 80_000,
@@ -609,14 +627,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let (config, problem) = Config::load(dir.path());
         assert!(problem.is_none());
-        assert_eq!(config.exposure, Exposure::Full);
+        assert_eq!(config.exposure, Exposure::Auto);
         std::fs::write(
             dir.path().join("config.json"),
             r#"{"exposure": "compactt"}"#,
         )
         .expect("write");
         let (config, problem) = Config::load(dir.path());
-        assert_eq!(config.exposure, Exposure::Full);
+        assert_eq!(config.exposure, Exposure::Auto);
         assert!(problem.is_some_and(|p| p.contains("config.json") && p.contains("compactt")));
     }
 

@@ -319,19 +319,17 @@ impl Gateway {
                 Some(app) => Ok(app),
                 None => {
                     let near = registry.suggestions(name, 1);
-                    error.message.push_str(&match self.config().exposure {
+                    let exposure = self.config().exposure.for_apps(registry.apps.len());
+                    error.message.push_str(&match exposure {
                         crate::config::Exposure::Compact => {
                             " Call aai_apps to search them.".to_owned()
                         }
-                        crate::config::Exposure::Full => {
-                            match near.first().and_then(|id| registry.find(id)) {
-                                Some(app) => format!(
-                                    " Each app's guide is its app_* tool (e.g. {}).",
-                                    app.slug
-                                ),
-                                None => String::new(),
+                        _ => match near.first().and_then(|id| registry.find(id)) {
+                            Some(app) => {
+                                format!(" Each app's guide is its app_* tool (e.g. {}).", app.slug)
                             }
-                        }
+                            None => String::new(),
+                        },
                     });
                     if let Some(listed) = self.store_index.find(name) {
                         error.message.push_str(&crate::appstore::hint(&listed));

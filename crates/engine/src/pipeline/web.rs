@@ -1,7 +1,7 @@
 //! The web sign-in steps of the gate: before a fetched app's credential is sent, and before
 //! a first OAuth sign-in with a domain, the user confirms; and TLS failures explained.
 
-use aai_descriptor::{AaiError, ErrorKind, Platform, Risk};
+use aai_descriptor::{AaiError, ErrorKind, Risk};
 use serde_json::{Value, json};
 
 use super::{Gateway, INPUT_REQUIRED};
@@ -23,11 +23,8 @@ impl Gateway {
         let once = self.confirm_env_binding(caller, app, asker).await?;
         let descriptor = app.descriptor()?;
         let Some(auth) = descriptor
-            .platforms
-            .web
-            .as_ref()
-            .filter(|_| app.platform == Platform::Web)
-            .and_then(|section| section.fields.auth.as_ref())
+            .credentialed(app.platform)
+            .and_then(|section| section.auth)
             .filter(|auth| auth.kind == "oauth2")
         else {
             return Ok(once);
@@ -55,7 +52,7 @@ impl Gateway {
                 ),
             )
         })?;
-        let scopes = Some(crate::web::auth::scopes(auth))
+        let scopes = Some(crate::web::auth::scopes(&auth))
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "none named".into());
         let mut question = Question::new(
@@ -132,16 +129,10 @@ impl Gateway {
         asker: Option<&dyn Asker>,
     ) -> Result<Option<(String, String)>, AaiError> {
         let descriptor = app.descriptor()?;
-        let Some(section) = descriptor
-            .platforms
-            .web
-            .as_ref()
-            .filter(|_| app.platform == Platform::Web)
-        else {
+        let Some(section) = descriptor.credentialed(app.platform) else {
             return Ok(None);
         };
-        let Some((var, origin)) =
-            crate::web::auth::GatewayAuth::env_binding(&descriptor, &section.fields)
+        let Some((var, origin)) = crate::web::auth::GatewayAuth::env_binding(&descriptor, &section)
         else {
             return Ok(None);
         };

@@ -736,6 +736,14 @@ impl Auth for GatewayAuth {
         self.source_of(&descriptor.app_id)
     }
 
+    fn signed_in(&self, descriptor: &Descriptor, section: &WebSection) -> bool {
+        section.auth.as_ref().is_none_or(|a| a.kind != "oauth2")
+            || self
+                .store
+                .get(&descriptor.app_id)
+                .is_ok_and(|s| s.oauth.is_some())
+    }
+
     fn credential<'a>(
         &'a self,
         descriptor: &'a Descriptor,

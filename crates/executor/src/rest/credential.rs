@@ -51,6 +51,12 @@ pub trait Auth: Send + Sync {
         section: &'a WebSection,
     ) -> BoxFuture<'a, Result<Option<Credential>, AaiError>>;
 
+    /// Whether `descriptor` has what a call needs without the user signing in first (an
+    /// OAuth app's tokens); listing a server's tools must not send the user to a sign-in page.
+    fn signed_in(&self, _descriptor: &aai_descriptor::Descriptor, _section: &WebSection) -> bool {
+        true
+    }
+
     /// Where the credential last given for `descriptor` came from, and how to fix that
     /// source (for error messages; never the secret).
     fn source(&self, _descriptor: &aai_descriptor::Descriptor) -> Option<(String, String)> {

@@ -1,4 +1,4 @@
-//! `aai-gateway auth`: credentials of web apps.
+//! `aai-gateway auth`: credentials of web apps and of MCP servers reached at a URL.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -12,25 +12,25 @@ use super::{for_person, output, runtime};
 
 #[derive(Subcommand, Debug)]
 pub enum Action {
-    /// Store an API key or access token for a web app (read without echo, or from stdin). It is
+    /// Store an API key or access token for a web app or an MCP server at a URL (read without echo, or from stdin). It is
     /// bound to the app's API origin and sent nowhere else.
     Set {
-        /// The web app's appId (installed, or a registry copy).
+        /// The appId (installed, or a registry copy).
         app: String,
         /// Bind to this origin (https://host[:port]) instead of the installed app's base_url.
         #[arg(long)]
         origin: Option<String>,
     },
-    /// Sign in to a web app that uses OAuth: prints the page to open, waits for the browser.
+    /// Sign in to a web app or MCP server that uses OAuth: prints the page to open, waits for the browser.
     Login {
-        /// The web app's appId.
+        /// The appId.
         app: String,
     },
-    /// Which web apps have credentials, and where from (never the secrets).
+    /// Which apps have credentials, and where from (never the secrets).
     Status,
-    /// Forget a web app's stored key or OAuth tokens.
+    /// Forget an app's stored key or OAuth tokens.
     Logout {
-        /// The web app's appId.
+        /// The appId.
         app: String,
     },
 }
@@ -86,10 +86,8 @@ pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<
                     continue;
                 };
                 let var = descriptor
-                    .platforms
-                    .web
-                    .as_ref()
-                    .and_then(|w| w.fields.auth.as_ref())
+                    .credentialed(app.platform)
+                    .and_then(|w| w.auth)
                     .filter(|a| a.kind != "none")
                     .map(|a| {
                         a.fields
@@ -129,8 +127,9 @@ pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<
     Ok(ExitCode::SUCCESS)
 }
 
-/// The config and the web apps installed (or copied from a registry) under `home`, for the
-/// `auth` commands; a config problem is said once on stderr.
+/// The config and the apps reached over HTTP (web apps, MCP servers at a URL) installed (or
+/// copied from a registry) under `home`, for the `auth` commands; a config problem is said
+/// once on stderr.
 fn web_apps(
     home: &std::path::Path,
     dev: bool,
@@ -140,7 +139,7 @@ fn web_apps(
         eprintln!("warning: {problem}");
     }
     let options = super::compose::scan_options(home, &config, dev);
-    let registry = aai_engine::scan_once(&options, &[Platform::Web]);
+    let registry = aai_engine::scan_once(&options, &[Platform::Web, Platform::Mcp]);
     (config, registry)
 }
 
@@ -156,11 +155,9 @@ fn web_origin(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<St
     let base = found
         .descriptor()
         .map_err(|error| anyhow::anyhow!("{}", error.message))?
-        .platforms
-        .web
-        .as_ref()
-        .map(|web| web.fields.base_url.clone())
-        .with_context(|| format!("{app} is not a web app"))?;
+        .credentialed(found.platform)
+        .map(|web| web.base_url)
+        .with_context(|| format!("{app} is not a web app or an MCP server at a URL"))?;
     aai_executor::rest::origin_of(&base)
         .with_context(|| format!("{app}: base_url {base:?} is not a URL"))
 }
@@ -177,15 +174,9 @@ async fn login(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<E
         .descriptor()
         .map_err(|error| anyhow::anyhow!("{}", error.message))?;
     let section = descriptor
-        .platforms
-        .web
-        .as_ref()
-        .with_context(|| format!("{app} is not a web app"))?;
-    let kind = section
-        .fields
-        .auth
-        .as_ref()
-        .map_or("none", |a| a.kind.as_str());
+        .credentialed(found.platform)
+        .with_context(|| format!("{app} is not a web app or an MCP server at a URL"))?;
+    let kind = section.auth.as_ref().map_or("none", |a| a.kind.as_str());
     anyhow::ensure!(
         kind == "oauth2",
         "{} signs in with {kind}, not OAuth: {}",
@@ -212,7 +203,7 @@ async fn login(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<E
             .put(&descriptor.app_id, &stored)
             .map_err(anyhow::Error::msg)?;
     }
-    let error = match web.auth.credential(&descriptor, &section.fields).await {
+    let error = match web.auth.credential(&descriptor, &section).await {
         Ok(_) => anyhow::bail!("{} did not ask for a sign-in", descriptor.app_id),
         Err(error) => error,
     };
@@ -250,7 +241,7 @@ async fn login(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<E
     } else {
         let why = web
             .auth
-            .credential(&descriptor, &section.fields)
+            .credential(&descriptor, &section)
             .await
             .err()
             .map_or_else(

@@ -210,16 +210,22 @@ impl AaiServer {
         &self,
         registry: &'a Snapshot,
     ) -> &'a [Arc<aai_engine::catalog::snapshot::App>] {
-        match self.gateway.config().exposure {
-            Exposure::Full => &registry.apps,
-            Exposure::Compact => &[],
+        if self.compact(registry) {
+            &[]
+        } else {
+            &registry.apps
         }
+    }
+
+    /// Whether apps are listed by `aai_apps` rather than a tool each, with `registry`'s apps.
+    fn compact(&self, registry: &Snapshot) -> bool {
+        self.gateway.config().exposure.for_apps(registry.apps.len()) == Exposure::Compact
     }
 
     /// The tools listed before the apps' and after them.
     fn fixed_tools(&self, registry: &Snapshot) -> (Vec<Tool>, Vec<Tool>) {
         let mut head = Vec::new();
-        if matches!(self.gateway.config().exposure, Exposure::Compact) {
+        if self.compact(registry) {
             head.push(Tool::new(
                 "aai_apps",
                 "List the user's apps, or search them by words in names, aliases and descriptions.",
