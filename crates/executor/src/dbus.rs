@@ -125,6 +125,69 @@ impl DbusExecutor {
         }
     }
 
+    /// The introspection XML of `service`'s object at `path` (a call that starts an
+    /// activatable service).
+    ///
+    /// # Errors
+    /// No connection to the bus, or the service did not answer.
+    pub async fn introspect_xml(
+        &self,
+        bus: Bus,
+        service: &str,
+        path: &str,
+    ) -> Result<String, AaiError> {
+        let connection = self.connection(bus).await?;
+        let failed = |what: String| {
+            AaiError::new(
+                ErrorKind::AutomationFailed,
+                format!("{service} {path}: {what}"),
+            )
+        };
+        let reply = connection
+            .call_method(
+                Some(service),
+                path,
+                Some("org.freedesktop.DBus.Introspectable"),
+                "Introspect",
+                &(),
+            )
+            .await
+            .map_err(|e| failed(format!("introspection failed: {e}")))?;
+        reply
+            .body()
+            .deserialize()
+            .map_err(|e| failed(format!("unreadable introspection reply: {e}")))
+    }
+
+    /// The well-known names on `bus`: those owned now and those the bus can start.
+    ///
+    /// # Errors
+    /// No connection to the bus.
+    pub async fn bus_names(&self, bus: Bus) -> Result<(Vec<String>, Vec<String>), AaiError> {
+        let connection = self.connection(bus).await?;
+        let mut lists = Vec::new();
+        for method in ["ListNames", "ListActivatableNames"] {
+            let reply = connection
+                .call_method(
+                    Some("org.freedesktop.DBus"),
+                    "/org/freedesktop/DBus",
+                    Some("org.freedesktop.DBus"),
+                    method,
+                    &(),
+                )
+                .await
+                .map_err(|e| {
+                    AaiError::new(ErrorKind::AutomationFailed, format!("{method}: {e}"))
+                })?;
+            let mut names: Vec<String> = reply.body().deserialize().unwrap_or_default();
+            names.retain(|n| !n.starts_with(':') && n != "org.freedesktop.DBus");
+            names.sort();
+            lists.push(names);
+        }
+        let activatable = lists.pop().unwrap_or_default();
+        Ok((lists.pop().unwrap_or_default(), activatable))
+    }
+
     async fn call_inner(&self, invocation: Invocation<'_>) -> Result<Value, AaiError> {
         let target = target(&invocation)?;
         let connection = self.connection(target.key.bus).await?;

@@ -639,7 +639,9 @@ fn the_server_speaks_over_pipes_sockets_and_files() {
     use std::os::unix::net::UnixStream;
     use std::process::Stdio;
     let dir = tempfile::tempdir().expect("dir");
-    // Enough apps that the tool list is larger than a pipe's or a socket's buffer.
+    // Enough apps that the tool list is larger than a pipe's or a socket's buffer (a tool
+    // each: `full`, not `auto`'s compact list past 30 apps).
+    std::fs::write(dir.path().join("config.json"), r#"{"exposure": "full"}"#).expect("config");
     for i in 0..400 {
         let id = format!("org.example.app{i}");
         let doc = full_test_descriptor(&id, TEST_SERVICE).to_string();

@@ -8,6 +8,7 @@ mod compose;
 mod config;
 mod consent;
 mod daemon;
+mod describe;
 mod discover;
 mod docs;
 mod doctor;
@@ -89,6 +90,9 @@ pub enum Command {
     /// Bring in the MCP servers your clients already start (Claude Desktop, Claude Code,
     /// Cursor, VS Code, Windsurf, Codex): a descriptor each, so they run behind the gate.
     Import(import::Args),
+    /// Draft an aai.json from what an app already publishes: a D-Bus service, an OpenAPI
+    /// document, a macOS scripting dictionary, a COM type library.
+    Describe(describe::Args),
     /// Check aai.json files; exit 1 if any is invalid, listing file, JSON pointer and problem.
     Validate {
         /// aai.json files, or folders whose aai.json files (at any depth) are all checked.
@@ -298,6 +302,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Some(Command::Validate { files }) => Ok(validate::run(&home, &files)),
         Some(Command::Import(args)) => import::run(&home, &args),
+        Some(Command::Describe(args)) => describe::run(args),
         Some(Command::Auth { action }) => auth::run(&home, false, action),
         Some(Command::Consent { action }) => consent::run(&home, false, action),
         Some(Command::Discover {

@@ -1,0 +1,336 @@
+//! A macOS scripting dictionary (`sdef`) → a `macos`/`applescript` draft: one tool per
+//! command, its direct parameter and its required named parameters as the tool's parameters.
+//! Every value reaches the script as an `argv` item (the gateway's script rules): text inside
+//! a string literal, numbers and booleans bare, files and dates through `POSIX file "…"` and
+//! `date "…"` — never spliced into the program.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value, json};
+
+use crate::{DescribeError, Draft, guess_risk, tool, tool_name};
+
+/// Suites every scriptable app repeats: left out (they are in every app's guide already as
+/// AppleScript itself).
+const STANDARD_SUITES: &[&str] = &["Standard Suite", "Text Suite", "Type Definitions"];
+
+/// How a parameter of an sdef type reaches the script, and its schema.
+fn typed(ty: &str, placeholder: &str) -> (String, Value, Option<String>) {
+    match ty {
+        "integer" => (placeholder.to_owned(), json!({"type": "integer"}), None),
+        "real" | "number" => (placeholder.to_owned(), json!({"type": "number"}), None),
+        "boolean" => (placeholder.to_owned(), json!({"type": "boolean"}), None),
+        "file" | "alias" => (
+            format!("POSIX file \"{placeholder}\""),
+            json!({"type": "string", "description": "A POSIX path"}),
+            None,
+        ),
+        "date" => (
+            format!("date \"{placeholder}\""),
+            json!({"type": "string", "description": "A date as AppleScript reads it"}),
+            None,
+        ),
+        "text" | "string" | "Unicode text" => (
+            format!("\"{placeholder}\""),
+            json!({"type": "string"}),
+            None,
+        ),
+        other => (
+            format!("\"{placeholder}\""),
+            json!({"type": "string"}),
+            Some(format!(
+                "it takes a {other}, passed as text here: write the reference by hand"
+            )),
+        ),
+    }
+}
+
+/// The type of a parameter element: its `type` attribute or its first `<type>` child.
+fn type_of(node: roxmltree::Node<'_, '_>) -> (String, bool) {
+    if let Some(ty) = node.attribute("type") {
+        return (ty.to_owned(), false);
+    }
+    node.children()
+        .find(|c| c.has_tag_name("type"))
+        .map_or(("any".to_owned(), false), |t| {
+            (
+                t.attribute("type").unwrap_or("any").to_owned(),
+                t.attribute("list") == Some("yes"),
+            )
+        })
+}
+
+/// A draft from a scripting dictionary; `app` is the name AppleScript addresses (default: the
+/// dictionary's title without " Terminology").
+///
+/// # Errors
+/// The text is not an sdef, or it has no command to offer.
+pub fn draft(xml: &str, app: Option<&str>) -> Result<Draft, DescribeError> {
+    let options = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..roxmltree::ParsingOptions::default()
+    };
+    let doc = roxmltree::Document::parse_with_options(xml, options).map_err(|e| {
+        DescribeError::Unreadable {
+            what: "scripting dictionary",
+            why: e.to_string(),
+        }
+    })?;
+    let root = doc.root_element();
+    if !root.has_tag_name("dictionary") {
+        return Err(DescribeError::Unreadable {
+            what: "scripting dictionary",
+            why: "its root is not <dictionary>".into(),
+        });
+    }
+    let title = root.attribute("title").unwrap_or_default();
+    let app = app
+        .map(str::to_owned)
+        .unwrap_or_else(|| title.trim_end_matches(" Terminology").trim().to_owned());
+    if app.is_empty() || app.contains(['"', '\\']) {
+        return Err(DescribeError::Nothing(
+            "name the application with --app (the dictionary has no usable title)".into(),
+        ));
+    }
+    let mut taken = HashSet::new();
+    let mut tools = Vec::new();
+    let mut notes = Vec::new();
+    for suite in root.children().filter(|n| n.has_tag_name("suite")) {
+        let suite_name = suite.attribute("name").unwrap_or_default();
+        if STANDARD_SUITES.contains(&suite_name) {
+            notes.push(format!("the {suite_name} is left out (every app has it)"));
+            continue;
+        }
+        for command in suite.children().filter(|n| n.has_tag_name("command")) {
+            let Some(name) = command.attribute("name") else {
+                continue;
+            };
+            if command.attribute("hidden") == Some("yes") {
+                continue;
+            }
+            if name.contains(['"', '\\', '\n']) {
+                notes.push(format!("{name:?}: left out (not a name a script can say)"));
+                continue;
+            }
+            tools.push(command_tool(&app, name, command, &mut taken, &mut notes));
+        }
+    }
+    if tools.is_empty() {
+        return Err(DescribeError::Nothing(format!(
+            "{app}: the dictionary has no command outside the standard suites"
+        )));
+    }
+    let mut section = Map::new();
+    section.insert("automation".into(), json!("applescript"));
+    section.insert("tools".into(), Value::Array(tools));
+    let id_word: String = app.chars().filter(char::is_ascii_alphanumeric).collect();
+    Ok(Draft {
+        descriptor: crate::descriptor(
+            &crate::app_id_from(&format!("local.macos.{id_word}"), "local.macos.app"),
+            &app,
+            &format!("{app} on macOS, through its scripting dictionary."),
+            "macos",
+            section,
+            vec![format!(
+                "Drafted from the scripting dictionary of {app}: set `appId` to the app's bundle id (e.g. com.apple.mail)."
+            )],
+        ),
+        notes,
+    })
+}
+
+fn command_tool(
+    app: &str,
+    name: &str,
+    command: roxmltree::Node<'_, '_>,
+    taken: &mut HashSet<String>,
+    notes: &mut Vec<String>,
+) -> Value {
+    let mut used = HashSet::new();
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    let mut words = vec![name.to_owned()];
+    let mut todo = Vec::new();
+    if let Some(direct) = command
+        .children()
+        .find(|c| c.has_tag_name("direct-parameter"))
+    {
+        let (ty, list) = type_of(direct);
+        let optional = direct.attribute("optional") == Some("yes");
+        if !optional
+            || matches!(
+                ty.as_str(),
+                "text" | "file" | "integer" | "real" | "boolean"
+            )
+        {
+            let param = tool_name("target", &mut used);
+            let (said, mut schema, hard) =
+                typed(if list { "text" } else { &ty }, &format!("${{{param}}}"));
+            if let Some(d) = direct.attribute("description") {
+                schema["description"] = json!(crate::clean(d));
+            }
+            if let Some(hard) = hard {
+                todo.push(format!("the direct parameter: {hard}"));
+            }
+            words.push(said);
+            properties.insert(param.clone(), schema);
+            if !optional {
+                required.push(json!(param));
+            } else {
+                todo.push(
+                    "the direct parameter is optional in the dictionary but always sent here"
+                        .into(),
+                );
+                required.push(json!(param));
+            }
+        }
+    }
+    let mut optional_names = Vec::new();
+    for parameter in command.children().filter(|c| c.has_tag_name("parameter")) {
+        let Some(label) = parameter.attribute("name") else {
+            continue;
+        };
+        if parameter.attribute("optional") == Some("yes") {
+            optional_names.push(label.to_owned());
+            continue;
+        }
+        if label.contains(['"', '\\', '\n']) {
+            continue;
+        }
+        let (ty, list) = type_of(parameter);
+        let param = tool_name(label, &mut used);
+        let (said, mut schema, hard) =
+            typed(if list { "text" } else { &ty }, &format!("${{{param}}}"));
+        if let Some(d) = parameter.attribute("description") {
+            schema["description"] = json!(crate::clean(d));
+        }
+        if let Some(hard) = hard {
+            todo.push(format!("{label}: {hard}"));
+        }
+        words.push(format!("{label} {said}"));
+        properties.insert(param.clone(), schema);
+        required.push(json!(param));
+    }
+    if !optional_names.is_empty() {
+        todo.push(format!(
+            "optional parameters left out: {}",
+            optional_names.join(", ")
+        ));
+    }
+    let returns = command.children().any(|c| c.has_tag_name("result"));
+    let call = words.join(" ");
+    let script = if returns {
+        format!("tell application \"{app}\"\n  return {call}\nend tell")
+    } else {
+        format!("tell application \"{app}\"\n  {call}\nend tell")
+    };
+    let mut fields = Map::new();
+    fields.insert("script".into(), json!(script));
+    let parameters = (!properties.is_empty())
+        .then(|| json!({"type": "object", "properties": properties, "required": required}));
+    let tool_name = tool_name(name, taken);
+    let mut made = tool(
+        &tool_name,
+        command.attribute("description"),
+        &format!("Runs the {app} command \"{name}\""),
+        parameters,
+        guess_risk(name, None),
+        fields,
+    );
+    if !todo.is_empty() {
+        let note = made["todo"]
+            .as_str()
+            .map(|t| format!("{t}; "))
+            .unwrap_or_default();
+        made["todo"] = json!(format!("{note}{}", todo.join("; ")));
+        notes.push(format!("{tool_name}: {}", todo.join("; ")));
+    }
+    made
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Mail-like dictionary, written from Apple's sdef(5) format.
+    const MAIL: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE dictionary SYSTEM "file://localhost/System/Library/DTDs/sdef.dtd">
+<dictionary title="Mail Terminology">
+  <suite name="Standard Suite" code="????"><command name="open" code="aevtodoc"><direct-parameter type="file"/></command></suite>
+  <suite name="Mail" code="emal" description="Classes and commands for Mail">
+    <command name="check for new mail" code="emalchck" description="Triggers a check for email.">
+      <parameter name="for" code="acna" type="account" optional="yes" description="Specify the account"/>
+    </command>
+    <command name="mailto" code="emalmlto" description="Opens a mailto URL.">
+      <direct-parameter type="text" description="The mailto URL"/>
+    </command>
+    <command name="import Mail mailbox" code="emalimbx">
+      <parameter name="at" code="mbpt" type="file" description="the mailbox or folder of mailboxes to import"/>
+    </command>
+    <command name="delete account" code="emaldela"><direct-parameter type="account"/><result type="boolean"/></command>
+    <command name="secret" code="emalsecr" hidden="yes"/>
+  </suite>
+</dictionary>"#;
+
+    #[test]
+    fn commands_become_scripts_whose_values_are_never_code() {
+        let draft = draft(MAIL, None).expect("draft");
+        let text = draft.descriptor.to_string();
+        aai_descriptor::parse("draft", text.as_bytes()).expect("validates");
+        let tools = draft.tools();
+        let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "check_for_new_mail",
+                "mailto",
+                "import_mail_mailbox",
+                "delete_account"
+            ]
+        );
+        assert_eq!(
+            tools[1]["script"],
+            "tell application \"Mail\"\n  mailto \"${target}\"\nend tell"
+        );
+        assert_eq!(
+            tools[2]["script"],
+            "tell application \"Mail\"\n  import Mail mailbox at POSIX file \"${at}\"\nend tell"
+        );
+        assert_eq!(tools[3]["risk"], "high");
+        assert!(
+            tools[3]["script"]
+                .as_str()
+                .unwrap()
+                .contains("return delete account \"${target}\"")
+        );
+        assert!(
+            tools[3]["todo"]
+                .as_str()
+                .unwrap()
+                .contains("takes a account")
+        );
+        assert!(
+            tools[0]["todo"]
+                .as_str()
+                .unwrap()
+                .contains("optional parameters left out: for")
+        );
+        // The planner the executor uses turns every placeholder into an argv item.
+        for tool in tools {
+            let plan = aai_descriptor::script::plan(
+                aai_descriptor::script::Language::AppleScript,
+                tool["script"].as_str().unwrap(),
+                aai_descriptor::script::Output::Plain,
+                |_| Some(aai_descriptor::script::ParamKind::Text),
+            );
+            let plan = plan.expect("plans");
+            assert!(!plan.program.contains("${"), "{}", plan.program);
+        }
+    }
+
+    #[test]
+    fn not_a_dictionary_says_so() {
+        assert!(draft("<plist/>", Some("X")).is_err());
+        assert!(draft("not xml", Some("X")).is_err());
+    }
+}

@@ -1,0 +1,135 @@
+//! Draft descriptors from a live system (`aai-gateway describe`, the agent's
+//! `aai_describe`): the I/O around [`aai_describe`] — walking a D-Bus service's object tree
+//! within a budget, reading an OpenAPI document's text.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use aai_describe::Draft;
+use aai_descriptor::{AaiError, Bus, ErrorKind};
+use aai_executor::DbusExecutor;
+use serde_json::{Value, json};
+
+/// The most objects of a service introspected for one draft.
+pub const MOST_OBJECTS: usize = 64;
+/// How long a walk of a service's objects may take.
+const WALK_TIME: Duration = Duration::from_secs(30);
+
+/// A D-Bus service to draft.
+#[derive(Debug, Clone, Default)]
+pub struct DbusSource {
+    pub name: String,
+    pub system: bool,
+    /// Start the walk here instead of `/`.
+    pub path: Option<String>,
+    pub interface: Option<String>,
+}
+
+fn failed(message: impl Into<String>) -> AaiError {
+    AaiError::new(ErrorKind::AutomationFailed, message)
+}
+
+/// Introspects `source`'s objects (from its path, breadth first, at most [`MOST_OBJECTS`],
+/// starting the service when it is activatable) and drafts a descriptor from them.
+///
+/// # Errors
+/// The service does not answer, or offers nothing to call.
+pub async fn dbus(executor: &DbusExecutor, source: &DbusSource) -> Result<Draft, AaiError> {
+    let bus = if source.system {
+        Bus::System
+    } else {
+        Bus::Session
+    };
+    let objects = tokio::time::timeout(WALK_TIME, walk(executor, bus, source))
+        .await
+        .map_err(|_| {
+            failed(format!(
+                "{}: introspection took longer than {} s",
+                source.name,
+                WALK_TIME.as_secs()
+            ))
+        })??;
+    let options = aai_describe::dbus::Options {
+        service: source.name.clone(),
+        system: source.system,
+        interface: source.interface.clone(),
+    };
+    aai_describe::dbus::draft(&options, &objects).map_err(|e| failed(e.to_string()))
+}
+
+async fn walk(
+    executor: &DbusExecutor,
+    bus: Bus,
+    source: &DbusSource,
+) -> Result<Vec<(String, String)>, AaiError> {
+    let start = source.path.clone().unwrap_or_else(|| "/".to_owned());
+    let mut queue = VecDeque::from([start]);
+    let mut objects = Vec::new();
+    let mut seen = 0;
+    while let Some(path) = queue.pop_front() {
+        seen += 1;
+        if seen > MOST_OBJECTS {
+            break;
+        }
+        let xml = match executor.introspect_xml(bus, &source.name, &path).await {
+            Ok(xml) => xml,
+            // The first object must answer; one deeper that does not is skipped.
+            Err(error) if objects.is_empty() && queue.is_empty() && seen == 1 => return Err(error),
+            Err(_) => continue,
+        };
+        if let Ok(children) = aai_describe::dbus::children(&path, &xml) {
+            queue.extend(children);
+        }
+        objects.push((path, xml));
+    }
+    Ok(objects)
+}
+
+/// The names on the bus, each with what a draft of it would hold: running services are
+/// introspected (a few objects), activatable ones only named (checking would start them).
+///
+/// # Errors
+/// No connection to the bus.
+pub async fn dbus_names(executor: &DbusExecutor, system: bool) -> Result<Vec<Value>, AaiError> {
+    let bus = if system { Bus::System } else { Bus::Session };
+    let (running, activatable) = executor.bus_names(bus).await?;
+    let mut out = Vec::new();
+    for name in &running {
+        let source = DbusSource {
+            name: name.clone(),
+            system,
+            ..DbusSource::default()
+        };
+        let found = tokio::time::timeout(Duration::from_secs(5), dbus(executor, &source)).await;
+        match found {
+            Ok(Ok(draft)) => {
+                out.push(json!({"name": name, "running": true, "tools": draft.tools().len()}))
+            }
+            Ok(Err(error)) => {
+                out.push(json!({"name": name, "running": true, "tools": 0, "why": error.message}))
+            }
+            Err(_) => out.push(
+                json!({"name": name, "running": true, "tools": 0, "why": "no answer within 5 s"}),
+            ),
+        }
+    }
+    for name in activatable.iter().filter(|n| !running.contains(n)) {
+        out.push(json!({"name": name, "running": false}));
+    }
+    Ok(out)
+}
+
+/// A draft from an OpenAPI document's text (JSON).
+///
+/// # Errors
+/// The text is not a JSON OpenAPI document, or no operation converts.
+pub fn openapi(text: &str, options: &aai_describe::openapi::Options) -> Result<Draft, AaiError> {
+    let doc: Value = serde_json::from_str(text).map_err(|e| {
+        AaiError::new(
+            ErrorKind::InvalidParams,
+            format!("not a JSON OpenAPI document ({e}); a YAML one can be converted with any YAML-to-JSON tool first"),
+        )
+    })?;
+    aai_describe::openapi::draft(&doc, options)
+        .map_err(|e| AaiError::new(ErrorKind::InvalidParams, e.to_string()))
+}
