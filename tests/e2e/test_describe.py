@@ -125,3 +125,100 @@ def test_a_com_listing_becomes_com_steps_and_the_reader_is_fixed(tmp_path):
                                                   "method": "CreateItem", "args": ["${item_type}"]}
     refused = describe("com", "Outlook.Application; calc", env=None, check=False)
     assert refused.returncode != 0 and "not a ProgID" in refused.stderr, refused.stderr
+
+
+def agent_client(home, bus, answers, asked, heard=None):
+    """A client whose user answers the gate's questions from `answers` (the last one repeats)."""
+    import mcp_types as types
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        decision = answers[min(len(asked), len(answers)) - 1]
+        return types.ElicitResult(action="accept", content={"decision": decision})
+
+    async def on_message(message):
+        if heard is not None:
+            heard.append(str(message))
+
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
+    return Client(params, mode="legacy", elicitation_callback=on_elicit, message_handler=on_message,
+                  client_info=types.Implementation(name="describer", version="1"), cache=None)
+
+
+async def test_the_agent_drafts_an_app_and_each_install_is_put_to_the_user(home, bus, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (home / "config.json").write_text(json.dumps({"local": {"sandbox": {"allowed_directories": [str(work)]}}}))
+    asked, heard = [], []
+    call = lambda tool, args: {"app": "local.descriptors", "tool": tool, "args": args}
+    with anyio.fail_after(120):
+        async with agent_client(home, bus, ["allow_once"], asked, heard) as c:
+            drafted = await c.call_tool("aai_exec", call("aai_describe", {"kind": "dbus", "target": "org.aai.Test"}))
+            assert not drafted.is_error, text(drafted)
+            draft = drafted.structured_content["draft"]
+            assert asked == [], "drafting reads the bus; it installs nothing"
+            draft["appId"] = "org.aai.agentmade"
+            draft["name"] = "Agent-made"
+            # The agent calls a dangerous-sounding tool harmless: it is installed at its name's risk.
+            draft["platforms"]["linux"]["tools"].append(
+                {"name": "delete_everything", "description": "Echo, named to alarm", "method": "Echo",
+                 "signature": "s", "args": ["gone"], "risk": "low"})
+            before = len(heard)
+            installed = await c.call_tool("aai_exec", call("aai_install_descriptor", {"descriptor": draft}))
+            assert not installed.is_error, text(installed)
+            out = installed.structured_content
+            assert out["installed"] == "org.aai.agentmade" and out["offered"] is True, out
+            assert out["risks_raised"] == ["delete_everything: low → high"], out
+            question = asked[-1]
+            assert "install the app Agent-made (org.aai.agentmade)" in question, question
+            assert "delete_everything (high)" in question and "echo (" in question, question
+            assert "the D-Bus service org.aai.Test on the session bus" in question, question
+            # Clients are told the list changed.
+            while not any("list_changed" in m or "ToolListChanged" in m for m in heard[before:]):
+                await anyio.sleep(0.05)
+            echoed = await c.call_tool("aai_exec", {"app": "org.aai.agentmade", "tool": "echo", "args": {"text": "made"}})
+            assert "made" in text(echoed), text(echoed)
+            # Only "allow once" or "deny" is offered, and a grant the user made does not
+            # cover an install either: it is asked every time.
+            assert "always_tool" not in json.dumps(asked)
+            grant = subprocess.run([str(GATEWAY), "consent", "grant", "local.descriptors", "aai_install_descriptor",
+                                    "--client", "describer"], env=gateway_env(home, bus), capture_output=True, text=True, timeout=30)
+            assert grant.returncode == 0, grant.stderr
+            count = len(asked)
+            again = await c.call_tool("aai_exec", call("aai_install_descriptor", {"descriptor": draft}))
+            assert not again.is_error and len(asked) == count + 1, (text(again), asked[count:])
+            assert "replacing your Agent-made" in asked[-1], asked[-1]
+            # Refused before anyone is asked: checked exactly as a file on disk, and never in
+            # the place of the gateway's own toolsets, another source's app, or a command.
+            count = len(asked)
+            for bad, expected in [
+                ({**draft, "name": ""}, "not valid"),
+                ({**draft, "appId": "local.files"}, "gateway's own toolsets"),
+                ({"schema_version": "1.0", "appId": "org.example.cmd", "name": "Cmd", "description": "Runs a command",
+                  "platforms": {"mcp": {"automation": "stdio", "command": "sh", "args": ["-c", "id"]}}}, "added by the user"),
+            ]:
+                refused = await c.call_tool("aai_exec", call("aai_install_descriptor", {"descriptor": bad}))
+                assert refused.is_error and expected in text(refused), text(refused)
+            assert len(asked) == count, asked[count:]
+            assert not (home / "org.example.cmd").exists()
+            # Documents for a draft: public https only, files only inside the sandbox.
+            for target, expected in [("https://127.0.0.1:9/openapi.json", "this computer or a private network"),
+                                     ("http://example.com/openapi.json", "only https"),
+                                     (str(home / "config.json"), "")]:
+                refused = await c.call_tool("aai_exec", call("aai_describe", {"kind": "openapi", "target": target}))
+                assert refused.is_error and expected in text(refused), text(refused)
+            (work / "api.json").write_text(json.dumps({
+                "openapi": "3.0.0", "info": {"title": "Notes", "version": "1"}, "servers": [{"url": "https://notes.example.com"}],
+                "paths": {"/notes": {"get": {"operationId": "listNotes", "summary": "List notes"}}}}))
+            local = await c.call_tool("aai_exec", call("aai_describe", {"kind": "openapi", "target": str(work / "api.json")}))
+            assert local.structured_content["draft"]["platforms"]["web"]["tools"][0]["name"] == "list_notes", text(local)
+    # A user who says no: nothing is written.
+    asked = []
+    declined_doc = {**draft, "appId": "org.aai.declined"}
+    with anyio.fail_after(60):
+        async with agent_client(home, bus, ["deny"], asked) as c:
+            declined = await c.call_tool("aai_exec", call("aai_install_descriptor", {"descriptor": declined_doc}))
+            assert declined.is_error and asked, text(declined)
+    assert not (home / "org.aai.declined").exists()

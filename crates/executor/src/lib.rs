@@ -420,6 +420,11 @@ impl Executors {
         Self::default()
     }
 
+    /// The D-Bus executor (its connections serve introspection too).
+    pub fn dbus(&self) -> &DbusExecutor {
+        &self.dbus
+    }
+
     /// Executors whose D-Bus session bus is at `address` instead of the environment's.
     pub fn with_session_bus(address: impl Into<String>) -> Self {
         Self::with_settings(Settings::default(), Some(address.into()))

@@ -86,7 +86,7 @@ fn scan_lists_apps_and_skipped_files_with_reasons() {
     assert!(out.status.success());
     let stdout = text(&out.stdout);
     assert!(
-        stdout.contains("9 app(s) offered on linux, web")
+        stdout.contains("10 app(s) offered on linux, web")
             && stdout.contains("(built in: local.files)"),
         "{stdout}"
     );

@@ -93,6 +93,9 @@ pub struct Config {
     pub store: crate::config::StoreConfig,
     /// MCP servers behind the gate (descriptors with `platforms.mcp`).
     pub mcp: McpConfig,
+    /// Offer agents `local.descriptors`: drafting a descriptor (`aai_describe`) and
+    /// installing one, which the user is asked about every time (`aai_install_descriptor`).
+    pub describe_tools: bool,
     /// Set when `config.json` could not be used: `<file>:<line>:<column> <problem>`. The
     /// config is then the fail-closed default, and every refused call says why.
     #[serde(skip)]
@@ -306,6 +309,7 @@ impl Default for Config {
             sessions: SessionsConfig::default(),
             store: crate::config::StoreConfig::default(),
             mcp: McpConfig::default(),
+            describe_tools: true,
             invalid: None,
         }
     }

@@ -2,6 +2,8 @@
 //! `aai_describe`): the I/O around [`aai_describe`] — walking a D-Bus service's object tree
 //! within a budget, reading an OpenAPI document's text.
 
+pub mod tools;
+
 use std::collections::VecDeque;
 use std::time::Duration;
 

@@ -1,0 +1,567 @@
+//! `local.descriptors`: the agent drafts a descriptor (`aai_describe`) and installs one it
+//! wrote or edited (`aai_install_descriptor`). An install changes what the gate lets through,
+//! so it is asked every time with what the app would reach, never covered by a grant, and
+//! checked exactly as a file on disk before anyone is asked.
+
+use std::net::IpAddr;
+use std::sync::{Arc, LazyLock, Weak};
+use std::time::Duration;
+
+use aai_descriptor::{AaiError, Descriptor, ErrorKind};
+use aai_executor::BoxFuture;
+use aai_local::{Call, Toolset};
+use serde_json::{Map, Value, json};
+
+use crate::catalog::discovery::{PluggedApp, Source};
+use crate::pipeline::Gateway;
+
+/// The toolset's appId.
+pub const APP_ID: &str = "local.descriptors";
+/// The largest document `aai_describe` reads.
+const MOST_BYTES: usize = 64 << 20;
+/// How long an install waits for the new app to be offered.
+const OFFERED_WITHIN: Duration = Duration::from_secs(10);
+
+/// The toolset's descriptor.
+pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> = LazyLock::new(|| {
+    aai_local::shipped(APP_ID, include_str!("../../toolsets/descriptors.aai.json"))
+});
+
+/// The app for discovery: offered while `describe_tools` is on.
+pub fn app() -> PluggedApp {
+    PluggedApp {
+        descriptor: DESCRIPTOR.clone(),
+        offered: |config| config.describe_tools,
+    }
+}
+
+/// Plugs the toolset into `gateway`.
+pub fn plug(gateway: &Arc<Gateway>) {
+    if gateway.toolsets().plugged(APP_ID).is_some() {
+        return;
+    }
+    gateway.plug(Arc::new(DescriptorTools {
+        gateway: Arc::downgrade(gateway),
+    }));
+}
+
+struct DescriptorTools {
+    gateway: Weak<Gateway>,
+}
+
+fn invalid(message: impl Into<String>) -> AaiError {
+    AaiError::new(ErrorKind::InvalidParams, message)
+}
+
+fn text<'a>(args: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    args.get(key).and_then(Value::as_str)
+}
+
+/// A descriptor the agent asks to install, checked, its risks raised to at least what each
+/// tool's name says.
+struct Checked {
+    descriptor: Descriptor,
+    json: Value,
+    raised: Vec<String>,
+    /// The user's own descriptor of the same appId it replaces.
+    replaces: Option<String>,
+}
+
+const RISKS: [&str; 4] = ["low", "medium", "high", "critical"];
+
+fn rank(risk: &str) -> usize {
+    RISKS.iter().position(|r| *r == risk).unwrap_or(1)
+}
+
+/// Raises a tool whose name says it deletes, sends or runs something (`delete_…`, `send_…`) to
+/// high when it was declared lower: the agent wrote the risks, and a risk decides what runs
+/// unasked.
+fn raise_risks(doc: &mut Value) -> Vec<String> {
+    let mut raised = Vec::new();
+    let Some(platforms) = doc.get_mut("platforms").and_then(Value::as_object_mut) else {
+        return raised;
+    };
+    for (platform, section) in platforms.iter_mut() {
+        let Some(tools) = section.get_mut("tools").and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for tool in tools {
+            let name = tool["name"].as_str().unwrap_or_default().to_owned();
+            let method = (platform == "web").then(|| {
+                tool["method"]
+                    .as_str()
+                    .unwrap_or("GET")
+                    .to_ascii_uppercase()
+            });
+            let (guessed, _, _) = aai_describe::guess_risk(&name, method.as_deref());
+            let declared = tool["risk"].as_str().unwrap_or("medium").to_owned();
+            // Only up to high: a harmless name declared low stays low (the user reads it).
+            if guessed == "high" && rank(guessed) > rank(&declared) {
+                tool["risk"] = json!(guessed);
+                raised.push(format!("{name}: {declared} → {guessed}"));
+            }
+        }
+    }
+    raised
+}
+
+impl DescriptorTools {
+    fn gateway(&self) -> Result<Arc<Gateway>, AaiError> {
+        self.gateway.upgrade().ok_or_else(|| {
+            AaiError::new(
+                ErrorKind::AppNotRunning,
+                "the gateway this toolset belonged to has ended",
+            )
+        })
+    }
+
+    /// `aai_install_descriptor`'s argument, validated as a file on disk and checked against
+    /// what is installed.
+    fn checked(&self, args: &Map<String, Value>) -> Result<Checked, AaiError> {
+        let gateway = self.gateway()?;
+        let mut json = args
+            .get("descriptor")
+            .filter(|d| d.is_object())
+            .cloned()
+            .ok_or_else(|| invalid("\"descriptor\": the aai.json, as an object"))?;
+        let raised = raise_risks(&mut json);
+        let bytes = serde_json::to_vec_pretty(&json).unwrap_or_default();
+        let descriptor = aai_descriptor::parse("the descriptor", &bytes).map_err(|error| {
+            let problems: Vec<Value> = error
+                .problems
+                .iter()
+                .map(|p| json!({"pointer": p.pointer, "problem": p.message}))
+                .collect();
+            AaiError::new(
+                ErrorKind::AaiJsonInvalid,
+                format!("the descriptor is not valid, so nothing was installed:\n{error}"),
+            )
+            .with_detail(json!({"problems": problems}))
+        })?;
+        let app_id = descriptor.app_id.clone();
+        if app_id.starts_with("local.") {
+            return Err(invalid(format!(
+                "{app_id}: appIds under `local.` are the gateway's own toolsets"
+            )));
+        }
+        if descriptor.platforms.local.is_some() {
+            return Err(invalid(
+                "a `local` section is for the gateway's own toolsets, not an installed app",
+            ));
+        }
+        if descriptor
+            .platforms
+            .mcp
+            .as_ref()
+            .is_some_and(|s| s.automation == "stdio")
+        {
+            return Err(invalid(format!(
+                "{app_id}: an MCP server started as a command is added by the user (`aai-gateway import`, or its aai.json written by hand), not installed by an agent"
+            )));
+        }
+        let registry = gateway.snapshot_changes().borrow().clone();
+        let replaces = match registry.find(&app_id) {
+            Some(found) if found.source == Source::UserWritten => Some(found.name().to_owned()),
+            Some(found) => {
+                return Err(invalid(format!(
+                    "{app_id} is already an app from {} ({}); a descriptor of the same appId would take its place",
+                    found.source.words(),
+                    found.source().display()
+                )));
+            }
+            None => None,
+        };
+        Ok(Checked {
+            descriptor,
+            json,
+            raised,
+            replaces,
+        })
+    }
+
+    /// The question put to the user: the app, each tool with its risk, what it talks to,
+    /// the credentials it asks for and the origins it reaches.
+    fn question(checked: &Checked) -> String {
+        let d = &checked.descriptor;
+        let tools: Vec<String> = crate::appstore::summary(d)
+            .into_iter()
+            .map(|(_, tool, risk)| format!("{tool} ({risk})"))
+            .collect();
+        let mut parts = vec![format!(
+            "install the app {} ({}){} with {} tools: {}",
+            d.name,
+            d.app_id,
+            checked
+                .replaces
+                .as_deref()
+                .map_or(String::new(), |old| format!(", replacing your {old}")),
+            tools.len(),
+            tools.join(", ")
+        )];
+        parts.extend(local_reach(d));
+        let reach = crate::appstore::reach(d);
+        for credential in &reach.credentials {
+            parts.push(format!("it uses {}", credential.describe(&d.app_id)));
+        }
+        if !reach.origins.is_empty() {
+            parts.push(format!(
+                "it talks to {}",
+                reach.origins.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if !checked.raised.is_empty() {
+            parts.push(format!(
+                "risks raised to what the names say: {}",
+                checked.raised.join(", ")
+            ));
+        }
+        parts.join("; ")
+    }
+
+    async fn install(&self, args: &Map<String, Value>) -> Result<Value, AaiError> {
+        let gateway = self.gateway()?;
+        let checked = self.checked(args)?;
+        let app_id = checked.descriptor.app_id.clone();
+        let folder = gateway.home().join(&app_id);
+        let path = folder.join("aai.json");
+        let failed = |e: std::io::Error| {
+            AaiError::new(
+                ErrorKind::AutomationFailed,
+                format!("cannot write {}: {e}", path.display()),
+            )
+        };
+        crate::private::create_dir(&folder).map_err(failed)?;
+        let text = serde_json::to_string_pretty(&checked.json).unwrap_or_default() + "\n";
+        crate::private::write_private(&path, text.as_bytes()).map_err(failed)?;
+        tracing::info!(app = %app_id, path = %path.display(), "a descriptor was installed at the agent's request");
+        let offered = offered(&gateway, &app_id, &path).await;
+        Ok(json!({
+            "installed": app_id,
+            "path": path.display().to_string(),
+            "tools": crate::appstore::summary(&checked.descriptor).len(),
+            "risks_raised": checked.raised,
+            "offered": offered,
+            "next": if offered { format!("read its guide (aai_guide {app_id})") } else { "it is offered once the gateway's scan picks it up".to_owned() },
+        }))
+    }
+
+    async fn describe(&self, call: &Call<'_>) -> Result<Value, AaiError> {
+        let gateway = self.gateway()?;
+        let args = call.args;
+        let target = text(args, "target")
+            .filter(|t| !t.trim().is_empty())
+            .ok_or_else(|| invalid("\"target\": the bus name, URL or file"))?;
+        let draft = match text(args, "kind").unwrap_or_default() {
+            "dbus" => {
+                let source = super::DbusSource {
+                    name: target.to_owned(),
+                    system: args.get("system").and_then(Value::as_bool).unwrap_or(false),
+                    path: None,
+                    interface: text(args, "interface").map(str::to_owned),
+                };
+                super::dbus(gateway.executors().dbus(), &source).await?
+            }
+            "openapi" => {
+                let words = |key: &str| -> Vec<String> {
+                    args.get(key)
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                };
+                let remote = target.contains("://");
+                let body = if remote {
+                    fetch_public(target).await?
+                } else {
+                    read_sandboxed(&gateway, call, target)?
+                };
+                let options = aai_describe::openapi::Options {
+                    tags: words("tags"),
+                    include: words("include"),
+                    max_tools: args
+                        .get("max_tools")
+                        .and_then(Value::as_u64)
+                        .map_or(30, |n| n.clamp(1, 200) as usize),
+                    source_url: remote.then(|| target.to_owned()),
+                };
+                super::openapi(&body, &options)?
+            }
+            "sdef" => {
+                let body = read_sandboxed(&gateway, call, target)?;
+                aai_describe::sdef::draft(&body, text(args, "app"))
+                    .map_err(|e| invalid(e.to_string()))?
+            }
+            other => {
+                return Err(invalid(format!(
+                    "\"kind\": {other:?} is not dbus, openapi or sdef"
+                )));
+            }
+        };
+        Ok(json!({
+            "draft": draft.descriptor,
+            "notes": draft.notes,
+            "next": "Check the draft (its `todo` notes say what was guessed), edit it, then call aai_install_descriptor {descriptor}: the user is asked.",
+        }))
+    }
+}
+
+/// What a descriptor talks to on this computer, one line a platform.
+fn local_reach(d: &Descriptor) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(linux) = &d.platforms.linux {
+        out.push(format!(
+            "it calls the D-Bus service {} on the {} bus",
+            linux.fields.service,
+            if matches!(linux.fields.bus, aai_descriptor::Bus::System) {
+                "system"
+            } else {
+                "session"
+            }
+        ));
+    }
+    if let Some(macos) = &d.platforms.macos {
+        let scripts: Vec<&str> = macos
+            .tools
+            .iter()
+            .map(|t| t.fields.script.as_str())
+            .collect();
+        let mut apps: Vec<String> = scripts
+            .iter()
+            .flat_map(|s| s.split("application \"").skip(1))
+            .filter_map(|rest| rest.split('"').next())
+            .map(str::to_owned)
+            .collect();
+        apps.sort();
+        apps.dedup();
+        out.push(format!(
+            "its scripts drive {}",
+            if apps.is_empty() {
+                "macOS apps".to_owned()
+            } else {
+                apps.join(", ")
+            }
+        ));
+        if scripts
+            .iter()
+            .any(|s| s.contains("do shell script") || s.contains("doShellScript"))
+        {
+            out.push("a script runs shell commands (do shell script)".into());
+        }
+    }
+    if let Some(windows) = &d.platforms.windows {
+        out.push(format!(
+            "it drives the COM server {}",
+            windows
+                .fields
+                .progid
+                .as_deref()
+                .unwrap_or("its steps create")
+        ));
+    }
+    if let Some(android) = &d.platforms.android {
+        out.push(format!("it sends intents to {}", android.fields.package));
+    }
+    if d.platforms.ios.is_some() {
+        out.push("it opens iOS URL schemes".into());
+    }
+    out
+}
+
+/// Waits (a little) for the app at `path` to be offered.
+async fn offered(gateway: &Gateway, app_id: &str, path: &std::path::Path) -> bool {
+    let mut changes = gateway.snapshot_changes();
+    let seen = |registry: &crate::catalog::snapshot::Snapshot| {
+        registry
+            .find(app_id)
+            .is_some_and(|app| app.source() == path)
+    };
+    let wait = async {
+        loop {
+            if seen(&changes.borrow_and_update()) {
+                return true;
+            }
+            if changes.changed().await.is_err() {
+                return false;
+            }
+        }
+    };
+    tokio::time::timeout(OFFERED_WITHIN, wait)
+        .await
+        .unwrap_or(false)
+}
+
+/// A document from a file the client's sandbox lets it read.
+fn read_sandboxed(gateway: &Gateway, call: &Call<'_>, path: &str) -> Result<String, AaiError> {
+    let sandbox = gateway.toolsets().local().setup().sandbox(call.roots);
+    let resolved = sandbox.check_read(path)?;
+    let bytes = std::fs::read(&resolved).map_err(|e| invalid(format!("{path:?}: {e}")))?;
+    if bytes.len() > MOST_BYTES {
+        return Err(invalid(format!("{path:?} is larger than 64 MiB")));
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Whether an address is one of this computer's or of a private network: the gateway does
+/// not fetch from there for an agent (its dashboard, a router's admin page, a cloud's metadata).
+pub fn is_internal(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b))
+                || (a == 198 && (18..20).contains(&b))
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| is_internal(IpAddr::V4(v4)))
+        }
+    }
+}
+
+/// An https document from a public address: the name is resolved once, every address it
+/// gives must be public, and the request goes to that address (no redirects).
+async fn fetch_public(url: &str) -> Result<String, AaiError> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| invalid(format!("{url:?}: {e}")))?;
+    if parsed.scheme() != "https" {
+        return Err(invalid(format!(
+            "{url}: only https documents are fetched for an agent"
+        )));
+    }
+    let host = parsed
+        .host_str()
+        .unwrap_or_default()
+        .trim_matches(['[', ']'])
+        .to_owned();
+    let port = parsed.port_or_known_default().unwrap_or(443);
+    let addresses: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map_err(|e| invalid(format!("{host}: {e}")))?
+        .collect();
+    if addresses.is_empty() || addresses.iter().any(|a| is_internal(a.ip())) {
+        return Err(AaiError::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "{host} is this computer or a private network: the gateway fetches only public documents for an agent (the user can run `aai-gateway describe openapi {url}`)"
+            ),
+        ));
+    }
+    let client = reqwest::Client::builder()
+        .https_only(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .resolve(&host, addresses[0])
+        .timeout(Duration::from_secs(60))
+        .build()
+        .map_err(|e| invalid(e.to_string()))?;
+    let mut response = client
+        .get(parsed)
+        .send()
+        .await
+        .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, format!("{url}: {e}")))?;
+    if !response.status().is_success() {
+        return Err(AaiError::new(
+            ErrorKind::AutomationFailed,
+            format!("{url} answered {}", response.status()),
+        ));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, format!("{url}: {e}")))?
+    {
+        body.extend_from_slice(&chunk);
+        if body.len() > MOST_BYTES {
+            return Err(invalid(format!("{url} is larger than 64 MiB")));
+        }
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+impl Toolset for DescriptorTools {
+    fn descriptor(&self) -> &Arc<Descriptor> {
+        &DESCRIPTOR
+    }
+
+    fn run<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
+        Box::pin(async move {
+            match call.tool {
+                "aai_describe" => self.describe(&call).await,
+                "aai_install_descriptor" => self.install(call.args).await,
+                other => Err(invalid(format!("{APP_ID} has no tool {other:?}"))),
+            }
+        })
+    }
+
+    /// A descriptor that could not be installed is refused before anyone is asked.
+    fn refusal(&self, call: &Call<'_>) -> Option<AaiError> {
+        (call.tool == "aai_install_descriptor")
+            .then(|| self.checked(call.args).err())
+            .flatten()
+    }
+
+    /// Every install is put to the user, with what the app would reach.
+    fn must_ask<'a>(&'a self, call: &'a Call<'a>) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            if call.tool != "aai_install_descriptor" {
+                return None;
+            }
+            Some(match self.checked(call.args) {
+                Ok(checked) => Self::question(&checked),
+                Err(error) => error.message,
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_addresses_are_refused() {
+        for internal in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "192.168.0.1",
+            "172.16.0.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(is_internal(internal.parse().unwrap()), "{internal}");
+        }
+        for public in ["140.82.112.3", "2606:4700::1111", "8.8.8.8"] {
+            assert!(!is_internal(public.parse().unwrap()), "{public}");
+        }
+    }
+
+    #[test]
+    fn a_tool_is_installed_at_least_as_risky_as_its_name() {
+        let mut doc = json!({"platforms": {
+            "linux": {"tools": [{"name": "delete_all", "risk": "low"}, {"name": "get_state", "risk": "low"}]},
+            "web": {"tools": [{"name": "items", "method": "DELETE"}, {"name": "list", "risk": "critical"}]}}});
+        let raised = raise_risks(&mut doc);
+        assert_eq!(raised, ["delete_all: low → high", "items: medium → high"]);
+        assert_eq!(doc["platforms"]["linux"]["tools"][1]["risk"], "low");
+        assert_eq!(doc["platforms"]["web"]["tools"][1]["risk"], "critical");
+    }
+}
