@@ -16,6 +16,10 @@ command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 command -v Xvfb >/dev/null 2>&1 || missing+=(xvfb)
 command -v dunst >/dev/null 2>&1 || missing+=(dunst)
 command -v xrandr >/dev/null 2>&1 || missing+=(x11-xserver-utils)
+# `describe dbus` is tested on real services: dunst, an MPRIS player (mpv with mpv-mpris), and
+# systemd's hostnamed/timedated on a private system bus (the systemd package below).
+command -v mpv >/dev/null 2>&1 || missing+=(mpv)
+[ -e /usr/lib/mpv-mpris/mpris.so ] || missing+=(mpv-mpris)
 # Desktop control: a real EWMH window manager, programs with windows, OCR, the AT-SPI bus and
 # a GTK test app run by Debian's own python3 (GObject introspection).
 command -v openbox >/dev/null 2>&1 || missing+=(openbox)

@@ -7,6 +7,7 @@ called through the gateway."""
 import json
 import subprocess
 import time
+from pathlib import Path
 
 import anyio
 import pytest
@@ -222,3 +223,92 @@ async def test_the_agent_drafts_an_app_and_each_install_is_put_to_the_user(home,
             declined = await c.call_tool("aai_exec", call("aai_install_descriptor", {"descriptor": declined_doc}))
             assert declined.is_error and asked, text(declined)
     assert not (home / "org.aai.declined").exists()
+
+
+def draft_installed(home, env, name, app_id, *extra):
+    """`describe dbus NAME` → a file that validates → installed as `app_id`; its tools."""
+    out = describe("dbus", name, *extra, env=env)
+    draft = json.loads(out.stdout)
+    path = home.parent / f"{app_id}.json"
+    path.write_text(out.stdout)
+    validate(path, env)
+    draft["appId"] = app_id
+    install(home, app_id, draft)
+    return {t["name"]: t for t in next(iter(draft["platforms"].values()))["tools"]}
+
+
+def wait_for_name(env, name, system=False):
+    import shutil as _shutil
+    assert _shutil.which("dbus-send")
+
+    def owned():
+        out = subprocess.run(["dbus-send", "--system" if system else "--session", "--print-reply", "--dest=org.freedesktop.DBus",
+                              "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner", f"string:{name}"],
+                             env=env, capture_output=True, text=True, timeout=5)
+        return "boolean true" in out.stdout
+
+    from conftest import wait_until
+    wait_until(owned, 20, f"{name} to appear on the bus")
+
+
+async def test_a_notification_daemon_and_an_mpris_player_are_described_and_called(home, bus, desktop, tmp_path):
+    env = gateway_env(home, bus)
+    dunst = draft_installed(home, env, "org.freedesktop.Notifications", "org.example.dunst")
+    assert {"notify", "get_server_information", "close_notification"} <= set(dunst), sorted(dunst)
+    assert dunst["notify"]["signature"] == "susssasa{sv}i", dunst["notify"]
+    mpv = subprocess.Popen(["mpv", "--idle=yes", "--no-video", "--ao=null", "--no-terminal", "--no-config",
+                            "--script=/usr/lib/mpv-mpris/mpris.so"],
+                           env={**env, "HOME": str(tmp_path)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_name(env, "org.mpris.MediaPlayer2.mpv")
+        player = draft_installed(home, env, "org.mpris.MediaPlayer2.mpv", "org.example.mpv")
+        assert {"player_play_pause", "player_get_playback_status", "player_set_volume", "get_identity"} <= set(player), sorted(player)
+        assert player["player_set_volume"]["args"][2] == {"$signature": "d", "value": "${value}"}
+        with anyio.fail_after(60):
+            async with client(home, env) as c:
+                info = await c.call_tool("aai_exec", {"app": "org.example.dunst", "tool": "get_server_information", "args": {}})
+                assert "dunst" in text(info).lower(), text(info)
+                identity = await c.call_tool("aai_exec", {"app": "org.example.mpv", "tool": "get_identity", "args": {}})
+                assert "mpv" in text(identity).lower(), text(identity)
+                status = await c.call_tool("aai_exec", {"app": "org.example.mpv", "tool": "player_get_playback_status", "args": {}})
+                assert "Stopped" in text(status), text(status)
+    finally:
+        mpv.terminate()
+        mpv.wait(timeout=10)
+
+
+SYSTEMD = Path("/lib/systemd")
+
+
+@pytest.mark.skipif(not (SYSTEMD / "systemd-hostnamed").exists(), reason="systemd's hostnamed is not on this machine")
+async def test_systemds_hostname1_and_timedate1_on_a_private_system_bus(home, tmp_path):
+    import socket
+
+    from conftest import Bus
+
+    folder = tmp_path / "system-bus"
+    folder.mkdir()
+    system = Bus(folder)
+    env = {**gateway_env(home, None), "DBUS_SYSTEM_BUS_ADDRESS": system.address}
+    services = []
+    try:
+        for program, name, app_id, reader in [("systemd-hostnamed", "org.freedesktop.hostname1", "org.example.hostname", "get_hostname"),
+                                               ("systemd-timedated", "org.freedesktop.timedate1", "org.example.timedate", "get_timezone")]:
+            if not (SYSTEMD / program).exists():
+                continue
+            services.append(subprocess.Popen([str(SYSTEMD / program)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            wait_for_name(env, name, system=True)
+            tools = draft_installed(home, env, name, app_id, "--system")
+            assert reader in tools and tools[reader]["risk"] == "low", sorted(tools)
+            with anyio.fail_after(60):
+                async with client(home, env) as c:
+                    # Only reading: the draft's set_* tools would change this machine.
+                    read = await c.call_tool("aai_exec", {"app": app_id, "tool": reader, "args": {}})
+                    assert not read.is_error and text(read).strip(), text(read)
+                    if reader == "get_hostname":
+                        assert socket.gethostname() in text(read), text(read)
+    finally:
+        for proc in services:
+            proc.terminate()
+            proc.wait(timeout=10)
+        system.close()
