@@ -7,6 +7,7 @@
 mod batch;
 mod browser;
 mod dashboard;
+mod describe;
 mod desktop;
 mod mcp;
 mod scale;
@@ -182,6 +183,10 @@ fn main() {
     }
     if std::env::args().any(|a| a == "stop") {
         stop::run();
+        return;
+    }
+    if std::env::args().any(|a| a == "describe") {
+        describe::run();
         return;
     }
     if std::env::args().any(|a| a == "mcp") {

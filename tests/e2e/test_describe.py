@@ -312,3 +312,44 @@ async def test_systemds_hostname1_and_timedate1_on_a_private_system_bus(home, tm
             proc.terminate()
             proc.wait(timeout=10)
         system.close()
+
+
+def test_an_openapi_url_is_fetched_and_a_relative_server_is_read_against_it(tmp_path):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    document = json.dumps({"openapi": "3.1.0", "info": {"title": "Local", "version": "1"}, "servers": [{"url": "/v2"}],
+                           "components": {"securitySchemes": {"token": {"type": "http", "scheme": "bearer"}}},
+                           "security": [{"token": []}],
+                           "paths": {"/items/{id}": {"get": {"operationId": "getItem", "summary": "One item",
+                                                             "parameters": [{"name": "id", "in": "path", "required": True,
+                                                                             "schema": {"type": ["string", "null"]}}]}}}}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200 if self.path == "/openapi.json" else 404)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(document)))
+            self.end_headers()
+            self.wfile.write(document)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        draft_file = tmp_path / "local.json"
+        describe("openapi", f"{base}/openapi.json", "--out", draft_file)
+        validate(draft_file)
+        web = json.loads(draft_file.read_text())["platforms"]["web"]
+        assert web["base_url"] == f"{base}/v2" and web["auth"] == {"type": "bearer", "env_var": "LOCAL_TOKEN"}, web
+        assert web["tools"][0]["endpoint"] == "/items/${id}", web["tools"][0]
+        missing = describe("openapi", f"{base}/nothing.json", check=False)
+        assert missing.returncode != 0 and "404" in missing.stderr, missing.stderr
+    finally:
+        server.shutdown()
+    # An app's dictionary is read with macOS's sdef: elsewhere the way round is named.
+    elsewhere = describe("app", "Mail", check=False)
+    assert elsewhere.returncode != 0 and "describe sdef FILE" in elsewhere.stderr, elsewhere.stderr

@@ -326,7 +326,10 @@ fn app_words(doc: &Value, base_url: &str) -> String {
     let labels: Vec<&str> = host.split('.').collect();
     let word = labels[..labels.len().saturating_sub(1)]
         .iter()
-        .find(|l| !matches!(**l, "api" | "www" | "rest" | "gateway" | "app") && !l.is_empty())
+        .find(|l| {
+            !matches!(**l, "api" | "www" | "rest" | "gateway" | "app")
+                && l.starts_with(|c: char| c.is_ascii_alphabetic())
+        })
         .map(|l| (*l).to_owned())
         .unwrap_or_else(|| doc["info"]["title"].as_str().unwrap_or("API").to_owned());
     let word: String = word
@@ -484,6 +487,8 @@ impl Resolver<'_> {
                         .collect(),
                 ),
                 "required" if !value.is_array() => continue,
+                // A keyword set to null (`"uniqueItems": null`) means it is not set.
+                _ if value.is_null() && !matches!(key.as_str(), "default" | "const") => continue,
                 "enum" if value.as_array().is_some_and(Vec::is_empty) => continue,
                 "type" if value == "file" => json!("string"),
                 "description" => json!(value.as_str().map(first_sentence).unwrap_or_default()),
@@ -676,8 +681,20 @@ fn operation(
             _ => {}
         }
     }
-    if endpoint.replace("${", "").contains('{') {
-        return Err("a path placeholder without a parameter".into());
+    // A placeholder the document declares no parameter for is a required text parameter.
+    while let Some(start) = endpoint
+        .char_indices()
+        .find(|&(i, c)| c == '{' && !endpoint[..i].ends_with('$'))
+        .map(|(i, _)| i)
+    {
+        let Some(len) = endpoint[start..].find('}') else {
+            return Err("an unclosed path placeholder".into());
+        };
+        let raw = endpoint[start + 1..start + len].to_owned();
+        let param = param_name(&raw, &mut used);
+        endpoint.replace_range(start..=start + len, &format!("${{{param}}}"));
+        properties.insert(param.clone(), json!({"type": "string"}));
+        required.push(json!(param));
     }
     let upper = method.to_uppercase();
     let mut fields = Map::new();
@@ -941,6 +958,26 @@ mod tests {
         assert_eq!(draft.tools()[1]["body"], json!({"title": "${title}"}));
         assert_eq!(draft.tools()[2]["body_type"], "form");
         assert_eq!(draft.tools()[2]["endpoint"], "/items/${id}/photo");
+    }
+
+    #[test]
+    fn an_undeclared_path_placeholder_becomes_a_parameter_and_null_keywords_are_unset() {
+        let doc = json!({"openapi": "3.0.0", "info": {"title": "T", "version": "1"}, "servers": [{"url": "https://t.example.com"}],
+            "paths": {"/users/{user}/items/{id}": {"get": {"operationId": "item",
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "array", "uniqueItems": null}}]}}}});
+        let draft = draft(&doc, &Options::default()).expect("draft");
+        aai_descriptor::parse("draft", draft.descriptor.to_string().as_bytes()).expect("validates");
+        let tool = &draft.tools()[0];
+        assert_eq!(tool["endpoint"], "/users/${user}/items/${id}");
+        assert_eq!(
+            tool["parameters"]["properties"]["user"],
+            json!({"type": "string"})
+        );
+        assert_eq!(
+            tool["parameters"]["properties"]["id"],
+            json!({"type": "array"})
+        );
+        assert_eq!(tool["parameters"]["required"], json!(["id", "user"]));
     }
 
     #[test]

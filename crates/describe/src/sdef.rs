@@ -45,6 +45,41 @@ fn typed(ty: &str, placeholder: &str) -> (String, Value, Option<String>) {
     }
 }
 
+/// The program that prints an app's scripting dictionary on macOS.
+pub const SDEF: &str = "/usr/bin/sdef";
+
+/// Where an app named `name` may be (`Mail`, `Mail.app`, or a path to a bundle), in the order
+/// looked at; `home` is the user's home folder.
+pub fn app_candidates(name: &str, home: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let path = std::path::Path::new(name);
+    if path.is_absolute() || name.contains('/') {
+        return vec![path.to_path_buf()];
+    }
+    let bundle = if name.ends_with(".app") {
+        name.to_owned()
+    } else {
+        format!("{name}.app")
+    };
+    vec![
+        std::path::Path::new("/Applications").join(&bundle),
+        std::path::Path::new("/System/Applications").join(&bundle),
+        home.join("Applications").join(&bundle),
+    ]
+}
+
+/// The argv of [`SDEF`] for a bundle: the path is one argument, never shell text.
+pub fn sdef_argv(bundle: &std::path::Path) -> Vec<std::ffi::OsString> {
+    vec![bundle.as_os_str().to_owned()]
+}
+
+/// The name AppleScript addresses a bundle by: its file name without `.app`.
+pub fn app_name(bundle: &std::path::Path) -> String {
+    bundle
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// The type of a parameter element: its `type` attribute or its first `<type>` child.
 fn type_of(node: roxmltree::Node<'_, '_>) -> (String, bool) {
     if let Some(ty) = node.attribute("type") {
@@ -326,6 +361,29 @@ mod tests {
             let plan = plan.expect("plans");
             assert!(!plan.program.contains("${"), "{}", plan.program);
         }
+    }
+
+    #[test]
+    fn an_app_is_found_by_name_and_handed_to_sdef_as_one_argument() {
+        let home = std::path::Path::new("/Users/ada");
+        assert_eq!(
+            app_candidates("Mail", home),
+            [
+                std::path::PathBuf::from("/Applications/Mail.app"),
+                "/System/Applications/Mail.app".into(),
+                "/Users/ada/Applications/Mail.app".into()
+            ]
+        );
+        assert_eq!(
+            app_candidates("/Apps/My Tool.app", home),
+            [std::path::PathBuf::from("/Apps/My Tool.app")]
+        );
+        let odd = std::path::Path::new("/Applications/a\"; rm -rf ~; \".app");
+        assert_eq!(sdef_argv(odd), [odd.as_os_str().to_owned()]);
+        assert_eq!(
+            app_name(std::path::Path::new("/Applications/Microsoft Word.app")),
+            "Microsoft Word"
+        );
     }
 
     #[test]

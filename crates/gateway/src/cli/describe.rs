@@ -52,6 +52,11 @@ pub enum Source {
         #[arg(long)]
         app: Option<String>,
     },
+    /// A macOS app by name or bundle path: its dictionary is read with `sdef` (macOS only).
+    App {
+        /// `Mail`, `Mail.app` or a path to the bundle.
+        name: String,
+    },
     /// A COM server's type library (Windows): a fixed PowerShell program reads it.
     Com {
         /// The ProgID, e.g. Outlook.Application.
@@ -138,6 +143,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot read {}", file.display()))?;
             aai_describe::sdef::draft(&text, app.as_deref())?
         }
+        Source::App { name } => {
+            let (bundle, text) = run_sdef(&name)?;
+            aai_describe::sdef::draft(&text, Some(&aai_describe::sdef::app_name(&bundle)))?
+        }
         Source::Com { progid, from } => {
             let text = match from {
                 Some(file) => std::fs::read_to_string(&file)
@@ -185,6 +194,43 @@ async fn fetch(url: &str) -> anyhow::Result<String> {
     let bytes = response.bytes().await?;
     anyhow::ensure!(bytes.len() <= 64 << 20, "{url} is larger than 64 MiB");
     Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Finds the app `name` and prints its scripting dictionary with `sdef` (macOS only).
+fn run_sdef(name: &str) -> anyhow::Result<(PathBuf, String)> {
+    anyhow::ensure!(
+        cfg!(target_os = "macos"),
+        "reading an app's dictionary needs macOS (`sdef`); elsewhere give the dictionary file with `aai-gateway describe sdef FILE`"
+    );
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let candidates = aai_describe::sdef::app_candidates(name, &home);
+    let bundle = candidates
+        .iter()
+        .find(|c| c.exists())
+        .with_context(|| {
+            format!(
+                "no app {name:?} at {}",
+                candidates
+                    .iter()
+                    .map(|c| c.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?
+        .clone();
+    let out = std::process::Command::new(aai_describe::sdef::SDEF)
+        .args(aai_describe::sdef::sdef_argv(&bundle))
+        .output()
+        .context("cannot run sdef")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{} has no scripting dictionary ({})",
+        bundle.display(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok((bundle, String::from_utf8_lossy(&out.stdout).into_owned()))
 }
 
 /// Runs the fixed type-library reader (Windows only); the ProgID goes on its stdin, never
