@@ -173,9 +173,11 @@ async def test_the_agent_drafts_an_app_and_each_install_is_put_to_the_user(home,
             assert out["installed"] == "org.aai.agentmade" and out["offered"] is True, out
             assert out["risks_raised"] == ["delete_everything: low → high"], out
             question = asked[-1]
-            assert "install the app Agent-made (org.aai.agentmade)" in question, question
-            assert "delete_everything (high)" in question and "echo (" in question, question
+            assert 'install the app "Agent-made" (org.aai.agentmade)' in question, question
+            assert '"delete_everything" (high)' in question and '"echo" (' in question, question
             assert "the D-Bus service org.aai.Test on the session bus" in question, question
+            assert "loads as an app from the network" in question, question
+            assert (home / "agent" / "org.aai.agentmade" / "aai.json").exists(), "beside the user's own apps, not among them"
             # Clients are told the list changed.
             while not any("list_changed" in m or "ToolListChanged" in m for m in heard[before:]):
                 await anyio.sleep(0.05)
@@ -187,16 +189,24 @@ async def test_the_agent_drafts_an_app_and_each_install_is_put_to_the_user(home,
             grant = subprocess.run([str(GATEWAY), "consent", "grant", "local.descriptors", "aai_install_descriptor",
                                     "--client", "describer"], env=gateway_env(home, bus), capture_output=True, text=True, timeout=30)
             assert grant.returncode == 0, grant.stderr
+            # A grant the user made for the app's tools does not pass to the new descriptor.
+            kept = subprocess.run([str(GATEWAY), "consent", "grant", "org.aai.agentmade", "echo", "--client", "describer"],
+                                  env=gateway_env(home, bus), capture_output=True, text=True, timeout=30)
+            assert kept.returncode == 0, kept.stderr
             count = len(asked)
             again = await c.call_tool("aai_exec", call("aai_install_descriptor", {"descriptor": draft}))
             assert not again.is_error and len(asked) == count + 1, (text(again), asked[count:])
             assert "replacing your Agent-made" in asked[-1], asked[-1]
+            assert again.structured_content["grants_forgotten"] >= 1, again.structured_content
+            assert out["grants_forgotten"] == 0
             # Refused before anyone is asked: checked exactly as a file on disk, and never in
             # the place of the gateway's own toolsets, another source's app, or a command.
             count = len(asked)
             for bad, expected in [
                 ({**draft, "name": ""}, "not valid"),
                 ({**draft, "appId": "local.files"}, "gateway's own toolsets"),
+                ({**draft, "appId": "org.aai.test"}, "an agent's descriptor never takes its place"),
+                ({**draft, "appId": "ORG.aai.agentmade"}, "only in case"),
                 ({"schema_version": "1.0", "appId": "org.example.cmd", "name": "Cmd", "description": "Runs a command",
                   "platforms": {"mcp": {"automation": "stdio", "command": "sh", "args": ["-c", "id"]}}}, "added by the user"),
             ]:
@@ -204,6 +214,12 @@ async def test_the_agent_drafts_an_app_and_each_install_is_put_to_the_user(home,
                 assert refused.is_error and expected in text(refused), text(refused)
             assert len(asked) == count, asked[count:]
             assert not (home / "org.example.cmd").exists()
+            # In a batch the one question carries the install's summary too.
+            count = len(asked)
+            batch = await c.call_tool("aai_batch", {"steps": [
+                {"app": "local.descriptors", "tool": "aai_install_descriptor", "args": {"descriptor": {**draft, "appId": "org.aai.batched"}}}]})
+            assert not batch.is_error, text(batch)
+            assert any("install the app" in q and "org.aai.batched" in q for q in asked[count:]), asked[count:]
             # Documents for a draft: public https only, files only inside the sandbox.
             for target, expected in [("https://127.0.0.1:9/openapi.json", "this computer or a private network"),
                                      ("http://example.com/openapi.json", "only https"),
@@ -222,7 +238,7 @@ async def test_the_agent_drafts_an_app_and_each_install_is_put_to_the_user(home,
         async with agent_client(home, bus, ["deny"], asked) as c:
             declined = await c.call_tool("aai_exec", call("aai_install_descriptor", {"descriptor": declined_doc}))
             assert declined.is_error and asked, text(declined)
-    assert not (home / "org.aai.declined").exists()
+    assert not (home / "agent" / "org.aai.declined").exists()
 
 
 def draft_installed(home, env, name, app_id, *extra):

@@ -51,14 +51,7 @@ pub fn children(path: &str, xml: &str) -> Result<Vec<String>, DescribeError> {
 }
 
 fn parse(xml: &str) -> Result<roxmltree::Document<'_>, DescribeError> {
-    let options = roxmltree::ParsingOptions {
-        allow_dtd: true,
-        ..roxmltree::ParsingOptions::default()
-    };
-    roxmltree::Document::parse_with_options(xml, options).map_err(|e| DescribeError::Unreadable {
-        what: "D-Bus introspection",
-        why: e.to_string(),
-    })
+    crate::xml(xml, "D-Bus introspection")
 }
 
 /// A draft from the introspections of the service's objects (`(path, xml)`, the first being

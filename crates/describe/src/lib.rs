@@ -43,6 +43,29 @@ pub enum DescribeError {
     Nothing(String),
 }
 
+/// An XML document (an introspection, a dictionary): a DTD is read (sdef files name theirs),
+/// but one that declares entities is refused — a few declared entities can expand a small
+/// file into gigabytes, and no format here uses them.
+pub(crate) fn xml<'a>(
+    text: &'a str,
+    what: &'static str,
+) -> Result<roxmltree::Document<'a>, DescribeError> {
+    if text.contains("<!ENTITY") {
+        return Err(DescribeError::Unreadable {
+            what,
+            why: "it declares XML entities, which drafts do not expand".into(),
+        });
+    }
+    let options = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..roxmltree::ParsingOptions::default()
+    };
+    roxmltree::Document::parse_with_options(text, options).map_err(|e| DescribeError::Unreadable {
+        what,
+        why: e.to_string(),
+    })
+}
+
 /// What a draft says of every risk: a guess from the name.
 const RISK_TODO: &str = "Risks are guessed from each tool's name and method (get/list/read → low; set/create/update → medium; send/delete/remove/kill → high): check each before installing.";
 

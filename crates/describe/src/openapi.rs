@@ -54,7 +54,10 @@ pub fn draft(doc: &Value, options: &Options) -> Result<Draft, DescribeError> {
     let base_url = base_url(doc, swagger, options, &mut todo);
     let (auth, schemes_note) = auth_of(doc, swagger, &app_words(doc, &base_url));
     todo.extend(schemes_note);
-    let resolver = Resolver { doc };
+    let resolver = Resolver {
+        doc,
+        budget: std::cell::Cell::new(MOST_NODES),
+    };
     let mut chosen = Vec::new();
     let mut skipped_filter = 0usize;
     for (path, item) in doc["paths"].as_object().into_iter().flatten() {
@@ -424,7 +427,13 @@ fn auth_of(doc: &Value, swagger: bool, word: &str) -> (Option<Value>, Option<Str
 
 struct Resolver<'a> {
     doc: &'a Value,
+    /// Schema nodes one operation may still write: references fanning out (each level
+    /// pointing at several others) cannot grow a small document into a huge draft.
+    budget: std::cell::Cell<usize>,
 }
+
+/// Schema nodes written for one operation at most.
+const MOST_NODES: usize = 5_000;
 
 impl Resolver<'_> {
     /// `value` with its local `$ref`s replaced by what they point at, cut below
@@ -433,6 +442,10 @@ impl Resolver<'_> {
         let Some(object) = value.as_object() else {
             return value.clone();
         };
+        if self.budget.get() == 0 {
+            return json!({"type": "object"});
+        }
+        self.budget.set(self.budget.get() - 1);
         if let Some(reference) = object.get("$ref").and_then(Value::as_str) {
             if seen.iter().any(|s| s == reference) || depth > MOST_DEPTH {
                 return json!({"type": "object"});
@@ -559,6 +572,7 @@ fn operation(
     op: &Value,
     taken: &mut HashSet<String>,
 ) -> Result<Value, String> {
+    resolver.budget.set(MOST_NODES);
     let raw_name = op["operationId"].as_str().map_or_else(
         || format!("{method} {}", path.replace(['{', '}'], "")),
         str::to_owned,
@@ -978,6 +992,29 @@ mod tests {
             json!({"type": "array"})
         );
         assert_eq!(tool["parameters"]["required"], json!(["id", "user"]));
+    }
+
+    #[test]
+    fn references_fanning_out_stay_within_a_budget() {
+        // Each level points at the next three times: 3^8 nodes if written out whole.
+        let mut schemas = serde_json::Map::new();
+        for level in 0..8 {
+            let next = json!({"$ref": format!("#/components/schemas/L{}", level + 1)});
+            schemas.insert(
+                format!("L{level}"),
+                json!({"type": "object", "properties": {"a": next, "b": next, "c": next}}),
+            );
+        }
+        schemas.insert("L8".into(), json!({"type": "string"}));
+        let doc = json!({"openapi": "3.0.0", "info": {"title": "T", "version": "1"}, "servers": [{"url": "https://t.example.com"}],
+            "components": {"schemas": schemas},
+            "paths": {"/x": {"post": {"operationId": "x", "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/L0"}}}}}}}});
+        let draft = draft(&doc, &Options::default()).expect("draft");
+        assert!(
+            draft.descriptor.to_string().len() < 400_000,
+            "{}",
+            draft.descriptor.to_string().len()
+        );
     }
 
     #[test]

@@ -101,16 +101,7 @@ fn type_of(node: roxmltree::Node<'_, '_>) -> (String, bool) {
 /// # Errors
 /// The text is not an sdef, or it has no command to offer.
 pub fn draft(xml: &str, app: Option<&str>) -> Result<Draft, DescribeError> {
-    let options = roxmltree::ParsingOptions {
-        allow_dtd: true,
-        ..roxmltree::ParsingOptions::default()
-    };
-    let doc = roxmltree::Document::parse_with_options(xml, options).map_err(|e| {
-        DescribeError::Unreadable {
-            what: "scripting dictionary",
-            why: e.to_string(),
-        }
-    })?;
+    let doc = crate::xml(xml, "scripting dictionary")?;
     let root = doc.root_element();
     if !root.has_tag_name("dictionary") {
         return Err(DescribeError::Unreadable {
@@ -389,6 +380,13 @@ mod tests {
     #[test]
     fn not_a_dictionary_says_so() {
         assert!(draft("<plist/>", Some("X")).is_err());
+        let entities = r#"<!DOCTYPE dictionary [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;">]><dictionary title="&b;"/>"#;
+        assert!(
+            draft(entities, None)
+                .unwrap_err()
+                .to_string()
+                .contains("entities")
+        );
         assert!(draft("not xml", Some("X")).is_err());
     }
 }

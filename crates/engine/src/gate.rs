@@ -231,6 +231,18 @@ impl Gate {
             .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))
     }
 
+    /// Forgets every grant on `app_id` (and its variable bindings); how many.
+    ///
+    /// # Errors
+    /// The store cannot be written.
+    pub fn forget_app(&self, app_id: &str) -> Result<usize, AaiError> {
+        let store = self.open_store()?;
+        let removed = blocking(|| store.1.forget_app(app_id))
+            .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, e.to_string()))?;
+        self.feed.send(Event::Grants);
+        Ok(removed)
+    }
+
     /// Forgets exactly `grant`; whether it was there.
     ///
     /// # Errors

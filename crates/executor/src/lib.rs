@@ -275,6 +275,13 @@ impl Default for Settings {
 ///
 /// # Errors
 /// A PEM cannot be read as a certificate, or the TLS setup fails.
+/// A client builder with the process's TLS provider installed and the gateway's user agent,
+/// for a one-off request with settings of its own.
+pub fn client_builder() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().user_agent(concat!("aai-gateway/", env!("CARGO_PKG_VERSION")))
+}
+
 pub fn http_client(extra_ca_pems: &[Vec<u8>]) -> Result<reqwest::Client, ClientError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut certs = Vec::new();

@@ -99,6 +99,9 @@ pub enum Source {
     ConfiguredFile,
     /// A copy from the web registry (`AAI_HOME/web`).
     WebRegistry,
+    /// Installed by an agent with the user's approval (`AAI_HOME/agent/<appId>/aai.json`):
+    /// loads as fetched, and never takes the place of an app from another source.
+    AgentInstalled,
     /// Found by `web_discover` (held in memory, never in a snapshot's ranking).
     Discovered,
     /// A macOS app bundle (or an Xcode build with `--dev`).
@@ -116,7 +119,7 @@ impl Source {
             Self::BuiltIn => 1,
             Self::UserWritten => 2,
             Self::ConfiguredFolder | Self::ConfiguredFile => 3,
-            Self::WebRegistry | Self::Discovered => 4,
+            Self::WebRegistry | Self::Discovered | Self::AgentInstalled => 4,
             Self::Bundle => 5,
             Self::Store => 6,
         }
@@ -131,6 +134,7 @@ impl Source {
             Self::ConfiguredFolder => "configured folder",
             Self::ConfiguredFile => "configured file",
             Self::WebRegistry => "web registry",
+            Self::AgentInstalled => "installed by an agent (approved by the user)",
             Self::Discovered => "web (discovered)",
             Self::Bundle => "app bundle",
             Self::Store => "app store",
@@ -154,6 +158,7 @@ impl FetchedRoots {
     pub fn of(home: &Path) -> Self {
         Self(vec![
             home.join("web"),
+            home.join("agent"),
             crate::catalog::store_apps::apps_dir(home),
         ])
     }
@@ -227,6 +232,8 @@ fn guesses(options: &ScanOptions) -> Vec<Guess> {
     files.extend(guessed.drain(..).map(optional(Source::UserWritten)));
     children_with(&options.home.join("web"), &mut guessed);
     files.extend(guessed.drain(..).map(optional(Source::WebRegistry)));
+    children_with(&options.home.join("agent"), &mut guessed);
+    files.extend(guessed.drain(..).map(optional(Source::AgentInstalled)));
     for path in &options.paths {
         if path.is_dir() {
             files.push(optional(Source::ConfiguredFolder)(path.join("aai.json")));

@@ -87,13 +87,30 @@ fn raise_risks(doc: &mut Value) -> Vec<String> {
         };
         for tool in tools {
             let name = tool["name"].as_str().unwrap_or_default().to_owned();
-            let method = (platform == "web").then(|| {
+            let http = (platform == "web").then(|| {
                 tool["method"]
                     .as_str()
                     .unwrap_or("GET")
                     .to_ascii_uppercase()
             });
-            let (guessed, _, _) = aai_describe::guess_risk(&name, method.as_deref());
+            // What the tool calls counts as much as what it is called: a `get_info` that calls
+            // D-Bus `PowerOff` or COM `Delete` is guessed from the method too.
+            let mut called: Vec<String> = vec![name.clone()];
+            if platform != "web"
+                && let Some(method) = tool["method"].as_str()
+            {
+                called.push(method.to_owned());
+            }
+            for step in tool["script"].as_array().into_iter().flatten() {
+                if let Some(method) = step["method"].as_str() {
+                    called.push(method.to_owned());
+                }
+            }
+            let guessed = called
+                .iter()
+                .map(|c| aai_describe::guess_risk(c, http.as_deref()).0)
+                .max_by_key(|r| rank(r))
+                .unwrap_or("medium");
             let declared = tool["risk"].as_str().unwrap_or("medium").to_owned();
             // Only up to high: a harmless name declared low stays low (the user reads it).
             if guessed == "high" && rank(guessed) > rank(&declared) {
@@ -160,17 +177,42 @@ impl DescriptorTools {
             )));
         }
         let registry = gateway.snapshot_changes().borrow().clone();
+        // An appId differing only in case is the same folder on macOS and Windows.
+        if let Some(other) = registry
+            .apps
+            .iter()
+            .find(|a| a.id() != app_id && a.id().eq_ignore_ascii_case(&app_id))
+        {
+            return Err(invalid(format!(
+                "{app_id} differs from the installed {} only in case",
+                other.id()
+            )));
+        }
         let replaces = match registry.find(&app_id) {
-            Some(found) if found.source == Source::UserWritten => Some(found.name().to_owned()),
+            Some(found) if found.source == Source::AgentInstalled => Some(found.name().to_owned()),
             Some(found) => {
                 return Err(invalid(format!(
-                    "{app_id} is already an app from {} ({}); a descriptor of the same appId would take its place",
+                    "{app_id} is already an app from {} ({}); an agent's descriptor never takes its place",
                     found.source.words(),
                     found.source().display()
                 )));
             }
             None => None,
         };
+        // The user's policy rules for this appId were written for another app.
+        let config = gateway.config();
+        let named = config.policy.profiles.values().any(|profile| {
+            profile.tool_overrides.keys().any(|k| {
+                k == &app_id
+                    || k.starts_with(&format!("{app_id}:"))
+                    || k.starts_with(&format!("{app_id}."))
+            })
+        });
+        if named {
+            return Err(invalid(format!(
+                "{app_id} is named in your policy's tool_overrides: an agent's app cannot take over rules written for another"
+            )));
+        }
         Ok(Checked {
             descriptor,
             json,
@@ -185,11 +227,16 @@ impl DescriptorTools {
         let d = &checked.descriptor;
         let tools: Vec<String> = crate::appstore::summary(d)
             .into_iter()
-            .map(|(_, tool, risk)| format!("{tool} ({risk})"))
+            .map(|(_, tool, risk)| {
+                format!("{:?} ({risk})", aai_descriptor::visible::visible(&tool))
+            })
             .collect();
         let mut parts = vec![format!(
-            "install the app {} ({}){} with {} tools: {}",
-            d.name,
+            "install the app {:?} ({}){} with {} tools: {}",
+            aai_descriptor::visible::visible(&d.name)
+                .chars()
+                .take(60)
+                .collect::<String>(),
             d.app_id,
             checked
                 .replaces
@@ -209,6 +256,13 @@ impl DescriptorTools {
                 reach.origins.iter().cloned().collect::<Vec<_>>().join(", ")
             ));
         }
+        if d.platforms.mcp.is_some() {
+            parts.push("its tools are whatever the MCP server lists when it is used (each asked about by its annotations, new ones as high risk)".into());
+        }
+        parts.push(format!(
+            "it loads as an app from the network (no environment variable or stored key without your approval), and any grants remembered for {} are forgotten",
+            d.app_id
+        ));
         if !checked.raised.is_empty() {
             parts.push(format!(
                 "risks raised to what the names say: {}",
@@ -222,7 +276,8 @@ impl DescriptorTools {
         let gateway = self.gateway()?;
         let checked = self.checked(args)?;
         let app_id = checked.descriptor.app_id.clone();
-        let folder = gateway.home().join(&app_id);
+        let forgotten = gateway.gate().forget_app(&app_id)?;
+        let folder = gateway.home().join("agent").join(&app_id);
         let path = folder.join("aai.json");
         let failed = |e: std::io::Error| {
             AaiError::new(
@@ -240,6 +295,7 @@ impl DescriptorTools {
             "path": path.display().to_string(),
             "tools": crate::appstore::summary(&checked.descriptor).len(),
             "risks_raised": checked.raised,
+            "grants_forgotten": forgotten,
             "offered": offered,
             "next": if offered { format!("read its guide (aai_guide {app_id})") } else { "it is offered once the gateway's scan picks it up".to_owned() },
         }))
@@ -343,25 +399,50 @@ fn local_reach(d: &Descriptor) -> Vec<String> {
                 apps.join(", ")
             }
         ));
-        if scripts
-            .iter()
-            .any(|s| s.contains("do shell script") || s.contains("doShellScript"))
-        {
-            out.push("a script runs shell commands (do shell script)".into());
+        // AppleScript ignores case and spaces the reader cannot see; raw Apple events and
+        // JXA's Objective-C bridge reach the same.
+        let shell = [
+            "doshellscript",
+            "«event",
+            "runscript",
+            "nstask",
+            "loadscript",
+            "$.",
+            "objc.",
+        ];
+        if scripts.iter().any(|s| {
+            let squeezed: String = s.to_lowercase().split_whitespace().collect();
+            shell.iter().any(|w| squeezed.contains(w))
+        }) {
+            out.push("A SCRIPT RUNS SHELL COMMANDS, OTHER SCRIPTS OR RAW APPLE EVENTS".into());
         }
     }
     if let Some(windows) = &d.platforms.windows {
-        out.push(format!(
-            "it drives the COM server {}",
-            windows
-                .fields
-                .progid
-                .as_deref()
-                .unwrap_or("its steps create")
-        ));
+        let mut progids: Vec<String> = windows.fields.progid.iter().cloned().collect();
+        for tool in &windows.tools {
+            progids.extend(
+                tool.fields
+                    .script
+                    .iter()
+                    .filter_map(|step| step.progid.clone()),
+            );
+        }
+        progids.sort();
+        progids.dedup();
+        out.push(format!("it drives the COM servers {}", progids.join(", ")));
     }
     if let Some(android) = &d.platforms.android {
-        out.push(format!("it sends intents to {}", android.fields.package));
+        let mut targets = vec![android.fields.package.clone()];
+        for tool in &android.tools {
+            targets.extend(tool.fields.component.iter().cloned());
+            targets.extend(tool.fields.result_uri.iter().cloned());
+        }
+        targets.sort();
+        targets.dedup();
+        out.push(format!(
+            "it sends intents to and reads {}",
+            targets.join(", ")
+        ));
     }
     if d.platforms.ios.is_some() {
         out.push("it opens iOS URL schemes".into());
@@ -395,11 +476,9 @@ async fn offered(gateway: &Gateway, app_id: &str, path: &std::path::Path) -> boo
 /// A document from a file the client's sandbox lets it read.
 fn read_sandboxed(gateway: &Gateway, call: &Call<'_>, path: &str) -> Result<String, AaiError> {
     let sandbox = gateway.toolsets().local().setup().sandbox(call.roots);
-    let resolved = sandbox.check_read(path)?;
-    let bytes = std::fs::read(&resolved).map_err(|e| invalid(format!("{path:?}: {e}")))?;
-    if bytes.len() > MOST_BYTES {
-        return Err(invalid(format!("{path:?} is larger than 64 MiB")));
-    }
+    // As the file tools read: beneath its allowed folder, no link followed, a regular file,
+    // within the sandbox's size limit.
+    let (_, bytes) = aai_local::files::read_checked(&sandbox, path)?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -416,6 +495,8 @@ pub fn is_internal(ip: IpAddr) -> bool {
                 || v4.is_broadcast()
                 || v4.is_multicast()
                 || a == 0
+                || a >= 240
+                || (a == 192 && b == 0 && v4.octets()[2] == 0)
                 || (a == 100 && (64..128).contains(&b))
                 || (a == 198 && (18..20).contains(&b))
         }
@@ -429,7 +510,22 @@ pub fn is_internal(ip: IpAddr) -> bool {
                 || v6
                     .to_ipv4_mapped()
                     .is_some_and(|v4| is_internal(IpAddr::V4(v4)))
+                || embedded_v4(v6).is_some_and(|v4| is_internal(IpAddr::V4(v4)))
         }
+    }
+}
+
+/// The IPv4 address inside NAT64 (`64:ff9b::/96`), 6to4 (`2002::/16`) and the old
+/// IPv4-compatible (`::a.b.c.d`) forms.
+fn embedded_v4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    let s = v6.segments();
+    let join = |hi: u16, lo: u16| std::net::Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..6] == [0; 6] {
+        Some(join(s[6], s[7]))
+    } else if s[0] == 0x2002 {
+        Some(join(s[1], s[2]))
+    } else {
+        None
     }
 }
 
@@ -460,8 +556,9 @@ async fn fetch_public(url: &str) -> Result<String, AaiError> {
             ),
         ));
     }
-    let client = reqwest::Client::builder()
+    let client = aai_executor::client_builder()
         .https_only(true)
+        .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .resolve(&host, addresses[0])
         .timeout(Duration::from_secs(60))
@@ -507,6 +604,14 @@ impl Toolset for DescriptorTools {
         })
     }
 
+    /// Introspecting the system bus can start system services: asked like a high-risk call.
+    fn call_risk(&self, tool: &str, args: &Map<String, Value>) -> Option<aai_policy::Risk> {
+        (tool == "aai_describe"
+            && args.get("kind").and_then(Value::as_str) == Some("dbus")
+            && args.get("system").and_then(Value::as_bool) == Some(true))
+        .then_some(aai_policy::Risk::High)
+    }
+
     /// A descriptor that could not be installed is refused before anyone is asked.
     fn refusal(&self, call: &Call<'_>) -> Option<AaiError> {
         (call.tool == "aai_install_descriptor")
@@ -546,6 +651,11 @@ mod tests {
             "fd00::1",
             "fe80::1",
             "::ffff:127.0.0.1",
+            "64:ff9b::7f00:1",
+            "2002:7f00:1::",
+            "::127.0.0.1",
+            "192.0.0.8",
+            "240.0.0.1",
         ] {
             assert!(is_internal(internal.parse().unwrap()), "{internal}");
         }
@@ -557,10 +667,18 @@ mod tests {
     #[test]
     fn a_tool_is_installed_at_least_as_risky_as_its_name() {
         let mut doc = json!({"platforms": {
-            "linux": {"tools": [{"name": "delete_all", "risk": "low"}, {"name": "get_state", "risk": "low"}]},
+            "linux": {"tools": [{"name": "delete_all", "risk": "low"}, {"name": "get_state", "risk": "low"},
+                {"name": "get_info", "method": "KillUnit", "risk": "low"}]},
             "web": {"tools": [{"name": "items", "method": "DELETE"}, {"name": "list", "risk": "critical"}]}}});
         let raised = raise_risks(&mut doc);
-        assert_eq!(raised, ["delete_all: low → high", "items: medium → high"]);
+        assert_eq!(
+            raised,
+            [
+                "delete_all: low → high",
+                "get_info: low → high",
+                "items: medium → high"
+            ]
+        );
         assert_eq!(doc["platforms"]["linux"]["tools"][1]["risk"], "low");
         assert_eq!(doc["platforms"]["web"]["tools"][1]["risk"], "critical");
     }

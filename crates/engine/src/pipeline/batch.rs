@@ -399,10 +399,15 @@ impl Gateway {
                         return Ok(Gatecheck::Runs);
                     }
                 }
-                // Exactly the text the step's own question will carry: whole.
+                // Exactly the text the step's own question will carry: whole, with why it
+                // must be asked (an install's summary of what the app would reach).
+                let args = super::consent::question_args(spec, &args).to_string();
                 Ok(Gatecheck::Asks {
                     app: app.id().to_owned(),
-                    shown: super::consent::question_args(spec, &args).to_string(),
+                    shown: match &must_ask {
+                        Some(why) => format!("{args} — {why}"),
+                        None => args,
+                    },
                 })
             }
         }

@@ -178,7 +178,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// An OpenAPI document from the network (at most 64 MiB, 60 s).
 async fn fetch(url: &str) -> anyhow::Result<String> {
-    let client = reqwest::Client::builder()
+    let client = aai_executor::client_builder()
         .timeout(std::time::Duration::from_secs(60))
         .build()?;
     let response = client
