@@ -100,6 +100,7 @@ pub fn guess_risk(name: &str, http_method: Option<&str>) -> (&'static str, bool,
     const OUTWARD: &[&str] = &[
         "send", "post", "publish", "share", "pay", "transfer", "purchase", "buy", "execute",
         "exec", "run", "invite", "email", "forward", "reply", "merge", "deploy", "grant",
+        "restart", "shut", "logout", "eject", "empty",
     ];
     const READ: &[&str] = &[
         "get",

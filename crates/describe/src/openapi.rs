@@ -33,7 +33,8 @@ impl Default for Options {
     }
 }
 
-const METHODS: &[&str] = &["get", "put", "post", "delete", "patch", "head", "options"];
+/// The methods a web tool sends (`OPTIONS` asks about an API rather than using it).
+const METHODS: &[&str] = &["get", "put", "post", "delete", "patch", "head"];
 /// How deep a schema is written out; below, an object or array is left open.
 const MOST_DEPTH: usize = 6;
 
@@ -440,7 +441,12 @@ impl Resolver<'_> {
     /// [`MOST_DEPTH`] and at a reference to itself, and made a schema the gateway compiles.
     fn schema(&self, value: &Value, depth: usize, seen: &mut Vec<String>) -> Value {
         let Some(object) = value.as_object() else {
-            return value.clone();
+            // A schema is an object or a boolean; a document's `null` here means "anything".
+            return if value.is_boolean() {
+                value.clone()
+            } else {
+                json!({})
+            };
         };
         if self.budget.get() == 0 {
             return json!({"type": "object"});
@@ -814,7 +820,8 @@ mod tests {
                         "name": {"type": "string", "example": "doggie"},
                         "age": {"type": "integer", "minimum": 0, "exclusiveMinimum": true},
                         "parent": {"$ref": "#/components/schemas/Pet"},
-                        "tag": {"type": "string", "nullable": true}}},
+                        "tag": {"type": "string", "nullable": true},
+                        "misc": null}},
                 },
                 "parameters": {"PetId": {"name": "petId", "in": "path", "required": true, "schema": {"type": "integer"}}}
             },
@@ -824,7 +831,8 @@ mod tests {
                 "/pet/{petId}": {
                     "parameters": [{"$ref": "#/components/parameters/PetId"}],
                     "get": {"operationId": "getPetById", "tags": ["pet"], "parameters": [{"name": "X-Trace", "in": "header", "schema": {"type": "string"}}]},
-                    "delete": {"operationId": "deletePet", "summary": "Deletes a pet", "tags": ["pet"]}},
+                    "delete": {"operationId": "deletePet", "summary": "Deletes a pet", "tags": ["pet"]},
+                    "options": {"operationId": "petOptions", "tags": ["pet"]}},
                 "/store/inventory": {"get": {"summary": "Returns pet inventories by status", "tags": ["store"],
                     "parameters": [{"name": "status", "in": "query", "schema": {"type": "array", "items": {"type": "string", "enum": []}}}]}},
                 "/upload": {"post": {"operationId": "upload", "tags": ["pet"], "requestBody": {"content": {"image/png": {"schema": {"type": "string"}}}}}}
@@ -863,8 +871,9 @@ mod tests {
         assert_eq!(add["method"], "POST");
         assert_eq!(
             add["body"],
-            json!({"name": "${name}", "age": "${age}", "parent": "${parent}", "tag": "${tag}"})
+            json!({"name": "${name}", "age": "${age}", "parent": "${parent}", "tag": "${tag}", "misc": "${misc}"})
         );
+        assert_eq!(add["parameters"]["properties"]["misc"], json!({}));
         assert_eq!(add["parameters"]["required"], json!(["name"]));
         assert_eq!(
             add["parameters"]["properties"]["age"]["exclusiveMinimum"],

@@ -354,6 +354,74 @@ mod tests {
         }
     }
 
+    /// A Finder-like dictionary: commands on specifiers, optional flags, a list result.
+    const FINDER: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE dictionary SYSTEM "file://localhost/System/Library/DTDs/sdef.dtd">
+<dictionary title="Finder Terminology">
+  <suite name="Finder Basics" code="fndr" description="Commonly-used Finder commands and object classes">
+    <command name="empty" code="fndremty" description="Empty the trash">
+      <direct-parameter type="specifier" optional="yes" description="Empty what?"/>
+      <parameter name="security" code="sec?" type="boolean" optional="yes" description="use secure empty trash"/>
+    </command>
+    <command name="eject" code="fndrejct" description="Eject the specified disk(s)">
+      <direct-parameter type="specifier" optional="yes" description="the disk(s) to eject"/>
+    </command>
+    <command name="reveal" code="miscmvis" description="Bring the specified object(s) into view">
+      <direct-parameter type="specifier" description="the object to be made visible"/>
+    </command>
+    <command name="copy" code="miscclon" hidden="yes"/>
+  </suite>
+  <suite name="Legacy suite" code="fleg">
+    <command name="restart" code="fndrrest" description="Restart the computer"/>
+    <command name="shut down" code="fndrshut" description="Shut Down the computer"/>
+  </suite>
+</dictionary>"#;
+
+    #[test]
+    fn a_finder_like_dictionary_marks_what_a_script_cannot_build_and_the_dangerous_commands() {
+        let draft = draft(FINDER, None).expect("draft");
+        aai_descriptor::parse("draft", draft.descriptor.to_string().as_bytes()).expect("validates");
+        let tools = draft.tools();
+        let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["empty", "eject", "reveal", "restart", "shut_down"]);
+        // An optional specifier is left out rather than sent as text; a required one is text
+        // with a todo; optional flags are listed.
+        assert_eq!(
+            tools[0]["script"],
+            "tell application \"Finder\"\n  empty\nend tell"
+        );
+        assert!(
+            tools[0]["todo"]
+                .as_str()
+                .unwrap()
+                .contains("optional parameters left out: security")
+        );
+        assert!(
+            tools[2]["todo"]
+                .as_str()
+                .unwrap()
+                .contains("takes a specifier")
+        );
+        assert_eq!(
+            tools[4]["script"],
+            "tell application \"Finder\"\n  shut down\nend tell"
+        );
+        for dangerous in [0, 1, 3, 4] {
+            assert_eq!(
+                tools[dangerous]["risk"], "high",
+                "{}",
+                tools[dangerous]["name"]
+            );
+        }
+        assert_eq!(tools[2]["risk"], "medium");
+        assert!(
+            draft.descriptor["todo"][1]
+                .as_str()
+                .unwrap()
+                .contains("Finder")
+        );
+    }
+
     #[test]
     fn an_app_is_found_by_name_and_handed_to_sdef_as_one_argument() {
         let home = std::path::Path::new("/Users/ada");
