@@ -358,7 +358,10 @@ fn auth_of(doc: &Value, swagger: bool, word: &str) -> (Option<Value>, Option<Str
         &doc["components"]["securitySchemes"]
     };
     let Some(schemes) = schemes.as_object().filter(|s| !s.is_empty()) else {
-        return (None, None);
+        return (
+            None,
+            Some("The document declares no security scheme: if the API wants a key or a token, add an `auth` (bearer or api_key with an `env_var`).".into()),
+        );
     };
     let required = doc["security"]
         .as_array()
@@ -1023,6 +1026,11 @@ mod tests {
             draft.descriptor.to_string().len() < 400_000,
             "{}",
             draft.descriptor.to_string().len()
+        );
+        assert!(
+            draft.descriptor["todo"]
+                .to_string()
+                .contains("no security scheme")
         );
     }
 
