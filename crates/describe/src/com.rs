@@ -220,7 +220,7 @@ mod tests {
             {"name":"GetNamespace","kind":"Method","definition":"_NameSpace GetNamespace (string Type)"},
             {"name":"Version","kind":"Property","definition":"string Version () {get}"}]"#;
         let draft = draft("Outlook.Application", listing).expect("draft");
-        aai_descriptor::parse("draft", draft.descriptor.to_string().as_bytes()).expect("validates");
+        crate::assert_validates(&draft);
         let names: Vec<&str> = draft
             .tools()
             .iter()

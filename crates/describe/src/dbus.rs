@@ -462,8 +462,7 @@ mod tests {
             )],
         )
         .expect("draft");
-        let text = draft.descriptor.to_string();
-        aai_descriptor::parse("draft", text.as_bytes()).expect("validates");
+        crate::assert_validates(&draft);
         let names: Vec<&str> = draft
             .tools()
             .iter()

@@ -235,13 +235,10 @@ pub(crate) fn tool(
 /// Text from a document made fit for a description: one line, no markup runs of spaces, at
 /// most 300 characters (cut at a word).
 pub(crate) fn clean(text: &str) -> String {
-    let one_line: String = text
+    let one_line = aai_descriptor::visible::visible(text)
         .split_whitespace()
         .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .filter(|c| !c.is_control())
-        .collect();
+        .join(" ");
     if one_line.chars().count() <= 300 {
         return one_line;
     }
@@ -305,6 +302,14 @@ pub fn app_id_from(name: &str, fallback: &str) -> String {
         fallback
     } else {
         "local.drafted.app".to_owned()
+    }
+}
+
+/// Asserts that a draft passes `validate` as it is (the converters' tests).
+#[cfg(test)]
+pub(crate) fn assert_validates(draft: &Draft) {
+    if let Err(error) = aai_descriptor::parse("draft", draft.descriptor.to_string().as_bytes()) {
+        panic!("the draft does not validate: {error}");
     }
 }
 

@@ -265,8 +265,7 @@ fn base_url(doc: &Value, swagger: bool, options: &Options, todo: &mut Vec<String
     };
     let raw = raw.trim_end_matches('/').to_owned();
     if let Some(rest) = raw.strip_prefix("http://") {
-        let host = rest.split(['/', ':']).next().unwrap_or_default();
-        if matches!(host, "127.0.0.1" | "localhost" | "[::1]") {
+        if matches!(host_of(&raw), "127.0.0.1" | "localhost" | "[::1]") {
             return raw;
         }
         todo.push(format!("The document names only plain http ({raw}); the gateway speaks https to other hosts: check that the API answers there."));
@@ -306,28 +305,27 @@ fn origin(url: &str) -> Option<String> {
     Some(format!("{scheme}://{host}"))
 }
 
-fn reversed_host(base_url: &str) -> String {
-    let host = base_url
-        .split("://")
-        .nth(1)
-        .unwrap_or_default()
+/// The host of a URL (`https://api.github.com:443/v3` → `api.github.com`).
+fn host_of(url: &str) -> &str {
+    url.split_once("://")
+        .map_or("", |(_, rest)| rest)
         .split(['/', ':'])
         .next()
-        .unwrap_or_default();
-    host.split('.').rev().collect::<Vec<_>>().join(".")
+        .unwrap_or_default()
+}
+
+fn reversed_host(base_url: &str) -> String {
+    host_of(base_url)
+        .split('.')
+        .rev()
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 /// Upper-case words for variable names: `GITHUB` from the title or host.
 fn app_words(doc: &Value, base_url: &str) -> String {
     // The host's first label that names something: `api.github.com` → GITHUB.
-    let host = base_url
-        .split("://")
-        .nth(1)
-        .unwrap_or_default()
-        .split(['/', ':'])
-        .next()
-        .unwrap_or_default();
-    let labels: Vec<&str> = host.split('.').collect();
+    let labels: Vec<&str> = host_of(base_url).split('.').collect();
     let word = labels[..labels.len().saturating_sub(1)]
         .iter()
         .find(|l| {
@@ -846,7 +844,7 @@ mod tests {
     #[test]
     fn operations_become_tools_with_their_parameters_auth_and_base_url() {
         let draft = draft(&petstore3(), &Options::default()).expect("draft");
-        aai_descriptor::parse("draft", draft.descriptor.to_string().as_bytes()).expect("validates");
+        crate::assert_validates(&draft);
         let web = &draft.descriptor["platforms"]["web"];
         assert_eq!(web["base_url"], "https://eu.petstore.example.com/v3");
         assert_eq!(draft.descriptor["appId"], "com.example.petstore.eu");
@@ -970,7 +968,7 @@ mod tests {
             }
         });
         let draft = draft(&doc, &Options::default()).expect("draft");
-        aai_descriptor::parse("draft", draft.descriptor.to_string().as_bytes()).expect("validates");
+        crate::assert_validates(&draft);
         let web = &draft.descriptor["platforms"]["web"];
         assert_eq!(web["base_url"], "https://todo.example.com/api");
         assert_eq!(
@@ -992,7 +990,7 @@ mod tests {
             "paths": {"/users/{user}/items/{id}": {"get": {"operationId": "item",
                 "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "array", "uniqueItems": null}}]}}}});
         let draft = draft(&doc, &Options::default()).expect("draft");
-        aai_descriptor::parse("draft", draft.descriptor.to_string().as_bytes()).expect("validates");
+        crate::assert_validates(&draft);
         let tool = &draft.tools()[0];
         assert_eq!(tool["endpoint"], "/users/${user}/items/${id}");
         assert_eq!(

@@ -80,6 +80,22 @@ pub fn app_name(bundle: &std::path::Path) -> String {
         .unwrap_or_default()
 }
 
+/// A parameter element as the tool takes it: its name, how the script says it, its schema
+/// (with the dictionary's description), and what a script cannot build from it.
+fn parameter(
+    node: roxmltree::Node<'_, '_>,
+    label: &str,
+    used: &mut HashSet<String>,
+) -> (String, String, Value, Option<String>) {
+    let (ty, list) = type_of(node);
+    let param = tool_name(label, used);
+    let (said, mut schema, hard) = typed(if list { "text" } else { &ty }, &format!("${{{param}}}"));
+    if let Some(d) = node.attribute("description") {
+        schema["description"] = json!(crate::clean(d));
+    }
+    (param, said, schema, hard)
+}
+
 /// The type of a parameter element: its `type` attribute or its first `<type>` child.
 fn type_of(node: roxmltree::Node<'_, '_>) -> (String, bool) {
     if let Some(ty) = node.attribute("type") {
@@ -181,7 +197,7 @@ fn command_tool(
         .children()
         .find(|c| c.has_tag_name("direct-parameter"))
     {
-        let (ty, list) = type_of(direct);
+        let (ty, _) = type_of(direct);
         let optional = direct.attribute("optional") == Some("yes");
         if !optional
             || matches!(
@@ -189,47 +205,34 @@ fn command_tool(
                 "text" | "file" | "integer" | "real" | "boolean"
             )
         {
-            let param = tool_name("target", &mut used);
-            let (said, mut schema, hard) =
-                typed(if list { "text" } else { &ty }, &format!("${{{param}}}"));
-            if let Some(d) = direct.attribute("description") {
-                schema["description"] = json!(crate::clean(d));
-            }
+            let (param, said, schema, hard) = parameter(direct, "target", &mut used);
             if let Some(hard) = hard {
                 todo.push(format!("the direct parameter: {hard}"));
             }
-            words.push(said);
-            properties.insert(param.clone(), schema);
-            if !optional {
-                required.push(json!(param));
-            } else {
+            if optional {
                 todo.push(
                     "the direct parameter is optional in the dictionary but always sent here"
                         .into(),
                 );
-                required.push(json!(param));
             }
+            words.push(said);
+            properties.insert(param.clone(), schema);
+            required.push(json!(param));
         }
     }
     let mut optional_names = Vec::new();
-    for parameter in command.children().filter(|c| c.has_tag_name("parameter")) {
-        let Some(label) = parameter.attribute("name") else {
+    for parameter_node in command.children().filter(|c| c.has_tag_name("parameter")) {
+        let Some(label) = parameter_node.attribute("name") else {
             continue;
         };
-        if parameter.attribute("optional") == Some("yes") {
+        if parameter_node.attribute("optional") == Some("yes") {
             optional_names.push(label.to_owned());
             continue;
         }
         if label.contains(['"', '\\', '\n']) {
             continue;
         }
-        let (ty, list) = type_of(parameter);
-        let param = tool_name(label, &mut used);
-        let (said, mut schema, hard) =
-            typed(if list { "text" } else { &ty }, &format!("${{{param}}}"));
-        if let Some(d) = parameter.attribute("description") {
-            schema["description"] = json!(crate::clean(d));
-        }
+        let (param, said, schema, hard) = parameter(parameter_node, label, &mut used);
         if let Some(hard) = hard {
             todo.push(format!("{label}: {hard}"));
         }
@@ -301,8 +304,7 @@ mod tests {
     #[test]
     fn commands_become_scripts_whose_values_are_never_code() {
         let draft = draft(MAIL, None).expect("draft");
-        let text = draft.descriptor.to_string();
-        aai_descriptor::parse("draft", text.as_bytes()).expect("validates");
+        crate::assert_validates(&draft);
         let tools = draft.tools();
         let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
         assert_eq!(
@@ -380,7 +382,7 @@ mod tests {
     #[test]
     fn a_finder_like_dictionary_marks_what_a_script_cannot_build_and_the_dangerous_commands() {
         let draft = draft(FINDER, None).expect("draft");
-        aai_descriptor::parse("draft", draft.descriptor.to_string().as_bytes()).expect("validates");
+        crate::assert_validates(&draft);
         let tools = draft.tools();
         let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["empty", "eject", "reveal", "restart", "shut_down"]);

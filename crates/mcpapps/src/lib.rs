@@ -141,6 +141,14 @@ impl Servers {
         self.home.join("mcp").join("servers").join(app_id)
     }
 
+    /// The credentials the gateway plugged in, if it did.
+    fn auth(&self) -> Option<Arc<dyn aai_executor::rest::Auth>> {
+        self.auth
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// The pins, for `consent list` and `mcp approve`.
     pub fn pins(&self) -> &Pins {
         &self.pins
@@ -248,11 +256,7 @@ impl Servers {
         let server = self.server(descriptor)?;
         let descriptor = &*server.written(descriptor);
         server.touch();
-        let auth = self
-            .auth
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let auth = self.auth();
         // A server behind an OAuth sign-in the user has not made offers the sign-in alone:
         // reading a guide never sends the user to a sign-in page.
         if let (Some(auth), Some(section)) = (&auth, descriptor.credentialed(Platform::Mcp))
@@ -476,11 +480,7 @@ impl Servers {
     /// told they changed.
     async fn sign_in(&self, descriptor: &Descriptor) -> Result<Value, AaiError> {
         let server = self.server(descriptor)?;
-        let auth = self
-            .auth
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let auth = self.auth();
         if let Spec::Http {
             url,
             auth: Some(section_auth),

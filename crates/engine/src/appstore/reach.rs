@@ -69,13 +69,10 @@ pub struct Reach {
 /// sections talk to local apps only; a store app cannot start a command).
 pub fn reach(descriptor: &aai_descriptor::Descriptor) -> Reach {
     let mut reach = Reach::default();
-    if let Some(web) = &descriptor.platforms.web {
-        add(&mut reach, &web.fields.base_url, web.fields.auth.as_ref());
-    }
-    if let Some(mcp) = &descriptor.platforms.mcp
-        && let Some(url) = &mcp.fields.url
-    {
-        add(&mut reach, url, mcp.fields.auth.as_ref());
+    for platform in [aai_descriptor::Platform::Web, aai_descriptor::Platform::Mcp] {
+        if let Some(section) = descriptor.credentialed(platform) {
+            add(&mut reach, &section.base_url, section.auth.as_ref());
+        }
     }
     reach
 }

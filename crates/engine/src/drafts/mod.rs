@@ -76,7 +76,7 @@ async fn walk(
         let xml = match executor.introspect_xml(bus, &source.name, &path).await {
             Ok(xml) => xml,
             // The first object must answer; one deeper that does not is skipped.
-            Err(error) if objects.is_empty() && queue.is_empty() && seen == 1 => return Err(error),
+            Err(error) if seen == 1 => return Err(error),
             Err(_) => continue,
         };
         if let Ok(children) = aai_describe::dbus::children(&path, &xml) {
@@ -119,6 +119,40 @@ pub async fn dbus_names(executor: &DbusExecutor, system: bool) -> Result<Vec<Val
         out.push(json!({"name": name, "running": false}));
     }
     Ok(out)
+}
+
+/// The largest document read from the network.
+pub const MOST_BYTES: usize = 64 << 20;
+
+/// A document fetched with `client`: a success status and at most [`MOST_BYTES`], read as it
+/// arrives (a larger one is refused before it is all in memory).
+///
+/// # Errors
+/// The request fails, the status is not a success, or the body is too large.
+pub async fn document(client: &reqwest::Client, url: &str) -> Result<String, AaiError> {
+    let mut response = client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| failed(format!("{url}: {e}")))?;
+    if !response.status().is_success() {
+        return Err(failed(format!("{url} answered {}", response.status())));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| failed(format!("{url}: {e}")))?
+    {
+        body.extend_from_slice(&chunk);
+        if body.len() > MOST_BYTES {
+            return Err(AaiError::new(
+                ErrorKind::InvalidParams,
+                format!("{url} is larger than 64 MiB"),
+            ));
+        }
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 /// A draft from an OpenAPI document's text (JSON).

@@ -17,8 +17,6 @@ use crate::pipeline::Gateway;
 
 /// The toolset's appId.
 pub const APP_ID: &str = "local.descriptors";
-/// The largest document `aai_describe` reads.
-const MOST_BYTES: usize = 64 << 20;
 /// How long an install waits for the new app to be offered.
 const OFFERED_WITHIN: Duration = Duration::from_secs(10);
 
@@ -564,29 +562,7 @@ async fn fetch_public(url: &str) -> Result<String, AaiError> {
         .timeout(Duration::from_secs(60))
         .build()
         .map_err(|e| invalid(e.to_string()))?;
-    let mut response = client
-        .get(parsed)
-        .send()
-        .await
-        .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, format!("{url}: {e}")))?;
-    if !response.status().is_success() {
-        return Err(AaiError::new(
-            ErrorKind::AutomationFailed,
-            format!("{url} answered {}", response.status()),
-        ));
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| AaiError::new(ErrorKind::AutomationFailed, format!("{url}: {e}")))?
-    {
-        body.extend_from_slice(&chunk);
-        if body.len() > MOST_BYTES {
-            return Err(invalid(format!("{url} is larger than 64 MiB")));
-        }
-    }
-    Ok(String::from_utf8_lossy(&body).into_owned())
+    super::document(&client, parsed.as_str()).await
 }
 
 impl Toolset for DescriptorTools {

@@ -176,24 +176,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// An OpenAPI document from the network (at most 64 MiB, 60 s).
+/// An OpenAPI document from the network (at most 64 MiB, 60 s; any address: the user's own command).
 async fn fetch(url: &str) -> anyhow::Result<String> {
     let client = aai_executor::client_builder()
         .timeout(std::time::Duration::from_secs(60))
         .build()?;
-    let response = client
-        .get(url)
-        .send()
+    aai_engine::drafts::document(&client, url)
         .await
-        .with_context(|| format!("cannot fetch {url}"))?;
-    anyhow::ensure!(
-        response.status().is_success(),
-        "{url} answered {}",
-        response.status()
-    );
-    let bytes = response.bytes().await?;
-    anyhow::ensure!(bytes.len() <= 64 << 20, "{url} is larger than 64 MiB");
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+        .map_err(|e| anyhow::anyhow!("{}", e.message))
 }
 
 /// Finds the app `name` and prints its scripting dictionary with `sdef` (macOS only).
