@@ -1,12 +1,25 @@
-//! The launcher's two stages (`aai-gateway __contain …`).
+//! The launcher's three stages (`aai-gateway __contain …`).
 //!
 //! The first stage enters the call's cgroup, becomes a child subreaper and starts the second
-//! stage (the same binary with `--stage2`), which enforces the Landlock rules on itself and
-//! `exec`s the command. The first stage stays outside the Landlock domain, so with the signal
-//! scope nothing contained can kill it; every orphan of the command is re-parented to it. It
-//! forwards SIGINT and SIGHUP to the command, reaps, exits with the command's status once the
-//! command and every orphan it adopted are gone, and on SIGTERM (or SIGQUIT) kills its whole
-//! tree, pass after pass, and exits.
+//! stage (the same binary with `--stage2`). The second stage moves into user and mount
+//! namespaces of its own and stops itself once, so that the first stage — still in the
+//! user's own namespace, where it may — writes its id maps; it then makes the process's view
+//! ([`crate::view`]), enforces the Landlock rules on itself (domain 1), becomes a subreaper
+//! and starts the third stage (`--stage3`), which restricts itself once more with nothing but
+//! Landlock's signal scope (domain 2, nested in 1) and `exec`s the command.
+//!
+//! So the command and everything it starts live in domain 2, and the second stage alone in
+//! domain 1: nothing contained can signal it (or the first stage), while it may signal every
+//! one of them. On SIGTERM it sends SIGKILL to every process it may signal (`kill(-1)`), which
+//! with the signal scope is exactly the command's tree, wherever it moved — a new session, a
+//! cleared environment, a loop that forks and exits: the kernel walks every process at once,
+//! with no fork in between, so none slips past. It then exits, and the first stage, seeing it
+//! gone, sweeps what is left (freezing, then killing) and exits. Where the kernel has no
+//! signal scope (Landlock ABI < 6) the second stage never uses `kill(-1)` and the first
+//! stage's sweep does all the work.
+//!
+//! Both outer stages forward SIGINT and SIGHUP inwards, reap, and exit with the command's
+//! status once the command and every orphan they adopted are gone.
 
 use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
@@ -36,9 +49,24 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     match Profile::parse(args) {
         Ok((profile, Stage::First, program)) => first(profile, &program),
         Ok((profile, Stage::Second, program)) => second(&profile, &program),
+        Ok((_, Stage::Third, program)) => third(&program),
         Ok((profile, Stage::Probe, _)) => probe(&profile),
         Err(problem) => refuse(&format!("bad launcher arguments: {problem}")),
     }
+}
+
+/// The signals the outer stages take with `sigwait` (blocked, so no handler runs and no
+/// `unsafe` is needed); the command gets an empty mask.
+fn waited() -> SigSet {
+    [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGQUIT,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ]
+    .into_iter()
+    .collect()
 }
 
 /// How the command ended.
@@ -57,17 +85,7 @@ fn first(mut profile: Profile, program: &[String]) -> ExitCode {
     if let Err(error) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
         return refuse(&format!("cannot become a subreaper: {error}"));
     }
-    let signals: SigSet = [
-        Signal::SIGCHLD,
-        Signal::SIGTERM,
-        Signal::SIGQUIT,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-    ]
-    .into_iter()
-    .collect();
-    // Blocked and taken with sigwait: no handler runs, so no `unsafe`. The second stage
-    // inherits the mask and clears it before it becomes the command.
+    let signals = waited();
     if let Err(error) = signals.thread_block() {
         return refuse(&format!("cannot block signals: {error}"));
     }
@@ -79,9 +97,7 @@ fn first(mut profile: Profile, program: &[String]) -> ExitCode {
     } else {
         None
     };
-    if let Some(dir) = &private_temp {
-        profile.write.push(dir.clone());
-    }
+    profile.own_temp.clone_from(&private_temp);
     let mut second = std::process::Command::new("/proc/self/exe");
     second
         .arg(crate::MARKER)
@@ -100,7 +116,7 @@ fn first(mut profile: Profile, program: &[String]) -> ExitCode {
         }
     };
     let child = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-    let mut ended = None;
+    let mut ended = map_ids_of(child);
     let outcome = loop {
         match reap(child, &mut ended) {
             Reaped::AllGone => break ended.unwrap_or(Ended::Code(i32::from(CANNOT_RUN))),
@@ -108,6 +124,17 @@ fn first(mut profile: Profile, program: &[String]) -> ExitCode {
         }
         match signals.wait() {
             Ok(Signal::SIGTERM | Signal::SIGQUIT) => {
+                // The second stage ends its whole domain at once; what it cannot reach (no
+                // signal scope on this kernel, or it is gone) is swept here.
+                if ended.is_none() {
+                    let _ = nix::sys::signal::kill(child, Signal::SIGTERM);
+                    let until = std::time::Instant::now() + INNER_STOP;
+                    while crate::procs::alive(child.as_raw().unsigned_abs())
+                        && std::time::Instant::now() < until
+                    {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
                 crate::procs::kill_tree(KILL_WITHIN, &mut || {
                     let _ = reap(child, &mut ended);
                 });
@@ -121,6 +148,43 @@ fn first(mut profile: Profile, program: &[String]) -> ExitCode {
     };
     remove(private_temp.as_ref());
     finish(outcome)
+}
+
+/// How long the first stage gives the second to end its domain before sweeping.
+const INNER_STOP: Duration = Duration::from_millis(500);
+
+/// Waits for the second stage's one stop (it stops itself right after trying to make its
+/// namespaces), writes its id maps when it is in a user namespace of its own, and lets it go
+/// on. The maps are written from here because only a process in the parent namespace may map
+/// more than its own id: root maps every id to itself (files keep their owners and groups),
+/// an ordinary user only itself. How the second stage ended, when it did before stopping.
+fn map_ids_of(child: Pid) -> Option<Ended> {
+    loop {
+        match waitpid(child, Some(WaitPidFlag::WUNTRACED)) {
+            Ok(WaitStatus::Stopped(..)) => break,
+            Ok(WaitStatus::Exited(_, code)) => return Some(Ended::Code(code)),
+            Ok(WaitStatus::Signaled(_, signal, _)) => return Some(Ended::Signal(signal)),
+            Err(Errno::EINTR) | Ok(_) => {}
+            Err(_) => return Some(Ended::Code(i32::from(CANNOT_RUN))),
+        }
+    }
+    let own = std::fs::read_link("/proc/self/ns/user").ok();
+    let theirs = std::fs::read_link(format!("/proc/{child}/ns/user")).ok();
+    if theirs.is_some() && theirs != own {
+        let uid = nix::unistd::getuid().as_raw();
+        let gid = nix::unistd::getgid().as_raw();
+        let (uids, gids) = if uid == 0 {
+            ("0 0 4294967295".to_owned(), "0 0 4294967295".to_owned())
+        } else {
+            let _ = std::fs::write(format!("/proc/{child}/setgroups"), "deny");
+            (format!("{uid} {uid} 1"), format!("{gid} {gid} 1"))
+        };
+        // A failure leaves the maps empty: the second stage sees that and refuses.
+        let _ = std::fs::write(format!("/proc/{child}/uid_map"), uids);
+        let _ = std::fs::write(format!("/proc/{child}/gid_map"), gids);
+    }
+    let _ = nix::sys::signal::kill(child, Signal::SIGCONT);
+    None
 }
 
 enum Reaped {
@@ -194,43 +258,112 @@ fn remove(dir: Option<&PathBuf>) {
 }
 
 fn second(profile: &Profile, program: &[String]) -> ExitCode {
-    // Before Landlock (which then forbids changing mounts): the user's session sockets out of
-    // sight. Where user namespaces are off nothing is hidden; `doctor` says so.
-    let hidden = !profile.abstract_sockets;
-    if hidden {
-        let paths = crate::sessions::session_paths(
-            &|name| std::env::var_os(name),
-            nix::unistd::getuid().as_raw(),
-        );
-        // A failure leaves them in view; the command still runs under Landlock.
-        let _ = crate::sessions::hide(&paths);
-    }
-    let plan = profile.plan(&crate::rules::list);
-    match crate::linux::enforce(&plan) {
+    // Before Landlock (which then forbids changing mounts): the command's own view. Where
+    // user namespaces are off nothing is hidden by it and Landlock's rules carve the secrets
+    // out instead; `doctor` says so. Any other failure refuses the command.
+    let entered = match crate::view::enter(profile, &|name| std::env::var_os(name)) {
+        Ok(entered) => Some(entered),
+        Err(problem) if crate::view::unavailable(&problem) => None,
+        Err(problem) => return refuse(&format!("{problem}; the command was not run")),
+    };
+    let plan = profile.plan(&crate::rules::list, entered.is_some());
+    let enforced = match crate::linux::enforce(&plan) {
         Ok(enforced) if enforced.ruleset == "none" => {
             return refuse(
                 "this kernel enforces no Landlock rules; the command was not run (set local.containment to \"none\" in config.json to run commands uncontained)",
             );
         }
-        Ok(_) => {}
+        Ok(enforced) => enforced,
         Err(problem) => return refuse(&format!("{problem}; the command was not run")),
+    };
+    if let Err(error) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+        return refuse(&format!("cannot become a subreaper: {error}"));
+    }
+    let mut third = std::process::Command::new("/proc/self/exe");
+    third
+        .arg(crate::MARKER)
+        .arg("--stage3")
+        .arg("--home")
+        .arg(&profile.home)
+        .arg("--")
+        .args(program);
+    match &entered {
+        Some(entered) => {
+            for var in &entered.remove {
+                third.env_remove(var);
+            }
+            for (var, value) in &entered.set {
+                third.env(var, value);
+            }
+        }
+        None if !profile.desktop => {
+            for var in crate::sessions::SESSION_VARS {
+                third.env_remove(var);
+            }
+        }
+        None => {}
+    }
+    let child = match third.spawn() {
+        Ok(child) => child,
+        Err(error) => return refuse(&format!("cannot start the sandbox's third stage: {error}")),
+    };
+    let child = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    // `kill(-1)` reaches only the command's domain where the signal scope holds: proved by
+    // the first stage being out of reach.
+    let scoped = enforced.abi >= 6
+        && nix::sys::signal::kill(nix::unistd::getppid(), None::<Signal>) == Err(Errno::EPERM);
+    let signals = waited();
+    let mut ended = None;
+    let outcome = loop {
+        match reap(child, &mut ended) {
+            Reaped::AllGone => break ended.unwrap_or(Ended::Code(i32::from(CANNOT_RUN))),
+            Reaped::SomeLeft => {}
+        }
+        match signals.wait() {
+            Ok(Signal::SIGTERM | Signal::SIGQUIT) => {
+                if scoped {
+                    kill_domain();
+                }
+                crate::procs::kill_tree(KILL_WITHIN, &mut || {
+                    let _ = reap(child, &mut ended);
+                });
+                break Ended::Signal(Signal::SIGTERM);
+            }
+            Ok(signal @ (Signal::SIGINT | Signal::SIGHUP)) if ended.is_none() => {
+                let _ = nix::sys::signal::kill(child, signal);
+            }
+            _ => {}
+        }
+    };
+    finish(outcome)
+}
+
+/// Kills every process this one may signal — under the signal scope, every process of the
+/// command's domain — until none is left.
+fn kill_domain() {
+    for _ in 0..1000 {
+        match nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGKILL) {
+            Ok(()) => std::thread::yield_now(),
+            Err(_) => break,
+        }
+    }
+}
+
+/// The command itself: a Landlock domain of its own nested in the second stage's (so nothing
+/// it starts can signal the second stage), an empty signal mask, then `exec`.
+fn third(program: &[String]) -> ExitCode {
+    if let Err(problem) = crate::linux::scope_signals() {
+        return refuse(&format!("{problem}; the command was not run"));
     }
     let Some((name, args)) = program.split_first() else {
         return refuse("no program to run");
     };
-    // The first stage blocks the signals it waits for; the command must not inherit that
+    // The outer stages block the signals they wait for; the command must not inherit that
     // (an interactive bash would pass the mask on to every job, and Ctrl-C would do nothing).
     if let Err(error) = SigSet::all().thread_unblock() {
         return refuse(&format!("cannot unblock signals: {error}"));
     }
-    let mut command = std::process::Command::new(name);
-    command.args(args);
-    if hidden {
-        for var in crate::sessions::SESSION_VARS {
-            command.env_remove(var);
-        }
-    }
-    let error = command.exec();
+    let error = std::process::Command::new(name).args(args).exec();
     eprintln!("aai-gateway (sandbox): cannot run {name:?}: {error}");
     ExitCode::from(if error.kind() == std::io::ErrorKind::NotFound {
         NOT_FOUND
@@ -243,7 +376,7 @@ fn second(profile: &Profile, program: &[String]) -> ExitCode {
 /// JSON line.
 fn probe(profile: &Profile) -> ExitCode {
     use std::io::Write as _;
-    let plan = profile.plan(&crate::rules::list);
+    let plan = profile.plan(&crate::rules::list, false);
     let line = match crate::linux::enforce(&plan) {
         Ok(e) => format!(
             "{{\"ruleset\":\"{}\",\"abi\":{},\"no_new_privs\":{},\"rules\":{}}}",

@@ -39,6 +39,8 @@ pub mod linux;
 #[cfg(target_os = "linux")]
 pub mod procs;
 pub mod sessions;
+#[cfg(target_os = "linux")]
+pub mod view;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -64,12 +66,22 @@ pub struct Profile {
     pub read: Vec<PathBuf>,
     /// The call's cgroup (`cgroup.procs`), entered before anything else.
     pub cgroup: Option<PathBuf>,
-    /// Abstract Unix sockets made outside may be reached, and the user's session sockets
-    /// ([`sessions`]: the display, the session bus, tmux, ssh-agent, docker) stay in view.
-    /// X11 clients need both: libxcb tries the display's abstract socket first and gives up
-    /// when that is refused (EPERM) instead of falling back to the socket file, so launched
-    /// apps get it; terminal commands and scheduled agents do not.
-    pub abstract_sockets: bool,
+    /// A desktop program: the display (its socket, abstract ones included: libxcb tries the
+    /// display's abstract socket first and gives up when that is refused instead of falling
+    /// back to the socket file) and the session bus stay in view; no other session socket
+    /// ([`sessions`]: tmux, ssh-agent, docker, the system bus) does. Launched GUI apps and MCP
+    /// servers; terminal commands and scheduled agents get no session socket at all.
+    pub desktop: bool,
+    /// Paths no contained process may see, read or write (the user's secret stores,
+    /// [`rules::SECRET_STORES`] and the config's additions): empty and read-only in its view.
+    pub deny: Vec<PathBuf>,
+    /// The launcher's own temporary folder inside `temp` (set by its first stage where `temp`
+    /// holds a protected folder): written beneath when the process has no view of its own,
+    /// left out of the view otherwise (it has a private `/tmp`).
+    pub own_temp: Option<PathBuf>,
+    /// The gateway's home is seen read-only with its secrets emptied (an MCP server reads its
+    /// working folder there) instead of as an empty folder.
+    pub home_readable: bool,
 }
 
 /// How the launcher was asked to run: the first stage, the second (restrict and exec), or a
@@ -78,6 +90,7 @@ pub struct Profile {
 pub enum Stage {
     First,
     Second,
+    Third,
     Probe,
 }
 
@@ -131,8 +144,17 @@ impl Profile {
         for file in &self.read {
             push("--read", file);
         }
-        if self.abstract_sockets {
-            out.push("--abstract-sockets".to_owned());
+        for path in &self.deny {
+            push("--deny", path);
+        }
+        if let Some(dir) = &self.own_temp {
+            push("--own-temp", dir);
+        }
+        if self.desktop {
+            out.push("--desktop".to_owned());
+        }
+        if self.home_readable {
+            out.push("--home-readable".to_owned());
         }
         out
     }
@@ -156,8 +178,12 @@ impl Profile {
             match arg.as_str() {
                 "--" => break,
                 "--stage2" => stage = Stage::Second,
+                "--stage3" => stage = Stage::Third,
                 "--probe" => stage = Stage::Probe,
-                "--abstract-sockets" => profile.abstract_sockets = true,
+                "--desktop" => profile.desktop = true,
+                "--home-readable" => profile.home_readable = true,
+                "--deny" => profile.deny.push(value(arg)?),
+                "--own-temp" => profile.own_temp = Some(value(arg)?),
                 "--cgroup" => profile.cgroup = Some(value(arg)?),
                 "--temp" => profile.temp = Some(value(arg)?),
                 "--home" => home = Some(value(arg)?),
@@ -256,7 +282,10 @@ mod tests {
             protect: vec!["/h/.cache/aai-gateway".into()],
             read: vec!["/h/.aai/run/task-1.mcp.json".into()],
             cgroup: Some("/sys/fs/cgroup/x/cgroup.procs".into()),
-            abstract_sockets: true,
+            desktop: true,
+            deny: vec!["/h/.ssh".into()],
+            own_temp: Some("/tmp/aai-sandbox-1".into()),
+            home_readable: true,
         }
     }
 

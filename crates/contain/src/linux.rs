@@ -65,7 +65,7 @@ pub fn enforce(plan: &Plan) -> Result<Enforced, crate::ContainError> {
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(handled)
         .and_then(|r| {
-            let scopes = if plan.abstract_sockets {
+            let scopes = if plan.desktop {
                 Scope::from_all(TARGET) & !Scope::AbstractUnixSocket
             } else {
                 Scope::from_all(TARGET)
@@ -119,6 +119,23 @@ pub fn enforce(plan: &Plan) -> Result<Enforced, crate::ContainError> {
         no_new_privs: status.no_new_privs,
         rules,
     })
+}
+
+/// Restricts this process with a Landlock domain that only scopes signals (nested in the
+/// one it is in): what it becomes can no longer signal the process that made the outer one.
+/// Nothing where the kernel has no signal scope.
+///
+/// # Errors
+/// The ruleset cannot be made or enforced.
+pub fn scope_signals() -> Result<(), crate::ContainError> {
+    use crate::ContainError;
+    Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .scope(Scope::Signal)
+        .and_then(Ruleset::create)
+        .and_then(|r| r.restrict_self())
+        .map(|_| ())
+        .map_err(ContainError::landlock("scope the command's signals"))
 }
 
 /// Whether the kernel handles every right of `abi`, asked without restricting anything.

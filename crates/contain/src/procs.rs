@@ -96,15 +96,46 @@ pub fn terminate(pid: u32, within: Duration) -> bool {
     true
 }
 
-/// Kills every descendant of this process, pass after pass (`reap` collects the dead between
-/// passes) until none is left or `within` has passed; how many were killed.
+/// Kills every descendant of this process (`reap` collects the dead between passes); how many
+/// were killed. See [`freeze_and_kill`].
 pub(crate) fn kill_tree(within: Duration, reap: &mut dyn FnMut()) -> usize {
     let me = std::process::id();
+    freeze_and_kill(
+        &mut || {
+            reap();
+            descendants(me)
+        },
+        within,
+    )
+}
+
+/// Ends every process `find` lists, so that none can slip away: first each is stopped
+/// (SIGSTOP), pass after pass, until a pass finds every one of them stopped and none new — a
+/// stopped process cannot fork, so a loop that forks and exits is caught between two passes
+/// instead of racing them — then all are killed (SIGKILL), pass after pass until `find` lists
+/// none or `within` has passed. How many were killed.
+pub fn freeze_and_kill(find: &mut dyn FnMut() -> Vec<u32>, within: Duration) -> usize {
     let until = Instant::now() + within;
+    // Half the time at most goes to freezing: a process stuck in the kernel never shows as
+    // stopped, and is killed with the rest.
+    let freeze_until = Instant::now() + within / 2;
     let mut killed = std::collections::HashSet::new();
     loop {
-        reap();
-        let victims = descendants(me);
+        let found = find();
+        let mut moving = false;
+        for pid in &found {
+            if !matches!(stat(*pid), Some(('T' | 't' | 'Z' | 'X', _)) | None) {
+                moving = true;
+                signal(*pid, nix::sys::signal::Signal::SIGSTOP);
+            }
+        }
+        if !moving || Instant::now() >= freeze_until {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    loop {
+        let victims = find();
         if victims.is_empty() || Instant::now() >= until {
             break;
         }
@@ -116,6 +147,29 @@ pub(crate) fn kill_tree(within: Duration, reap: &mut dyn FnMut()) -> usize {
         std::thread::sleep(Duration::from_millis(1));
     }
     killed.len()
+}
+
+/// Sends `pid` SIGUSR1: a gateway daemon's emergency stop.
+///
+/// # Errors
+/// The signal could not be sent (no such process, another user's).
+pub fn send_stop(pid: u32) -> std::io::Result<()> {
+    let raw = i32::try_from(pid).map_err(std::io::Error::other)?;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(raw),
+        nix::sys::signal::Signal::SIGUSR1,
+    )
+    .map_err(std::io::Error::from)
+}
+
+/// The signal that asks a launcher to end its whole tree.
+pub const TERMINATE: nix::sys::signal::Signal = nix::sys::signal::Signal::SIGTERM;
+
+/// Sends `signal` to `pid` (nothing when it is gone).
+pub fn signal(pid: u32, signal: nix::sys::signal::Signal) {
+    if let Ok(raw) = i32::try_from(pid) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), signal);
+    }
 }
 
 /// Sends SIGKILL to `pid`; false when `pid` is no process id.

@@ -20,6 +20,44 @@ pub const SECRETS: &[&str] = &[
     "data.db-shm",
 ];
 
+/// The user's secret stores, kept out of every contained process's view and refused to the
+/// file tools ([`crate::Profile::deny`]); `local.denied_paths` in config.json adds to them.
+pub const SECRET_STORES: &[&str] = &[
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.config/gh",
+    "~/.config/hub",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.docker/config.json",
+    "~/.kube",
+    "~/.password-store",
+    "~/.local/share/keyrings",
+    "~/.pki",
+    "~/.mozilla",
+    "~/.config/chromium",
+    "~/.config/google-chrome",
+    "~/.config/BraveSoftware",
+    "~/.config/microsoft-edge",
+    "~/.config/vivaldi",
+    "~/snap/chromium",
+    "~/snap/firefox",
+];
+
+/// [`SECRET_STORES`] under the user's home `home` (the `~` of each).
+pub fn secret_stores(home: &Path) -> Vec<PathBuf> {
+    SECRET_STORES
+        .iter()
+        .map(|p| {
+            p.strip_prefix("~/")
+                .map_or_else(|| PathBuf::from(p), |rest| home.join(rest))
+        })
+        .collect()
+}
+
 /// Files with this extension under the home are secrets too (keys of the local CA, …).
 pub const SECRET_EXTENSION: &str = "key";
 
@@ -63,8 +101,9 @@ pub struct Plan {
     pub write: Vec<PathBuf>,
     /// Written and `ioctl`ed: the devices of [`DEVICES`] that exist.
     pub devices: Vec<PathBuf>,
-    /// Abstract Unix sockets made outside may be reached (see [`crate::Profile`]).
-    pub abstract_sockets: bool,
+    /// A desktop program: abstract Unix sockets made outside may be reached (see
+    /// [`crate::Profile::desktop`]).
+    pub desktop: bool,
 }
 
 /// The entries of a folder, links not followed; nothing when it cannot be read.
@@ -190,10 +229,23 @@ impl crate::Profile {
     }
 
     /// What to grant, listing folders with `list` ([`list`] for the real file system).
-    pub fn plan(&self, list: &dyn Fn(&Path) -> Vec<Entry>) -> Plan {
+    ///
+    /// `viewed`: the process has its own view ([`crate::view`]), which already hides the
+    /// gateway's home, its secrets and the deny list, keeps them read-only and makes the
+    /// temporary folders private; Landlock then grants reading everywhere and writing beneath
+    /// the allowed folders and the private temporary ones, with no folder carved up (so a
+    /// process may make new files directly in a granted folder, the home included). Without a
+    /// view, those paths are carved out of the grants instead.
+    pub fn plan(&self, list: &dyn Fn(&Path) -> Vec<Entry>, viewed: bool) -> Plan {
         let home = resolve(&self.home);
-        let protected = self.protected();
-        let mut hidden = secrets(&home, list);
+        let protected = if viewed { Vec::new() } else { self.protected() };
+        let mut hidden = if viewed {
+            Vec::new()
+        } else {
+            let mut hidden = secrets(&home, list);
+            hidden.extend(self.deny.iter().map(|p| resolve(p)));
+            hidden
+        };
         // Extra readable files are granted by rules of their own: a folder holding one stays
         // excluded, and only the file itself is added.
         let extra: Vec<PathBuf> = self.read.iter().map(|p| resolve(p)).collect();
@@ -202,7 +254,12 @@ impl crate::Profile {
         // Paths that do not exist are skipped when the rules are made.
         read.extend(extra);
         let mut write = Vec::new();
-        for root in self.write.iter().chain(&self.temp) {
+        let private_temp: Vec<PathBuf> = if viewed {
+            vec![PathBuf::from("/tmp"), PathBuf::from("/var/tmp")]
+        } else {
+            self.own_temp.iter().cloned().collect()
+        };
+        for root in self.write.iter().chain(&self.temp).chain(&private_temp) {
             write.extend(cover(&resolve(root), &protected, list));
         }
         write.sort();
@@ -216,7 +273,7 @@ impl crate::Profile {
             read,
             write,
             devices,
-            abstract_sockets: self.abstract_sockets,
+            desktop: self.desktop,
         }
     }
 }
@@ -357,7 +414,7 @@ mod tests {
             read: paths(&["/w/allowed/home/run/task-1.mcp.json"]),
             ..Profile::default()
         };
-        let plan = profile.plan(&fs);
+        let plan = profile.plan(&fs, false);
         // Nothing under the home is writable, even a folder named as allowed.
         assert_eq!(plan.write, paths(&["/w/allowed/src"]));
         let mut read = plan.read.clone();

@@ -111,7 +111,10 @@ mod tests {
             protect: vec!["/Users/me/Library/Caches/aai-gateway".into()],
             read: vec!["/Users/me/.aai/run/task-1.mcp.json".into()],
             cgroup: None,
-            abstract_sockets: false,
+            desktop: false,
+            deny: Vec::new(),
+            own_temp: None,
+            home_readable: false,
         };
         let (program, argv) = command(&profile_, "/bin/zsh", &["-c".into(), "rm -rf ~".into()]);
         assert_eq!(program, SANDBOX_EXEC);

@@ -1,17 +1,12 @@
 //! The user's running sessions, out of a contained command's reach.
 //!
 //! Landlock confines what a command may read and write, but not whom it may *talk to*: a
-//! socket bound to a path is reached by `connect`, which Landlock (before its Unix-socket
-//! rights) does not check. Through such sockets a command could ask a process that runs
-//! outside the sandbox to act for it — the X server types into the user's own terminal, the
-//! systemd manager starts a unit (`systemd-run --user`), tmux or screen send keys to a
-//! session, docker starts a container as root, ssh-agent signs a login to `localhost`. So
-//! before it restricts itself, the launcher's second stage moves into a user and mount
-//! namespace of its own (both made without privileges) and lays an empty tmpfs over each
-//! folder that holds such sockets, and `/dev/null` over each such socket file. Landlock then
-//! forbids changing the mounts, so the command cannot lift them; abstract sockets are closed
-//! by Landlock's own scope. Where user namespaces are off, nothing is hidden and the launcher
-//! says so (`aai-gateway doctor` too).
+//! socket bound to a path is reached by `connect`, which Landlock does not check. Through such
+//! sockets a command could ask a process that runs outside the sandbox to act for it — the X
+//! server types into the user's own terminal, the systemd manager starts a unit, tmux or
+//! screen send keys to a session, docker starts a container as root, ssh-agent signs a login.
+//! [`session_paths`] lists where they listen; the launcher's view ([`crate::view`]) covers each
+//! one that no private folder already hides.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -47,22 +42,14 @@ pub fn session_paths(var: &dyn Fn(&str) -> Option<OsString>, uid: u32) -> Vec<Pa
         }
     }
     if let Some(address) = var("DBUS_SESSION_BUS_ADDRESS") {
-        for part in address.to_string_lossy().split(';') {
-            if let Some(path) = part.split(',').find_map(|kv| {
-                kv.strip_prefix("unix:path=")
-                    .or_else(|| kv.strip_prefix("path="))
-            }) {
-                paths.push(path.into());
-            }
-        }
+        paths.extend(bus_paths(&address));
     }
     paths.sort();
     paths.dedup();
     paths
 }
 
-/// Environment variables that point a program at the hidden sessions: removed, so programs
-/// fail plainly instead of looking for what is not there.
+/// Environment variables that point a program at the user's session.
 pub const SESSION_VARS: &[&str] = &[
     "DISPLAY",
     "WAYLAND_DISPLAY",
@@ -70,74 +57,41 @@ pub const SESSION_VARS: &[&str] = &[
     "DBUS_SESSION_BUS_ADDRESS",
     "DBUS_SYSTEM_BUS_ADDRESS",
     "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
     "GPG_AGENT_INFO",
     "TMUX",
     "TMUX_PANE",
     "STY",
     "DOCKER_HOST",
+    "SWAYSOCK",
+    "I3SOCK",
+    "HYPRLAND_INSTANCE_SIGNATURE",
+    "KITTY_LISTEN_ON",
+    "NVIM",
+    "NVIM_LISTEN_ADDRESS",
 ];
 
-/// Moves this (single-threaded) process into new user and mount namespaces and covers each
-/// of `paths` that exists; how many were covered.
-///
-/// # Errors
-/// The namespaces cannot be made (user namespaces are off) or a mount fails.
-#[cfg(target_os = "linux")]
-pub fn hide(paths: &[PathBuf]) -> Result<usize, crate::ContainError> {
-    use crate::ContainError;
-    use nix::mount::{MsFlags, mount};
-    use nix::sched::{CloneFlags, unshare};
-    let uid = nix::unistd::getuid().as_raw();
-    let gid = nix::unistd::getgid().as_raw();
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)
-        .map_err(ContainError::namespace("make a user and mount namespace"))?;
-    // The same ids inside as outside: files keep their owners, the user stays who they are.
-    std::fs::write("/proc/self/setgroups", "deny")
-        .map_err(ContainError::namespace("write setgroups"))?;
-    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))
-        .map_err(ContainError::namespace("map the user id"))?;
-    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))
-        .map_err(ContainError::namespace("map the group id"))?;
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(ContainError::namespace("make the mounts private"))?;
-    let mut covered = 0;
-    for path in paths {
-        let Ok(meta) = std::fs::symlink_metadata(path) else {
-            continue;
-        };
-        let result = if meta.is_dir() {
-            mount(
-                Some("tmpfs"),
-                path,
-                Some("tmpfs"),
-                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-                Some("size=16k,mode=0700"),
-            )
-        } else if meta.file_type().is_symlink() {
-            continue;
-        } else {
-            mount(
-                Some("/dev/null"),
-                path,
-                None::<&str>,
-                MsFlags::MS_BIND,
-                None::<&str>,
-            )
-        };
-        match result {
-            Ok(()) => covered += 1,
-            Err(e) => {
-                return Err(ContainError::namespace(format!("cover {}", path.display()))(e));
-            }
-        }
-    }
-    Ok(covered)
+/// The variables a desktop profile keeps: the display and the session bus.
+pub const DESKTOP_VARS: &[&str] = &[
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XAUTHORITY",
+    "DBUS_SESSION_BUS_ADDRESS",
+];
+
+/// The socket files a D-Bus address names (`unix:path=…`).
+pub fn bus_paths(address: &std::ffi::OsStr) -> Vec<PathBuf> {
+    address
+        .to_string_lossy()
+        .split(';')
+        .filter_map(|part| {
+            part.split(',').find_map(|kv| {
+                kv.strip_prefix("unix:path=")
+                    .or_else(|| kv.strip_prefix("path="))
+            })
+        })
+        .map(PathBuf::from)
+        .collect()
 }
 
 #[cfg(test)]

@@ -241,7 +241,16 @@ async fn destructive_commands_of_every_shape_leave_every_canary_outside_the_allo
         s.assert_canary(name, name);
     }
 
-    // The gateway's home: never written, whatever the allowed folders say; its secrets never read.
+    let mode = |s: &Setup, p: &str| {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(s.path(p)).map_or(0, |m| m.permissions().mode() & 0o7777)
+    };
+    let modes = (
+        mode(&s, "allowed/aai-home"),
+        mode(&s, "allowed/aai-home/run"),
+    );
+    // The gateway's home: not in the command's view at all (an empty read-only folder),
+    // whatever the allowed folders say; judged by what is on disk afterwards.
     for command in [
         format!("echo '{{\"policy\": \"auto\"}}' > {home}/config.json"),
         format!("echo x >> {home}/config.json"),
@@ -249,9 +258,9 @@ async fn destructive_commands_of_every_shape_leave_every_canary_outside_the_allo
         format!("mv {home}/config.json {home}/old.json"),
         format!("touch {home}/new.json"),
         format!("mkdir {home}/extra"),
+        format!("chmod 000 {home}; chmod 500 {home}/run"),
     ] {
-        let out = s.bash(&command).await.expect("ran");
-        assert_ne!(out["exit_code"], 0, "`{command}`: {out}");
+        s.bash(&command).await.expect("ran");
     }
     assert_eq!(
         std::fs::read_to_string(s.path("allowed/aai-home/config.json"))
@@ -280,14 +289,22 @@ async fn destructive_commands_of_every_shape_leave_every_canary_outside_the_allo
         let out = s.bash(&command).await.expect("ran");
         assert_ne!(out["exit_code"], 0, "`{command}`: {out}");
     }
-    // What is not secret stays readable: the system, the home's config.
+    // The system stays readable; the home's config is not there.
     let out = s
         .bash(&format!(
-            "cat /etc/hostname >/dev/null && cat {home}/config.json"
+            "cat /etc/hostname >/dev/null && echo system; ls -A {home} | wc -l; cat {home}/config.json"
         ))
         .await
         .expect("ran");
-    assert_eq!(out["stdout"], "{\"original\": true}", "{out}");
+    assert_eq!(out["stdout"], "system\n0", "{out}");
+    assert_eq!(
+        (
+            mode(&s, "allowed/aai-home"),
+            mode(&s, "allowed/aai-home/run")
+        ),
+        modes,
+        "chmod reached the home or its run folder"
+    );
 
     // Benign work inside the allowed folders works: new files, folders, renames, a temp file.
     let out = s
@@ -393,8 +410,22 @@ async fn a_double_forked_escapee_dies_with_the_stop() {
         .spawn()
         .expect("launcher");
     let escapee = read_pid(&pidfile).await;
+    // Re-parented to the launcher's second stage (the subreaper nearest to it), a child of
+    // the launcher.
     let parent = aai_contain::procs::stat(escapee).map(|(_, ppid)| ppid);
-    assert_eq!(parent, Some(launcher.id()), "re-parented to the launcher");
+    let grandparent = parent.and_then(|p| aai_contain::procs::stat(p).map(|(_, ppid)| ppid));
+    assert_eq!(
+        grandparent,
+        Some(launcher.id()),
+        "re-parented to the launcher"
+    );
+    assert!(
+        parent.is_some_and(|p| aai_contain::procs::is_launcher(
+            p,
+            Path::new(env!("CARGO_BIN_EXE_aai-gateway"))
+        )),
+        "{parent:?}"
+    );
     let killed = tokio::task::spawn_blocking(aai_engine::pipeline::stop::kill_everything)
         .await
         .expect("stop");

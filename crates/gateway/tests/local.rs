@@ -1005,6 +1005,7 @@ fn writes_race_free_against_a_folder_swapped_for_a_symlink() {
     let config = sandbox::SandboxConfig {
         allowed_directories: vec![allowed.clone()],
         denied_patterns: Vec::new(),
+        denied_paths: Vec::new(),
         max_file_size: 1 << 20,
     };
     let sandbox = sandbox::Sandbox::new(&config, &[], &[]);

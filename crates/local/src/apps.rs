@@ -58,14 +58,13 @@ impl Toolset for Apps {
             if crate::contain::asks_outside(&args) {
                 crate::contain::check_outside(&args, call.approved).map(|()| None)
             } else {
-                // X11 clients reach the display by its abstract socket first (see
-                // `abstract_sockets`).
-                self.setup.containment(call.roots).map(|profile| {
-                    profile.map(|p| aai_contain::Profile {
-                        abstract_sockets: true,
-                        ..p
-                    })
-                })
+                // A desktop program keeps the display and the session bus (see
+                // `aai_contain::Profile::desktop`); a command-line one runs in exactly the
+                // terminal's box.
+                let desktop = launch_argv(&args).is_ok_and(|argv| commands::windowed(&argv));
+                self.setup
+                    .containment(call.roots)
+                    .map(|profile| profile.map(|p| aai_contain::Profile { desktop, ..p }))
             }
         } else {
             Ok(None)
@@ -453,8 +452,25 @@ fn launch(
     let name = text(args, "name")?;
     let argv = launch_argv(args)?;
     let before: Vec<u32> = x.windows().iter().map(|w| w.id).collect();
+    // A group of its own, as a terminal session gets: the emergency stop ends it whole.
+    #[cfg(target_os = "linux")]
+    let group = aai_executor::cgroup::CallGroup::new();
     let (program, program_args) = match &contain {
-        Some(profile) => crate::contain::wrap(profile, &argv[0], &argv[1..])?,
+        Some(profile) => {
+            #[allow(unused_mut)]
+            let mut profile = profile.clone();
+            #[cfg(target_os = "linux")]
+            {
+                profile.cgroup = group.as_ref().map(aai_executor::cgroup::CallGroup::procs);
+            }
+            crate::contain::wrap(&profile, &argv[0], &argv[1..])?
+        }
+        #[cfg(target_os = "linux")]
+        None => match &group {
+            Some(group) => group.wrap(&argv[0], &argv[1..]),
+            None => (argv[0].clone(), argv[1..].to_vec()),
+        },
+        #[cfg(not(target_os = "linux"))]
         None => (argv[0].clone(), argv[1..].to_vec()),
     };
     let mut command = std::process::Command::new(&program);
@@ -476,9 +492,13 @@ fn launch(
         .spawn()
         .map_err(|e| crate::failed(format!("cannot start {:?}: {e}", argv[0])))?;
     let pid = child.id();
-    // Reap it when it exits, so it never lingers as a zombie.
+    // Reap it when it exits, so it never lingers as a zombie; its group goes once empty.
     std::thread::spawn(move || {
         let _ = child.wait();
+        #[cfg(target_os = "linux")]
+        if let Some(group) = group {
+            group.release();
+        }
     });
     let wait = Duration::from_millis(args.get("wait_ms").and_then(Value::as_u64).unwrap_or(5000));
     let until = Instant::now() + wait;

@@ -126,7 +126,10 @@ impl Setup {
                 .collect(),
             read: Vec::new(),
             cgroup: None,
-            abstract_sockets: false,
+            desktop: false,
+            deny: sandbox.secrets().to_vec(),
+            own_temp: None,
+            home_readable: false,
         }))
     }
 }

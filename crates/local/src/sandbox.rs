@@ -24,6 +24,11 @@ const MAX_COMPONENT: usize = 255;
 pub struct SandboxConfig {
     pub allowed_directories: Vec<PathBuf>,
     pub denied_patterns: Vec<String>,
+    /// Secret stores beyond the built-in ones (`~/.ssh`, `~/.gnupg`, `~/.aws`, `~/.config/gh`,
+    /// `~/.netrc`, keyrings, browser profiles, …): the file tools refuse them, and every
+    /// contained process (terminal commands, launched apps, scheduled agents, MCP servers) sees
+    /// them as empty read-only folders or files.
+    pub denied_paths: Vec<PathBuf>,
     pub max_file_size: u64,
 }
 
@@ -46,9 +51,24 @@ impl Default for SandboxConfig {
             ]
             .map(str::to_owned)
             .to_vec(),
+            denied_paths: Vec::new(),
             max_file_size: 50 * 1024 * 1024,
         }
     }
+}
+
+/// The secret stores of `config`: the built-in ones and the configured ones, `~` expanded
+/// and resolved.
+pub fn secret_paths(config: &SandboxConfig) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = aai_contain::rules::SECRET_STORES
+        .iter()
+        .map(PathBuf::from)
+        .chain(config.denied_paths.iter().cloned())
+        .map(|p| resolve(&crate::expand_home(&p)))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// A checked sandbox, ready to judge paths.
@@ -57,6 +77,8 @@ pub struct Sandbox {
     /// Allowed directories, resolved.
     allowed: Vec<PathBuf>,
     denied: GlobSet,
+    /// The secret stores (built in and configured), resolved.
+    secrets: Vec<PathBuf>,
     /// The gateway's own places: never inside any sandbox.
     protected: Vec<PathBuf>,
     pub max_file_size: u64,
@@ -116,9 +138,15 @@ impl Sandbox {
         Self {
             allowed,
             denied: builder.build().unwrap_or_else(|_| GlobSet::empty()),
+            secrets: secret_paths(config),
             protected: protected.iter().map(|p| resolve(p)).collect(),
             max_file_size: config.max_file_size,
         }
+    }
+
+    /// The secret stores no tool may touch and no contained process sees (resolved).
+    pub fn secrets(&self) -> &[PathBuf] {
+        &self.secrets
     }
 
     /// The allowed directories (resolved).
@@ -187,6 +215,11 @@ impl Sandbox {
         }
         if !self.allowed.iter().any(|dir| within(path, dir)) {
             return Err(outside());
+        }
+        if self.secrets.iter().any(|s| within(path, s)) {
+            return Err(denied(format!(
+                "{input:?} is in one of your secret stores (keys, credentials, browser profiles), which no agent tool may read or write; the list is in local.sandbox.denied_paths and aai_contain's SECRET_STORES"
+            )));
         }
         if self.denied.is_match(path) {
             return Err(denied(format!(

@@ -218,9 +218,15 @@ fn contained(
             protect: Vec::new(),
             read: Vec::new(),
             cgroup: None,
-            // The user's session (D-Bus, the display) stays in reach, as it was when the
-            // client started the server.
-            abstract_sockets: true,
+            // The display and the session bus stay in reach, as when a client starts the
+            // server; no other session socket does.
+            desktop: true,
+            deny: std::env::var_os("HOME")
+                .map(|home| aai_contain::rules::secret_stores(std::path::Path::new(&home)))
+                .unwrap_or_default(),
+            // The server's working folder lies in the home (`mcp/servers/<app>`).
+            own_temp: None,
+            home_readable: true,
         };
         return profile.command(launcher, command, args);
     }

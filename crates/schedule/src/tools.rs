@@ -255,11 +255,32 @@ impl Scheduling<'_> {
     }
 }
 
-/// Why an agent's `schedule_add` is asked every time, whatever is remembered: it hands out
-/// standing permission (its grants run with no one asked), so the question spells them out.
+/// Why an agent's `schedule_add`, `schedule_enable` or `schedule_run_now` is asked every
+/// time, whatever the profile (`full_auto` included) and whatever is remembered: each makes a
+/// task's standing permission run with no one asked — as the CLI's versions need the control
+/// credential — so the question spells out what runs.
 pub fn must_ask(tool: &str, args: &Map<String, Value>) -> Option<String> {
-    if tool != "schedule_add" {
-        return None;
+    let name = || {
+        args.get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("(unnamed)")
+            .to_owned()
+    };
+    match tool {
+        "schedule_add" => {}
+        "schedule_enable" => {
+            return Some(format!(
+                "it enables the task {:?}: from then on it runs on its schedule with the tools it was granted, no one asked",
+                name()
+            ));
+        }
+        "schedule_run_now" => {
+            return Some(format!(
+                "it runs the task {:?} now, with the tools it was granted and no one asked",
+                name()
+            ));
+        }
+        _ => return None,
     }
     let task = task_arg(args).ok()?;
     let what = match &task.run {

@@ -28,6 +28,8 @@ use crate::pipeline::Gateway;
 
 /// How long the stop keeps looking for processes to kill.
 const KILL_BUDGET: Duration = Duration::from_millis(900);
+/// How long the stop gives the launchers to end their commands before it sweeps.
+const LAUNCHERS_WITHIN: Duration = Duration::from_millis(600);
 
 /// The switch: stopped or not, and the token every running call watches.
 ///
@@ -276,35 +278,29 @@ pub fn kill_everything() -> usize {
         aai_executor::process::process_tag()
     );
     let me = std::process::id();
-    let until = Instant::now() + KILL_BUDGET;
     // The calls' cgroups first: nothing in them can hide (cleared environment, reparented).
     let in_groups = aai_executor::cgroup::kill_all();
-    let mut killed = std::collections::HashSet::new();
-    let launcher = aai_contain::launcher();
-    loop {
-        // Only live processes are listed: one killed last pass and still here is killed again.
-        let (victims, parents) = victims(me, tag.as_bytes());
-        if victims.is_empty() || Instant::now() >= until {
-            break;
+    // Then the launchers: each ends its command's whole Landlock domain at once (see
+    // `aai_contain`'s launcher), which no loop of forks can outrun.
+    if let Some(launcher) = aai_contain::launcher() {
+        let launchers: Vec<u32> = victims(me, tag.as_bytes())
+            .into_iter()
+            .filter(|pid| aai_contain::procs::is_launcher(*pid, launcher))
+            .collect();
+        for pid in &launchers {
+            aai_contain::procs::signal(*pid, aai_contain::procs::TERMINATE);
         }
-        // A launcher with anything left under it is spared this pass: killed first, it would
-        // hand its orphans to init, out of reach. At the end of the budget nothing is spared.
-        let last = Instant::now() + Duration::from_millis(50) >= until;
-        let holds = |pid: u32| {
-            !last
-                && launcher.is_some_and(|l| aai_contain::procs::is_launcher(pid, l))
-                && victims
-                    .iter()
-                    .any(|v| aai_contain::procs::descends(*v, pid, &parents))
-        };
-        let victims: Vec<u32> = victims.iter().copied().filter(|p| !holds(*p)).collect();
-        for pid in victims {
-            aai_contain::procs::kill(pid);
-            killed.insert(pid);
+        let until = Instant::now() + LAUNCHERS_WITHIN;
+        while launchers.iter().any(|p| aai_contain::procs::alive(*p)) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(2));
         }
-        std::thread::sleep(Duration::from_millis(5));
     }
-    killed.len().max(in_groups)
+    // Then every descendant and every tagged process left, frozen before any is killed: a
+    // launcher killed before its orphans leaves them stopped, by pid in the list, for the
+    // same pass.
+    let killed =
+        aai_contain::procs::freeze_and_kill(&mut || victims(me, tag.as_bytes()), KILL_BUDGET);
+    killed.max(in_groups)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -312,12 +308,11 @@ pub fn kill_everything() -> usize {
     0
 }
 
-/// Processes that are alive (not zombies) and either carry the tag or descend from `me`, and
-/// every live process's parent.
+/// Processes that are alive (not zombies) and either carry the tag or descend from `me`.
 #[cfg(target_os = "linux")]
-fn victims(me: u32, tag: &[u8]) -> (Vec<u32>, std::collections::HashMap<u32, u32>) {
+fn victims(me: u32, tag: &[u8]) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return (Vec::new(), std::collections::HashMap::new());
+        return Vec::new();
     };
     let mut parents = std::collections::HashMap::new();
     let mut tagged = Vec::new();
@@ -353,5 +348,5 @@ fn victims(me: u32, tag: &[u8]) -> (Vec<u32>, std::collections::HashMap<u32, u32
     found.extend(tagged);
     found.sort_unstable();
     found.dedup();
-    (found, parents)
+    found
 }

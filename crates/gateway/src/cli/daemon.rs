@@ -22,6 +22,7 @@ pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Resu
     // Clients that cannot ask the user wait in the approval queue, answered from anywhere.
     gateway.set_queue_approvals(true);
     watch_stop_hotkey(&gateway);
+    watch_stop_signal(&gateway);
     let listening = http::serve(
         gateway.clone(),
         home,
@@ -47,6 +48,25 @@ pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Resu
     result?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// SIGUSR1 presses the emergency stop: `aai-gateway stop`'s last way in when neither the
+/// stop marker nor the daemon's endpoint can be reached.
+#[cfg(unix)]
+fn watch_stop_signal(gateway: &std::sync::Arc<aai_engine::pipeline::Gateway>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut usr1) = signal(SignalKind::user_defined1()) else {
+        return;
+    };
+    let gateway = gateway.clone();
+    tokio::spawn(async move {
+        while usr1.recv().await.is_some() {
+            gateway.emergency_stop("SIGUSR1 (aai-gateway stop)").await;
+        }
+    });
+}
+
+#[cfg(not(unix))]
+fn watch_stop_signal(_: &std::sync::Arc<aai_engine::pipeline::Gateway>) {}
 
 /// Ctrl+Shift+Esc presses the emergency stop, where an X display lets the gateway grab it.
 fn watch_stop_hotkey(gateway: &std::sync::Arc<aai_engine::pipeline::Gateway>) {
@@ -255,23 +275,55 @@ fn login_page(home: &Path, link: &str) -> Option<std::path::PathBuf> {
     Some(page)
 }
 
-/// The emergency stop, from the command line: the stop marker first (every gateway of this
-/// user sees it within [`aai_engine::control::MARKER_EVERY`], whatever state the daemon's
-/// listener is in), then the daemon's own report of what it killed.
+/// Writes the stop marker; where the run folder was made unwritable (its mode changed), its
+/// mode is set back to 0700 and the marker written again.
+fn write_marker(home: &Path) -> std::io::Result<()> {
+    match aai_engine::control::write_marker(home, "aai-gateway stop") {
+        Ok(()) => Ok(()),
+        Err(first) => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt as _;
+                let run = home.join("run");
+                if std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).is_ok()
+                    && aai_engine::control::write_marker(home, "aai-gateway stop").is_ok()
+                {
+                    tracing::warn!(run = %run.display(), "the run folder's mode had been changed; set back to 0700");
+                    return Ok(());
+                }
+            }
+            Err(first)
+        }
+    }
+}
+
+/// The emergency stop, from the command line. Every way that can land is tried, and the
+/// output says which did: the stop marker (every gateway of this user sees it within
+/// [`aai_engine::control::MARKER_EVERY`], whatever state the daemon's listener is in), the
+/// daemon's stop endpoint, and a signal to the daemon (SIGUSR1). It fails only when none
+/// landed, naming each failure.
 async fn stop(home: &Path) -> anyhow::Result<ExitCode> {
     let since = std::time::SystemTime::now();
     let already = aai_engine::control::marker(home).is_some();
-    if !already {
-        aai_engine::control::write_marker(home, "aai-gateway stop").with_context(|| {
-            format!(
-                "cannot write the stop marker {}",
-                aai_engine::control::stop_marker(home).display()
-            )
-        })?;
+    let marker = if already { Ok(()) } else { write_marker(home) };
+    let mut landed: Vec<&str> = Vec::new();
+    let mut failed: Vec<String> = Vec::new();
+    match &marker {
+        Ok(()) => landed.push("the stop marker"),
+        Err(error) => failed.push(format!(
+            "the stop marker {} could not be written ({error})",
+            aai_engine::control::stop_marker(home).display()
+        )),
     }
     let Some(running) = aai_engine::runfiles::running(home) else {
+        if marker.is_err() {
+            anyhow::bail!(
+                "the emergency stop did not land: {}; and no daemon runs. Check the folder's owner and mode, then run `aai-gateway stop` again",
+                failed.join("; ")
+            );
+        }
         super::output::line(
-            "emergency stop on: every gateway of this user refuses calls until `aai-gateway resume` (no daemon runs; gateways that clients started stop within 0.1 s)",
+            "emergency stop on (by the stop marker): every gateway of this user refuses calls until `aai-gateway resume` (no daemon runs; gateways that clients started stop within 0.1 s)",
         );
         return Ok(ExitCode::SUCCESS);
     };
@@ -286,7 +338,7 @@ async fn stop(home: &Path) -> anyhow::Result<ExitCode> {
         serde_json::from_slice(&std::fs::read(&report).ok()?).ok()
     };
     let mut body = None;
-    if !already {
+    if !already && marker.is_ok() {
         let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
         while std::time::Instant::now() < until {
             if let Some(found) = fresh() {
@@ -305,25 +357,58 @@ async fn stop(home: &Path) -> anyhow::Result<ExitCode> {
             .json(&serde_json::json!({"by": "aai-gateway stop"}))
             .timeout(std::time::Duration::from_secs(2))
             .send()
-            .await
-            .ok()
-            .filter(|r| r.status().is_success());
-        if let Some(response) = answered {
-            body = response.json().await.ok();
+            .await;
+        match answered {
+            Ok(response) if response.status().is_success() => {
+                landed.push("the daemon's stop endpoint");
+                body = response.json().await.ok();
+            }
+            Ok(response) => failed.push(format!(
+                "the daemon's stop endpoint answered {}",
+                response.status()
+            )),
+            Err(error) => failed.push(format!("the daemon's stop endpoint: {error}")),
         }
     }
+    if body.is_none() && marker.is_err() {
+        match signal_stop(running.info.pid) {
+            Ok(()) => landed.push("SIGUSR1 to the daemon"),
+            Err(error) => failed.push(format!(
+                "SIGUSR1 to the daemon (pid {}): {error}",
+                running.info.pid
+            )),
+        }
+    }
+    if landed.is_empty() {
+        anyhow::bail!("the emergency stop did not land: {}", failed.join("; "));
+    }
+    let how = landed.join(" and ");
     let text = match body {
         Some(body) => format!(
-            "emergency stop on: {} process(es) killed, {} key(s)/button(s) released in {} ms; nothing runs until `aai-gateway resume`",
+            "emergency stop on (by {how}): {} process(es) killed, {} key(s)/button(s) released in {} ms; nothing runs until `aai-gateway resume`",
             body["killed"], body["input_released"], body["took_ms"]
         ),
         None => format!(
-            "emergency stop on (the stop marker is written, and every gateway refuses calls as soon as it looks); the daemon (pid {}) did not confirm what it killed",
+            "emergency stop on (by {how}; every gateway refuses calls as soon as it looks); the daemon (pid {}) did not confirm what it killed",
             running.info.pid
         ),
     };
     super::output::line(&text);
+    for problem in &failed {
+        eprintln!("aai-gateway: also tried: {problem}");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Sends the daemon SIGUSR1, its emergency stop.
+#[cfg(target_os = "linux")]
+fn signal_stop(pid: u32) -> std::io::Result<()> {
+    aai_contain::procs::send_stop(pid)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn signal_stop(_: u32) -> std::io::Result<()> {
+    Err(std::io::Error::other("not sent on this system"))
 }
 
 /// Lifts the emergency stop everywhere: the marker goes, and the daemon is told at once.

@@ -238,6 +238,24 @@ fn plain_argument(arg: &str) -> bool {
 
 /// What the launch of `argv` (the program and every argument) is judged as, when it is a
 /// command rather than an application.
+/// Whether `argv` starts a desktop program (a desktop entry starts its file in a window, and
+/// it is no shell or interpreter): it gets the display and the session bus in its box. Every
+/// other launch runs in exactly the terminal's box.
+pub fn windowed(argv: &[String]) -> bool {
+    let Some(program) = argv.first() else {
+        return false;
+    };
+    let Some(file) = located(program) else {
+        return false;
+    };
+    let runs_code = RUNS_CODE.contains(&program_name(program).as_str())
+        || RUNS_CODE.contains(&program_name(&file.to_string_lossy()).as_str());
+    !runs_code
+        && entries_for(&file)
+            .iter()
+            .any(|e| e.application && !e.terminal)
+}
+
 pub fn as_command(argv: &[String]) -> Option<AsCommand> {
     let (program, args) = argv.split_first()?;
     let name = program_name(program);

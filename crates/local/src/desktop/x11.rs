@@ -15,6 +15,7 @@ use aai_descriptor::AaiError;
 use image::RgbImage;
 use x11rb::connection::Connection;
 use x11rb::protocol::randr::ConnectionExt as _;
+use x11rb::protocol::res::ConnectionExt as _;
 use x11rb::protocol::xproto::{
     AtomEnum, ClientMessageEvent, ConfigureWindowAux, ConnectionExt as _, EventMask, ImageFormat,
     MapState,
@@ -85,6 +86,9 @@ pub struct X11 {
     height: u16,
     atoms: Atoms,
     keymap: Mutex<Option<Keymap>>,
+    /// The server has the X-Resource extension (1.2+): a window's process is the one the
+    /// server knows by its connection, not what the window's `_NET_WM_PID` claims.
+    xres: bool,
 }
 
 /// Buttons and keys pressed by one call: every one is released when this is dropped, so a
@@ -166,6 +170,11 @@ impl X11 {
         let root = setup.roots.get(screen).ok_or_else(|| x11("no screen"))?;
         let (root_id, width, height) = (root.root, root.width_in_pixels, root.height_in_pixels);
         let atoms = Atoms::new(&conn).map_err(x11)?.reply().map_err(x11)?;
+        let xres = conn
+            .res_query_version(1, 2)
+            .ok()
+            .and_then(|c| c.reply().ok())
+            .is_some_and(|v| (v.server_major, v.server_minor) >= (1, 2));
         Ok(Self {
             conn,
             root: root_id,
@@ -173,6 +182,7 @@ impl X11 {
             height,
             atoms,
             keymap: Mutex::new(None),
+            xres,
         })
     }
 
@@ -337,6 +347,30 @@ impl X11 {
             .collect()
     }
 
+    /// The process of the client that made window `id`: as the X server knows it (the
+    /// X-Resource extension: the peer of the client's local connection), which no client can
+    /// set; `_NET_WM_PID`, which any client can set on any window, only on a server without
+    /// the extension. `None` for a client the server cannot name (over TCP).
+    pub fn owner_pid(&self, id: u32) -> Option<u32> {
+        use x11rb::protocol::res::{ClientIdMask, ClientIdSpec};
+        if !self.xres {
+            return self
+                .property32(id, self.atoms._NET_WM_PID, AtomEnum::CARDINAL)
+                .first()
+                .copied();
+        }
+        let spec = ClientIdSpec {
+            client: id,
+            mask: ClientIdMask::LOCAL_CLIENT_PID,
+        };
+        let reply = self.conn.res_query_client_ids(&[spec]).ok()?.reply().ok()?;
+        reply
+            .ids
+            .iter()
+            .find(|v| v.spec.mask.contains(ClientIdMask::LOCAL_CLIENT_PID))
+            .and_then(|v| v.value.first().copied())
+    }
+
     fn window(&self, id: u32, active: Option<u32>) -> Option<Window> {
         let geometry = self.conn.get_geometry(id).ok()?.reply().ok()?;
         let at = self
@@ -358,10 +392,7 @@ impl X11 {
             .map(|p| String::from_utf8_lossy(p).into_owned());
         let instance = parts.next().unwrap_or_default();
         let class = parts.next().unwrap_or_default();
-        let pid = self
-            .property32(id, self.atoms._NET_WM_PID, AtomEnum::CARDINAL)
-            .first()
-            .copied();
+        let pid = self.owner_pid(id);
         let state = self.property32(id, self.atoms._NET_WM_STATE, AtomEnum::ATOM);
         Some(Window {
             id,

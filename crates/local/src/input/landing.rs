@@ -5,8 +5,9 @@
 //! **A terminal window** is recognised two ways, either one enough:
 //! - by name: its `WM_CLASS` class or instance is a known terminal emulator ([`TERMINALS`]:
 //!   xterm, st, urxvt, lxterminal, gnome-terminal, konsole, kitty, alacritty, …);
-//! - by what it does: its process (`_NET_WM_PID`) or one of that process's descendants holds
-//!   the master side of a pseudo-terminal open (`/dev/ptmx` among its open files). This finds
+//! - by what it does: its process (as the X server knows it, see `X11::owner_pid`: a window's
+//!   `_NET_WM_PID` is set by whoever wants) or one of that process's descendants holds the
+//!   master side of a pseudo-terminal open (`/dev/ptmx` among its open files). This finds
 //!   terminals renamed with `-class`/`-name`, terminals not on the list, and apps with a
 //!   terminal inside (an IDE's panel), where typed text may reach a shell just the same.
 //!
@@ -68,6 +69,22 @@ pub const TERMINALS: &[&str] = &[
     "blackbox",
     "hyper",
     "tabby",
+];
+
+/// Interpreter and REPL windows by `WM_CLASS` class or instance, lower case: what is typed
+/// there runs as code, so they are judged like terminals.
+pub const REPLS: &[&str] = &[
+    "idle",
+    "idle3",
+    "jupyter-qtconsole",
+    "ipython",
+    "bpython",
+    "thonny",
+    "spyder",
+    "drracket",
+    "pgadmin4",
+    "sqlitebrowser",
+    "dbeaver",
 ];
 
 /// What a window is to the input tools.
@@ -137,10 +154,15 @@ pub fn is_gate(window: &Window) -> bool {
 
 /// Whether `window` is a terminal emulator's (see the module's notes).
 pub fn is_terminal(window: &Window) -> bool {
-    let named = [&window.class, &window.instance]
-        .iter()
-        .any(|n| TERMINALS.contains(&n.to_lowercase().as_str()));
-    named || window.pid.is_some_and(holds_a_terminal)
+    let named = [&window.class, &window.instance].iter().any(|n| {
+        let n = n.to_lowercase();
+        TERMINALS.contains(&n.as_str()) || REPLS.contains(&n.as_str()) || n.starts_with("idle-")
+    });
+    // IDLE's shell window, whatever its class: "IDLE Shell 3.11.2", "Python 3.11.2 Shell".
+    let title = window.title.to_lowercase();
+    let repl_title = title.starts_with("idle shell")
+        || (title.starts_with("python ") && title.ends_with(" shell"));
+    named || repl_title || window.pid.is_some_and(holds_a_terminal)
 }
 
 /// Whether `pid` runs under the gateway's sandbox launcher: one of its ancestors is an
@@ -257,6 +279,11 @@ mod tests {
         assert!(is_terminal(&window("bash", "XTerm", None)));
         assert!(is_terminal(&window("x", "st-256color", None)));
         assert!(!is_terminal(&window("notes", "Gedit", None)));
+        // Interpreter and REPL windows are judged like terminals.
+        assert!(is_terminal(&window("IDLE Shell 3.11.2", "Toplevel", None)));
+        assert!(is_terminal(&window("Python 3.11.2 Shell", "Tk", None)));
+        assert!(is_terminal(&window("untitled", "Idle", None)));
+        assert!(is_terminal(&window("Jupyter", "jupyter-qtconsole", None)));
         // A process with no pseudo-terminal is no terminal whatever its name; one that opens
         // /dev/ptmx is, whatever its name.
         let mut sleeper = std::process::Command::new("sleep")

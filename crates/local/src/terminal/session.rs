@@ -30,10 +30,15 @@ impl Session {
         let located = aai_executor::process::locate(&aai_executor::process::Command::new(shell));
         #[cfg(not(target_os = "linux"))]
         let located: Option<String> = None;
+        // The session's own folder (the commands' stderr goes there): made first, so that a
+        // contained shell, whose temporary folder is private, still sees it.
+        let dir = tempfile::tempdir()
+            .map_err(|e| failed(format!("cannot make a session folder: {e}")))?;
         let (program, args) = match contain {
             Some(profile) => {
                 #[allow(unused_mut)]
                 let mut profile = profile.clone();
+                profile.write.push(dir.path().to_path_buf());
                 // The launcher enters the session's group before it restricts itself.
                 #[cfg(target_os = "linux")]
                 {
@@ -59,8 +64,6 @@ impl Session {
             aai_executor::process::TAG_VAR,
             aai_executor::process::process_tag(),
         );
-        let dir = tempfile::tempdir()
-            .map_err(|e| failed(format!("cannot make a session folder: {e}")))?;
         command.cwd(cwd);
         let child = pty.slave.spawn_command(command).map_err(|e| {
             AaiError::new(

@@ -1,0 +1,543 @@
+//! A contained process's own view of the file system, made by the launcher's second stage
+//! before it restricts itself with Landlock.
+//!
+//! The stage moves into a user and a mount namespace of its own (no privilege needed) and
+//! changes what it sees, not what is on disk:
+//!
+//! - private, empty `/tmp`, `/var/tmp`, `/dev/shm`, the temporary folder the gateway uses and
+//!   the user's runtime folder (`XDG_RUNTIME_DIR`): what the user's session keeps there — a
+//!   bus, an ssh-agent, tmux, a program's command socket, the user's own files — is not there;
+//! - the gateway's home is an empty read-only folder (or, for an MCP server, itself read-only
+//!   with its secrets emptied); the gateway's other folders read-only;
+//! - every path of the deny list (the user's secret stores) an empty read-only folder or file;
+//! - the user's other session sockets outside those folders covered (the system bus, screen,
+//!   docker, systemd's private socket);
+//! - inside the allowed folders, the files that make something run later without the agent
+//!   (`.git/hooks`, `.git/config`, `.mcp.json`, `.vscode/`, `.envrc`, shell rc files, …)
+//!   read-only ([`RUN_LATER`]);
+//! - what must stay in sight although it lies in a private folder — an allowed folder under
+//!   `/tmp`, a file named readable, and for a desktop profile the display's socket, the X
+//!   authority file and the session bus — is bound back at its own path.
+//!
+//! The stage then enters a second, nested user and mount namespace, which locks every mount
+//! made here (a process cannot lift one without lifting them all), and Landlock forbids
+//! changing mounts at all. Where user namespaces are off, nothing of this applies and the
+//! launcher falls back to Landlock's own rules; `aai-gateway doctor` says which holds.
+
+use std::ffi::OsString;
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MsFlags, mount};
+
+use crate::ContainError;
+use crate::Profile;
+use crate::rules::resolve;
+use crate::sessions::{DESKTOP_VARS, SESSION_VARS};
+
+/// The files and folders inside an allowed folder (or a project directly in it) that make
+/// something run later without the agent: git's hooks and config (a hook or `core.fsmonitor`
+/// runs at the user's next commit), agents' and editors' project settings (MCP servers, tasks),
+/// direnv's `.envrc`, and shell start-up files.
+pub const RUN_LATER: &[&str] = &[
+    ".git/hooks",
+    ".git/config",
+    ".gitmodules",
+    ".mcp.json",
+    ".vscode",
+    ".idea",
+    ".claude",
+    ".cursor",
+    ".codex",
+    ".envrc",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+];
+
+/// What the command's environment must say about the view.
+#[derive(Debug, Default)]
+pub struct Entered {
+    /// Set in the command's environment.
+    pub set: Vec<(&'static str, OsString)>,
+    /// Removed from it.
+    pub remove: Vec<&'static str>,
+}
+
+/// A path seen before the view is made, held open so that it can be bound back.
+struct Keep {
+    path: PathBuf,
+    fd: OwnedFd,
+    dir: bool,
+    /// Inside a folder the view hides (a file named readable under the gateway's home).
+    in_hidden: bool,
+}
+
+/// Where this environment's session sockets are (see [`crate::sessions`]), and the desktop
+/// sockets a desktop profile keeps.
+fn desktop_paths(var: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(display) = var("DISPLAY") {
+        let display = display.to_string_lossy().into_owned();
+        // `:0`, `:0.0` or `unix:0`: the socket is /tmp/.X11-unix/X0.
+        if let Some(number) = display
+            .strip_prefix("unix")
+            .unwrap_or(&display)
+            .strip_prefix(':')
+            .and_then(|n| n.split('.').next())
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        {
+            out.push(PathBuf::from(format!("/tmp/.X11-unix/X{number}")));
+        }
+    }
+    if let Some(file) = var("XAUTHORITY") {
+        out.push(file.into());
+    }
+    if let (Some(runtime), Some(wayland)) = (var("XDG_RUNTIME_DIR"), var("WAYLAND_DISPLAY")) {
+        out.push(Path::new(&runtime).join(wayland));
+    }
+    if let Some(address) = var("DBUS_SESSION_BUS_ADDRESS") {
+        out.extend(crate::sessions::bus_paths(&address));
+    }
+    out.retain(|p| p.is_absolute());
+    out
+}
+
+fn open_path(path: &Path) -> Option<(OwnedFd, bool)> {
+    use rustix::fs::{CWD, FileType, Mode, OFlags, fstat, openat};
+    let fd = openat(
+        CWD,
+        path,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let kind = FileType::from_raw_mode(fstat(&fd).ok()?.st_mode);
+    (kind != FileType::Symlink).then_some((fd, kind == FileType::Directory))
+}
+
+fn within(path: &Path, dirs: &[PathBuf]) -> bool {
+    dirs.iter().any(|d| path.starts_with(d))
+}
+
+/// Mount flags of `path`'s mount that a bind made read-only in a user namespace must keep
+/// (the kernel refuses to drop them).
+fn locked_flags(path: &Path) -> MsFlags {
+    use rustix::fs::StatVfsMountFlags as F;
+    let Ok(stat) = rustix::fs::statvfs(path) else {
+        return MsFlags::empty();
+    };
+    let mut flags = MsFlags::empty();
+    for (from, to) in [
+        (F::NOSUID, MsFlags::MS_NOSUID),
+        (F::NODEV, MsFlags::MS_NODEV),
+        (F::NOEXEC, MsFlags::MS_NOEXEC),
+        (F::NOATIME, MsFlags::MS_NOATIME),
+        (F::NODIRATIME, MsFlags::MS_NODIRATIME),
+        (F::RELATIME, MsFlags::MS_RELATIME),
+    ] {
+        if stat.f_flag.contains(from) {
+            flags |= to;
+        }
+    }
+    flags
+}
+
+fn step(what: String) -> impl FnOnce(nix::errno::Errno) -> ContainError {
+    ContainError::namespace(what)
+}
+
+fn tmpfs(path: &Path, mode: &str) -> Result<(), ContainError> {
+    mount(
+        Some("tmpfs"),
+        path,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(format!("mode={mode}").as_str()),
+    )
+    .map_err(step(format!("make a private folder at {}", path.display())))
+}
+
+fn read_only(path: &Path) -> Result<(), ContainError> {
+    mount(
+        None::<&str>,
+        path,
+        None::<&str>,
+        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | locked_flags(path),
+        None::<&str>,
+    )
+    .map_err(step(format!("make {} read-only", path.display())))
+}
+
+fn bind(source: &Path, target: &Path) -> Result<(), ContainError> {
+    mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(step(format!("show {} in the sandbox", target.display())))
+}
+
+/// The same (device, inode) at `path` as the held `fd`.
+fn same(path: &Path, fd: &OwnedFd) -> bool {
+    let (Ok(a), Ok(b)) = (rustix::fs::stat(path), rustix::fs::fstat(fd)) else {
+        return false;
+    };
+    a.st_dev == b.st_dev && a.st_ino == b.st_ino
+}
+
+/// Binds a held path back at its own place, making its mount point inside the private
+/// folder that now covers it.
+fn restore(keep: &Keep) -> Result<(), ContainError> {
+    if same(&keep.path, &keep.fd) {
+        return Ok(());
+    }
+    let make = |e: std::io::Error| ContainError::Namespace {
+        step: format!("make a place for {} in the sandbox", keep.path.display()),
+        source: e,
+    };
+    if let Some(parent) = keep.path.parent() {
+        std::fs::create_dir_all(parent).map_err(make)?;
+    }
+    if keep.dir {
+        std::fs::create_dir_all(&keep.path).map_err(make)?;
+    } else if std::fs::symlink_metadata(&keep.path).is_err() {
+        std::fs::File::create(&keep.path).map_err(make)?;
+    }
+    let source = PathBuf::from(format!(
+        "/proc/self/fd/{}",
+        rustix::fd::AsRawFd::as_raw_fd(&keep.fd.as_fd())
+    ));
+    bind(&source, &keep.path)
+}
+
+/// Covers an existing file with an empty read-only one (`empty`, on a private tmpfs).
+fn cover_file(path: &Path, empty: &Path) -> Result<(), ContainError> {
+    mount(
+        Some(empty),
+        path,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(step(format!("hide {}", path.display())))?;
+    read_only(path)
+}
+
+/// An empty folder or file, read-only, over `path` when it exists (links are left: what they
+/// point at is judged where it lies).
+fn hide(path: &Path, empty: &Path) -> Result<bool, ContainError> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(false);
+    };
+    if meta.is_dir() {
+        tmpfs(path, "0755")?;
+        read_only(path)?;
+    } else if meta.file_type().is_symlink() {
+        return Ok(false);
+    } else {
+        cover_file(path, empty)?;
+    }
+    Ok(true)
+}
+
+/// The run-later files of [`RUN_LATER`] that exist in `root` and in the folders directly in it.
+pub fn run_later(root: &Path) -> Vec<PathBuf> {
+    let mut folders = vec![root.to_path_buf()];
+    if let Ok(entries) = std::fs::read_dir(root) {
+        folders.extend(
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path()),
+        );
+    }
+    let mut found = Vec::new();
+    for folder in folders {
+        for name in RUN_LATER {
+            let path = folder.join(name);
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_symlink()) {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// Moves this (single-threaded) process into user and mount namespaces of its own, with
+/// the same ids inside as outside.
+///
+/// The launcher's first stage writes the maps (see `launcher::map_ids_of`): this process
+/// stops itself once, made or not, and finds them written when it goes on.
+fn unshare_as_self() -> Result<(), ContainError> {
+    use nix::sched::{CloneFlags, unshare};
+    let made = unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS);
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    made.map_err(ContainError::namespace("make a user and mount namespace"))?;
+    let mapped = std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|m| !m.trim().is_empty())
+        && std::fs::read_to_string("/proc/self/gid_map").is_ok_and(|m| !m.trim().is_empty());
+    if !mapped {
+        return Err(ContainError::Namespace {
+            step: "map the user and group ids".to_owned(),
+            source: std::io::Error::other("the launcher's first stage did not write them"),
+        });
+    }
+    Ok(())
+}
+
+/// Whether the namespaces could not be made at all (user namespaces off): the launcher then
+/// falls back to Landlock's rules alone. Any later failure refuses the command.
+pub fn unavailable(error: &ContainError) -> bool {
+    matches!(error, ContainError::Namespace { step, .. } if step == "make a user and mount namespace")
+}
+
+/// Makes the view of `profile` for this process (see the module's text).
+///
+/// # Errors
+/// A step that failed; [`unavailable`] tells whether nothing was changed.
+pub fn enter(
+    profile: &Profile,
+    var: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<Entered, ContainError> {
+    let uid = nix::unistd::getuid().as_raw();
+    let home = resolve(&profile.home);
+    let deny: Vec<PathBuf> = profile.deny.iter().map(|p| resolve(p)).collect();
+    let protect: Vec<PathBuf> = profile.protect.iter().map(|p| resolve(p)).collect();
+    let mut hidden = deny.clone();
+    hidden.push(home.clone());
+    hidden.extend(protect.iter().cloned());
+
+    let runtime = var("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| PathBuf::from(format!("/run/user/{uid}")));
+    let mut private: Vec<PathBuf> = vec!["/tmp".into(), "/var/tmp".into(), "/dev/shm".into()];
+    if let Some(temp) = &profile.temp {
+        private.push(resolve(temp));
+    }
+    private.push(resolve(&runtime));
+    private.push(PathBuf::from(format!("/run/user/{uid}")));
+    private.sort();
+    private.dedup();
+    // A private folder inside another is covered with it; one inside a hidden one stays hidden.
+    let private: Vec<PathBuf> = private
+        .iter()
+        .filter(|p| !private.iter().any(|q| q != *p && p.starts_with(q)))
+        .filter(|p| !within(p, &hidden) && std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .cloned()
+        .collect();
+
+    unshare_as_self()?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(ContainError::namespace("make the mounts private"))?;
+
+    // What must stay in sight, opened before anything is covered (in the new namespace: a
+    // bind's source must be one of its mounts).
+    let mut wanted: Vec<(PathBuf, bool)> = profile
+        .write
+        .iter()
+        .map(|p| (resolve(p), false))
+        .chain(profile.read.iter().map(|p| (resolve(p), true)))
+        .collect();
+    if profile.desktop {
+        wanted.extend(desktop_paths(var).into_iter().map(|p| (resolve(&p), false)));
+    }
+    let mut keeps = Vec::new();
+    if profile.home_readable
+        && let Some((fd, true)) = open_path(&home)
+    {
+        keeps.push(Keep {
+            path: home.clone(),
+            fd,
+            dir: true,
+            in_hidden: false,
+        });
+    }
+    for (path, named_readable) in wanted {
+        let in_hidden = within(&path, &hidden);
+        // Nothing under a hidden folder comes back but a file named readable.
+        if in_hidden && !named_readable {
+            continue;
+        }
+        if let Some((fd, dir)) = open_path(&path) {
+            keeps.push(Keep {
+                path,
+                fd,
+                dir,
+                in_hidden,
+            });
+        }
+    }
+
+    for dir in &private {
+        let mode = if dir.starts_with("/run/user") || *dir == resolve(&runtime) {
+            "0700"
+        } else {
+            "1777"
+        };
+        tmpfs(dir, mode)?;
+    }
+    // An empty file to lay over the files that are hidden (unlinked at the end; the binds keep
+    // it).
+    let empty = PathBuf::from("/tmp/.aai-empty");
+    if Path::new("/tmp").is_dir() {
+        std::fs::write(&empty, b"").map_err(|e| ContainError::Namespace {
+            step: "make an empty file".to_owned(),
+            source: e,
+        })?;
+    }
+    for keep in keeps.iter().filter(|k| !k.in_hidden) {
+        restore(keep)?;
+    }
+
+    // The session's other sockets, where no private folder already covers them.
+    let desktop = if profile.desktop {
+        desktop_paths(var)
+    } else {
+        Vec::new()
+    };
+    let sessions = crate::sessions::session_paths(var, uid);
+    for path in sessions
+        .iter()
+        .filter(|p| !within(p, &private) && !desktop.contains(p))
+    {
+        hide(path, &empty)?;
+    }
+    // The gateway's home: an empty folder, or (an MCP server) itself with its secrets emptied.
+    if profile.home_readable {
+        if std::fs::symlink_metadata(&home).is_ok_and(|m| m.is_dir()) {
+            // Bound back above when a private folder covered it; bound on itself otherwise.
+            if !private.iter().any(|p| home.starts_with(p)) {
+                bind(&home, &home)?;
+            }
+            read_only(&home)?;
+            for secret in crate::rules::secrets(&home, &crate::rules::list) {
+                hide(&secret, &empty)?;
+            }
+        }
+    } else if std::fs::symlink_metadata(&home).is_ok_and(|m| m.is_dir()) {
+        tmpfs(&home, "0755")?;
+    }
+    for dir in &protect {
+        if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+            bind(dir, dir)?;
+            read_only(dir)?;
+        }
+    }
+    for path in &deny {
+        hide(path, &empty)?;
+    }
+    for root in &profile.write {
+        let root = resolve(root);
+        if within(&root, &hidden) {
+            continue;
+        }
+        for path in run_later(&root) {
+            if within(&path, &hidden) {
+                continue;
+            }
+            bind(&path, &path)?;
+            read_only(&path)?;
+        }
+    }
+    // Files named readable inside the hidden home, then the home made read-only.
+    for keep in keeps.iter().filter(|k| k.in_hidden) {
+        restore(keep)?;
+    }
+    if !profile.home_readable && std::fs::symlink_metadata(&home).is_ok_and(|m| m.is_dir()) {
+        read_only(&home)?;
+    }
+    let _ = std::fs::remove_file(&empty);
+    drop(keeps);
+
+    // Nothing contained can lift a mount made here: Landlock forbids every change of mounts
+    // to a restricted process.
+
+    let mut entered = Entered::default();
+    entered.set.push(("TMPDIR", "/tmp".into()));
+    if private.iter().any(|p| *p == resolve(&runtime)) {
+        entered
+            .set
+            .push(("XDG_RUNTIME_DIR", runtime.into_os_string()));
+    }
+    entered.remove = SESSION_VARS
+        .iter()
+        .copied()
+        .filter(|v| !(profile.desktop && DESKTOP_VARS.contains(v)))
+        .collect();
+    Ok(entered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_desktop_keeps_the_displays_socket_its_authority_and_the_bus() {
+        let env = |name: &str| -> Option<OsString> {
+            match name {
+                "DISPLAY" => Some(":7.0".into()),
+                "XAUTHORITY" => Some("/run/user/1000/gdm/Xauthority".into()),
+                "XDG_RUNTIME_DIR" => Some("/run/user/1000".into()),
+                "WAYLAND_DISPLAY" => Some("wayland-0".into()),
+                "DBUS_SESSION_BUS_ADDRESS" => Some("unix:path=/run/user/1000/bus".into()),
+                _ => None,
+            }
+        };
+        let got = desktop_paths(&env);
+        for want in [
+            "/tmp/.X11-unix/X7",
+            "/run/user/1000/gdm/Xauthority",
+            "/run/user/1000/wayland-0",
+            "/run/user/1000/bus",
+        ] {
+            assert!(got.contains(&PathBuf::from(want)), "{want}: {got:?}");
+        }
+        // A display on another host has no socket here.
+        let remote = |name: &str| (name == "DISPLAY").then(|| OsString::from("host:0"));
+        assert!(desktop_paths(&remote).is_empty());
+    }
+
+    #[test]
+    fn the_run_later_files_of_a_folder_and_its_projects_are_found() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path();
+        for d in [
+            "repo/.git/hooks",
+            "repo/.vscode",
+            "repo/src",
+            "deep/a/.git/hooks",
+        ] {
+            std::fs::create_dir_all(root.join(d)).expect("dir");
+        }
+        std::fs::write(root.join("repo/.git/config"), "").expect("config");
+        std::fs::write(root.join(".envrc"), "").expect("envrc");
+        std::fs::write(root.join("repo/main.rs"), "").expect("file");
+        let mut found = run_later(root);
+        found.sort();
+        let want: Vec<PathBuf> = [
+            ".envrc",
+            "repo/.git/config",
+            "repo/.git/hooks",
+            "repo/.vscode",
+        ]
+        .iter()
+        .map(|p| root.join(p))
+        .collect();
+        assert_eq!(found, want, "two levels deep at most");
+    }
+}

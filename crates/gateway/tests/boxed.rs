@@ -1,0 +1,678 @@
+//! What the agent starts runs in a box of its own (issue 36), judged by effect with real
+//! processes: a private temporary folder and runtime folder, none of the user's session
+//! sockets (a real ssh-agent that would sign, a real D-Bus bus), the user's secret stores
+//! empty, the files that run later read-only, a fork-and-exit loop that dies with the stop,
+//! and the same box for an ordinary user. Each family runs under `full_auto` and under the
+//! default profile with a standing grant of the terminal.
+//!
+//! The test folders live under the system's temporary folder on purpose: a clone under
+//! `/tmp` must be as safe as one anywhere else.
+#![cfg(target_os = "linux")]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use aai_descriptor::AaiError;
+use aai_engine::config::Config;
+use serde_json::{Value, json};
+
+mod common;
+
+use common::TestGateway as Setup;
+
+/// The emergency stop kills every descendant of this process: one test at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const SECRET: &str = "box-secret-value";
+const KEEP: &str = "canary-content";
+
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    /// Every call runs unasked.
+    FullAuto,
+    /// The default profile, with "always allow" given for the terminal.
+    Granted,
+}
+
+const MODES: [Mode; 2] = [Mode::FullAuto, Mode::Granted];
+
+/// A gateway whose allowed folder `work` and home `home` lie in a folder under the system's
+/// temporary folder; `outside` is next to them, outside every allowed folder.
+fn boxed(mode: Mode, extra: Value) -> Setup {
+    aai_contain::set_launcher(env!("CARGO_BIN_EXE_aai-gateway"));
+    let base = tempfile::Builder::new()
+        .prefix("aai-box-")
+        .tempdir_in(std::env::temp_dir())
+        .expect("base");
+    let root = base.path();
+    for dir in ["work", "outside", "home/run", "secrets/.ssh"] {
+        std::fs::create_dir_all(root.join(dir)).expect("dir");
+    }
+    std::fs::write(root.join("home/config.json"), "{}").expect("config");
+    std::fs::write(root.join("home/run/token"), SECRET).expect("token");
+    std::fs::write(root.join("secrets/.ssh/id_test"), SECRET).expect("key");
+    std::fs::write(root.join("secrets/.netrc"), SECRET).expect("netrc");
+    std::fs::write(root.join("outside/keep.txt"), KEEP).expect("canary");
+    let policy = match mode {
+        Mode::FullAuto => json!({"default_profile": "p", "profiles": {"p": {"preset": "full_auto",
+            "risk_policies": {"high": "auto_approve", "critical": "auto_approve"}}}}),
+        Mode::Granted => json!({}),
+    };
+    let mut config = json!({
+        "policy": policy,
+        "local": {"sandbox": {
+            "allowed_directories": [root.join("work"), root.join("secrets")],
+            "denied_paths": [root.join("secrets/.ssh"), root.join("secrets/.netrc")]},
+          "writable_caches": []},
+        "web": {"cache_dir": root.join("web-cache")}
+    });
+    merge(&mut config, extra);
+    let config: Config = serde_json::from_value(config).expect("config");
+    let home = root.join("home");
+    let setup = Setup::scanning(base, &home, config);
+    if matches!(mode, Mode::Granted) {
+        aai_audit::Grants::open(&home.join("data.db"))
+            .expect("grants")
+            .grant(&aai_audit::Grant::always(
+                "agent",
+                "local.terminal",
+                None,
+                "test",
+            ))
+            .expect("grant");
+    }
+    setup
+}
+
+fn merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (slot, other) => *slot = other,
+    }
+}
+
+async fn bash(s: &Setup, command: &str) -> Value {
+    s.call_as(
+        "agent",
+        "local.terminal",
+        "bash_execute",
+        json!({"command": command, "timeout_ms": 20_000}),
+    )
+    .await
+    .unwrap_or_else(|e: AaiError| panic!("`{command}` was refused: {e}"))
+}
+
+fn stdout(out: &Value) -> &str {
+    out["stdout"].as_str().unwrap_or_default()
+}
+
+/// Runs `program args` from the test itself (outside every box), with `env`.
+fn outside(program: &str, args: &[&str], env: &[(&str, &Path)]) -> std::process::Output {
+    let mut command = std::process::Command::new(program);
+    command.args(args).stdin(std::process::Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().expect(program)
+}
+
+/// A child process killed when dropped.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < until, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `/tmp`, `/var/tmp`, `/dev/shm` and the runtime folder are the box's own: the user's files
+/// there, a real ssh-agent holding a key and a real D-Bus bus under `/tmp` are out of reach,
+/// while the allowed folder (itself under `/tmp`) is there and writable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_box_has_its_own_temporary_folders_and_none_of_the_users_sockets() {
+    let _serial = SERIAL.lock().await;
+    for mode in MODES {
+        let s = boxed(mode, json!({}));
+        let sockets = s.path("outside/sockets");
+        std::fs::create_dir_all(&sockets).expect("sockets");
+        // A real ssh-agent with a key, on a socket under /tmp.
+        let agent = sockets.join("agent.sock");
+        let _agent = Reaped(
+            std::process::Command::new("ssh-agent")
+                .args(["-D", "-a"])
+                .arg(&agent)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("ssh-agent (openssh-client; scripts/test.sh installs it)"),
+        );
+        let key = s.path("outside/id_ed25519");
+        let made = outside(
+            "ssh-keygen",
+            &[
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-f",
+                &key.to_string_lossy(),
+            ],
+            &[],
+        );
+        assert!(made.status.success(), "{made:?}");
+        until("the agent takes the key", || {
+            outside(
+                "ssh-add",
+                &["-q", &key.to_string_lossy()],
+                &[("SSH_AUTH_SOCK", &agent)],
+            )
+            .status
+            .success()
+        })
+        .await;
+        std::fs::copy(key.with_extension("pub"), s.path("work/id.pub")).expect("pub");
+        std::fs::remove_file(&key).expect("the private key lives in the agent only");
+        std::fs::write(s.path("work/data"), "sign me").expect("data");
+        // The same signature from outside works: the probe is one that can succeed.
+        let signed = outside(
+            "ssh-keygen",
+            &[
+                "-Y",
+                "sign",
+                "-f",
+                &s.p("work/id.pub"),
+                "-n",
+                "file",
+                &s.p("work/data"),
+            ],
+            &[("SSH_AUTH_SOCK", &agent)],
+        );
+        assert!(signed.status.success(), "{signed:?}");
+        std::fs::remove_file(s.path("work/data.sig")).expect("sig");
+
+        // A real D-Bus bus on a socket under /tmp.
+        let bus_socket = sockets.join("bus");
+        let _bus = Reaped(
+            std::process::Command::new("dbus-daemon")
+                .args(["--session", "--nofork", "--nopidfile"])
+                .arg(format!("--address=unix:path={}", bus_socket.display()))
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("dbus-daemon"),
+        );
+        let bus = format!("unix:path={}", bus_socket.display());
+        let bus_arg = format!("--bus={bus}");
+        let list = [
+            &bus_arg,
+            "--print-reply",
+            "--dest=org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus.ListNames",
+        ];
+        // Answered from outside (once it listens): the probe is one that can succeed.
+        until("the bus answers", || {
+            outside("dbus-send", &list, &[]).status.success()
+        })
+        .await;
+
+        // A file of the user's in /dev/shm.
+        let shm = PathBuf::from(format!("/dev/shm/aai-box-{}", std::process::id()));
+        std::fs::write(&shm, KEEP).expect("shm");
+
+        let out = bash(
+            &s,
+            &format!(
+                "SSH_AUTH_SOCK={agent} ssh-keygen -Y sign -f {work}/id.pub -n file {work}/data; \
+                 dbus-send --bus={bus} --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus.ListNames && echo BUS-REACHED; \
+                 python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(\"AGENT-REACHED\")' {agent}; \
+                 cat {outside}/keep.txt; echo gone > {outside}/keep.txt; {rm} \
+                 cat {shm}; echo gone > {shm}; \
+                 echo in-work > {work}/made.txt; \
+                 t=$(mktemp); echo temp > \"$t\"; cat \"$t\"; echo \"TMPDIR=$TMPDIR\"; ls -A /tmp | grep -c .",
+                agent = agent.display(),
+                work = s.p("work"),
+                outside = s.p("outside"),
+                shm = shm.display(),
+                // Rated critical, so the default profile blocks it whatever is granted.
+                rm = match mode {
+                    Mode::FullAuto => format!("rm -rf {};", s.p("outside")),
+                    Mode::Granted => String::new(),
+                },
+            ),
+        )
+        .await;
+        let text = out.to_string();
+        assert!(
+            !s.path("work/data.sig").exists(),
+            "{mode:?}: the agent signed: {out}"
+        );
+        assert!(!text.contains("BUS-REACHED"), "{mode:?}: {out}");
+        assert!(!text.contains("AGENT-REACHED"), "{mode:?}: {out}");
+        assert_eq!(
+            std::fs::read_to_string(s.path("outside/keep.txt"))
+                .ok()
+                .as_deref(),
+            Some(KEEP),
+            "{mode:?}: {out}"
+        );
+        assert_eq!(std::fs::read_to_string(&shm).ok().as_deref(), Some(KEEP));
+        let _ = std::fs::remove_file(&shm);
+        assert!(
+            !text.contains(KEEP),
+            "{mode:?}: a file outside was read: {out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(s.path("work/made.txt"))
+                .ok()
+                .as_deref(),
+            Some("in-work\n"),
+            "{mode:?}: {out}"
+        );
+        assert!(
+            stdout(&out).contains("temp\nTMPDIR=/tmp"),
+            "{mode:?}: {out}"
+        );
+    }
+}
+
+/// The user's secret stores (here two configured ones inside an allowed folder) are empty
+/// and read-only in the box, and the file tools refuse them; the gateway's home is not there
+/// at all, and nothing from inside changes its run folder's mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_stores_and_the_gateways_home_are_out_of_the_box() {
+    let _serial = SERIAL.lock().await;
+    for mode in MODES {
+        let s = boxed(mode, json!({}));
+        let out = bash(
+            &s,
+            &format!(
+                "cat {ssh}/id_test {netrc}; ls -A {ssh} | grep -c .; echo x >> {netrc}; echo y > {ssh}/new; \
+                 cat {home}/run/token {home}/config.json; chmod 500 {home}/run; chmod 000 {home}; ls -A {home} | grep -c .",
+                ssh = s.p("secrets/.ssh"),
+                netrc = s.p("secrets/.netrc"),
+                home = s.p("home"),
+            ),
+        )
+        .await;
+        assert!(!out.to_string().contains(SECRET), "{mode:?}: {out}");
+        assert_eq!(stdout(&out), "0\n0", "{mode:?}: both empty: {out}");
+        assert_eq!(
+            std::fs::read_to_string(s.path("secrets/.netrc"))
+                .ok()
+                .as_deref(),
+            Some(SECRET)
+        );
+        assert!(!s.path("secrets/.ssh/new").exists());
+        let mode_of = |p: &str| {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::metadata(s.path(p)).map_or(0, |m| m.permissions().mode() & 0o777)
+        };
+        assert_ne!(
+            mode_of("home/run"),
+            0o500,
+            "{mode:?}: chmod reached the run folder"
+        );
+        assert_ne!(mode_of("home"), 0, "{mode:?}: chmod reached the home");
+        for path in ["secrets/.ssh/id_test", "secrets/.netrc"] {
+            let read = s
+                .call_as(
+                    "agent",
+                    "local.files",
+                    "file_read",
+                    json!({"path": s.p(path)}),
+                )
+                .await;
+            let error = read.expect_err("refused");
+            assert!(error.message.contains("secret stores"), "{error}");
+        }
+        // The rest of the allowed folder is the agent's as before.
+        std::fs::write(s.path("secrets/notes.txt"), "notes").expect("notes");
+        let read = s
+            .call_as(
+                "agent",
+                "local.files",
+                "file_read",
+                json!({"path": s.p("secrets/notes.txt")}),
+            )
+            .await
+            .expect("read");
+        assert!(read.to_string().contains("notes"), "{read}");
+    }
+}
+
+/// Inside an allowed folder, what makes something run later without the agent — git's hooks
+/// and config, `.vscode`, `.envrc`, `.mcp.json` — is read-only in the box, while ordinary work
+/// in the same repository (edit, add, commit) goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_that_run_later_are_read_only_in_the_box() {
+    let _serial = SERIAL.lock().await;
+    for mode in MODES {
+        let s = boxed(mode, json!({}));
+        let repo = s.path("work/repo");
+        std::fs::create_dir_all(&repo).expect("repo");
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(args)
+                .output()
+                .expect("git");
+            assert!(out.status.success(), "{args:?}: {out:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::create_dir_all(repo.join(".vscode")).expect("vscode");
+        let planted = [".git/config", ".vscode/tasks.json", ".envrc", ".mcp.json"];
+        for file in &planted[1..] {
+            std::fs::write(repo.join(file), "original").expect("file");
+        }
+        let config_before = std::fs::read_to_string(repo.join(".git/config")).expect("config");
+        std::fs::write(repo.join("main.txt"), "v1").expect("main");
+        let mut attack = String::new();
+        for file in planted {
+            attack.push_str(&format!(
+                "echo evil >> {0}/{file}; rm -f {0}/{file}; ",
+                repo.display()
+            ));
+        }
+        attack.push_str(&format!(
+            "printf '#!/bin/sh\\necho hooked\\n' > {0}/.git/hooks/pre-commit; chmod +x {0}/.git/hooks/pre-commit; \
+             mkdir -p {0}/.vscode/x; git -C {0} config core.hooksPath /tmp; \
+             echo v2 > {0}/main.txt && git -C {0} add main.txt && git -C {0} -c user.name=a -c user.email=a@b commit -q -m work && echo COMMITTED",
+            repo.display()
+        ));
+        let out = bash(&s, &attack).await;
+        assert!(
+            stdout(&out).contains("COMMITTED"),
+            "{mode:?}: ordinary work: {out}"
+        );
+        assert!(!stdout(&out).contains("hooked"), "{mode:?}: {out}");
+        assert_eq!(
+            std::fs::read_to_string(repo.join(".git/config"))
+                .ok()
+                .as_deref(),
+            Some(config_before.as_str()),
+            "{mode:?}"
+        );
+        for file in &planted[1..] {
+            assert_eq!(
+                std::fs::read_to_string(repo.join(file)).ok().as_deref(),
+                Some("original"),
+                "{mode:?}: {file}: {out}"
+            );
+        }
+        assert!(
+            !repo.join(".git/hooks/pre-commit").exists(),
+            "{mode:?}: {out}"
+        );
+        assert!(!repo.join(".vscode/x").exists(), "{mode:?}");
+        assert_eq!(
+            std::fs::read_to_string(repo.join("main.txt"))
+                .ok()
+                .as_deref(),
+            Some("v2\n")
+        );
+    }
+}
+
+/// Whether any live process's command line holds `marker`.
+fn with_marker(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if aai_contain::procs::alive(pid)
+            && std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Kills what a failed test may have left.
+struct Sweep(String);
+
+impl Drop for Sweep {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            let left = with_marker(&self.0);
+            if left.is_empty() {
+                break;
+            }
+            for pid in left {
+                aai_contain::procs::kill(pid);
+            }
+        }
+    }
+}
+
+/// A loop that forks and exits — its pid changing all the time, out of its session, its
+/// environment cleared — dies with the emergency stop: nothing with its mark is alive after.
+/// Once through the gateway (with its call group where the system gives one) and once through
+/// a bare launcher, where the subreaper's frozen sweep alone must catch it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_and_exit_loop_dies_with_the_stop() {
+    let _serial = SERIAL.lock().await;
+    let marker = format!("aai-fork-loop-{}", std::process::id());
+    let _sweep = Sweep(marker.clone());
+    // Perl forks in about 0.1 ms: a pass over /proc takes longer, so a sweep that kills what
+    // it saw would chase it for ever.
+    // Eight chains at once, each a process that forks and exits as fast as it can.
+    let forker =
+        format!("for (1..8) {{ last unless fork }} while (1) {{ exit if fork }} # {marker}");
+    for mode in MODES {
+        let s = boxed(mode, json!({}));
+        let out = bash(
+            &s,
+            &format!("setsid env -i perl -e '{forker}' </dev/null >/dev/null 2>&1 &",),
+        )
+        .await;
+        assert_eq!(out["exit_code"], 0, "{mode:?}: {out}");
+        until("the loop runs", || !with_marker(&marker).is_empty()).await;
+        let stopped = s.gateway.emergency_stop("test").await;
+        // Nothing comes back: looked at several times over a while.
+        for _ in 0..20 {
+            let left = with_marker(&marker);
+            assert!(
+                left.is_empty(),
+                "{mode:?}: alive after the stop: {left:?} ({stopped})"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        s.gateway.resume("test");
+    }
+
+    // A bare launcher, no cgroup: the gateway's stop freezes, then kills.
+    let s = boxed(Mode::FullAuto, json!({}));
+    let mut launcher = std::process::Command::new(env!("CARGO_BIN_EXE_aai-gateway"))
+        .args([
+            "__contain",
+            "--home",
+            &s.p("home"),
+            "--write",
+            &s.p("work"),
+            "--",
+        ])
+        .args([
+            "/bin/sh",
+            "-c",
+            &format!("setsid env -i perl -e '{forker}' & sleep 1000"),
+        ])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("launcher");
+    until("the loop runs", || !with_marker(&marker).is_empty()).await;
+    tokio::task::spawn_blocking(aai_engine::pipeline::stop::kill_everything)
+        .await
+        .expect("stop");
+    for _ in 0..20 {
+        let left = with_marker(&marker);
+        assert!(left.is_empty(), "alive after the stop: {left:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _ = launcher.wait();
+}
+
+/// The uid and gid of an ordinary user to test as: `nobody` when this runs as root (through
+/// `setpriv`), else this user itself.
+fn ordinary() -> Option<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let uid = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
+    (uid == 0).then_some((65534, 65534))
+}
+
+fn as_ordinary(program: &str) -> std::process::Command {
+    match ordinary() {
+        Some((uid, gid)) => {
+            let mut command = std::process::Command::new("setpriv");
+            command.args([
+                &format!("--reuid={uid}"),
+                &format!("--regid={gid}"),
+                "--clear-groups",
+                "--",
+                program,
+            ]);
+            command
+        }
+        None => std::process::Command::new(program),
+    }
+}
+
+/// A folder under the temporary folder that the ordinary user owns.
+fn owned_dir() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("aai-box-user-")
+        .tempdir_in(std::env::temp_dir())
+        .expect("dir");
+    if let Some((uid, gid)) = ordinary() {
+        std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).expect("chown");
+    }
+    dir
+}
+
+/// The box holds for an ordinary user too (no privilege makes the namespaces): the home and
+/// a secret store are out of view, the temporary folder is private, the allowed folder is
+/// written.
+#[test]
+fn the_box_holds_for_an_ordinary_user() {
+    let dir = owned_dir();
+    let root = dir.path();
+    let make = |rel: &str| {
+        let path = root.join(rel);
+        let made = as_ordinary("mkdir").arg("-p").arg(&path).status();
+        assert!(made.is_ok_and(|s| s.success()), "{}", path.display());
+        path
+    };
+    let (home, work, secret, outside) =
+        (make("home/run"), make("work"), make("s/.ssh"), make("out"));
+    let home = home.parent().expect("home").to_path_buf();
+    let write = |path: &Path, text: &str| {
+        let ok = as_ordinary("sh")
+            .args(["-c", "printf %s \"$1\" > \"$2\"", "sh", text])
+            .arg(path)
+            .status();
+        assert!(ok.is_ok_and(|s| s.success()), "{}", path.display());
+    };
+    write(&home.join("run/token"), SECRET);
+    write(&secret.join("id"), SECRET);
+    write(&outside.join("keep.txt"), "keep");
+    let gateway = env!("CARGO_BIN_EXE_aai-gateway");
+    let out = as_ordinary(gateway)
+        .args(["__contain", "--temp", "/tmp", "--home"])
+        .arg(&home)
+        .arg("--write")
+        .arg(&work)
+        .arg("--deny")
+        .arg(root.join("s/.ssh"))
+        .args(["--", "/bin/sh", "-c"])
+        .arg(format!(
+            "id -u; cat {h}/run/token {s}/id; echo gone > {o}/keep.txt; ls -A /tmp | grep -c .; echo made > {w}/made.txt",
+            h = home.display(),
+            s = secret.display(),
+            o = outside.display(),
+            w = work.display()
+        ))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("launcher");
+    let text = format!("{out:?}");
+    assert!(out.status.success(), "{text}");
+    let expected_uid = ordinary().map_or_else(
+        || {
+            use std::os::unix::fs::MetadataExt as _;
+            std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
+        },
+        |(uid, _)| uid,
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with(&format!("{expected_uid}\n")),
+        "{text}"
+    );
+    assert!(!text.contains(SECRET), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("keep.txt"))
+            .ok()
+            .as_deref(),
+        Some("keep"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.join("made.txt"))
+            .ok()
+            .as_deref(),
+        Some("made\n"),
+        "{text}"
+    );
+}
+
+/// `aai-gateway stop` never fails silently: with the run folder's mode changed to 0500 (as a
+/// command without the box could), it still lands — the folder's mode is set back and the
+/// marker written — and says which way landed. Run as an ordinary user (root ignores modes).
+#[test]
+fn the_stop_lands_when_the_run_folder_was_made_unwritable() {
+    let dir = owned_dir();
+    let home = dir.path().join("home");
+    let made = as_ordinary("mkdir")
+        .arg("-p")
+        .arg(home.join("run"))
+        .status();
+    assert!(made.is_ok_and(|s| s.success()));
+    let chmod = as_ordinary("chmod")
+        .arg("500")
+        .arg(home.join("run"))
+        .status();
+    assert!(chmod.is_ok_and(|s| s.success()));
+    let out = as_ordinary(env!("CARGO_BIN_EXE_aai-gateway"))
+        .arg("stop")
+        .env("AAI_HOME", &home)
+        .env_remove("AAI_CONFIG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("stop");
+    let text = format!("{out:?}");
+    assert!(out.status.success(), "{text}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("by the stop marker"),
+        "{text}"
+    );
+    assert!(aai_engine::control::marker(&home).is_some(), "{text}");
+}
