@@ -117,6 +117,12 @@ fn first(mut profile: Profile, program: &[String]) -> ExitCode {
     };
     let child = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
     let mut ended = map_ids_of(child);
+    if ended.is_none()
+        && let Some(port) = profile.egress
+        && in_own_user_namespace(child)
+    {
+        ended = connect_egress(child, port);
+    }
     let outcome = loop {
         match reap(child, &mut ended) {
             Reaped::AllGone => break ended.unwrap_or(Ended::Code(i32::from(CANNOT_RUN))),
@@ -153,24 +159,56 @@ fn first(mut profile: Profile, program: &[String]) -> ExitCode {
 /// How long the first stage gives the second to end its domain before sweeping.
 const INNER_STOP: Duration = Duration::from_millis(500);
 
-/// Waits for the second stage's one stop (it stops itself right after trying to make its
-/// namespaces), writes its id maps when it is in a user namespace of its own, and lets it go
-/// on. The maps are written from here because only a process in the parent namespace may map
-/// more than its own id: root maps every id to itself (files keep their owners and groups),
-/// an ordinary user only itself. How the second stage ended, when it did before stopping.
-fn map_ids_of(child: Pid) -> Option<Ended> {
+/// Whether `child` is in a user namespace other than this process's.
+fn in_own_user_namespace(child: Pid) -> bool {
+    let own = std::fs::read_link("/proc/self/ns/user").ok();
+    let theirs = std::fs::read_link(format!("/proc/{child}/ns/user")).ok();
+    theirs.is_some() && theirs != own
+}
+
+/// Waits for the second stage to stop; how it ended when it did instead.
+fn stopped(child: Pid) -> Option<Ended> {
     loop {
         match waitpid(child, Some(WaitPidFlag::WUNTRACED)) {
-            Ok(WaitStatus::Stopped(..)) => break,
+            Ok(WaitStatus::Stopped(..)) => return None,
             Ok(WaitStatus::Exited(_, code)) => return Some(Ended::Code(code)),
             Ok(WaitStatus::Signaled(_, signal, _)) => return Some(Ended::Signal(signal)),
             Err(Errno::EINTR) | Ok(_) => {}
             Err(_) => return Some(Ended::Code(i32::from(CANNOT_RUN))),
         }
     }
-    let own = std::fs::read_link("/proc/self/ns/user").ok();
-    let theirs = std::fs::read_link(format!("/proc/{child}/ns/user")).ok();
-    if theirs.is_some() && theirs != own {
+}
+
+/// The second stage's second stop: it listens on the proxy's port inside its own network.
+/// The listening socket is taken from it and every connection to it forwarded to the
+/// gateway's proxy out here; then it goes on. Where the socket cannot be taken it is killed
+/// (nothing runs with a network it was not meant to have, or none that works).
+fn connect_egress(child: Pid, port: u16) -> Option<Ended> {
+    if let Some(ended) = stopped(child) {
+        return Some(ended);
+    }
+    let Some(listener) = crate::egress::take(child.as_raw().unsigned_abs()) else {
+        eprintln!(
+            "aai-gateway (sandbox): cannot take the sandbox's proxy socket; the command was not run"
+        );
+        let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
+        return None;
+    };
+    crate::egress::forward(listener, port);
+    let _ = nix::sys::signal::kill(child, Signal::SIGCONT);
+    None
+}
+
+/// Waits for the second stage's one stop (it stops itself right after trying to make its
+/// namespaces), writes its id maps when it is in a user namespace of its own, and lets it go
+/// on. The maps are written from here because only a process in the parent namespace may map
+/// more than its own id: root maps every id to itself (files keep their owners and groups),
+/// an ordinary user only itself. How the second stage ended, when it did before stopping.
+fn map_ids_of(child: Pid) -> Option<Ended> {
+    if let Some(ended) = stopped(child) {
+        return Some(ended);
+    }
+    if in_own_user_namespace(child) {
         let uid = nix::unistd::getuid().as_raw();
         let gid = nix::unistd::getgid().as_raw();
         let (uids, gids) = if uid == 0 {
@@ -266,6 +304,14 @@ fn second(profile: &Profile, program: &[String]) -> ExitCode {
         Err(problem) if crate::view::unavailable(&problem) => None,
         Err(problem) => return refuse(&format!("{problem}; the command was not run")),
     };
+    // A network of its own, whose only way out is the proxy the first stage forwards to.
+    let egress = match (profile.egress, &entered) {
+        (Some(port), Some(_)) => match private_network(port) {
+            Ok(()) => Some(port),
+            Err(problem) => return refuse(&format!("{problem}; the command was not run")),
+        },
+        _ => None,
+    };
     let plan = profile.plan(&crate::rules::list, entered.is_some());
     let enforced = match crate::linux::enforce(&plan) {
         Ok(enforced) if enforced.ruleset == "none" => {
@@ -303,6 +349,14 @@ fn second(profile: &Profile, program: &[String]) -> ExitCode {
         }
         None => {}
     }
+    if let Some(port) = egress {
+        for var in crate::egress::PROXY_VARS {
+            third.env(var, crate::egress::proxy_url(port));
+        }
+        for var in crate::egress::BYPASS_VARS {
+            third.env_remove(var);
+        }
+    }
     let child = match third.spawn() {
         Ok(child) => child,
         Err(error) => return refuse(&format!("cannot start the sandbox's third stage: {error}")),
@@ -336,6 +390,18 @@ fn second(profile: &Profile, program: &[String]) -> ExitCode {
         }
     };
     finish(outcome)
+}
+
+/// Moves this process into a network namespace of its own, brings up its loopback, listens
+/// on the proxy's port there and stops until the first stage has taken the socket.
+fn private_network(port: u16) -> Result<(), crate::ContainError> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
+        .map_err(crate::ContainError::namespace("make a network namespace"))?;
+    crate::egress::loopback_up()?;
+    let listener = crate::egress::listen(port)?;
+    let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+    drop(listener);
+    Ok(())
 }
 
 /// Kills every process this one may signal — under the signal scope, every process of the

@@ -33,6 +33,8 @@ pub mod windows;
 #[cfg(target_os = "linux")]
 pub mod cdp_pipe;
 #[cfg(target_os = "linux")]
+pub mod egress;
+#[cfg(target_os = "linux")]
 mod launcher;
 #[cfg(target_os = "linux")]
 pub mod linux;
@@ -79,6 +81,10 @@ pub struct Profile {
     /// holds a protected folder): written beneath when the process has no view of its own,
     /// left out of the view otherwise (it has a private `/tmp`).
     pub own_temp: Option<PathBuf>,
+    /// The port of the gateway's egress proxy on 127.0.0.1: the process gets a network of
+    /// its own whose only way out is that proxy ([`egress`]); `None` leaves the network as
+    /// it is.
+    pub egress: Option<u16>,
     /// The gateway's home is seen read-only with its secrets emptied (an MCP server reads its
     /// working folder there) instead of as an empty folder.
     pub home_readable: bool,
@@ -150,6 +156,10 @@ impl Profile {
         if let Some(dir) = &self.own_temp {
             push("--own-temp", dir);
         }
+        if let Some(port) = self.egress {
+            out.push("--egress".to_owned());
+            out.push(port.to_string());
+        }
         if self.desktop {
             out.push("--desktop".to_owned());
         }
@@ -184,6 +194,13 @@ impl Profile {
                 "--home-readable" => profile.home_readable = true,
                 "--deny" => profile.deny.push(value(arg)?),
                 "--own-temp" => profile.own_temp = Some(value(arg)?),
+                "--egress" => {
+                    let port = value(arg)?;
+                    profile.egress =
+                        Some(port.to_str().and_then(|p| p.parse().ok()).ok_or_else(|| {
+                            ContainError::NoValue("--egress (a port)".to_owned())
+                        })?);
+                }
                 "--cgroup" => profile.cgroup = Some(value(arg)?),
                 "--temp" => profile.temp = Some(value(arg)?),
                 "--home" => home = Some(value(arg)?),
@@ -285,6 +302,7 @@ mod tests {
             desktop: true,
             deny: vec!["/h/.ssh".into()],
             own_temp: Some("/tmp/aai-sandbox-1".into()),
+            egress: Some(3128),
             home_readable: true,
         }
     }

@@ -114,6 +114,7 @@ mod tests {
             desktop: false,
             deny: Vec::new(),
             own_temp: None,
+            egress: None,
             home_readable: false,
         };
         let (program, argv) = command(&profile_, "/bin/zsh", &["-c".into(), "rm -rf ~".into()]);

@@ -19,10 +19,11 @@
 //!   `/tmp`, a file named readable, and for a desktop profile the display's socket, the X
 //!   authority file and the session bus — is bound back at its own path.
 //!
-//! The stage then enters a second, nested user and mount namespace, which locks every mount
-//! made here (a process cannot lift one without lifting them all), and Landlock forbids
-//! changing mounts at all. Where user namespaces are off, nothing of this applies and the
-//! launcher falls back to Landlock's own rules; `aai-gateway doctor` says which holds.
+//! Landlock, enforced right after, forbids a restricted process every change of mounts, so
+//! nothing contained can lift one. The ids are mapped by the launcher's first stage (root
+//! keeps every id, an ordinary user only itself). Where user namespaces are off, nothing of
+//! this applies and the launcher falls back to Landlock's own rules; `aai-gateway doctor`
+//! says which holds.
 
 use std::ffi::OsString;
 use std::os::fd::{AsFd as _, OwnedFd};
@@ -291,6 +292,19 @@ fn unshare_as_self() -> Result<(), ContainError> {
         });
     }
     Ok(())
+}
+
+/// Whether this system lets an ordinary process make user namespaces (what the view needs),
+/// as far as its settings say without trying.
+pub fn namespaces_allowed() -> bool {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    };
+    read("/proc/sys/user/max_user_namespaces").is_none_or(|n| n > 0)
+        && read("/proc/sys/kernel/unprivileged_userns_clone").is_none_or(|n| n != 0)
+        && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").is_none_or(|n| n == 0)
 }
 
 /// Whether the namespaces could not be made at all (user namespaces off): the launcher then

@@ -676,3 +676,175 @@ fn the_stop_lands_when_the_run_folder_was_made_unwritable() {
     );
     assert!(aai_engine::control::marker(&home).is_some(), "{text}");
 }
+
+/// A static file server on 127.0.0.1 (what `git clone` over dumb HTTP needs), answering
+/// until the test ends; its port.
+fn file_server(root: PathBuf) -> u16 {
+    use std::io::{BufRead as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let root = root.clone();
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(&stream);
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    return;
+                }
+                let path = line.split(' ').nth(1).unwrap_or("/").to_owned();
+                let path = path
+                    .split('?')
+                    .next()
+                    .unwrap_or("/")
+                    .trim_start_matches('/')
+                    .to_owned();
+                let mut rest = String::new();
+                while reader.read_line(&mut rest).is_ok_and(|n| n > 2) {
+                    rest.clear();
+                }
+                let mut out = &stream;
+                match std::fs::read(root.join(&path)) {
+                    Ok(body) if !path.contains("..") => {
+                        let _ = write!(
+                            out,
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = out.write_all(&body);
+                    }
+                    _ => {
+                        let _ = write!(
+                            out,
+                            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        );
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// The box reaches the network only through the gateway's proxy: a service on this
+/// computer's loopback is out of reach directly and through the proxy until the config names
+/// it; named, `curl` and `git clone` reach it and the command's result says so; the gateway's
+/// own ports are refused even when named; with `local.egress.mode` "open" the network is as
+/// it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_network_is_reached_only_through_the_gateways_proxy() {
+    let _serial = SERIAL.lock().await;
+    let served = tempfile::tempdir().expect("served");
+    std::fs::write(served.path().join("hello.txt"), "hello from loopback").expect("file");
+    // A bare repository served over dumb HTTP.
+    let repo = served.path().join("repo.git");
+    let git = |args: &[&str], dir: &Path| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    };
+    let work = served.path().join("src");
+    std::fs::create_dir_all(&work).expect("src");
+    git(&["init", "-q"], &work);
+    std::fs::write(work.join("README"), "cloned").expect("readme");
+    git(&["add", "README"], &work);
+    git(
+        &[
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@b",
+            "commit",
+            "-q",
+            "-m",
+            "one",
+        ],
+        &work,
+    );
+    git(
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            &work.to_string_lossy(),
+            &repo.to_string_lossy(),
+        ],
+        served.path(),
+    );
+    git(&["update-server-info"], &repo);
+    let port = file_server(served.path().to_path_buf());
+    let url = format!("http://127.0.0.1:{port}");
+    let probe = format!(
+        "curl -s -m 5 {url}/hello.txt; echo; curl -s -m 5 --noproxy '*' {url}/hello.txt && echo DIRECT; echo"
+    );
+
+    for mode in MODES {
+        // Not named: refused by the proxy, unreachable directly.
+        let s = boxed(mode, json!({}));
+        let out = bash(&s, &probe).await;
+        assert!(
+            !out.to_string().contains("hello from loopback"),
+            "{mode:?}: {out}"
+        );
+        assert!(
+            out["network"]["refused"]
+                .to_string()
+                .contains(&format!("{port}")),
+            "{mode:?}: {out}"
+        );
+
+        // Named: reached through the proxy (and only through it), and said so.
+        let s = boxed(
+            mode,
+            json!({"local": {"egress": {"allow": [format!("127.0.0.1:{port}")]}}}),
+        );
+        let out = bash(&s, &probe).await;
+        assert!(
+            stdout(&out).starts_with("hello from loopback"),
+            "{mode:?}: {out}"
+        );
+        assert!(!stdout(&out).contains("DIRECT"), "{mode:?}: {out}");
+        assert_eq!(
+            out["network"]["reached"],
+            json!([format!("127.0.0.1:{port}")]),
+            "{mode:?}"
+        );
+        let clone = bash(
+            &s,
+            &format!(
+                "git clone -q {url}/repo.git {}/clone && cat {}/clone/README",
+                s.p("work"),
+                s.p("work")
+            ),
+        )
+        .await;
+        assert_eq!(stdout(&clone), "cloned", "{mode:?}: {clone}");
+
+        // The gateway's own listener is refused by every name, named or not.
+        let own = std::net::TcpListener::bind("127.0.0.1:0").expect("own");
+        let own_port = own.local_addr().expect("addr").port();
+        let _registered = aai_local::own_listeners::register(own.local_addr().expect("addr"));
+        let s = boxed(
+            mode,
+            json!({"local": {"egress": {"allow": [format!("127.0.0.1:{own_port}"), format!("localhost:{own_port}")]}}}),
+        );
+        let out = bash(
+            &s,
+            &format!("curl -s -m 5 -o /dev/null -w '%{{http_code}}' http://localhost:{own_port}/"),
+        )
+        .await;
+        assert_eq!(stdout(&out), "403", "{mode:?}: {out}");
+    }
+
+    // "open": the network as it is.
+    let s = boxed(
+        Mode::FullAuto,
+        json!({"local": {"egress": {"mode": "open"}}}),
+    );
+    let out = bash(&s, &probe).await;
+    assert!(stdout(&out).contains("DIRECT"), "{out}");
+    assert!(out.get("network").is_none(), "{out}");
+}

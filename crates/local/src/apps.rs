@@ -75,18 +75,32 @@ impl Toolset for Apps {
                     .await
             });
         }
-        Box::pin(blocking(move || {
-            let x = desktop.x11()?;
-            let space = Space::new(x.desktop(), config.max_edge());
-            match tool.as_str() {
-                "app_list" => Ok(list(&x, &space, &args)),
-                "app_launch" => launch(&x, &space, &args, desktop.display(), contain?),
-                "app_switch" => switch(&x, &space, &args),
-                "app_close" => close(&x, &args),
-                "window_manage" => manage(&x, &space, &args),
-                other => Err(crate::unknown(&DESCRIPTOR.app_id, other)),
-            }
-        }))
+        let setup = self.setup.clone();
+        Box::pin(async move {
+            // A command-line launch gets the terminal's network too: a proxy of its own, which
+            // lives as long as the program (a desktop program keeps the network as it is).
+            let (contain, egress) = match contain {
+                Ok(Some(mut profile)) if !profile.desktop => {
+                    let proxy = setup.config.egress.proxy(&setup.home).await;
+                    profile.egress = proxy.as_ref().map(|p| p.addr.port());
+                    (Ok(Some(profile)), proxy)
+                }
+                other => (other, None),
+            };
+            blocking(move || {
+                let x = desktop.x11()?;
+                let space = Space::new(x.desktop(), config.max_edge());
+                match tool.as_str() {
+                    "app_list" => Ok(list(&x, &space, &args)),
+                    "app_launch" => launch(&x, &space, &args, desktop.display(), contain?, egress),
+                    "app_switch" => switch(&x, &space, &args),
+                    "app_close" => close(&x, &args),
+                    "window_manage" => manage(&x, &space, &args),
+                    other => Err(crate::unknown(&DESCRIPTOR.app_id, other)),
+                }
+            })
+            .await
+        })
     }
 
     fn plan(
@@ -448,6 +462,7 @@ fn launch(
     args: &Map<String, Value>,
     display: Option<&str>,
     contain: Option<aai_contain::Profile>,
+    egress: Option<Arc<crate::browser::proxy::Proxy>>,
 ) -> Result<Value, AaiError> {
     let name = text(args, "name")?;
     let argv = launch_argv(args)?;
@@ -495,6 +510,7 @@ fn launch(
     // Reap it when it exits, so it never lingers as a zombie; its group goes once empty.
     std::thread::spawn(move || {
         let _ = child.wait();
+        drop(egress);
         #[cfg(target_os = "linux")]
         if let Some(group) = group {
             group.release();

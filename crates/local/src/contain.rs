@@ -129,6 +129,7 @@ impl Setup {
             desktop: false,
             deny: sandbox.secrets().to_vec(),
             own_temp: None,
+            egress: None,
             home_readable: false,
         }))
     }
@@ -175,7 +176,18 @@ pub fn doctor(config: &crate::LocalConfig) -> crate::Check {
     }
     let support = aai_contain::support();
     match support.sandbox {
-        Some(sandbox) => crate::Check::ok("containment", format!("{sandbox}: {}", support.detail)),
+        Some(sandbox) => crate::Check::ok(
+            "containment",
+            format!(
+                "{sandbox}: {}; network: {}",
+                support.detail,
+                match config.egress.mode {
+                    crate::egress::EgressMode::Proxy =>
+                        "terminal commands and command-line launches reach it only through the gateway's proxy (package registries and local.egress.allow; never this computer's or a private network's addresses unless named, never the gateway's own ports)",
+                    crate::egress::EgressMode::Open => "open (local.egress.mode is \"open\")",
+                }
+            ),
+        ),
         None if cfg!(target_os = "macos") => crate::Check::ok(
             "containment",
             "Seatbelt (sandbox-exec with a fixed profile): writes only beneath the allowed folders, the temporary folder and declared caches; AAI_HOME read-only, its secrets unreadable",

@@ -7,12 +7,14 @@
 //! their calls. The gateway registers them and knows none of their insides.
 
 pub mod a11y;
+pub mod addresses;
 pub mod apps;
 pub mod beneath;
 pub mod browser;
 pub mod classify;
 pub mod contain;
 pub mod desktop;
+pub mod egress;
 pub mod files;
 pub mod input;
 pub mod ocr;
@@ -47,6 +49,8 @@ pub struct LocalConfig {
     pub containment: contain::Containment,
     /// Folders contained processes may also write (build and package caches).
     pub writable_caches: Vec<PathBuf>,
+    /// Where contained processes may connect (`mode`: `"proxy"` or `"open"`; `allow`).
+    pub egress: egress::EgressConfig,
     pub files: bool,
     pub system: bool,
     /// Screenshots, OCR and finding UI elements (`local.screen`).
@@ -67,6 +71,7 @@ impl Default for LocalConfig {
             terminal_anywhere: false,
             containment: contain::Containment::default(),
             writable_caches: contain::default_caches(),
+            egress: egress::EgressConfig::default(),
             files: true,
             system: true,
             screen: true,

@@ -226,6 +226,7 @@ fn contained(
                 .unwrap_or_default(),
             // The server's working folder lies in the home (`mcp/servers/<app>`).
             own_temp: None,
+            egress: None,
             home_readable: true,
         };
         return profile.command(launcher, command, args);

@@ -3,7 +3,6 @@
 //! so it is asked every time with what the app would reach, never covered by a grant, and
 //! checked exactly as a file on disk before anyone is asked.
 
-use std::net::IpAddr;
 use std::sync::{Arc, LazyLock, Weak};
 use std::time::Duration;
 
@@ -480,52 +479,7 @@ fn read_sandboxed(gateway: &Gateway, call: &Call<'_>, path: &str) -> Result<Stri
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// Whether an address is one of this computer's or of a private network: the gateway does
-/// not fetch from there for an agent (its dashboard, a router's admin page, a cloud's metadata).
-pub fn is_internal(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || a == 0
-                || a >= 240
-                || (a == 192 && b == 0 && v4.octets()[2] == 0)
-                || (a == 100 && (64..128).contains(&b))
-                || (a == 198 && (18..20).contains(&b))
-        }
-        IpAddr::V6(v6) => {
-            let first = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-                || v6
-                    .to_ipv4_mapped()
-                    .is_some_and(|v4| is_internal(IpAddr::V4(v4)))
-                || embedded_v4(v6).is_some_and(|v4| is_internal(IpAddr::V4(v4)))
-        }
-    }
-}
-
-/// The IPv4 address inside NAT64 (`64:ff9b::/96`), 6to4 (`2002::/16`) and the old
-/// IPv4-compatible (`::a.b.c.d`) forms.
-fn embedded_v4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
-    let s = v6.segments();
-    let join = |hi: u16, lo: u16| std::net::Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
-    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..6] == [0; 6] {
-        Some(join(s[6], s[7]))
-    } else if s[0] == 0x2002 {
-        Some(join(s[1], s[2]))
-    } else {
-        None
-    }
-}
+pub use aai_local::addresses::is_internal;
 
 /// An https document from a public address: the name is resolved once, every address it
 /// gives must be public, and the request goes to that address (no redirects).

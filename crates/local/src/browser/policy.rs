@@ -104,18 +104,26 @@ pub struct DomainPolicy {
     allow: Vec<Rule>,
     deny: Vec<Rule>,
     defaults: Vec<Rule>,
+    /// The config section the refusals name.
+    section: String,
 }
 
 impl DomainPolicy {
     /// The policy of `allow` and `deny` lists (host patterns), with the sensitive defaults
     /// unless `no_defaults`. A pattern that is no host is skipped with a log line.
     pub fn new(allow: &[String], deny: &[String], no_defaults: bool) -> Self {
+        Self::keyed("browser", allow, deny, no_defaults)
+    }
+
+    /// [`DomainPolicy::new`] whose refusals name the config section `section` (`browser`,
+    /// `local.egress`).
+    pub fn keyed(section: &str, allow: &[String], deny: &[String], no_defaults: bool) -> Self {
         let rules = |list: &[String], key: &str| -> Vec<Rule> {
             list.iter()
                 .filter_map(|p| {
-                    let rule = Rule::new(p, format!("browser.{key} \"{p}\""));
+                    let rule = Rule::new(p, format!("{section}.{key} \"{p}\""));
                     if rule.is_none() {
-                        tracing::warn!(pattern = %p, "browser.{key}: not a host pattern; ignored");
+                        tracing::warn!(pattern = %p, "{section}.{key}: not a host pattern; ignored");
                     }
                     rule
                 })
@@ -138,6 +146,7 @@ impl DomainPolicy {
             allow: rules(allow, "allow"),
             deny: rules(deny, "deny"),
             defaults,
+            section: section.to_owned(),
         }
     }
 
@@ -165,7 +174,7 @@ impl DomainPolicy {
         if !self.allow.is_empty() && !allowed {
             return Err(Blocked {
                 target: normal,
-                rule: "it is not in browser.allow".into(),
+                rule: format!("it is not in {}.allow", self.section),
             });
         }
         Ok(())

@@ -38,6 +38,8 @@ pub struct Refusal {
 struct Log {
     next: u64,
     refusals: Vec<Refusal>,
+    /// Every `host:port` connected to, in order, with the refusal count at the time.
+    reached: Vec<(u64, String)>,
 }
 
 /// A running policy proxy on 127.0.0.1; it stops when dropped.
@@ -55,6 +57,10 @@ struct Route {
     policy: Arc<DomainPolicy>,
     resolve: Resolve,
     home: Option<PathBuf>,
+    /// `Some`: addresses of this computer or a private network are refused unless the host
+    /// (or `host:port`) was named in this list (the egress proxy); `None`: not checked (the
+    /// browser, whose policy judges hosts by name).
+    internal: Option<Vec<String>>,
 }
 
 /// Where the proxy connects for a host and port: the `resolve` override (`"host:port"` →
@@ -72,6 +78,20 @@ impl Proxy {
         resolve: Resolve,
         home: Option<PathBuf>,
     ) -> std::io::Result<Self> {
+        Self::start_with(policy, resolve, home, None).await
+    }
+
+    /// [`Proxy::start`], refusing addresses of this computer and of private networks unless
+    /// the host (or `host:port`) is in `internal` (`Some`).
+    ///
+    /// # Errors
+    /// When no port on 127.0.0.1 can be bound.
+    pub async fn start_with(
+        policy: Arc<DomainPolicy>,
+        resolve: Resolve,
+        home: Option<PathBuf>,
+        internal: Option<Vec<String>>,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let own = crate::own_listeners::register(addr);
@@ -81,6 +101,7 @@ impl Proxy {
             policy,
             resolve,
             home,
+            internal,
         });
         let (task_log, task_stop) = (log.clone(), stop.clone());
         tokio::spawn(async move {
@@ -110,6 +131,22 @@ impl Proxy {
     /// The count of refusals so far: [`Proxy::refused_since`] with it gives the later ones.
     pub fn mark(&self) -> u64 {
         self.log.lock().map_or(0, |log| log.next)
+    }
+
+    /// Every `host:port` connected to since `mark`, each once, in order.
+    pub fn reached_since(&self, mark: u64) -> Vec<String> {
+        self.log.lock().map_or_else(
+            |_| Vec::new(),
+            |log| {
+                let mut out: Vec<String> = Vec::new();
+                for (_, host) in log.reached.iter().filter(|(seq, _)| *seq >= mark) {
+                    if !out.contains(host) {
+                        out.push(host.clone());
+                    }
+                }
+                out
+            },
+        )
     }
 
     /// The refusals from `mark` on.
@@ -188,7 +225,7 @@ fn note_refusal(log: &Mutex<Log>, host: &str, port: u16, rule: &str) {
             rule: rule.to_owned(),
         });
     }
-    tracing::info!(host = %host, port, rule = %rule, "browser connection refused");
+    tracing::info!(host = %host, port, rule = %rule, "proxy connection refused");
 }
 
 async fn serve(mut client: TcpStream, route: &Route, log: &Mutex<Log>) {
@@ -240,6 +277,12 @@ async fn serve(mut client: TcpStream, route: &Route, log: &Mutex<Log>) {
             return answer(&mut client, 502, "the host could not be reached").await;
         }
     };
+    if let Ok(mut log) = log.lock() {
+        let seq = log.next;
+        log.next += 1;
+        let normal = normalize_host(&host).unwrap_or_else(|| host.clone());
+        log.reached.push((seq, format!("{normal}:{port}")));
+    }
     let sent = match origin_form {
         None => client
             .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -315,9 +358,20 @@ async fn connect(host: &str, port: u16, route: &Route) -> Result<TcpStream, Unre
             .map_err(|_| Unreached::Failed)?
             .collect();
     let mut refused = None;
+    let named = route
+        .internal
+        .as_ref()
+        .is_none_or(|named| named.contains(&normal) || named.contains(&format!("{normal}:{port}")));
     for addr in addrs {
         if let Some(rule) = crate::own_listeners::refusal(addr, route.home.as_deref()) {
             refused = Some(rule);
+            continue;
+        }
+        if !named && crate::addresses::is_internal(addr.ip()) {
+            refused = Some(format!(
+                "{} is an address of this computer or of a private network; name {normal}:{port} in local.egress.allow to reach it",
+                addr.ip()
+            ));
             continue;
         }
         if let Ok(Ok(stream)) =

@@ -325,6 +325,8 @@ struct Entry {
     /// Why the session runs outside the sandbox, when it does.
     outside: Option<String>,
     killed: Arc<std::sync::atomic::AtomicBool>,
+    /// The session's egress proxy: its only way to the network (`local.egress`).
+    egress: Option<Arc<crate::browser::proxy::Proxy>>,
 }
 
 /// The sessions of one gateway.
@@ -470,9 +472,18 @@ impl Sessions {
 
     /// Starts a session under `id` (a [`scoped`] key).
     async fn create(&self, shell: &str, id: String, place: &Place) -> Result<(), AaiError> {
-        let contain = match &place.contain {
+        let mut contain = match &place.contain {
             Some((setup, roots)) => setup.containment(roots)?,
             None => None,
+        };
+        // A contained shell's network: a proxy of its own, unless the config says "open".
+        let egress = match (&place.contain, &mut contain) {
+            (Some((setup, _)), Some(profile)) => {
+                let proxy = setup.config.egress.proxy(&setup.home).await;
+                profile.egress = proxy.as_ref().map(|p| p.addr.port());
+                proxy
+            }
+            _ => None,
         };
         let Some(start) = &place.start else {
             let allowed = place.sandbox.as_ref().map_or(&[][..], |s| s.allowed());
@@ -490,6 +501,7 @@ impl Sessions {
             outside: place.outside.clone(),
             killed: session.killed.clone(),
             session: Arc::new(Mutex::new(session)),
+            egress,
         });
         if let Ok(mut ended) = self.ended.lock() {
             ended.remove(&id);
@@ -594,6 +606,7 @@ impl Sessions {
         let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<String>();
         let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
         let session = entry.session.clone();
+        let mark = entry.egress.as_ref().map(|p| p.mark());
         let command = command.to_owned();
         let report = progress.is_some().then_some(progress_tx);
         tokio::spawn(async move {
@@ -621,6 +634,15 @@ impl Sessions {
         };
         match result {
             Ok(mut value) => {
+                // What the command reached through the proxy, and what it was refused.
+                if let (Some(proxy), Some(mark)) = (&entry.egress, mark) {
+                    let network = crate::egress::report(proxy, mark);
+                    let quiet = network["reached"].as_array().is_some_and(Vec::is_empty)
+                        && network["refused"].as_array().is_some_and(Vec::is_empty);
+                    if !quiet {
+                        value["network"] = network;
+                    }
+                }
                 if value["session_ended"] == json!(true) {
                     let note = value["note"]
                         .as_str()
