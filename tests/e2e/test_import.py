@@ -1,6 +1,7 @@
 """`aai-gateway import`: the MCP servers of Claude Desktop, Claude Code, Cursor, VS Code,
 Windsurf and Codex, each config in its client's own format (written from their docs), become
-descriptors; `--rewrite` leaves each client starting only aai-gateway, with a backup."""
+descriptors; `--rewrite` leaves each client starting only aai-gateway, with a backup. A
+server's credentials go to the credential store, and reach the server from there."""
 
 import json
 import subprocess
@@ -15,6 +16,31 @@ from mcp.client.stdio import StdioServerParameters
 from conftest import GATEWAY, ROOT, gateway_env
 
 MEMORY = ROOT / "target" / "mcp-servers" / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+needs_servers = pytest.mark.skipif(not MEMORY.is_file(), reason="scripts/test.sh installs the MCP servers")
+
+# A stdio MCP server with one read-only tool that says which of its variables it got. Given
+# with `python3 -c`: a contained server has a /tmp of its own, where a script file would hide.
+ECHO_ENV = textwrap.dedent("""\
+    import json, os, sys
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if "id" not in msg:
+            continue
+        method = msg.get("method")
+        if method == "initialize":
+            result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                      "serverInfo": {"name": "echo-env", "version": "1"}}
+        elif method == "tools/list":
+            result = {"tools": [{"name": "show_env", "description": "Says which variables it got.",
+                                 "inputSchema": {"type": "object", "properties": {}},
+                                 "annotations": {"readOnlyHint": True}}]}
+        elif method == "tools/call":
+            names = ["GITHUB_PERSONAL_ACCESS_TOKEN", "MY_VAR", "DEBUG"]
+            result = {"content": [{"type": "text", "text": json.dumps({k: os.environ.get(k) for k in names})}]}
+        else:
+            result = {}
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+    """)
 
 
 def write(path, text):
@@ -79,6 +105,7 @@ def run(home, user, project, *args):
     return subprocess.run([str(GATEWAY), *args], env=env, cwd=project, capture_output=True, text=True, timeout=60)
 
 
+@needs_servers
 def test_import_reads_each_clients_format_and_writes_valid_descriptors(home, tmp_path):
     user, project = tmp_path / "user", tmp_path / "project"
     project.mkdir(parents=True)
@@ -120,6 +147,7 @@ def test_import_reads_each_clients_format_and_writes_valid_descriptors(home, tmp
     assert all(r["result"] != "written" for r in json.loads(again.stdout)["servers"])
 
 
+@needs_servers
 async def test_rewrite_leaves_each_client_starting_the_gateway_and_can_be_undone(home, tmp_path):
     user, project = tmp_path / "user", tmp_path / "project"
     project.mkdir(parents=True)
@@ -153,5 +181,33 @@ async def test_rewrite_leaves_each_client_starting_the_gateway_and_can_be_undone
             assert not graph.is_error, "".join(getattr(b, "text", "") for b in graph.content)
 
 
-pytestmark = [pytest.mark.anyio,
-              pytest.mark.skipif(not MEMORY.is_file(), reason="scripts/test.sh installs the MCP servers")]
+async def test_an_imported_servers_credentials_reach_it_from_the_store_and_no_file_the_agent_reads(home, tmp_path):
+    user, project = tmp_path / "user", tmp_path / "project"
+    project.mkdir(parents=True)
+    token, mine = "ghp_" + "Zq7Xw2Vb9" * 4, "my own words"
+    write(user / ".config" / "Claude" / "claude_desktop_config.json", json.dumps({"mcpServers": {"github": {
+        "command": "python3", "args": ["-c", ECHO_ENV],
+        "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": token, "MY_VAR": mine, "DEBUG": "1"}}}}))
+    out = run(home, user, project, "--json", "import", "--secret", "MY_VAR")
+    assert out.returncode == 0, out.stderr
+    row = next(r for r in json.loads(out.stdout)["servers"] if r["server"] == "github")
+    assert row["env_from_store"] == ["GITHUB_PERSONAL_ACCESS_TOKEN", "MY_VAR"], row
+    section = json.loads((home / "mcp.github" / "aai.json").read_text())["platforms"]["mcp"]
+    assert section["env"] == {"DEBUG": "1"} and section["env_from_store"] == ["GITHUB_PERSONAL_ACCESS_TOKEN", "MY_VAR"]
+    # Nothing the agent's shell may read in the gateway's home holds them; the store does.
+    for path in home.rglob("*"):
+        if path.is_file() and "tokens" not in path.relative_to(home).parts:
+            assert token.encode() not in path.read_bytes() and mine.encode() not in path.read_bytes(), path
+    assert (home / "tokens" / "mcp.github.json").stat().st_mode & 0o777 == 0o600
+
+    # The server gets them in its own environment, as when the client started it.
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, None))
+    with anyio.fail_after(120):
+        async with Client(params, mode="legacy", client_info=types.Implementation(name="imported", version="1"), cache=None) as c:
+            got = await c.call_tool("aai_exec", {"app": "mcp.github", "tool": "show_env", "args": {}})
+            said = "".join(getattr(b, "text", "") for b in got.content)
+            assert not got.is_error, said
+            assert json.dumps({"GITHUB_PERSONAL_ACCESS_TOKEN": token, "MY_VAR": mine, "DEBUG": "1"}) in said, said
+
+
+pytestmark = [pytest.mark.anyio]

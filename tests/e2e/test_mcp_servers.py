@@ -45,7 +45,7 @@ def node(package, *args, **extra):
 def install_servers(home, files_root):
     install(home, "io.github.memory", server_doc(
         "io.github.memory", "Memory", "A knowledge graph the agent keeps across conversations.",
-        node("server-memory", env={"MEMORY_FILE_PATH": str(data_dir(home) / "memory.jsonl")})))
+        node("server-memory", env={"MEMORY_FILE_PATH": "~/memory.jsonl"})))
     install(home, "io.github.everything", server_doc(
         "io.github.everything", "Everything", "The MCP reference server that exercises every protocol feature.",
         node("server-everything", "stdio", env={"GREETING": "${MCP_TEST_GREETING}"})))
@@ -68,14 +68,15 @@ def text(result):
 
 def running(fragment):
     """Pids of the server processes whose command line holds `fragment` (not the gateway's
-    launcher, which runs them contained and names them in its own arguments)."""
+    launcher's stages, which run them contained and name them in their own arguments)."""
     out = subprocess.run(["pgrep", "-f", fragment], capture_output=True, text=True)
     pids = []
     for pid in out.stdout.split():
         try:
-            with open(f"/proc/{pid}/comm") as comm:
-                if comm.read().strip() != "aai-gateway":
-                    pids.append(int(pid))
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().split(b"\0")
+            if len(argv) < 2 or argv[1] != b"__contain":
+                pids.append(int(pid))
         except OSError:
             pass
     return pids
@@ -86,7 +87,10 @@ async def test_four_real_servers_are_listed_guided_and_called_behind_the_gate(ho
     files.mkdir()
     (files / "note.txt").write_text("hello from the filesystem server\n")
     install_servers(home, files)
-    env = {**gateway_env(home, None), "MCP_TEST_GREETING": "hi there", "MCP_TEST_SECRET": "s3cret-for-nobody"}
+    # HOME holds the gateway's home, as `~` holds `~/.aai`: the manual's memory example
+    # (`"MEMORY_FILE_PATH": "~/memory.jsonl"`) writes its file directly in it, as written.
+    env = {**gateway_env(home, None), "MCP_TEST_GREETING": "hi there", "MCP_TEST_SECRET": "s3cret-for-nobody",
+           "HOME": str(home.parent)}
     memory_script = str(NPM / "server-memory" / "dist" / "index.js")
     with anyio.fail_after(TIMEOUT):
         async with client(home, env) as c:
@@ -127,6 +131,7 @@ async def test_four_real_servers_are_listed_guided_and_called_behind_the_gate(ho
             assert not made.is_error, text(made)
             found = await call("io.github.memory", "search_nodes", {"query": "Ada"})
             assert "wrote the first program" in text(found), text(found)
+            assert "wrote the first program" in (home.parent / "memory.jsonl").read_text()
             echoed = await call("io.github.everything", "echo", {"message": "through the gate"})
             assert "through the gate" in text(echoed), text(echoed)
             listing = await call("io.github.filesystem", "list_directory", {"path": str(files)})

@@ -514,3 +514,26 @@ def test_overlap_policies_and_retries_that_resume_where_they_failed(home, tmp_pa
     assert json.loads(ok(cli(home, "schedule", "history", "again", "--json")).stdout)["runs"][0]["state"] == "succeeded"
     missing = cli(home, "schedule", "remove", "again")
     assert missing.returncode == 1 and "no scheduled task" in missing.stderr
+
+
+@pytest.mark.anyio
+async def test_under_full_auto_an_agent_still_cannot_enable_or_run_a_task_unasked(home, bus, monkeypatch, recorder):
+    rec = recorder()
+    setup(home, rec)
+    config = json.loads((home / "config.json").read_text())
+    config["policy"] = {"default_profile": "auto", "profiles": {"auto": {"preset": "full_auto"}}}
+    (home / "config.json").write_text(json.dumps(config))
+    workflow(home, "send", [log_step("x")])
+    ok(cli(home, "schedule", "add", "held", "--cron", "0 0 1 1 *", "--workflow", "send", "--grant", "org.aai.rec:log"))
+    ok(cli(home, "schedule", "disable", "held"))
+    asked = []
+    with anyio.fail_after(TIMEOUT):
+        async with client(home, bus, "2025-11-25", monkeypatch, ["deny", "deny"], asked) as c:
+            enabled = await c.call_tool("aai_exec", {"app": "local.schedule", "tool": "schedule_enable", "args": {"name": "held"}})
+            ran = await c.call_tool("aai_exec", {"app": "local.schedule", "tool": "schedule_run_now", "args": {"name": "held"}})
+    assert enabled.is_error and ran.is_error, (enabled.content, ran.content)
+    assert len(asked) == 2, asked
+    assert "enables the task \"held\"" in asked[0] and "runs the task \"held\" now" in asked[1], asked
+    listed = json.loads(ok(cli(home, "schedule", "list", "--json")).stdout)["tasks"]
+    assert [t["enabled"] for t in listed] == [False], listed
+    assert rec.requests == [], rec.requests

@@ -312,6 +312,11 @@ fn second(profile: &Profile, program: &[String]) -> ExitCode {
         },
         _ => None,
     };
+    // The first stage, known before Landlock hides other processes' files: the signal scope
+    // is proved below by this very process being out of reach.
+    let parent = nix::unistd::getppid();
+    let parent_is_launcher = std::fs::read_link("/proc/self/exe")
+        .is_ok_and(|exe| crate::procs::is_launcher(parent.as_raw().unsigned_abs(), &exe));
     let plan = profile.plan(&crate::rules::list, entered.is_some());
     let enforced = match crate::linux::enforce(&plan) {
         Ok(enforced) if enforced.ruleset == "none" => {
@@ -365,7 +370,9 @@ fn second(profile: &Profile, program: &[String]) -> ExitCode {
     // `kill(-1)` reaches only the command's domain where the signal scope holds: proved by
     // the first stage being out of reach.
     let scoped = enforced.abi >= 6
-        && nix::sys::signal::kill(nix::unistd::getppid(), None::<Signal>) == Err(Errno::EPERM);
+        && parent_is_launcher
+        && nix::unistd::getppid() == parent
+        && nix::sys::signal::kill(parent, None::<Signal>) == Err(Errno::EPERM);
     let signals = waited();
     let mut ended = None;
     let outcome = loop {

@@ -414,6 +414,8 @@ pub fn enter(
             source: e,
         })?;
     }
+    // Outer folders first, so that a folder inside one is bound on top of it.
+    keeps.sort_by_key(|k| k.path.components().count());
     for keep in keeps.iter().filter(|k| !k.in_hidden) {
         restore(keep)?;
     }
@@ -434,10 +436,9 @@ pub fn enter(
     // The gateway's home: an empty folder, or (an MCP server) itself with its secrets emptied.
     if profile.home_readable {
         if std::fs::symlink_metadata(&home).is_ok_and(|m| m.is_dir()) {
-            // Bound back above when a private folder covered it; bound on itself otherwise.
-            if !private.iter().any(|p| home.starts_with(p)) {
-                bind(&home, &home)?;
-            }
+            // A mount of its own (bound back above when a private folder covered it, or seen
+            // through an allowed folder bound back), made read-only.
+            bind(&home, &home)?;
             read_only(&home)?;
             for secret in crate::rules::secrets(&home, &crate::rules::list) {
                 hide(&secret, &empty)?;

@@ -335,6 +335,11 @@ pub struct McpSection {
     /// in the user's own apps folder only.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub env: std::collections::BTreeMap<String, String>,
+    /// Variables the server gets from the gateway's credential store, where they are kept for
+    /// this appId by name (`aai-gateway import` moves a server's credentials there;
+    /// `aai-gateway auth set <appId> --env NAME` sets one): the value is never in this file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_from_store: Vec<String>,
     /// The working folder; `~` is the home folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,

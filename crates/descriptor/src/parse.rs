@@ -450,6 +450,16 @@ fn mcp_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
                     "`url` and `auth` are for `automation: \"http\"`; a stdio server is started with `command`",
                 ));
             }
+            // One source per variable: a value in the file and one in the store would leave
+            // the reader guessing which the server gets.
+            for (i, name) in fields.env_from_store.iter().enumerate() {
+                if fields.env.contains_key(name) {
+                    problems.push(Problem::new(
+                        format!("/platforms/mcp/env_from_store/{i}"),
+                        format!("{name} is also in `env`: a variable comes from `env` or from the credential store, not both"),
+                    ));
+                }
+            }
         }
         "http" => {
             let url = fields.url.as_deref().unwrap_or_default();
@@ -487,10 +497,14 @@ fn mcp_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
                     }
                 }
             }
-            if fields.command.is_some() || !fields.args.is_empty() || fields.cwd.is_some() {
+            if fields.command.is_some()
+                || !fields.args.is_empty()
+                || fields.cwd.is_some()
+                || !fields.env_from_store.is_empty()
+            {
                 problems.push(Problem::new(
                     "/platforms/mcp/command",
-                    "`command`, `args` and `cwd` are for `automation: \"stdio\"`; an http server is reached at `url`",
+                    "`command`, `args`, `cwd` and `env_from_store` are for `automation: \"stdio\"`; an http server is reached at `url` (its credential is `auth`)",
                 ));
             }
         }
@@ -1047,6 +1061,8 @@ mod mcp_tests {
             serde_json::json!({"automation": "http", "url": "https://e.com/mcp", "auth": {"type": "oauth2",
                 "auth_url": "https://e.com/authorize", "token_url": "https://e.com/token", "client_id": "aai", "scopes": ["read"]}}),
             serde_json::json!({"automation": "stdio", "command": "srv", "tools": [{"name": "rm", "risk": "critical"}]}),
+            serde_json::json!({"automation": "stdio", "command": "srv", "env": {"DEBUG": "1"},
+                "env_from_store": ["GITHUB_PERSONAL_ACCESS_TOKEN"]}),
         ];
         for section in ok {
             assert!(
@@ -1083,6 +1099,18 @@ mod mcp_tests {
             (
                 serde_json::json!({"automation": "stdio", "command": "x", "tools": [{"name": "a"}, {"name": "a"}]}),
                 "duplicate tool name",
+            ),
+            (
+                serde_json::json!({"automation": "stdio", "command": "x", "env": {"TOKEN": "t"}, "env_from_store": ["TOKEN"]}),
+                "/platforms/mcp/env_from_store/0 TOKEN is also in `env`",
+            ),
+            (
+                serde_json::json!({"automation": "stdio", "command": "x", "env_from_store": ["NOT A NAME"]}),
+                "/platforms/mcp/env_from_store/0",
+            ),
+            (
+                serde_json::json!({"automation": "http", "url": "https://e.com/mcp", "env_from_store": ["TOKEN"]}),
+                "`env_from_store` are for `automation: \"stdio\"`",
             ),
         ];
         for (section, expected) in bad {

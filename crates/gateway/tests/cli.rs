@@ -973,3 +973,209 @@ fn the_readme_counts_the_built_in_apps_and_its_api_key_example_validates() {
     assert_eq!(report["valid"], true, "{report}");
     assert_eq!(report["refused"], serde_json::json!([]), "{report}");
 }
+
+/// A stdio MCP server with one read-only tool that says which of its variables it got.
+#[cfg(unix)]
+const ECHO_ENV_SERVER: &str = r#"
+import json, os, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "echo-env", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "show_env", "description": "Says which variables it got.",
+                             "inputSchema": {"type": "object", "properties": {}},
+                             "annotations": {"readOnlyHint": True}}]}
+    elif method == "tools/call":
+        got = {k: os.environ.get(k) for k in ["GITHUB_PERSONAL_ACCESS_TOKEN", "DEBUG"]}
+        result = {"content": [{"type": "text", "text": json.dumps(got, sort_keys=True)}]}
+    else:
+        result = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"#;
+
+#[cfg(unix)]
+#[test]
+fn import_keeps_credentials_in_the_store_and_moves_those_written_inline() {
+    use std::os::unix::fs::PermissionsExt as _;
+    const TOKEN: &str = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
+    const SLACK: &str = "xoxb-2468-1357-AbCdEfGhIjKl";
+    // Not under /tmp: a contained server has a /tmp of its own.
+    let dir = tempfile::Builder::new()
+        .prefix("import-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("dir");
+    let home = dir.path().join("aai");
+    let user = dir.path().join("user");
+    let script = dir.path().join("echo_env.py");
+    std::fs::write(&script, ECHO_ENV_SERVER).expect("script");
+    let config = user.join(".config/Claude/claude_desktop_config.json");
+    std::fs::create_dir_all(config.parent().expect("parent")).expect("mkdir");
+    let servers = serde_json::json!({"mcpServers": {
+        "github": {"command": "python3", "args": [script],
+                   "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": TOKEN, "DEBUG": "1"}},
+        "notes": {"command": "notes-server", "env": {"MY_VAR": "plain words", "NOTES_DIR": "/srv/notes"}}}});
+    std::fs::write(&config, servers.to_string()).expect("config");
+    let gateway = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("AAI_HOME", &home)
+            .env("HOME", &user)
+            .env("AAI_LOG", "warn")
+            .env("AAI_NO_KEYCHAIN", "1")
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("CODEX_HOME")
+            .env_remove("APPDATA")
+            .output()
+            .expect("run aai-gateway")
+    };
+    let json_at = |path: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("json")
+    };
+    let mode = |path: &Path| std::fs::metadata(path).expect("meta").permissions().mode() & 0o777;
+
+    let out = gateway(&["import", "--secret", "MY_VAR"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("GITHUB_PERSONAL_ACCESS_TOKEN kept in the credential store"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(!text(&out.stdout).contains(TOKEN) && !text(&out.stderr).contains(TOKEN));
+    // The descriptors name the variables; their values are in the store alone.
+    let github = home.join("mcp.github/aai.json");
+    let written = std::fs::read_to_string(&github).expect("read");
+    assert!(
+        !written.contains(TOKEN) && !written.contains("16C7e42F"),
+        "{written}"
+    );
+    let section = &json_at(&github)["platforms"]["mcp"];
+    assert_eq!(section["env"], serde_json::json!({"DEBUG": "1"}));
+    assert_eq!(
+        section["env_from_store"],
+        serde_json::json!(["GITHUB_PERSONAL_ACCESS_TOKEN"])
+    );
+    let notes = home.join("mcp.notes/aai.json");
+    assert!(
+        !std::fs::read_to_string(&notes)
+            .expect("read")
+            .contains("plain words")
+    );
+    let section = &json_at(&notes)["platforms"]["mcp"];
+    assert_eq!(
+        section["env"],
+        serde_json::json!({"NOTES_DIR": "/srv/notes"})
+    );
+    assert_eq!(section["env_from_store"], serde_json::json!(["MY_VAR"]));
+    let stored = home.join("tokens/mcp.github.json");
+    assert_eq!(mode(&stored), 0o600);
+    assert_eq!(
+        json_at(&stored)["env"],
+        serde_json::json!({"GITHUB_PERSONAL_ACCESS_TOKEN": TOKEN})
+    );
+    assert_eq!(
+        json_at(&home.join("tokens/mcp.notes.json"))["env"],
+        serde_json::json!({"MY_VAR": "plain words"})
+    );
+    let out = gateway(&[
+        "validate",
+        github.to_str().expect("utf8"),
+        notes.to_str().expect("utf8"),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let out = gateway(&["auth", "status"]);
+    let status = text(&out.stdout);
+    assert!(
+        status.contains("GITHUB_PERSONAL_ACCESS_TOKEN (stored)") && !status.contains(TOKEN),
+        "{status}"
+    );
+
+    // The server is started with the variable set, as the client started it.
+    let out = gateway(&["call", "mcp.github", "show_env"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        format!(r#"{{"DEBUG": "1", "GITHUB_PERSONAL_ACCESS_TOKEN": "{TOKEN}"}}"#)
+    );
+
+    // A descriptor an earlier import wrote with the value inline is moved by the next one,
+    // its mode kept, and the user told which variable moved (never its value).
+    let legacy = home.join("mcp.slack/aai.json");
+    std::fs::create_dir_all(legacy.parent().expect("parent")).expect("mkdir");
+    let old = serde_json::json!({"schema_version": "1.0", "appId": "mcp.slack", "name": "slack",
+        "description": "The MCP server \"slack\" (imported from claude-desktop).",
+        "platforms": {"mcp": {"automation": "stdio", "command": "slack-server",
+            "env": {"SLACK_BOT_TOKEN": SLACK, "SLACK_TEAM": "T01"}}}});
+    std::fs::write(&legacy, serde_json::to_string_pretty(&old).expect("json")).expect("write");
+    std::fs::set_permissions(&legacy, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    let out = gateway(&["import"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "aai-gateway: mcp.slack: moved SLACK_BOT_TOKEN from its aai.json to the credential store"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(SLACK) && !text(&out.stdout).contains(SLACK));
+    let migrated = std::fs::read_to_string(&legacy).expect("read");
+    assert!(!migrated.contains(SLACK), "{migrated}");
+    let section = &json_at(&legacy)["platforms"]["mcp"];
+    assert_eq!(section["env"], serde_json::json!({"SLACK_TEAM": "T01"}));
+    assert_eq!(
+        section["env_from_store"],
+        serde_json::json!(["SLACK_BOT_TOKEN"])
+    );
+    assert_eq!(mode(&legacy), 0o640);
+    assert_eq!(
+        json_at(&home.join("tokens/mcp.slack.json"))["env"],
+        serde_json::json!({"SLACK_BOT_TOKEN": SLACK})
+    );
+    let out = gateway(&["validate", legacy.to_str().expect("utf8")]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    // Moved once: the next import has nothing to say.
+    let out = gateway(&["import"]);
+    assert!(
+        !text(&out.stderr).contains("moved"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A home an earlier version imported into is moved at the first start, once.
+    let mark = home.join("mcp/env-moved");
+    std::fs::remove_file(&mark).expect("the mark of the first start");
+    let jira = home.join("mcp.jira/aai.json");
+    std::fs::create_dir_all(jira.parent().expect("parent")).expect("mkdir");
+    let mut old = old;
+    old["appId"] = serde_json::json!("mcp.jira");
+    old["platforms"]["mcp"]["env"] = serde_json::json!({"JIRA_API_TOKEN": "hunter2"});
+    std::fs::write(&jira, old.to_string()).expect("write");
+    let out = gateway(&["auth", "status"]);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("mcp.jira: moved JIRA_API_TOKEN") && !stderr.contains("hunter2"),
+        "{stderr}"
+    );
+    assert!(
+        !std::fs::read_to_string(&jira)
+            .expect("read")
+            .contains("hunter2")
+    );
+    assert!(mark.is_file());
+
+    // With nothing in the store the server is not started, and the error says what to run.
+    let out = gateway(&["auth", "logout", "mcp.github"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = gateway(&["call", "mcp.github", "show_env"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("GITHUB_PERSONAL_ACCESS_TOKEN is not in the credential store")
+            && text(&out.stderr)
+                .contains("aai-gateway auth set mcp.github --env GITHUB_PERSONAL_ACCESS_TOKEN"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -519,6 +519,7 @@ async fn rest_calls_build_requests_from_the_descriptor() {
                 oauth: None,
                 // Bound to the test app's origin, as `auth set` binds it.
                 origin: Some(format!("https://{}", app.host())),
+                ..Default::default()
             },
         )
         .expect("store");
@@ -876,6 +877,7 @@ async fn tokens_about_to_expire_are_refreshed_before_the_call() {
                     token_origin: Some(format!("https://{}", app.host())),
                 }),
                 origin: None,
+                ..Default::default()
             },
         )
         .expect("store");

@@ -28,6 +28,9 @@ pub enum Spec {
         command: String,
         args: Vec<String>,
         env: BTreeMap<String, String>,
+        /// Variables whose values are read from the credential store when the server starts
+        /// (names only: the values are never part of the spec).
+        from_store: Vec<String>,
         cwd: Option<PathBuf>,
     },
     Http {
@@ -53,6 +56,12 @@ pub enum StartError {
     Initialize(String),
     #[error("`${{{0}}}` in its env is not set in the gateway's environment")]
     Unset(String),
+    #[error(
+        "{var} is not in the credential store; store it with `aai-gateway auth set {app_id} --env {var}`"
+    )]
+    NotStored { app_id: String, var: String },
+    #[error("its variables cannot be read from the credential store: {0}")]
+    Store(#[from] aai_engine::web::credentials::CredentialError),
     #[error("its descriptor has no `platforms.mcp` section")]
     NoSection,
     #[error(
@@ -125,6 +134,7 @@ impl Spec {
             command: fields.command.clone().unwrap_or_default(),
             args: fields.args.clone(),
             env,
+            from_store: fields.env_from_store.clone(),
             cwd: Some(cwd.unwrap_or_else(|| folder.to_path_buf())),
         })
     }
@@ -155,10 +165,16 @@ impl Spec {
     }
 }
 
-/// `value` with `${NAME}` replaced by the gateway's variable `NAME`.
+/// `value` with `${NAME}` replaced by the gateway's variable `NAME`, and a leading `~/`
+/// by the user's home folder (as the manual's `"MEMORY_FILE_PATH": "~/memory.jsonl"` means).
 fn expand(value: &str, trusted: bool) -> Result<String, StartError> {
     let mut out = String::new();
     let mut rest = value;
+    if let (Some(tail), Some(home)) = (value.strip_prefix("~/"), std::env::var_os("HOME")) {
+        out.push_str(&home.to_string_lossy());
+        out.push('/');
+        rest = tail;
+    }
     while let Some(at) = rest.find("${") {
         let Some(end) = rest[at..].find('}') else {
             break;
@@ -205,6 +221,7 @@ const PASSED: &[&str] = &[
 fn contained(
     command: &str,
     args: &[String],
+    named: &[PathBuf],
     gateway_home: &std::path::Path,
 ) -> (String, Vec<String>) {
     #[cfg(target_os = "linux")]
@@ -212,7 +229,9 @@ fn contained(
         && aai_contain::support().sandbox.is_some()
     {
         let profile = aai_contain::Profile {
-            write: vec![PathBuf::from("/")],
+            write: std::iter::once(PathBuf::from("/"))
+                .chain(named.iter().cloned())
+                .collect(),
             temp: None,
             home: gateway_home.to_path_buf(),
             protect: Vec::new(),
@@ -231,8 +250,62 @@ fn contained(
         };
         return profile.command(launcher, command, args);
     }
-    let _ = gateway_home;
+    let _ = (gateway_home, named);
     (command.to_owned(), args.to_vec())
+}
+
+/// The absolute paths among a server's arguments and variables that exist (a file's folder
+/// for a file not made yet), `--opt=/path` included.
+fn named_paths<'a>(values: impl Iterator<Item = &'a String>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for value in values {
+        let value = value.split_once('=').map_or(value.as_str(), |(_, v)| v);
+        let path = std::path::Path::new(value);
+        if !path.is_absolute() {
+            continue;
+        }
+        let found = if path.exists() {
+            Some(path.to_path_buf())
+        } else {
+            path.parent()
+                .filter(|p| p.is_dir())
+                .map(std::path::Path::to_path_buf)
+        };
+        if let Some(found) = found
+            && !out.contains(&found)
+        {
+            out.push(found);
+        }
+    }
+    out
+}
+
+/// The values of `names` kept for `app_id` in the credential store under `gateway_home`.
+///
+/// # Errors
+/// The store cannot be read, or one of the variables is not in it.
+fn stored_env(
+    gateway_home: &std::path::Path,
+    app_id: &str,
+    names: &[String],
+) -> Result<BTreeMap<String, String>, StartError> {
+    if names.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let mut stored = aai_engine::web::credentials::Store::new(gateway_home).get(app_id)?;
+    names
+        .iter()
+        .map(|name| {
+            let value = stored
+                .env
+                .remove(name)
+                .ok_or_else(|| StartError::NotStored {
+                    app_id: app_id.to_owned(),
+                    var: name.clone(),
+                })?;
+            Ok((name.clone(), value))
+        })
+        .collect()
 }
 
 /// Whether `command` names a program that exists (a path, or a name found on `PATH`).
@@ -367,12 +440,18 @@ pub async fn connect(
             command,
             args,
             env,
+            from_store,
             cwd,
         } => {
             if !on_path(command) {
                 return Err(StartError::NotFound(command.clone()));
             }
-            let (program, argv) = contained(command, args, gateway_home);
+            let stored = stored_env(gateway_home, &app_id, from_store)?;
+            // The folders and files the user's own config names (a filesystem server's root,
+            // a memory file's folder) stay in the server's view, even under the temporary
+            // folder, which is private to it otherwise.
+            let named = named_paths(args.iter().chain(env.values()));
+            let (program, argv) = contained(command, args, &named, gateway_home);
             let mut cmd = tokio::process::Command::new(&program);
             cmd.args(&argv).env_clear();
             for name in PASSED {
@@ -380,7 +459,10 @@ pub async fn connect(
                     cmd.env(name, value);
                 }
             }
+            // The stored values go to this child alone: never into the gateway's own
+            // environment, the spec, a log line or the status.
             cmd.envs(env)
+                .envs(stored)
                 .env(
                     aai_executor::process::TAG_VAR,
                     aai_executor::process::process_tag(),

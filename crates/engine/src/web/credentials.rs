@@ -17,6 +17,10 @@ pub struct Stored {
     /// `None`: stored by an earlier version; only a descriptor from this machine gets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+    /// Variables the app's MCP server is started with (its descriptor names them in
+    /// `env_from_store`), by name: they go to that server's process and nowhere else.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for Stored {
@@ -24,6 +28,7 @@ impl std::fmt::Debug for Stored {
         f.debug_struct("Stored")
             .field("secret", &self.secret.as_ref().map(|_| "[redacted]"))
             .field("oauth", &self.oauth.as_ref().map(|_| "[redacted]"))
+            .field("env", &self.env.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -289,6 +294,7 @@ mod tests {
             secret: Some("sk-test-123456".into()),
             oauth: None,
             origin: Some("https://api.example.com:443".into()),
+            env: [("GITHUB_TOKEN".to_owned(), "ghp_test".to_owned())].into(),
         };
         store.put("com.example", &stored).expect("put");
         assert_eq!(store.get("com.example").expect("get"), stored);
@@ -304,6 +310,8 @@ mod tests {
         assert_eq!(mode & 0o777, 0o700);
         assert_eq!(store.apps(), ["com.example"]);
         assert!(!format!("{stored:?}").contains("sk-test"));
+        assert!(!format!("{stored:?}").contains("ghp_test"));
+        assert!(format!("{stored:?}").contains("GITHUB_TOKEN"));
         assert!(store.remove("com.example").expect("remove"));
         assert_eq!(store.get("com.example").expect("gone"), Stored::default());
     }

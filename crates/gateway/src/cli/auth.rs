@@ -13,13 +13,17 @@ use super::{for_person, output, runtime};
 #[derive(Subcommand, Debug)]
 pub enum Action {
     /// Store an API key or access token for a web app or an MCP server at a URL (read without echo, or from stdin). It is
-    /// bound to the app's API origin and sent nowhere else.
+    /// bound to the app's API origin and sent nowhere else. With --env, a variable of an MCP server the gateway starts.
     Set {
         /// The appId (installed, or a registry copy).
         app: String,
         /// Bind to this origin (https://host[:port]) instead of the installed app's base_url.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "env")]
         origin: Option<String>,
+        /// Store the value of this variable of the app's MCP server instead (one its descriptor
+        /// names in `env_from_store`): only that server's process gets it.
+        #[arg(long, value_name = "VAR")]
+        env: Option<String>,
     },
     /// Sign in to a web app or MCP server that uses OAuth: prints the page to open, waits for the browser.
     Login {
@@ -38,11 +42,32 @@ pub enum Action {
 pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<ExitCode> {
     let store = aai_engine::web::credentials::Store::new(home);
     match action {
-        Action::Set { app, origin } => {
+        Action::Set { app, origin, env } => {
             anyhow::ensure!(
                 aai_descriptor::is_valid_app_id(&app),
                 "{app:?} is not an appId (reverse-DNS, e.g. com.github.api)"
             );
+            if let Some(var) = env {
+                let named = store_vars(home, dev, &app)?;
+                anyhow::ensure!(
+                    named.contains(&var),
+                    "{app} does not take {var} from the credential store (its descriptor's `platforms.mcp.env_from_store` names {})",
+                    if named.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        named.join(", ")
+                    }
+                );
+                let secret = read_secret(&format!("{var} for {app}"))?;
+                let mut stored = store.get(&app).map_err(anyhow::Error::msg)?;
+                stored.env.insert(var.clone(), secret);
+                store.put(&app, &stored).map_err(anyhow::Error::msg)?;
+                output::line(&format!(
+                    "stored {var} of {app} in {}; only its MCP server gets it",
+                    store.describe()
+                ));
+                return Ok(ExitCode::SUCCESS);
+            }
             // The app must exist (installed or a registry copy); --origin only rebinds it.
             let installed = web_origin(home, dev, &app)?;
             let origin = match origin {
@@ -51,18 +76,7 @@ pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<
                 })?,
                 None => installed,
             };
-            let secret = if std::io::stdin().is_terminal() {
-                rpassword::prompt_password(format!("Secret for {app} (not shown): "))
-                    .context("cannot read the secret")?
-            } else {
-                let mut line = String::new();
-                std::io::stdin()
-                    .read_line(&mut line)
-                    .context("cannot read the secret from stdin")?;
-                line
-            };
-            let secret = secret.trim().to_owned();
-            anyhow::ensure!(!secret.is_empty(), "no secret given; nothing stored");
+            let secret = read_secret(&format!("Secret for {app}"))?;
             let mut stored = store.get(&app).map_err(anyhow::Error::msg)?;
             stored.secret = Some(secret);
             stored.origin = Some(origin.clone());
@@ -81,10 +95,18 @@ pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<
             let (_, registry) = web_apps(home, dev);
             let mut apps: std::collections::BTreeMap<String, Option<String>> =
                 store.apps().into_iter().map(|app| (app, None)).collect();
+            let mut from_store: std::collections::BTreeMap<String, Vec<String>> =
+                std::collections::BTreeMap::new();
             for app in &registry.apps {
                 let Ok(descriptor) = app.descriptor() else {
                     continue;
                 };
+                if let Some(mcp) = &descriptor.platforms.mcp
+                    && !mcp.fields.env_from_store.is_empty()
+                {
+                    apps.entry(app.id().to_owned()).or_insert(None);
+                    from_store.insert(app.id().to_owned(), mcp.fields.env_from_store.clone());
+                }
                 let var = descriptor
                     .credentialed(app.platform)
                     .and_then(|w| w.auth)
@@ -102,11 +124,13 @@ pub fn run(home: &std::path::Path, dev: bool, action: Action) -> anyhow::Result<
             let mut listed = Vec::new();
             for (app, var) in apps {
                 let stored = store.get(&app).map_err(anyhow::Error::msg)?;
-                let status = output::auth_status(&app, &stored, var.as_deref());
+                let named = from_store.get(&app).map_or(&[][..], Vec::as_slice);
+                let status = output::auth_status(&app, &stored, var.as_deref(), named);
                 if output::json() {
                     // The same words as the text, never the secrets.
                     let words = status.trim_start().trim_start_matches(app.as_str()).trim();
-                    listed.push(serde_json::json!({"app": app, "env_var": var, "status": words}));
+                    listed.push(serde_json::json!({"app": app, "env_var": var,
+                        "env_from_store": named, "status": words}));
                 } else {
                     output::line(&status);
                 }
@@ -141,6 +165,39 @@ fn web_apps(
     let options = super::compose::scan_options(home, &config, dev);
     let registry = aai_engine::scan_once(&options, &[Platform::Web, Platform::Mcp]);
     (config, registry)
+}
+
+/// A secret typed at the terminal without echo (asked as `what`), else the first line of stdin.
+fn read_secret(what: &str) -> anyhow::Result<String> {
+    let secret = if std::io::stdin().is_terminal() {
+        rpassword::prompt_password(format!("{what} (not shown): "))
+            .context("cannot read the secret")?
+    } else {
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .context("cannot read the secret from stdin")?;
+        line
+    };
+    let secret = secret.trim().to_owned();
+    anyhow::ensure!(!secret.is_empty(), "no secret given; nothing stored");
+    Ok(secret)
+}
+
+/// The variables the installed MCP server `app` takes from the credential store.
+fn store_vars(home: &std::path::Path, dev: bool, app: &str) -> anyhow::Result<Vec<String>> {
+    let (_, registry) = web_apps(home, dev);
+    let found = aai_engine::pipeline::find_app(&registry, app)
+        .map_err(|error| anyhow::anyhow!("{}", for_person(&error.message)))?;
+    let descriptor = found
+        .descriptor()
+        .map_err(|error| anyhow::anyhow!("{}", error.message))?;
+    Ok(descriptor
+        .platforms
+        .mcp
+        .as_ref()
+        .map(|mcp| mcp.fields.env_from_store.clone())
+        .unwrap_or_default())
 }
 
 /// The API origin of the installed web app `app`, which a stored secret is bound to.

@@ -1,7 +1,10 @@
 //! `aai-gateway import`: the MCP servers the user's clients already start (Claude Desktop,
 //! Claude Code, Cursor, VS Code, Windsurf, Codex), each written as a descriptor in the
 //! gateway's home, so they run behind its gate. With `--rewrite`, each client's config then
-//! starts only the gateway (a backup is kept, and the way back printed).
+//! starts only the gateway (a backup is kept, and the way back printed). A server's
+//! credentials go to the gateway's credential store, never into its descriptor ([`secrets`]).
+
+pub(super) mod secrets;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -299,8 +302,9 @@ pub fn app_id(name: &str) -> String {
     format!("mcp.{}", if slug.is_empty() { "server" } else { slug })
 }
 
-/// The descriptor of one server.
-pub fn descriptor(found: &Found, app: &str) -> Value {
+/// The descriptor of one server; the variables of its `env` named in `from_store` are
+/// named in `env_from_store` instead, without their values.
+pub fn descriptor(found: &Found, app: &str, from_store: &[String]) -> Value {
     let section = match &found.entry {
         Entry::Stdio {
             command,
@@ -312,8 +316,15 @@ pub fn descriptor(found: &Found, app: &str) -> Value {
             if !args.is_empty() {
                 s["args"] = json!(args);
             }
-            if !env.is_empty() {
-                s["env"] = json!(env);
+            let kept: BTreeMap<&String, &String> = env
+                .iter()
+                .filter(|(name, _)| !from_store.contains(name))
+                .collect();
+            if !kept.is_empty() {
+                s["env"] = json!(kept);
+            }
+            if !from_store.is_empty() {
+                s["env_from_store"] = json!(from_store);
             }
             if let Some(cwd) = cwd {
                 s["cwd"] = json!(cwd);
@@ -382,6 +393,10 @@ pub struct Args {
     /// `.vscode/mcp.json`); look at the commands it prints before you use them.
     #[arg(long)]
     pub project: bool,
+    /// Also keep this variable of a server's `env` in the credential store (credentials —
+    /// by their name or their value — always are); repeatable.
+    #[arg(long = "secret", value_name = "VAR")]
+    pub secrets: Vec<String>,
 }
 
 pub fn run(aai_home: &Path, args: &Args) -> anyhow::Result<ExitCode> {
@@ -392,6 +407,12 @@ pub fn run(aai_home: &Path, args: &Args) -> anyhow::Result<ExitCode> {
     let (found, problems) = find(&home, args.project.then_some(cwd.as_path()));
     for problem in &problems {
         eprintln!("aai-gateway: skipped {problem}");
+    }
+    // Descriptors an earlier import wrote with credentials inline.
+    if !args.dry_run {
+        for moved in secrets::migrate(aai_home, &args.secrets) {
+            eprintln!("{}", moved.note());
+        }
     }
     // One descriptor per server name; a second entry of another shape gets its own id.
     let mut chosen: BTreeMap<String, &Found> = BTreeMap::new();
@@ -420,20 +441,40 @@ pub fn run(aai_home: &Path, args: &Args) -> anyhow::Result<ExitCode> {
         }
         chosen.insert(app.clone(), item);
         let path = aai_home.join(&app).join("aai.json");
+        let stored = match &item.entry {
+            Entry::Stdio { env, .. } => secrets::credentials(env, &args.secrets),
+            Entry::Http { .. } => BTreeMap::new(),
+        };
+        let mut from_store: Vec<String> = stored.keys().cloned().collect();
         let result = if args.dry_run {
             "would write".to_owned()
         } else if path.exists() && !args.force {
+            from_store.clear();
             "kept: a descriptor is there (--force replaces it)".to_owned()
         } else {
-            write_descriptor(&path, &descriptor(item, &app))?;
+            // The store first: a descriptor never names a variable the store lacks.
+            secrets::replace(aai_home, &app, stored)?;
+            write_descriptor(&path, &descriptor(item, &app, &from_store))?;
             "written".to_owned()
         };
         let mut row = json!({"client": item.client, "file": item.file, "server": item.name, "app": app,
-            "runs": runs(&item.entry), "descriptor": path, "result": result});
+            "runs": runs(&item.entry), "descriptor": path, "result": result,
+            "env_from_store": from_store});
         if let Entry::Http { token: Some(_), .. } = &item.entry {
             row["note"] = json!(format!(
                 "its bearer token is not copied: set {} in the gateway's environment",
                 token_var(&app)
+            ));
+        }
+        if !from_store.is_empty() {
+            row["note"] = json!(format!(
+                "{} {} in the credential store, not in its descriptor",
+                from_store.join(", "),
+                if args.dry_run {
+                    "would be kept"
+                } else {
+                    "kept"
+                }
             ));
         }
         rows.push(row);

@@ -281,6 +281,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // Once per home: store apps earlier versions put among the user's own folders move to
     // `store/apps`, where they are never taken for the user's descriptors.
     aai_engine::appstore::migrate(&home);
+    // Once per home: credentials an earlier `import` wrote into a server's descriptor move to
+    // the credential store.
+    import::secrets::migrate_once(&home);
     if let Some(command) = &cli.command
         && changes_gate(command)
     {

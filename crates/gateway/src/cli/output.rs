@@ -170,8 +170,26 @@ pub fn auth_status(
     app: &str,
     stored: &aai_engine::web::credentials::Stored,
     env_var: Option<&str>,
+    from_store: &[String],
 ) -> String {
     let mut parts = Vec::new();
+    // The variables its MCP server takes from the store, and any kept there for it.
+    let mut vars: Vec<&String> = from_store.iter().chain(stored.env.keys()).collect();
+    vars.sort();
+    vars.dedup();
+    if !vars.is_empty() {
+        let each: Vec<String> = vars
+            .iter()
+            .map(|var| {
+                if stored.env.contains_key(*var) {
+                    format!("{var} (stored)")
+                } else {
+                    format!("{var} (not stored: `auth set {app} --env {var}`)")
+                }
+            })
+            .collect();
+        parts.push(format!("its MCP server's {}", each.join(", ")));
+    }
     if let Some(var) = env_var {
         let set = std::env::var_os(var).is_some_and(|v| !v.is_empty());
         parts.push(if set {
@@ -216,7 +234,7 @@ pub fn auth_status(
             .map_or_else(String::new, |s| format!(", scopes: {s}"));
         parts.push(format!("OAuth authorized ({expiry}{refresh}{scope})"));
     }
-    if stored.secret.is_none() && stored.oauth.is_none() && env_var.is_none() {
+    if parts.is_empty() {
         parts.push("nothing stored".to_owned());
     }
     format!("  {app:<40} {}", parts.join("; "))
