@@ -428,6 +428,21 @@ fn third(program: &[String]) -> ExitCode {
     if let Err(problem) = crate::linux::scope_signals() {
         return refuse(&format!("{problem}; the command was not run"));
     }
+    // Root inside the box keeps its capabilities over the box's own namespaces; without
+    // CAP_SYS_ADMIN it cannot change the view's mounts' flags (`mount_setattr` has no Landlock
+    // hook) nor clone a tree from under a cover (`open_tree`). Dropped from the bounding set,
+    // it is gone after `exec`. Nothing to drop where the system never gave it.
+    match rustix::thread::remove_capability_from_bounding_set(
+        rustix::thread::CapabilitySet::SYS_ADMIN,
+    ) {
+        // EPERM: no CAP_SETPCAP, so no capability at all (an ordinary user after exec).
+        Ok(()) | Err(rustix::io::Errno::INVAL | rustix::io::Errno::PERM) => {}
+        Err(error) => {
+            return refuse(&format!(
+                "cannot drop CAP_SYS_ADMIN ({error}); the command was not run"
+            ));
+        }
+    }
     let Some((name, args)) = program.split_first() else {
         return refuse("no program to run");
     };

@@ -74,6 +74,9 @@ pub struct Profile {
     /// ([`sessions`]: tmux, ssh-agent, docker, the system bus) does. Launched GUI apps and MCP
     /// servers; terminal commands and scheduled agents get no session socket at all.
     pub desktop: bool,
+    /// A desktop program that keeps the display but not the session bus (a terminal
+    /// emulator: its shell would have the bus too).
+    pub no_bus: bool,
     /// Paths no contained process may see, read or write (the user's secret stores,
     /// [`rules::SECRET_STORES`] and the config's additions): empty and read-only in its view.
     pub deny: Vec<PathBuf>,
@@ -163,6 +166,9 @@ impl Profile {
         if self.desktop {
             out.push("--desktop".to_owned());
         }
+        if self.no_bus {
+            out.push("--no-bus".to_owned());
+        }
         if self.home_readable {
             out.push("--home-readable".to_owned());
         }
@@ -191,6 +197,7 @@ impl Profile {
                 "--stage3" => stage = Stage::Third,
                 "--probe" => stage = Stage::Probe,
                 "--desktop" => profile.desktop = true,
+                "--no-bus" => profile.no_bus = true,
                 "--home-readable" => profile.home_readable = true,
                 "--deny" => profile.deny.push(value(arg)?),
                 "--own-temp" => profile.own_temp = Some(value(arg)?),
@@ -300,6 +307,7 @@ mod tests {
             read: vec!["/h/.aai/run/task-1.mcp.json".into()],
             cgroup: Some("/sys/fs/cgroup/x/cgroup.procs".into()),
             desktop: true,
+            no_bus: true,
             deny: vec!["/h/.ssh".into()],
             own_temp: Some("/tmp/aai-sandbox-1".into()),
             egress: Some(3128),

@@ -112,6 +112,7 @@ mod tests {
             read: vec!["/Users/me/.aai/run/task-1.mcp.json".into()],
             cgroup: None,
             desktop: false,
+            no_bus: false,
             deny: Vec::new(),
             own_temp: None,
             egress: None,

@@ -82,7 +82,7 @@ struct Keep {
 
 /// Where this environment's session sockets are (see [`crate::sessions`]), and the desktop
 /// sockets a desktop profile keeps.
-fn desktop_paths(var: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
+fn desktop_paths(var: &dyn Fn(&str) -> Option<OsString>, bus: bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(display) = var("DISPLAY") {
         let display = display.to_string_lossy().into_owned();
@@ -103,7 +103,7 @@ fn desktop_paths(var: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
     if let (Some(runtime), Some(wayland)) = (var("XDG_RUNTIME_DIR"), var("WAYLAND_DISPLAY")) {
         out.push(Path::new(&runtime).join(wayland));
     }
-    if let Some(address) = var("DBUS_SESSION_BUS_ADDRESS") {
+    if bus && let Some(address) = var("DBUS_SESSION_BUS_ADDRESS") {
         out.extend(crate::sessions::bus_paths(&address));
     }
     out.retain(|p| p.is_absolute());
@@ -307,10 +307,17 @@ pub fn namespaces_allowed() -> bool {
         && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").is_none_or(|n| n == 0)
 }
 
-/// Whether the namespaces could not be made at all (user namespaces off): the launcher then
-/// falls back to Landlock's rules alone. Any later failure refuses the command.
+/// Whether the namespaces could not be made because this system does not allow them (user
+/// namespaces off, a container's filter): the launcher then falls back to Landlock's rules
+/// alone. Running out of them (ENOSPC: a box can use up the user's namespace limit to force
+/// the next one out of its view) and any later failure refuse the command.
 pub fn unavailable(error: &ContainError) -> bool {
-    matches!(error, ContainError::Namespace { step, .. } if step == "make a user and mount namespace")
+    use nix::errno::Errno;
+    matches!(error, ContainError::Namespace { step, source }
+        if step == "make a user and mount namespace"
+            && [Errno::EPERM, Errno::EINVAL, Errno::ENOSYS]
+                .iter()
+                .any(|e| source.raw_os_error() == Some(*e as i32)))
 }
 
 /// Makes the view of `profile` for this process (see the module's text).
@@ -368,7 +375,11 @@ pub fn enter(
         .chain(profile.read.iter().map(|p| (resolve(p), true)))
         .collect();
     if profile.desktop {
-        wanted.extend(desktop_paths(var).into_iter().map(|p| (resolve(&p), false)));
+        wanted.extend(
+            desktop_paths(var, !profile.no_bus)
+                .into_iter()
+                .map(|p| (resolve(&p), false)),
+        );
     }
     let mut keeps = Vec::new();
     if profile.home_readable
@@ -422,7 +433,7 @@ pub fn enter(
 
     // The session's other sockets, where no private folder already covers them.
     let desktop = if profile.desktop {
-        desktop_paths(var)
+        desktop_paths(var, !profile.no_bus)
     } else {
         Vec::new()
     };
@@ -492,7 +503,12 @@ pub fn enter(
     entered.remove = SESSION_VARS
         .iter()
         .copied()
-        .filter(|v| !(profile.desktop && DESKTOP_VARS.contains(v)))
+        .filter(|v| {
+            let kept = profile.desktop
+                && DESKTOP_VARS.contains(v)
+                && !(profile.no_bus && *v == "DBUS_SESSION_BUS_ADDRESS");
+            !kept
+        })
         .collect();
     Ok(entered)
 }
@@ -513,7 +529,8 @@ mod tests {
                 _ => None,
             }
         };
-        let got = desktop_paths(&env);
+        let got = desktop_paths(&env, true);
+        assert!(!desktop_paths(&env, false).contains(&PathBuf::from("/run/user/1000/bus")));
         for want in [
             "/tmp/.X11-unix/X7",
             "/run/user/1000/gdm/Xauthority",
@@ -524,7 +541,7 @@ mod tests {
         }
         // A display on another host has no socket here.
         let remote = |name: &str| (name == "DISPLAY").then(|| OsString::from("host:0"));
-        assert!(desktop_paths(&remote).is_empty());
+        assert!(desktop_paths(&remote, true).is_empty());
     }
 
     #[test]

@@ -848,3 +848,33 @@ async fn the_network_is_reached_only_through_the_gateways_proxy() {
     assert!(stdout(&out).contains("DIRECT"), "{out}");
     assert!(out.get("network").is_none(), "{out}");
 }
+
+/// What the gateway reads back from the box (a command's stderr file) is read as a plain file:
+/// a command that swaps it for a link to a file outside, to `/dev/zero` or for a FIFO gets
+/// nothing of them back, and the gateway answers at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stderr_file_cannot_be_swapped_for_a_link_out_of_the_box() {
+    let _serial = SERIAL.lock().await;
+    let s = boxed(Mode::FullAuto, json!({}));
+    let outside = s.p("outside/keep.txt");
+    for swap in [
+        format!("ln -s {outside} \"$f\""),
+        "ln -s /dev/zero \"$f\"".to_owned(),
+        "mkfifo \"$f\"".to_owned(),
+    ] {
+        let started = Instant::now();
+        let out = bash(
+            &s,
+            &format!("f=$(readlink /proc/self/fd/2); rm -f \"$f\"; {swap}"),
+        )
+        .await;
+        assert!(!out.to_string().contains(KEEP), "`{swap}`: {out}");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "`{swap}` held the gateway"
+        );
+        // The session still answers.
+        let next = bash(&s, "echo next").await;
+        assert!(stdout(&next).contains("next"), "{next}");
+    }
+}

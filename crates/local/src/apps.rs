@@ -61,10 +61,17 @@ impl Toolset for Apps {
                 // A desktop program keeps the display and the session bus (see
                 // `aai_contain::Profile::desktop`); a command-line one runs in exactly the
                 // terminal's box.
-                let desktop = launch_argv(&args).is_ok_and(|argv| commands::windowed(&argv));
-                self.setup
-                    .containment(call.roots)
-                    .map(|profile| profile.map(|p| aai_contain::Profile { desktop, ..p }))
+                let argv = launch_argv(&args).unwrap_or_default();
+                let desktop = commands::windowed(&argv);
+                // A terminal emulator's shell would have the bus too: it gets the display only.
+                let no_bus = commands::terminal_emulator(&argv);
+                self.setup.containment(call.roots).map(|profile| {
+                    profile.map(|p| aai_contain::Profile {
+                        desktop,
+                        no_bus,
+                        ..p
+                    })
+                })
             }
         } else {
             Ok(None)

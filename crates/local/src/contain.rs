@@ -127,6 +127,7 @@ impl Setup {
             read: Vec::new(),
             cgroup: None,
             desktop: false,
+            no_bus: false,
             deny: sandbox.secrets().to_vec(),
             own_temp: None,
             egress: None,

@@ -240,6 +240,7 @@ fn contained(
             // The display and the session bus stay in reach, as when a client starts the
             // server; no other session socket does.
             desktop: true,
+            no_bus: false,
             deny: std::env::var_os("HOME")
                 .map(|home| aai_contain::rules::secret_stores(std::path::Path::new(&home)))
                 .unwrap_or_default(),

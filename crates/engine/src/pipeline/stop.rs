@@ -8,11 +8,9 @@
 //! ways: every process started for a call carries [`aai_executor::process::TAG_VAR`] with this
 //! gateway's tag in its environment (inherited by everything it starts), and every descendant
 //! of the gateway by parent links. What the agent starts runs under the sandbox launcher
-//! ([`aai_contain`]), a child subreaper: an orphan — after `setsid`, a double fork and a
-//! cleared environment — is re-parented to it, so it stays a descendant. A launcher is killed
-//! only once nothing is left under it (leaves first), so no orphan falls to `init` meanwhile.
-//! Each pass kills what it finds; passes repeat until one finds nothing, so a process that
-//! forks while being killed is caught by the next pass.
+//! ([`aai_contain`]): the stop asks each launcher first, and its second stage ends the
+//! command's Landlock domain at once (nothing of it can slip past, however it forks); then
+//! every process left is frozen (SIGSTOP) and killed, pass after pass until none is found.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -282,6 +280,7 @@ pub fn kill_everything() -> usize {
     let in_groups = aai_executor::cgroup::kill_all();
     // Then the launchers: each ends its command's whole Landlock domain at once (see
     // `aai_contain`'s launcher), which no loop of forks can outrun.
+    let mut ended = 0;
     if let Some(launcher) = aai_contain::launcher() {
         let launchers: Vec<u32> = victims(me, tag.as_bytes())
             .into_iter()
@@ -294,13 +293,14 @@ pub fn kill_everything() -> usize {
         while launchers.iter().any(|p| aai_contain::procs::alive(*p)) && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(2));
         }
+        ended = launchers.len();
     }
     // Then every descendant and every tagged process left, frozen before any is killed: a
     // launcher killed before its orphans leaves them stopped, by pid in the list, for the
     // same pass.
     let killed =
         aai_contain::procs::freeze_and_kill(&mut || victims(me, tag.as_bytes()), KILL_BUDGET);
-    killed.max(in_groups)
+    (killed + ended).max(in_groups)
 }
 
 #[cfg(not(target_os = "linux"))]

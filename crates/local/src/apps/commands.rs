@@ -256,6 +256,17 @@ pub fn windowed(argv: &[String]) -> bool {
             .any(|e| e.application && !e.terminal)
 }
 
+/// Whether `argv` starts a terminal emulator: a desktop program whose window runs a shell, so
+/// it gets the display but not the session bus.
+pub fn terminal_emulator(argv: &[String]) -> bool {
+    let Some(program) = argv.first() else {
+        return false;
+    };
+    crate::input::landing::TERMINALS.contains(&program_name(program).to_lowercase().as_str())
+        || located(program)
+            .is_some_and(|file| entries_for(&file).iter().any(|e| e.terminal_emulator))
+}
+
 pub fn as_command(argv: &[String]) -> Option<AsCommand> {
     let (program, args) = argv.split_first()?;
     let name = program_name(program);

@@ -199,7 +199,7 @@ impl Session {
                 (None, None) => "the shell exited".to_owned(),
             }
         };
-        let stderr = std::fs::read(&self.stderr_file).unwrap_or_default();
+        let stderr = read_stderr(&self.stderr_file);
         json!({
             "stdout": cap(&stdout),
             "stderr": cap(&String::from_utf8_lossy(&stderr)),
@@ -238,6 +238,10 @@ impl Session {
     ) -> Result<Value, AaiError> {
         // Discard what earlier commands left behind (a late line of an interrupted job).
         while self.output.try_recv().is_ok() {}
+        // A fresh stderr file for each command: whatever an earlier one left in its place (a
+        // link, a FIFO) is removed, never followed.
+        let _ = std::fs::remove_file(&self.stderr_file);
+        let _ = std::fs::File::create_new(&self.stderr_file);
         let nonce = nonce();
         let marker = format!("__AAI_DONE_{nonce}_");
         let cd = working_dir.map_or_else(String::new, |dir| {
@@ -322,7 +326,7 @@ impl Session {
                 )));
             }
         };
-        let stderr = std::fs::read(&self.stderr_file).unwrap_or_default();
+        let stderr = read_stderr(&self.stderr_file);
         let mut stdout = out.text();
         if timed_out {
             stdout.push_str(&format!(
@@ -417,4 +421,34 @@ pub(super) fn cap(text: &str) -> String {
         "{head}\n[... output truncated: {} characters omitted ...]\n{tail}",
         count - 2 * half
     )
+}
+
+/// Most bytes of a command's stderr read back.
+const MAX_STDERR: u64 = 4 * 1024 * 1024;
+
+/// The stderr file a command wrote, read as what it must be: a regular file, opened without
+/// following a link (the shell may have replaced it with a link to a secret, a FIFO that
+/// never ends or `/dev/zero`), at most [`MAX_STDERR`] bytes.
+fn read_stderr(path: &std::path::Path) -> Vec<u8> {
+    use std::io::Read as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.custom_flags(
+            (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK)
+                .bits()
+                .cast_signed(),
+        );
+    }
+    let Ok(file) = options.open(path) else {
+        return Vec::new();
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let _ = file.take(MAX_STDERR).read_to_end(&mut out);
+    out
 }
