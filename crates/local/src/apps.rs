@@ -88,9 +88,13 @@ impl Toolset for Apps {
             // lives as long as the program (a desktop program keeps the network as it is).
             let (contain, egress) = match contain {
                 Ok(Some(mut profile)) if !profile.desktop => {
-                    let proxy = setup.config.egress.proxy(&setup.home).await;
-                    profile.egress = proxy.as_ref().map(|p| p.addr.port());
-                    (Ok(Some(profile)), proxy)
+                    match setup.config.egress.proxy(&setup.home).await {
+                        Ok(proxy) => {
+                            profile.egress = proxy.as_ref().map(|p| p.addr.port());
+                            (Ok(Some(profile)), proxy)
+                        }
+                        Err(error) => (Err(error), None),
+                    }
                 }
                 other => (other, None),
             };

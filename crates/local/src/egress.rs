@@ -15,9 +15,10 @@ use crate::browser::proxy::Proxy;
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct EgressConfig {
-    /// `"proxy"` (the default): terminal commands, command-line launches and scheduled agents
-    /// reach the network only through the gateway's proxy, to the package registries and the
-    /// hosts in `allow`. `"open"`: the network as it is, for everything they start.
+    /// `"proxy"` (the default): terminal commands and command-line launches reach the network
+    /// only through the gateway's proxy, to the package registries and the hosts in `allow`
+    /// (desktop programs, scheduled agents and MCP servers keep the network as it is).
+    /// `"open"`: the network as it is for them too.
     pub mode: EgressMode,
     /// Hosts they may reach besides the package registries: a name (`example.com`, which
     /// covers its subdomains too) or, for a service on this computer or a private network,
@@ -63,11 +64,17 @@ impl EgressConfig {
             .collect()
     }
 
-    /// Starts a proxy for one box; `None` when the mode is `open` or no port can be bound (the
-    /// box then has no network at all: its launcher is told no port).
-    pub async fn proxy(&self, home: &std::path::Path) -> Option<Arc<Proxy>> {
+    /// Starts a proxy for one box; `Ok(None)` when the mode is `open`.
+    ///
+    /// # Errors
+    /// AUTOMATION_FAILED when the proxy cannot start: the box is not started with the open
+    /// network instead.
+    pub async fn proxy(
+        &self,
+        home: &std::path::Path,
+    ) -> Result<Option<Arc<Proxy>>, aai_descriptor::AaiError> {
         if self.mode == EgressMode::Open {
-            return None;
+            return Ok(None);
         }
         let policy = Arc::new(DomainPolicy::keyed(
             "local.egress",
@@ -83,11 +90,10 @@ impl EgressConfig {
         )
         .await
         {
-            Ok(proxy) => Some(Arc::new(proxy)),
-            Err(error) => {
-                tracing::warn!(%error, "the egress proxy could not start");
-                None
-            }
+            Ok(proxy) => Ok(Some(Arc::new(proxy))),
+            Err(error) => Err(crate::failed(format!(
+                "the gateway's egress proxy could not start ({error}), and nothing is started with the open network instead; try again, or set \"local\": {{\"egress\": {{\"mode\": \"open\"}}}} in config.json"
+            ))),
         }
     }
 }

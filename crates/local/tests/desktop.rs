@@ -906,3 +906,57 @@ fn input_to_terminals_is_judged_as_shell_commands_and_the_gateways_windows_refus
         let _ = child.wait();
     }
 }
+
+/// A window's process is the one the X server knows (X-Resource), not what `_NET_WM_PID`
+/// says: another client (`xprop -set`, as a launched program could run) rewrites an xterm's
+/// `_NET_WM_PID` to its own pid, and the xterm is still named by its real process — the
+/// typed-text judge cannot be told that the user's terminal is some other process.
+#[test]
+fn a_windows_process_is_what_the_server_knows_not_what_the_window_says() {
+    let _lock = lock();
+    let desk = desk();
+    let mut term = xterm(desk, "Pid Judge", "60x10+40+40");
+    let x = X11::connect(Some(&desk.display)).expect("connect");
+    let window = x
+        .windows()
+        .into_iter()
+        .find(|w| w.title == "Pid Judge")
+        .expect("window");
+    assert_eq!(window.pid, Some(term.id()), "the xterm's own process");
+    let forged = Command::new("xprop")
+        .args([
+            "-id",
+            &window.id.to_string(),
+            "-f",
+            "_NET_WM_PID",
+            "32c",
+            "-set",
+            "_NET_WM_PID",
+            "1",
+        ])
+        .env("DISPLAY", &desk.display)
+        .status()
+        .expect("xprop");
+    assert!(forged.success());
+    let claimed = Command::new("xprop")
+        .args(["-id", &window.id.to_string(), "_NET_WM_PID"])
+        .env("DISPLAY", &desk.display)
+        .output()
+        .expect("xprop");
+    assert!(
+        String::from_utf8_lossy(&claimed.stdout).contains("= 1"),
+        "{claimed:?}"
+    );
+    let again = x
+        .windows()
+        .into_iter()
+        .find(|w| w.id == window.id)
+        .expect("window");
+    assert_eq!(
+        again.pid,
+        Some(term.id()),
+        "the forged property is not believed"
+    );
+    let _ = term.kill();
+    let _ = term.wait();
+}

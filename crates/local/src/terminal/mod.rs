@@ -479,7 +479,7 @@ impl Sessions {
         // A contained shell's network: a proxy of its own, unless the config says "open".
         let egress = match (&place.contain, &mut contain) {
             (Some((setup, _)), Some(profile)) => {
-                let proxy = setup.config.egress.proxy(&setup.home).await;
+                let proxy = setup.config.egress.proxy(&setup.home).await?;
                 profile.egress = proxy.as_ref().map(|p| p.addr.port());
                 proxy
             }
