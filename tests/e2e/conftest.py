@@ -283,6 +283,8 @@ def queue_daemon(home, bus, wait, rules=()):
     """A daemon whose clients must ask for every call (the approval queue waits `wait` s);
     `rules` give named clients other profiles."""
     (home / "config.json").write_text(json.dumps({
+        # Commands run in a box whose /tmp is its own: they write beside AAI_HOME, in `out`.
+        "local": {"sandbox": {"allowed_directories": [str(home.parent / "out")]}},
         "approval_wait_seconds": wait,
         "policy": {"default_profile": "ask", "profiles": {"ask": {"preset": "development", "risk_policies": {
             "low": "require_approval", "medium": "require_approval", "high": "require_approval"}}},

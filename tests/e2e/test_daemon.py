@@ -30,6 +30,8 @@ TIMEOUT = 30
 def daemon(home, bus, monkeypatch):
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
     (home / "config.json").write_text(json.dumps({
+        # Commands run in a box whose /tmp is its own: they write beside AAI_HOME, in `out`.
+        "local": {"sandbox": {"allowed_directories": [str(home.parent / "out")]}},
         "max_request_bytes": 262144,
         "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}},
     }))

@@ -319,6 +319,11 @@ async def test_typing_into_a_terminal_is_judged_as_the_shell_command(home, scree
     # The launched terminal runs contained: it writes beside AAI_HOME in a folder made first.
     (tmp_path / "out").mkdir()
     marker = tmp_path / "out" / "typed-marker"
+    # Its /tmp is its own: `out` is an allowed folder, bound back into its view.
+    config = home / "config.json"
+    settings = json.loads(config.read_text()) if config.exists() else {}
+    settings.setdefault("local", {}).setdefault("sandbox", {})["allowed_directories"] = [str(tmp_path / "out")]
+    config.write_text(json.dumps(settings))
     # A desktop of its own: a window another test left to map late would take the focus
     # mid-text, and the input tool (rightly) stops typing then.
     display, xvfb = start_xvfb("1280x800x24")

@@ -392,6 +392,8 @@ def test_an_agent_task_reaches_the_gateway_under_the_tasks_layer(home, tmp_path,
     (tmp_path / "out").mkdir()
     token_file = tmp_path / "out" / "token-used"
     config = json.loads((home / "config.json").read_text())
+    # The agent runs in a box whose /tmp is its own: it writes the token in an allowed folder.
+    config["local"] = {"sandbox": {"allowed_directories": [str(tmp_path / "out")]}}
     config["scheduler"]["agents"] = {"fake": {"command": [sys.executable, str(agent), "{instruction}", "{mcp_config}", str(token_file)],
                                               "timeout_seconds": 60}}
     (home / "config.json").write_text(json.dumps(config))

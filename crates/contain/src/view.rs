@@ -445,6 +445,7 @@ pub fn enter(
         hide(path, &empty)?;
     }
     // The gateway's home: an empty folder, or (an MCP server) itself with its secrets emptied.
+    let mut home_covered = false;
     if profile.home_readable {
         if std::fs::symlink_metadata(&home).is_ok_and(|m| m.is_dir()) {
             // A mount of its own (bound back above when a private folder covered it, or seen
@@ -455,8 +456,18 @@ pub fn enter(
                 hide(&secret, &empty)?;
             }
         }
-    } else if std::fs::symlink_metadata(&home).is_ok_and(|m| m.is_dir()) {
+    } else if std::fs::symlink_metadata(&home).is_ok_and(|m| m.is_dir())
+        || private.iter().any(|p| home.starts_with(p))
+    {
+        // An empty, read-only folder, also where a private folder already hid it: nothing can
+        // make a home of its own there (a fresh control credential, a data.db) and believe it
+        // acted on the gate; a file named readable in it is bound into it below.
+        std::fs::create_dir_all(&home).map_err(|source| ContainError::Namespace {
+            step: format!("make a place for {} in the sandbox", home.display()),
+            source,
+        })?;
         tmpfs(&home, "0755")?;
+        home_covered = true;
     }
     for dir in &protect {
         if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
@@ -484,7 +495,7 @@ pub fn enter(
     for keep in keeps.iter().filter(|k| k.in_hidden) {
         restore(keep)?;
     }
-    if !profile.home_readable && std::fs::symlink_metadata(&home).is_ok_and(|m| m.is_dir()) {
+    if home_covered {
         read_only(&home)?;
     }
     let _ = std::fs::remove_file(&empty);

@@ -106,6 +106,14 @@ pub(super) async fn run(
     let (program, args) = match gateway.toolsets().local().setup().containment(&[])? {
         Some(mut profile) => {
             profile.read.push(file.clone());
+            // The files its configured command names (a script, a config) stay in its view,
+            // even under the temporary folder, which is private to it otherwise.
+            profile.read.extend(
+                std::iter::once(program)
+                    .chain(args)
+                    .map(std::path::PathBuf::from)
+                    .filter(|p| p.is_absolute() && p.is_file()),
+            );
             aai_local::contain::wrap(&profile, program, args)?
         }
         None => (program.clone(), args.to_vec()),
