@@ -123,37 +123,51 @@ fn first(mut profile: Profile, program: &[String]) -> ExitCode {
     {
         ended = connect_egress(child, port);
     }
-    let outcome = loop {
+    let outcome = supervise(child, ended, &signals, &mut |ended| {
+        // The second stage ends its whole domain at once; what it cannot reach (no signal
+        // scope on this kernel, or it is gone) is swept after.
+        if ended.is_none() {
+            let _ = nix::sys::signal::kill(child, Signal::SIGTERM);
+            let until = std::time::Instant::now() + INNER_STOP;
+            while crate::procs::alive(child.as_raw().unsigned_abs())
+                && std::time::Instant::now() < until
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    remove(private_temp.as_ref());
+    finish(outcome)
+}
+
+/// The outer stages' wait: reaps until `child` and every orphan adopted are gone, forwards
+/// SIGINT and SIGHUP to `child`, and on SIGTERM or SIGQUIT runs `stop` (given how `child`
+/// ended, if it did) then kills the whole tree. How the command ended.
+fn supervise(
+    child: Pid,
+    mut ended: Option<Ended>,
+    signals: &SigSet,
+    stop: &mut dyn FnMut(Option<Ended>),
+) -> Ended {
+    loop {
         match reap(child, &mut ended) {
-            Reaped::AllGone => break ended.unwrap_or(Ended::Code(i32::from(CANNOT_RUN))),
+            Reaped::AllGone => return ended.unwrap_or(Ended::Code(i32::from(CANNOT_RUN))),
             Reaped::SomeLeft => {}
         }
         match signals.wait() {
             Ok(Signal::SIGTERM | Signal::SIGQUIT) => {
-                // The second stage ends its whole domain at once; what it cannot reach (no
-                // signal scope on this kernel, or it is gone) is swept here.
-                if ended.is_none() {
-                    let _ = nix::sys::signal::kill(child, Signal::SIGTERM);
-                    let until = std::time::Instant::now() + INNER_STOP;
-                    while crate::procs::alive(child.as_raw().unsigned_abs())
-                        && std::time::Instant::now() < until
-                    {
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                }
+                stop(ended);
                 crate::procs::kill_tree(KILL_WITHIN, &mut || {
                     let _ = reap(child, &mut ended);
                 });
-                break Ended::Signal(Signal::SIGTERM);
+                return Ended::Signal(Signal::SIGTERM);
             }
             Ok(signal @ (Signal::SIGINT | Signal::SIGHUP)) if ended.is_none() => {
                 let _ = nix::sys::signal::kill(child, signal);
             }
             _ => {}
         }
-    };
-    remove(private_temp.as_ref());
-    finish(outcome)
+    }
 }
 
 /// How long the first stage gives the second to end its domain before sweeping.
@@ -374,28 +388,11 @@ fn second(profile: &Profile, program: &[String]) -> ExitCode {
         && nix::unistd::getppid() == parent
         && nix::sys::signal::kill(parent, None::<Signal>) == Err(Errno::EPERM);
     let signals = waited();
-    let mut ended = None;
-    let outcome = loop {
-        match reap(child, &mut ended) {
-            Reaped::AllGone => break ended.unwrap_or(Ended::Code(i32::from(CANNOT_RUN))),
-            Reaped::SomeLeft => {}
+    let outcome = supervise(child, None, &signals, &mut |_| {
+        if scoped {
+            kill_domain();
         }
-        match signals.wait() {
-            Ok(Signal::SIGTERM | Signal::SIGQUIT) => {
-                if scoped {
-                    kill_domain();
-                }
-                crate::procs::kill_tree(KILL_WITHIN, &mut || {
-                    let _ = reap(child, &mut ended);
-                });
-                break Ended::Signal(Signal::SIGTERM);
-            }
-            Ok(signal @ (Signal::SIGINT | Signal::SIGHUP)) if ended.is_none() => {
-                let _ = nix::sys::signal::kill(child, signal);
-            }
-            _ => {}
-        }
-    };
+    });
     finish(outcome)
 }
 

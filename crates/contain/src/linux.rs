@@ -38,7 +38,7 @@ fn write_access() -> BitFlags<AccessFs> {
 }
 
 /// `path` opened without following a last link; `None` for a link or what cannot be opened.
-fn open(path: &Path) -> Option<(OwnedFd, bool)> {
+pub(crate) fn open(path: &Path) -> Option<(OwnedFd, bool)> {
     use rustix::fs::{CWD, FileType, Mode, OFlags, fstat, openat};
     let fd = openat(
         CWD,

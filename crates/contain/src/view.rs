@@ -110,19 +110,6 @@ fn desktop_paths(var: &dyn Fn(&str) -> Option<OsString>, bus: bool) -> Vec<PathB
     out
 }
 
-fn open_path(path: &Path) -> Option<(OwnedFd, bool)> {
-    use rustix::fs::{CWD, FileType, Mode, OFlags, fstat, openat};
-    let fd = openat(
-        CWD,
-        path,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    let kind = FileType::from_raw_mode(fstat(&fd).ok()?.st_mode);
-    (kind != FileType::Symlink).then_some((fd, kind == FileType::Directory))
-}
-
 fn within(path: &Path, dirs: &[PathBuf]) -> bool {
     dirs.iter().any(|d| path.starts_with(d))
 }
@@ -383,7 +370,7 @@ pub fn enter(
     }
     let mut keeps = Vec::new();
     if profile.home_readable
-        && let Some((fd, true)) = open_path(&home)
+        && let Some((fd, true)) = crate::linux::open(&home)
     {
         keeps.push(Keep {
             path: home.clone(),
@@ -398,7 +385,7 @@ pub fn enter(
         if in_hidden && !named_readable {
             continue;
         }
-        if let Some((fd, dir)) = open_path(&path) {
+        if let Some((fd, dir)) = crate::linux::open(&path) {
             keeps.push(Keep {
                 path,
                 fd,
