@@ -276,6 +276,10 @@ fn connection_budget() -> u64 {
 
 /// Accepts connections until `cancel` fires, each served on its own task within the budget;
 /// then lets the open ones finish their requests (at most a few seconds).
+///
+/// When every slot is taken, the oldest connection that has not yet sent a request head makes
+/// room for the new one: a flood of silent connections cannot keep a client out (its own
+/// connection speaks at once), and nothing that is being answered is cut.
 async fn accept(listener: tokio::net::TcpListener, app: Router, cancel: CancellationToken) {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let budget = connection_budget();
@@ -283,6 +287,7 @@ async fn accept(listener: tokio::net::TcpListener, app: Router, cancel: Cancella
     let slots = Arc::new(tokio::sync::Semaphore::new(
         usize::try_from(budget).unwrap_or(1024),
     ));
+    let silent = Arc::new(Silent::default());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -306,23 +311,41 @@ async fn accept(listener: tokio::net::TcpListener, app: Router, cancel: Cancella
                 continue;
             }
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            // Full: closed at once rather than left waiting in the backlog.
-            drop(tcp);
-            continue;
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) if silent.evict_oldest() => {
+                // The evicted connection's task drops it and gives its slot back.
+                match tokio::time::timeout(EVICTION_WAIT, slots.clone().acquire_owned()).await {
+                    Ok(Ok(slot)) => slot,
+                    _ => continue,
+                }
+            }
+            // Full of connections that are being answered: closed at once rather than left
+            // waiting in the backlog.
+            Err(_) => continue,
         };
         // Small frames (an SSE event, a JSON-RPC answer) go out at once: without TCP_NODELAY,
         // Nagle's algorithm and the peer's delayed ACK hold each one back ~40 ms.
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let this = silent.enter();
+        let service = Spoken {
+            inner: hyper_util::service::TowerToHyperService::new(app.clone()),
+            connection: this.clone(),
+        };
         let connection = builder.serve_connection(TokioIo::new(tcp), service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::trace!(%error, "connection ended");
+            tokio::select! {
+                ended = connection => {
+                    if let Err(error) = ended {
+                        tracing::trace!(%error, "connection ended");
+                    }
+                }
+                () = this.evicted.cancelled() => tracing::trace!("silent connection evicted"),
             }
+            this.ended.store(true, std::sync::atomic::Ordering::Relaxed);
             drop(slot);
         });
     }
@@ -332,6 +355,78 @@ async fn accept(listener: tokio::net::TcpListener, app: Router, cancel: Cancella
         .is_err()
     {
         tracing::debug!("connections still open at shutdown were dropped");
+    }
+}
+
+/// How long a new connection waits for the slot of the connection it evicted.
+const EVICTION_WAIT: Duration = Duration::from_millis(200);
+
+/// One accepted connection, as the eviction sees it.
+#[derive(Default)]
+struct Connection {
+    /// It has sent a request head: it is a client, not a silent holder of a slot.
+    spoken: std::sync::atomic::AtomicBool,
+    /// Its task has ended.
+    ended: std::sync::atomic::AtomicBool,
+    evicted: CancellationToken,
+}
+
+/// The connections that may have sent nothing yet, oldest first.
+#[derive(Default)]
+struct Silent(Mutex<std::collections::VecDeque<Arc<Connection>>>);
+
+impl Silent {
+    fn enter(&self) -> Arc<Connection> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let connection = Arc::new(Connection::default());
+        let mut queue = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if queue.len() >= queue.capacity().max(64) {
+            queue.retain(|c| !c.spoken.load(Relaxed) && !c.ended.load(Relaxed));
+        }
+        queue.push_back(connection.clone());
+        connection
+    }
+
+    /// Closes the oldest connection that has sent no request head; false when there is none.
+    fn evict_oldest(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut queue = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while let Some(connection) = queue.pop_front() {
+            if !connection.spoken.load(Relaxed) && !connection.ended.load(Relaxed) {
+                connection.evicted.cancel();
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// The connection's service, marking it as spoken at its first request head.
+#[derive(Clone)]
+struct Spoken<S> {
+    inner: S,
+    connection: Arc<Connection>,
+}
+
+impl<S, B> hyper::service::Service<hyper::Request<B>> for Spoken<S>
+where
+    S: hyper::service::Service<hyper::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, request: hyper::Request<B>) -> Self::Future {
+        self.connection
+            .spoken
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.inner.call(request)
     }
 }
 
