@@ -165,7 +165,13 @@ impl Toolset for Apps {
                 // Not startable: the call fails when it runs, and nothing starts.
                 return Ok(None);
             };
-            Ok(commands::as_command(&argv).map(|c| crate::Judged::shell(c.command, c.why)))
+            // A command-line program runs in exactly the terminal's box; a desktop program
+            // (a terminal emulator told to run a command) keeps the display.
+            let boxed = !commands::windowed(&argv);
+            Ok(commands::as_command(&argv).map(|c| crate::Judged {
+                boxed,
+                ..crate::Judged::shell(c.command, c.why)
+            }))
         })
     }
 

@@ -16,11 +16,13 @@
 //! (`paths`).
 
 mod judge;
+mod losses;
 mod paths;
 mod program;
 mod shell_parse;
 
 use judge::{is_sql_client, judge, sql};
+pub use losses::{Loss, LossKind};
 
 use std::collections::HashMap;
 
@@ -33,11 +35,11 @@ use shell_parse::parse;
 
 /// Marks, inside a word, text that is only known when the command runs: an unknown variable,
 /// a parameter operator, a command substitution. (A private-use character no command has.)
-const UNKNOWN: char = '\u{E000}';
+pub(crate) const UNKNOWN: char = '\u{E000}';
 
 /// Marks names given to a command at run time, possibly many: what `xargs` and `find -exec`
 /// append, and text a program computes. A deletion of such names is a mass deletion.
-const FANOUT: char = '\u{E001}';
+pub(crate) const FANOUT: char = '\u{E001}';
 
 /// Whether a word holds something only known at run time.
 fn unknown(word: &str) -> bool {
@@ -47,6 +49,40 @@ fn unknown(word: &str) -> bool {
 /// Why `script` is critical, or `None` when nothing critical was found.
 pub fn classify(script: &str) -> Option<String> {
     classify_depth(script, &mut HashMap::new(), 0)
+}
+
+/// What a command does, for a command that runs in the box: what is critical besides
+/// deleting and overwriting, and each deletion or overwrite apart, to be judged by what it
+/// would lose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classified {
+    /// Why it is critical for other reasons (privilege, a leak, a reverse shell, a force push).
+    pub critical: Option<String>,
+    pub losses: Vec<Loss>,
+    /// The script changes its working folder (`cd`, `pushd`) or has more than one command:
+    /// relative names and names that do not exist yet cannot be judged from here.
+    pub moves: bool,
+    pub commands: usize,
+}
+
+/// [`classify`] with deletions and overwrites kept apart ([`Classified`]).
+pub fn classify_losses(script: &str) -> Classified {
+    let (critical, losses) = losses::collect(|| classify(script));
+    let parsed = parse(script, &mut HashMap::new());
+    let moves = !parsed.nested.is_empty()
+        || parsed.commands.iter().any(|c| {
+            let words = unwrap(&c.words);
+            matches!(
+                words.first().map(|w| base(w)).as_deref(),
+                Some("cd" | "pushd" | "popd" | "chdir")
+            )
+        });
+    Classified {
+        critical,
+        losses,
+        moves,
+        commands: parsed.commands.len() + parsed.nested.len(),
+    }
 }
 
 fn classify_depth(

@@ -154,6 +154,9 @@ pub struct Judged {
     /// Why it must be asked every time, when what it would run cannot be known (a paste
     /// into a terminal, a line edited with keys the gateway cannot follow).
     pub ask_every_time: Option<String>,
+    /// It runs in the box of the call it is judged as (a command-line program launched as an
+    /// app runs in the terminal's box; text typed into a window does not).
+    pub boxed: bool,
 }
 
 impl Judged {
@@ -167,6 +170,29 @@ impl Judged {
             args,
             why: why.into(),
             ask_every_time: None,
+            boxed: false,
+        }
+    }
+}
+
+/// A call's risk as its toolset judges it from what it does ([`Toolset::rate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rated {
+    pub risk: Risk,
+    /// What the question says of it (what would be lost).
+    pub why: Option<String>,
+    /// No grant covers it: it is asked each time, Allow once or Deny (a critical command,
+    /// one that would lose work).
+    pub each_time: bool,
+}
+
+impl Rated {
+    /// A critical call: never covered by a grant.
+    pub fn critical(why: impl Into<String>) -> Self {
+        Self {
+            risk: Risk::Critical,
+            why: Some(why.into()),
+            each_time: true,
         }
     }
 }
@@ -179,8 +205,11 @@ pub trait Toolset: Send + Sync + std::any::Any {
     /// Runs one call.
     fn run<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, AaiError>>;
 
-    /// The risk of this call when above the tool's own (e.g. a critical shell command).
-    fn call_risk(&self, _tool: &str, _args: &Map<String, Value>) -> Option<Risk> {
+    /// The risk of this call judged from what it does, in place of the tool's own: a command
+    /// that stays in the box is medium, one whose deletions lose work high, a critical one
+    /// critical. `boxed`: the call runs in this toolset's box (false for a call it stands in
+    /// for that runs elsewhere: text typed into a terminal window).
+    fn rate(&self, _call: &Call<'_>, _boxed: bool) -> Option<Rated> {
         None
     }
 

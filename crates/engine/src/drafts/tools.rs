@@ -535,11 +535,16 @@ impl Toolset for DescriptorTools {
     }
 
     /// Introspecting the system bus can start system services: asked like a high-risk call.
-    fn call_risk(&self, tool: &str, args: &Map<String, Value>) -> Option<aai_policy::Risk> {
-        (tool == "aai_describe"
+    fn rate(&self, call: &aai_local::Call<'_>, _boxed: bool) -> Option<aai_local::Rated> {
+        let args = call.args;
+        (call.tool == "aai_describe"
             && args.get("kind").and_then(Value::as_str) == Some("dbus")
             && args.get("system").and_then(Value::as_bool) == Some(true))
-        .then_some(aai_policy::Risk::High)
+        .then(|| aai_local::Rated {
+            risk: aai_policy::Risk::High,
+            why: Some("introspecting the system bus can start system services".to_owned()),
+            each_time: true,
+        })
     }
 
     /// A descriptor that could not be installed is refused before anyone is asked.

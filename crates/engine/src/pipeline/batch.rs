@@ -365,9 +365,12 @@ impl Gateway {
         if let Some(error) = self.refusal(who, &app, spec, &args) {
             return Err(error);
         }
-        let mut risk = derive_risk(spec.risk, spec.read_only, spec.destructive);
-        let raised = self.raised_risk(&app, spec, &args);
-        risk = risk.max(raised.unwrap_or(Risk::Low));
+        let rated = self.rated(who, &app, spec, &args, true);
+        let risk = rated.as_ref().map_or_else(
+            || derive_risk(spec.risk, spec.read_only, spec.destructive),
+            |r| r.risk,
+        );
+        let raised = rated.as_ref().filter(|r| r.each_time).map(|r| r.risk);
         let (mut action, profile) = self.policy(who, &app, spec, risk, raised);
         let must_ask = self.must_ask(who, &app, spec, &args).await;
         if must_ask.is_some() && action != Action::AlwaysBlock {

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use aai_descriptor::AaiError;
 use aai_local::{Call, Judged, Toolset};
-use aai_policy::Risk;
 use serde_json::{Map, Value};
 
 use super::Caller;
@@ -51,9 +50,14 @@ impl Builtins {
         }
     }
 
-    /// See [`Toolset::call_risk`].
-    pub fn call_risk(&self, app: &str, tool: &str, args: &Map<String, Value>) -> Option<Risk> {
-        self.get(app)?.call_risk(tool, args)
+    /// See [`Toolset::rate`].
+    pub fn rate(
+        &self,
+        app: &str,
+        call: &aai_local::Call<'_>,
+        boxed: bool,
+    ) -> Option<aai_local::Rated> {
+        self.get(app)?.rate(call, boxed)
     }
 
     /// See [`Toolset::prefix_covers`].

@@ -116,7 +116,8 @@ impl Gateway {
                 Ok(target) => target,
                 Err(error) => return Err(self.refuse(&step, "none", "denied", error)),
             };
-        let raised = self.raise_risk(&mut call, judged.is_some(), gate_app, gate_spec, gate_args);
+        let rated = self.raise_risk(&mut call, who, judged.as_ref(), gate_app, gate_spec, gate_args);
+        let raised = rated.as_ref().filter(|r| r.each_time).map(|r| r.risk);
         let step = Step {
             call: &call,
             started,
@@ -138,8 +139,14 @@ impl Gateway {
             args: gate_args,
             ..original
         };
-        self.decide_and_run(&original, &judging, judged.as_ref(), raised, descriptor)
-            .await
+        let why = rated.and_then(|r| r.why);
+        self.decide_and_run(
+            &original,
+            &judging,
+            (judged.as_ref(), raised, why.as_deref()),
+            descriptor,
+        )
+        .await
     }
 
     /// The arguments as the tool's schema takes them, or the refusal (audited) of a call that
@@ -169,24 +176,35 @@ impl Gateway {
         Ok(args)
     }
 
-    /// Raises the call's risk to what it does: the risk of the call it is judged as, and what
-    /// its toolset finds in it (a critical shell command). The raised risk, when there is one.
+    /// Sets the call's risk to what it does: at least the risk of the call it is judged as,
+    /// and what its toolset finds in it ([`aai_local::Toolset::rate`]: a command that stays
+    /// in the box is medium, one that would lose work high, a critical one critical), which
+    /// takes the place of the tool's own risk. The toolset's rating, when it gave one.
     fn raise_risk(
         &self,
         call: &mut Call<'_>,
-        judged: bool,
+        who: &Caller,
+        judged: Option<&aai_local::Judged>,
         app: &App,
         spec: &ToolCommon,
         args: &Map<String, Value>,
-    ) -> Option<Risk> {
-        if judged {
-            call.risk = call
-                .risk
-                .max(derive_risk(spec.risk, spec.read_only, spec.destructive));
+    ) -> Option<aai_local::Rated> {
+        let own = call.risk;
+        let stand_in = derive_risk(spec.risk, spec.read_only, spec.destructive);
+        if judged.is_some() {
+            call.risk = call.risk.max(stand_in);
         }
-        let raised = self.raised_risk(app, spec, args);
-        call.risk = call.risk.max(raised.unwrap_or(Risk::Low));
-        raised
+        let boxed = judged.is_none_or(|j| j.boxed);
+        let rated = self.rated(who, app, spec, args, boxed);
+        if let Some(rated) = &rated {
+            // A call judged as another keeps at least its own tool's risk.
+            call.risk = if judged.is_some() {
+                own.max(rated.risk)
+            } else {
+                rated.risk
+            };
+        }
+        rated
     }
 
     /// The gate's decision for a resolved call — the policy's verdict, then consent — and the
@@ -196,8 +214,7 @@ impl Gateway {
         &self,
         original: &CallContext<'_>,
         judging: &CallContext<'_>,
-        judged: Option<&aai_local::Judged>,
-        raised: Option<Risk>,
+        (judged, raised, rated): (Option<&aai_local::Judged>, Option<Risk>, Option<&str>),
         descriptor: &Descriptor,
     ) -> Result<Value, AaiError> {
         let (action, profile_name, must_ask) =
@@ -208,6 +225,7 @@ impl Gateway {
             raised,
             must_ask: must_ask.as_deref(),
             judged: judged.map(|j| j.why.as_str()),
+            rated,
         };
         let (decision, shown) = self.consent(judging, &verdict).await?;
         // A call the user was asked about is recorded with exactly what they saw.
@@ -379,17 +397,20 @@ impl Gateway {
         }
     }
 
-    /// The risk of this call when above its tool's own: built-in toolsets judge their calls
-    /// (the terminal rates a command the classifier finds critical as critical).
-    pub(super) fn raised_risk(
+    /// The risk of this call as its built-in toolset judges it ([`aai_local::Toolset::rate`]).
+    pub(super) fn rated(
         &self,
+        who: &Caller,
         app: &App,
         spec: &ToolCommon,
         args: &Map<String, Value>,
-    ) -> Option<Risk> {
-        (app.platform == Platform::Local)
-            .then(|| self.toolsets().call_risk(app.id(), &spec.name, args))
-            .flatten()
+        boxed: bool,
+    ) -> Option<aai_local::Rated> {
+        if app.platform != Platform::Local {
+            return None;
+        }
+        let call = judged_call(who, spec, args);
+        self.toolsets().rate(app.id(), &call, boxed)
     }
 
     /// The call the gate judges in place of a built-in call, when its toolset names one
@@ -643,6 +664,8 @@ pub(super) struct Verdict<'a> {
     pub(super) raised: Option<Risk>,
     pub(super) must_ask: Option<&'a str>,
     pub(super) judged: Option<&'a str>,
+    /// What its toolset found in it (what a command would lose).
+    pub(super) rated: Option<&'a str>,
 }
 
 impl Step<'_> {

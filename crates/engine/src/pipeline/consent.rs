@@ -37,6 +37,7 @@ impl Gateway {
             raised,
             must_ask,
             judged,
+            rated,
         } = *verdict;
         let caller = who.name.as_str();
         let risk = step.call.risk;
@@ -112,10 +113,8 @@ impl Gateway {
                     shown.to_string(),
                 );
                 question.once_only = critical;
-                question.why = match (must_ask, judged) {
-                    (Some(ask), Some(judged)) => Some(format!("{judged} {ask}")),
-                    (ask, judged) => ask.or(judged).map(str::to_owned),
-                };
+                let said: Vec<&str> = [judged, must_ask, rated].into_iter().flatten().collect();
+                question.why = (!said.is_empty()).then(|| said.join(" "));
                 question.session = who.session.is_some();
                 question.prefix = self.toolsets().offered_prefix(app.id(), &spec.name, args);
                 let answer = match asker {

@@ -47,6 +47,7 @@ pub struct Proxy {
     pub addr: SocketAddr,
     log: Arc<Mutex<Log>>,
     stop: CancellationToken,
+    granted: Granted,
     /// The proxy is one of the gateway's listeners: a request through it to itself is refused.
     _own: crate::own_listeners::Registered,
 }
@@ -61,6 +62,47 @@ struct Route {
     /// (or `host:port`) was named in this list (the egress proxy); `None`: not checked (the
     /// browser, whose policy judges hosts by name).
     internal: Option<Vec<String>>,
+    /// Hosts (or `host:port`) the user allowed for the command running now, beyond the
+    /// policy: see [`Proxy::grant`].
+    granted: Granted,
+}
+
+type Granted = Arc<Mutex<Vec<String>>>;
+
+/// Hosts allowed while it lives (see [`Proxy::grant`]).
+pub struct Grant {
+    granted: Granted,
+    hosts: Vec<String>,
+}
+
+impl Drop for Grant {
+    fn drop(&mut self) {
+        if let Ok(mut granted) = self.granted.lock() {
+            for host in &self.hosts {
+                if let Some(at) = granted.iter().position(|h| h == host) {
+                    granted.remove(at);
+                }
+            }
+        }
+    }
+}
+
+impl Route {
+    /// Whether the user allowed `host` (a name, its subdomains, or `host:port`) for now.
+    fn granted_host(&self, host: &str, port: u16) -> bool {
+        let Some(normal) = normalize_host(host) else {
+            return false;
+        };
+        self.granted.lock().is_ok_and(|granted| {
+            granted.iter().any(|g| {
+                *g == normal
+                    || *g == format!("{normal}:{port}")
+                    || normal
+                        .strip_suffix(g.as_str())
+                        .is_some_and(|head| head.ends_with('.'))
+            })
+        })
+    }
 }
 
 /// Where the proxy connects for a host and port: the `resolve` override (`"host:port"` →
@@ -97,11 +139,13 @@ impl Proxy {
         let own = crate::own_listeners::register(addr);
         let log = Arc::new(Mutex::new(Log::default()));
         let stop = CancellationToken::new();
+        let granted = Granted::default();
         let route = Arc::new(Route {
             policy,
             resolve,
             home,
             internal,
+            granted: granted.clone(),
         });
         let (task_log, task_stop) = (log.clone(), stop.clone());
         tokio::spawn(async move {
@@ -124,8 +168,35 @@ impl Proxy {
             addr,
             log,
             stop,
+            granted,
             _own: own,
         })
+    }
+
+    /// Lets `hosts` through besides the policy until the grant is dropped: a name (with its
+    /// subdomains) or, for an address of this computer or a private network, `host:port`.
+    /// The gateway's own ports stay out of reach.
+    pub fn grant(&self, hosts: &[String]) -> Grant {
+        let hosts: Vec<String> = hosts
+            .iter()
+            .filter_map(|h| {
+                let (host, port) = match h.rsplit_once(':') {
+                    Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => {
+                        (host, Some(port))
+                    }
+                    _ => (h.as_str(), None),
+                };
+                let host = normalize_host(host)?;
+                Some(port.map_or_else(|| host.clone(), |port| format!("{host}:{port}")))
+            })
+            .collect();
+        if let Ok(mut granted) = self.granted.lock() {
+            granted.extend(hosts.iter().cloned());
+        }
+        Grant {
+            granted: self.granted.clone(),
+            hosts,
+        }
     }
 
     /// The count of refusals so far: [`Proxy::refused_since`] with it gives the later ones.
@@ -261,7 +332,9 @@ async fn serve(mut client: TcpStream, route: &Route, log: &Mutex<Log>) {
             Some(path),
         )
     };
-    if let Err(blocked) = route.policy.check_host(&host) {
+    if let Err(blocked) = route.policy.check_host(&host)
+        && !route.granted_host(&host, port)
+    {
         note_refusal(log, &blocked.target, port, &blocked.rule);
         return answer(&mut client, 403, &blocked.message()).await;
     }
@@ -358,10 +431,12 @@ async fn connect(host: &str, port: u16, route: &Route) -> Result<TcpStream, Unre
             .map_err(|_| Unreached::Failed)?
             .collect();
     let mut refused = None;
-    let named = route
-        .internal
-        .as_ref()
-        .is_none_or(|named| named.contains(&normal) || named.contains(&format!("{normal}:{port}")));
+    let named = route.internal.as_ref().is_none_or(|named| {
+        named.contains(&normal) || named.contains(&format!("{normal}:{port}"))
+    }) || route
+        .granted
+        .lock()
+        .is_ok_and(|granted| granted.contains(&format!("{normal}:{port}")));
     for addr in addrs {
         if let Some(rule) = crate::own_listeners::refusal(addr, route.home.as_deref()) {
             refused = Some(rule);

@@ -2,6 +2,16 @@
 //! `timeout` are taken off) against what is known to delete, overwrite, leak or fetch.
 
 use super::*;
+use super::losses::{LossKind, lost, noted};
+
+/// Returns the reason from the enclosing rule when `$found` is one.
+macro_rules! critical {
+    ($found:expr) => {
+        if let Some(reason) = $found {
+            return Some(reason);
+        }
+    };
+}
 
 /// The rules, on one command's words.
 pub(super) fn judge(
@@ -26,34 +36,58 @@ pub(super) fn judge(
         "sudo" | "su" | "doas" | "pkexec" | "run0" | "runas" => {
             return Some(format!("privilege escalation ({name})"));
         }
-        "rm" => {
-            if flags(&['r', 'R'], &["--recursive"]) {
-                return Some("recursive deletion (rm -r)".into());
+        "rm" | "unlink" => {
+            let why = if name == "rm" && flags(&['r', 'R'], &["--recursive"]) {
+                Some("recursive deletion (rm -r)".to_owned())
+            } else {
+                targets
+                    .iter()
+                    .find_map(|t| dangerous_deletion(t))
+                    .map(|what| format!("{what} ({name})"))
+            };
+            let paths = LossKind::Paths(owned(&targets));
+            match why {
+                Some(why) => critical!(lost(why, paths)),
+                None => noted(format!("deletion ({name})"), paths),
             }
-            if let Some(what) = targets.iter().find_map(|t| dangerous_deletion(t)) {
-                return Some(format!("{what} (rm)"));
-            }
-        }
-        "unlink" if dangerous_target() => {
-            let what = targets.iter().find_map(|t| dangerous_deletion(t));
-            return what.map(|what| format!("{what} (unlink)"));
         }
         "rmdir" if flags(&['p'], &["--parents"]) => {
-            return Some("recursive deletion (rmdir -p)".into());
+            critical!(lost(
+                "recursive deletion (rmdir -p)",
+                LossKind::Paths(owned(&targets)),
+            ));
         }
-        "truncate" if shrinks(args) && dangerous_target() => {
-            return Some(
-                "truncating a protected file, a wildcard or names given at run time (truncate)"
-                    .into(),
-            );
+        "truncate" if shrinks(args) => {
+            let paths = LossKind::Paths(owned(&targets));
+            if dangerous_target() {
+                critical!(lost(
+                    "truncating a protected file, a wildcard or names given at run time (truncate)",
+                    paths,
+                ));
+            } else {
+                noted("truncation (truncate)", paths);
+            }
         }
         "mv" if targets.len() >= 2 => {
             let (sources, destination) = targets.split_at(targets.len() - 1);
             if destination[0].as_str() == "/dev/null" {
-                return Some("deletion by moving into /dev/null (mv)".into());
+                critical!(lost(
+                    "deletion by moving into /dev/null (mv)",
+                    LossKind::Paths(owned(sources)),
+                ));
+            } else if sources.iter().any(|s| deletes_dangerously(s)) {
+                critical!(lost(
+                    "moving away a protected path or a wildcard (mv)",
+                    LossKind::Paths(owned(sources)),
+                ));
             }
-            if sources.iter().any(|s| deletes_dangerously(s)) {
-                return Some("moving away a protected path or a wildcard (mv)".into());
+            noted("moving files (mv)", LossKind::Moved(owned(sources)));
+            // A file moved onto another replaces it (into a folder, it lands inside).
+            if targets.len() == 2 && !flags(&['n', 'b'], &["--no-clobber", "--backup"]) {
+                noted(
+                    "a file moved over another (mv)",
+                    LossKind::Overwritten(vec![destination[0].clone()]),
+                );
             }
         }
         "cp" | "install" | "ln" => {
@@ -101,20 +135,40 @@ pub(super) fn judge(
                     || a == "--remove-sent-files"
             }) =>
         {
-            return Some("mass deletion (rsync --delete)".into());
+            // What goes is in the destination (or, removing sources, in the sources); a
+            // remote destination is not in the box at all.
+            let remote = targets.iter().any(|t| t.contains(':'));
+            let kind = match targets.split_last() {
+                _ if remote => LossKind::Unknown,
+                Some((destination, sources)) if args.iter().any(|a| a.starts_with("--del")) => {
+                    let _ = sources;
+                    LossKind::Paths(vec![(*destination).clone()])
+                }
+                _ => LossKind::Paths(owned(&targets)),
+            };
+            critical!(lost("mass deletion (rsync --delete)", kind));
         }
         "tar" if has("--remove-files") => {
-            return Some("deleting the archived files (tar --remove-files)".into());
+            critical!(lost(
+                "deleting the archived files (tar --remove-files)",
+                LossKind::Paths(owned(&targets)),
+            ));
         }
         "zip" if flags(&['m'], &["--move"]) => {
-            return Some("deleting the archived files (zip -m)".into());
+            critical!(lost(
+                "deleting the archived files (zip -m)",
+                LossKind::Paths(owned(&targets)),
+            ));
         }
         "7z" | "7za" | "7zr" if has("-sdel") => {
-            return Some("deleting the archived files (7z -sdel)".into());
+            critical!(lost(
+                "deleting the archived files (7z -sdel)",
+                LossKind::Paths(owned(&targets)),
+            ));
         }
         "find" | "fd" => {
             if name == "find" && has("-delete") {
-                return Some("mass deletion (find -delete)".into());
+                critical!(lost("mass deletion (find -delete)", found(args)));
             }
             if let Some(reason) = find_exec(&name, args, vars, depth) {
                 return Some(reason);
@@ -168,7 +222,13 @@ pub(super) fn judge(
                 "a network shell in a {name} one-liner (a reverse shell)"
             ));
         }
-        "shred" | "wipe" | "srm" | "wipefs" | "mkswap" | "fdisk" | "sfdisk" | "cfdisk"
+        "shred" | "wipe" | "srm" => {
+            critical!(lost(
+                format!("file destruction ({name})"),
+                LossKind::Paths(owned(&targets)),
+            ));
+        }
+        "wipefs" | "mkswap" | "fdisk" | "sfdisk" | "cfdisk"
         | "parted" | "sgdisk" | "gdisk" | "mke2fs" | "blkdiscard" => {
             return Some(format!("disk, filesystem or file destruction ({name})"));
         }
@@ -218,6 +278,40 @@ pub(super) fn judge(
         }
     }
     None
+}
+
+/// The operands as owned words.
+fn owned(targets: &[&String]) -> Vec<String> {
+    targets.iter().map(|t| (*t).clone()).collect()
+}
+
+/// `find`'s deletion: the roots before its first expression, and its name patterns.
+fn found(args: &[String]) -> LossKind {
+    let roots: Vec<String> = args
+        .iter()
+        .take_while(|a| !a.starts_with('-') && !matches!(a.as_str(), "(" | "!" | ")"))
+        .cloned()
+        .collect();
+    let names = args
+        .windows(2)
+        .filter(|w| matches!(w[0].as_str(), "-name" | "-iname"))
+        .map(|w| w[1].clone())
+        .collect();
+    // A path or regex test, or a negation, matches what the names alone do not say.
+    let narrowed_otherwise = args.iter().any(|a| {
+        matches!(
+            a.as_str(),
+            "-path" | "-ipath" | "-wholename" | "-regex" | "-iregex" | "!" | "-not" | "-o" | "-or"
+        )
+    });
+    LossKind::Found {
+        roots: if roots.is_empty() {
+            vec![".".to_owned()]
+        } else {
+            roots
+        },
+        names: if narrowed_otherwise { Vec::new() } else { names },
+    }
 }
 
 /// What makes deleting `target` critical, in words.
@@ -305,6 +399,7 @@ pub(super) fn find_exec(
 pub(super) fn git(args: &[String]) -> Option<String> {
     // Global options come before the subcommand; some take a value.
     let mut at = 0;
+    let mut dir: Option<String> = None;
     while let Some(arg) = args.get(at)
         && arg.starts_with('-')
     {
@@ -312,6 +407,13 @@ pub(super) fn git(args: &[String]) -> Option<String> {
             arg.as_str(),
             "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--config-env"
         );
+        if matches!(arg.as_str(), "-C" | "--git-dir" | "--work-tree") {
+            // Where it works: `-C` is followed; another repository spelling is not judged.
+            dir = match (arg.as_str(), dir, args.get(at + 1)) {
+                ("-C", None, Some(value)) => Some(value.clone()),
+                _ => Some(super::UNKNOWN.to_string()),
+            };
+        }
         at += 1 + usize::from(takes_value);
     }
     let subcommand = args.get(at)?.as_str();
@@ -346,25 +448,48 @@ pub(super) fn git(args: &[String]) -> Option<String> {
             }
         }
         "clean" if (short('f') || has("--force")) && !(short('n') || has("--dry-run")) => {
-            return Some("mass deletion of untracked files (git clean -f)".into());
+            let paths = rest.iter().filter(|a| !a.starts_with('-')).cloned().collect();
+            return lost(
+                "mass deletion of untracked files (git clean -f)",
+                LossKind::GitClean {
+                    dir,
+                    ignored_only: short('X'),
+                    paths,
+                },
+            );
         }
         "stash" if rest.first().is_some_and(|a| a == "clear") => {
-            return Some("discarding all stashed work (git stash clear)".into());
+            return lost(
+                "discarding all stashed work (git stash clear)",
+                LossKind::Unknown,
+            );
         }
         "branch" if short('D') || (short('d') && (short('f') || has("--force"))) => {
-            return Some("deleting an unmerged branch (git branch -D)".into());
+            return lost(
+                "deleting an unmerged branch (git branch -D)",
+                LossKind::GitBranch,
+            );
         }
         "reset" if has("--hard") => {
-            return Some("discarding uncommitted work (git reset --hard)".into());
+            return lost(
+                "discarding uncommitted work (git reset --hard)",
+                LossKind::GitDiscard { dir },
+            );
         }
         "checkout" if short('f') || has("--force") || everything() => {
-            return Some("discarding uncommitted changes (git checkout -f / .)".into());
+            return lost(
+                "discarding uncommitted changes (git checkout -f / .)",
+                LossKind::GitDiscard { dir },
+            );
         }
         "restore"
             if (!has("--staged") && !short('S') || has("--worktree") || short('W'))
                 && everything() =>
         {
-            return Some("discarding uncommitted changes (git restore .)".into());
+            return lost(
+                "discarding uncommitted changes (git restore .)",
+                LossKind::GitDiscard { dir },
+            );
         }
         _ => {}
     }

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use super::losses::{LossKind, lost, noted};
 use super::{FANOUT, classify_depth, deletes_dangerously, is_protected, reads_stdin_as_code};
 
 mod lex;
@@ -489,17 +490,29 @@ fn judge_call(lang: Lang, name: &str, kind: Kind, args: &[Arg], depth: usize) ->
                     }
                 )
             });
-            if recursive || option_recursive {
-                return Some(format!("recursive deletion ({name} in {lang_name})"));
-            }
             let targets: Vec<String> = texts().map(|p| raw(&p)).collect();
+            // A path computed at run time is a name only known when it runs.
+            let kind = || {
+                if targets.is_empty() || targets.iter().any(|t| t.contains([super::UNKNOWN, FANOUT])) {
+                    LossKind::Unknown
+                } else {
+                    LossKind::Paths(targets.clone())
+                }
+            };
+            if recursive || option_recursive {
+                return lost(format!("recursive deletion ({name} in {lang_name})"), kind());
+            }
             // A receiver's method (`path.unlink()`) deletes a path computed at run time.
             if targets.is_empty() || targets.iter().any(|t| deletes_dangerously(t)) {
-                return Some(format!(
-                    "deletion of a computed, wildcard or protected path ({name} in \
-                     {lang_name})"
-                ));
+                return lost(
+                    format!(
+                        "deletion of a computed, wildcard or protected path ({name} in \
+                         {lang_name})"
+                    ),
+                    kind(),
+                );
             }
+            noted(format!("deletion ({name} in {lang_name})"), kind());
             None
         }
         Kind::Write { mode } => {

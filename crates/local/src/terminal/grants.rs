@@ -1,20 +1,8 @@
-//! What the terminal's calls are judged by beyond the tool's own risk: commands the
-//! classifier finds critical, and "always allow commands starting with …" grants.
+//! "Always allow commands starting with …" grants for the terminal's calls.
 
-use aai_descriptor::Risk;
 use serde_json::{Map, Value};
 
 use crate::classify;
-
-/// The risk of a `bash_execute` call when above the tool's own: a command the classifier
-/// finds critical.
-pub fn call_risk(tool: &str, args: &Map<String, Value>) -> Option<Risk> {
-    if tool != "bash_execute" {
-        return None;
-    }
-    let command = args.get("command").and_then(Value::as_str)?;
-    classify::classify(command).map(|_| Risk::Critical)
-}
 
 /// Whether command-prefix grants cover this call: every simple command of a plain
 /// `bash_execute` script starts with the words of one of `prefixes`. A script with parts the

@@ -14,7 +14,11 @@
 //! for the default session, is run in a new one that says its state was reset.
 
 pub mod grants;
+pub mod loss;
+mod rate;
 mod session;
+
+use rate::hosts;
 
 use std::collections::HashMap;
 use std::io::{Read as _, Write};
@@ -22,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use aai_descriptor::{AaiError, Descriptor, ErrorKind, Risk};
+use aai_descriptor::{AaiError, Descriptor, ErrorKind};
 use aai_executor::BoxFuture;
 use portable_pty::{ChildKiller, CommandBuilder, MasterPty, PtySize, native_pty_system};
 use serde_json::{Map, Value, json};
@@ -169,6 +173,13 @@ impl crate::Toolset for Terminal {
                             ),
                         ));
                     }
+                    if !call.approved && !self.new_hosts(call.args).is_empty() {
+                        return Err(AaiError::new(
+                            ErrorKind::PermissionDenied,
+                            "hosts beyond the egress policy are reached only when the user approved this command just now",
+                        )
+                        .with_detail(json!({"reason": "hosts_not_approved"})));
+                    }
                     self.make_start(call.roots);
                     let place = self.place(call.roots, None);
                     self.sessions
@@ -223,6 +234,13 @@ impl crate::Toolset for Terminal {
             if call.tool != "bash_execute" {
                 return None;
             }
+            let new = self.new_hosts(call.args);
+            if !new.is_empty() {
+                return Some(format!(
+                    "it asks to reach {} besides the package registries and local.egress.allow (asked every time; to allow a host for good, add it to local.egress.allow in config.json)",
+                    new.join(", ")
+                ));
+            }
             let id = arg_str(call.args, "session_id").unwrap_or("default");
             self.sessions.outside(call.caller, id).map(|reason| {
                 format!(
@@ -232,8 +250,8 @@ impl crate::Toolset for Terminal {
         })
     }
 
-    fn call_risk(&self, tool: &str, args: &Map<String, Value>) -> Option<Risk> {
-        grants::call_risk(tool, args)
+    fn rate(&self, call: &crate::Call<'_>, boxed: bool) -> Option<crate::Rated> {
+        self.rate_call(call, boxed)
     }
 
     fn emergency_stop(&self) -> BoxFuture<'_, ()> {
@@ -322,6 +340,8 @@ struct Entry {
     shell_pid: Option<u32>,
     /// Whether `shell_pid` is the sandbox launcher (ended with SIGTERM, which ends its tree).
     contained: bool,
+    /// The shell itself (inside the box): its working folder is the session's.
+    bash_pid: Option<u32>,
     /// Why the session runs outside the sandbox, when it does.
     outside: Option<String>,
     killed: Arc<std::sync::atomic::AtomicBool>,
@@ -466,6 +486,12 @@ impl Sessions {
     }
 
     /// Why `caller`'s session `id` runs outside the sandbox, when it does.
+    /// The working folder of session `id` now, when it runs.
+    pub fn cwd(&self, caller: &str, id: &str) -> Option<PathBuf> {
+        let entry = self.get(&scoped(caller, id))?;
+        std::fs::read_link(format!("/proc/{}/cwd", entry.bash_pid?)).ok()
+    }
+
     pub fn outside(&self, caller: &str, id: &str) -> Option<String> {
         self.get(&scoped(caller, id))?.outside.clone()
     }
@@ -497,6 +523,7 @@ impl Sessions {
         let entry = Arc::new(Entry {
             killer: std::sync::Mutex::new(session.child.clone_killer()),
             shell_pid: session.child.process_id(),
+            bash_pid: session.shell_pid,
             contained: session.contained,
             outside: place.outside.clone(),
             killed: session.killed.clone(),
@@ -607,6 +634,11 @@ impl Sessions {
         let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
         let session = entry.session.clone();
         let mark = entry.egress.as_ref().map(|p| p.mark());
+        // Hosts the user allowed for this command (asked just now), until it ends.
+        let _granted = match (&entry.egress, hosts(args)) {
+            (Some(proxy), hosts) if !hosts.is_empty() => Some(proxy.grant(&hosts)),
+            _ => None,
+        };
         let command = command.to_owned();
         let report = progress.is_some().then_some(progress_tx);
         tokio::spawn(async move {

@@ -3,6 +3,28 @@
 
 use super::*;
 
+/// The environment of a terminal nobody watches: pagers print, editors and password prompts
+/// return at once (`git commit` without `-m` stops with "empty message"), no colour.
+pub(super) const NON_INTERACTIVE: &[(&str, &str)] = &[
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+    ("MANPAGER", "cat"),
+    ("SYSTEMD_PAGER", "cat"),
+    ("SYSTEMD_COLORS", "0"),
+    ("LESS", "-FRX"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("GIT_EDITOR", "true"),
+    ("EDITOR", "true"),
+    ("VISUAL", "true"),
+    ("GCM_INTERACTIVE", "never"),
+    ("DEBIAN_FRONTEND", "noninteractive"),
+    ("PIP_NO_INPUT", "1"),
+    ("NO_COLOR", "1"),
+    ("CLICOLOR", "0"),
+    ("CARGO_TERM_COLOR", "never"),
+    ("CARGO_TERM_PROGRESS_WHEN", "never"),
+];
+
 impl Session {
     pub(super) fn start(
         shell: &str,
@@ -60,6 +82,11 @@ impl Session {
         command.env("PS2", "");
         command.env("TERM", "dumb");
         command.env("HISTFILE", "/dev/null");
+        // Nobody sees this terminal: nothing may wait on a pager, an editor or a prompt, and
+        // output comes without colour codes unless a command asks for them.
+        for (name, value) in NON_INTERACTIVE {
+            command.env(name, value);
+        }
         command.env(
             aai_executor::process::TAG_VAR,
             aai_executor::process::process_tag(),
