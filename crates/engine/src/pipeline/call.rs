@@ -116,7 +116,14 @@ impl Gateway {
                 Ok(target) => target,
                 Err(error) => return Err(self.refuse(&step, "none", "denied", error)),
             };
-        let rated = self.raise_risk(&mut call, who, judged.as_ref(), gate_app, gate_spec, gate_args);
+        let rated = self.raise_risk(
+            &mut call,
+            who,
+            judged.as_ref(),
+            gate_app,
+            gate_spec,
+            gate_args,
+        );
         let raised = rated.as_ref().filter(|r| r.each_time).map(|r| r.risk);
         let step = Step {
             call: &call,

@@ -431,12 +431,13 @@ async fn connect(host: &str, port: u16, route: &Route) -> Result<TcpStream, Unre
             .map_err(|_| Unreached::Failed)?
             .collect();
     let mut refused = None;
-    let named = route.internal.as_ref().is_none_or(|named| {
-        named.contains(&normal) || named.contains(&format!("{normal}:{port}"))
-    }) || route
-        .granted
-        .lock()
-        .is_ok_and(|granted| granted.contains(&format!("{normal}:{port}")));
+    let named =
+        route.internal.as_ref().is_none_or(|named| {
+            named.contains(&normal) || named.contains(&format!("{normal}:{port}"))
+        }) || route
+            .granted
+            .lock()
+            .is_ok_and(|granted| granted.contains(&format!("{normal}:{port}")));
     for addr in addrs {
         if let Some(rule) = crate::own_listeners::refusal(addr, route.home.as_deref()) {
             refused = Some(rule);

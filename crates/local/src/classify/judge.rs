@@ -1,8 +1,8 @@
 //! The verdict on one simple command: its words (after wrappers such as `sudo`, `env` and
 //! `timeout` are taken off) against what is known to delete, overwrite, leak or fetch.
 
-use super::*;
 use super::losses::{LossKind, lost, noted};
+use super::*;
 
 /// Returns the reason from the enclosing rule when `$found` is one.
 macro_rules! critical {
@@ -228,8 +228,8 @@ pub(super) fn judge(
                 LossKind::Paths(owned(&targets)),
             ));
         }
-        "wipefs" | "mkswap" | "fdisk" | "sfdisk" | "cfdisk"
-        | "parted" | "sgdisk" | "gdisk" | "mke2fs" | "blkdiscard" => {
+        "wipefs" | "mkswap" | "fdisk" | "sfdisk" | "cfdisk" | "parted" | "sgdisk" | "gdisk"
+        | "mke2fs" | "blkdiscard" => {
             return Some(format!("disk, filesystem or file destruction ({name})"));
         }
         n if n.starts_with("mkfs") => return Some(format!("filesystem destruction ({name})")),
@@ -310,7 +310,11 @@ fn found(args: &[String]) -> LossKind {
         } else {
             roots
         },
-        names: if narrowed_otherwise { Vec::new() } else { names },
+        names: if narrowed_otherwise {
+            Vec::new()
+        } else {
+            names
+        },
     }
 }
 
@@ -448,7 +452,11 @@ pub(super) fn git(args: &[String]) -> Option<String> {
             }
         }
         "clean" if (short('f') || has("--force")) && !(short('n') || has("--dry-run")) => {
-            let paths = rest.iter().filter(|a| !a.starts_with('-')).cloned().collect();
+            let paths = rest
+                .iter()
+                .filter(|a| !a.starts_with('-'))
+                .cloned()
+                .collect();
             return lost(
                 "mass deletion of untracked files (git clean -f)",
                 LossKind::GitClean {

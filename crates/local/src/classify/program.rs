@@ -493,14 +493,19 @@ fn judge_call(lang: Lang, name: &str, kind: Kind, args: &[Arg], depth: usize) ->
             let targets: Vec<String> = texts().map(|p| raw(&p)).collect();
             // A path computed at run time is a name only known when it runs.
             let kind = || {
-                if targets.is_empty() || targets.iter().any(|t| t.contains([super::UNKNOWN, FANOUT])) {
+                if targets.is_empty()
+                    || targets.iter().any(|t| t.contains([super::UNKNOWN, FANOUT]))
+                {
                     LossKind::Unknown
                 } else {
                     LossKind::Paths(targets.clone())
                 }
             };
             if recursive || option_recursive {
-                return lost(format!("recursive deletion ({name} in {lang_name})"), kind());
+                return lost(
+                    format!("recursive deletion ({name} in {lang_name})"),
+                    kind(),
+                );
             }
             // A receiver's method (`path.unlink()`) deletes a path computed at run time.
             if targets.is_empty() || targets.iter().any(|t| deletes_dangerously(t)) {

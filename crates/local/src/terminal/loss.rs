@@ -53,8 +53,21 @@ const REBUILT: &[&str] = &[
 
 /// File name patterns of build outputs (`find -name …`, `rm *.pyc`).
 const REBUILT_FILES: &[&str] = &[
-    "*.pyc", "*.pyo", "*.o", "*.obj", "*.class", "*.a", "*.so", "*.d", "*.rlib", "*.rmeta",
-    "*.egg-info", "*.log", "*.tmp", "__pycache__", ".DS_Store",
+    "*.pyc",
+    "*.pyo",
+    "*.o",
+    "*.obj",
+    "*.class",
+    "*.a",
+    "*.so",
+    "*.d",
+    "*.rlib",
+    "*.rmeta",
+    "*.egg-info",
+    "*.log",
+    "*.tmp",
+    "__pycache__",
+    ".DS_Store",
 ];
 
 /// Entries walked at most when counting what a folder holds.
@@ -127,20 +140,14 @@ fn rate(kind: &LossKind, classified: &Classified, scene: &Scene<'_>) -> (Risk, S
         {
             (Risk::Low, "moved to a new name".to_owned())
         }
-        LossKind::Paths(paths) | LossKind::Moved(paths) | LossKind::Overwritten(paths) => worst(
-            paths
-                .iter()
-                .map(|p| path(p, classified, scene)),
-        ),
+        LossKind::Paths(paths) | LossKind::Moved(paths) | LossKind::Overwritten(paths) => {
+            worst(paths.iter().map(|p| path(p, classified, scene)))
+        }
         LossKind::Found { roots, names } => {
             if !names.is_empty() && names.iter().all(|n| REBUILT_FILES.contains(&n.as_str())) {
                 return (Risk::Low, format!("build outputs ({})", names.join(", ")));
             }
-            worst(
-                roots
-                    .iter()
-                    .map(|r| path(r, classified, scene)),
-            )
+            worst(roots.iter().map(|r| path(r, classified, scene)))
         }
         LossKind::GitClean {
             dir,
@@ -161,10 +168,12 @@ fn rate(kind: &LossKind, classified: &Classified, scene: &Scene<'_>) -> (Risk, S
             match files {
                 None => (Risk::High, "not a git repository here".to_owned()),
                 Some(status) => {
-                    let untracked: Vec<&Entry> =
-                        status.iter().filter(|e| e.code == "??").collect();
+                    let untracked: Vec<&Entry> = status.iter().filter(|e| e.code == "??").collect();
                     if untracked.is_empty() {
-                        (Risk::Low, "no untracked files git does not ignore".to_owned())
+                        (
+                            Risk::Low,
+                            "no untracked files git does not ignore".to_owned(),
+                        )
                     } else {
                         (Risk::High, describe("untracked files", &untracked, &dir))
                     }
@@ -182,7 +191,10 @@ fn rate(kind: &LossKind, classified: &Classified, scene: &Scene<'_>) -> (Risk, S
                     if changed.is_empty() {
                         (Risk::Low, "no uncommitted changes".to_owned())
                     } else {
-                        (Risk::High, describe("uncommitted changes in", &changed, &dir))
+                        (
+                            Risk::High,
+                            describe("uncommitted changes in", &changed, &dir),
+                        )
                     }
                 }
             }
@@ -199,7 +211,7 @@ fn uncertain_dir() -> (Risk, String) {
 
 fn worst(rated: impl Iterator<Item = (Risk, String)>) -> (Risk, String) {
     let mut all: Vec<(Risk, String)> = rated.collect();
-    all.sort_by(|a, b| b.0.cmp(&a.0));
+    all.sort_by_key(|r| std::cmp::Reverse(r.0));
     let top = all.first().map_or(Risk::Low, |r| r.0);
     let said: Vec<String> = all
         .into_iter()
@@ -343,7 +355,10 @@ fn one(full: &Path, word: &str, classified: &Classified, scene: &Scene<'_>) -> (
         };
     };
     if meta.file_type().is_symlink() && !word.ends_with('/') {
-        return (Risk::Low, format!("{word:?} is a link (only the link goes)"));
+        return (
+            Risk::Low,
+            format!("{word:?} is a link (only the link goes)"),
+        );
     }
     let Ok(real) = full.canonicalize() else {
         return (Risk::High, format!("{word:?} cannot be resolved"));
@@ -355,7 +370,10 @@ fn one(full: &Path, word: &str, classified: &Classified, scene: &Scene<'_>) -> (
     {
         return (
             Risk::High,
-            format!("{word:?} is the allowed folder {} itself or holds it", folder.display()),
+            format!(
+                "{word:?} is the allowed folder {} itself or holds it",
+                folder.display()
+            ),
         );
     }
     let Some(root) = scene.allowed.iter().find(|a| real.starts_with(a)) else {
@@ -387,14 +405,18 @@ fn one(full: &Path, word: &str, classified: &Classified, scene: &Scene<'_>) -> (
     let parent = if meta.is_dir() {
         real.clone()
     } else {
-        real.parent().map_or_else(|| real.clone(), Path::to_path_buf)
+        real.parent()
+            .map_or_else(|| real.clone(), Path::to_path_buf)
     };
     match git_status(&parent, &[real.to_string_lossy().into_owned()], true) {
         Some(status) => {
             let lost: Vec<&Entry> = status.iter().filter(|e| e.code != "!!").collect();
             if lost.is_empty() {
                 if status.is_empty() && !tracked(&parent, &real) {
-                    (Risk::Low, format!("{word:?} holds nothing git does not ignore"))
+                    (
+                        Risk::Low,
+                        format!("{word:?} holds nothing git does not ignore"),
+                    )
                 } else if status.is_empty() {
                     (
                         Risk::Medium,
@@ -580,11 +602,22 @@ mod tests {
         let git = |args: &[&str]| {
             let out = Command::new("git")
                 .current_dir(&root)
-                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "-c",
+                    "init.defaultBranch=main",
+                ])
                 .args(args)
                 .output()
                 .expect("git");
-            assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         };
         git(&["init", "-q"]);
         std::fs::write(root.join(".gitignore"), "target/\n*.pyc\n").expect("ignore");
@@ -644,7 +677,10 @@ mod tests {
             ("mv notes.txt target/ && rm -rf target", Risk::High),
             ("mv src/main.rs notes.txt", Risk::High),
             ("rsync -a --delete /tmp/empty/ src/", Risk::High),
-            ("python3 -c 'import shutil; shutil.rmtree(\"src\")'", Risk::High),
+            (
+                "python3 -c 'import shutil; shutil.rmtree(\"src\")'",
+                Risk::High,
+            ),
         ] {
             let verdict = rated(&root, command);
             assert_eq!(verdict.risk, risk, "{command}: {verdict:?}");
@@ -654,7 +690,10 @@ mod tests {
         }
         // The question names what would be lost.
         let why = rated(&root, "git clean -fd").why.expect("why");
-        assert!(why.contains("notes.txt") && why.contains("1 untracked"), "{why}");
+        assert!(
+            why.contains("notes.txt") && why.contains("1 untracked"),
+            "{why}"
+        );
         let why = rated(&root, "git reset --hard").why.expect("why");
         assert!(why.contains("src/lib.rs"), "{why}");
         // A rename to a new name, or into a folder, replaces nothing.

@@ -63,9 +63,10 @@ impl Terminal {
                         h.as_str()
                     }
                 });
-                let internal = host.parse::<std::net::IpAddr>().is_ok_and(|ip| {
-                    crate::addresses::is_internal(ip)
-                }) || host == "localhost";
+                let internal = host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(crate::addresses::is_internal)
+                    || host == "localhost";
                 if internal {
                     !egress.allow.contains(h)
                 } else {
