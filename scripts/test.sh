@@ -41,6 +41,9 @@ command -v certutil >/dev/null 2>&1 || missing+=(libnss3-tools)
 # `aai-gateway service`: the systemd user unit is checked with systemd-analyze.
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+# A coding session in the terminal's box: make, and man (a pager must never wait).
+command -v make >/dev/null 2>&1 || missing+=(make)
+command -v man >/dev/null 2>&1 || missing+=(man-db)
 # The app store's registry runs on a real PostgreSQL (with pg_trgm), started by its tests.
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 # Namespace claims are checked against a real DNS server (dnsmasq) on loopback.

@@ -382,10 +382,32 @@ async fn files_that_run_later_are_read_only_in_the_box() {
         std::fs::write(repo.join("main.txt"), "v1").expect("main");
         let mut attack = String::new();
         for file in planted {
+            // Deleting them is work lost (git's config, untracked files): under the default
+            // profile it is asked each time, whatever was granted, so only full_auto tries.
+            let delete = match mode {
+                Mode::FullAuto => format!("rm -f {0}/{file}; ", repo.display()),
+                Mode::Granted => String::new(),
+            };
             attack.push_str(&format!(
-                "echo evil >> {0}/{file}; rm -f {0}/{file}; ",
+                "echo evil >> {0}/{file}; {delete}",
                 repo.display()
             ));
+        }
+        if matches!(mode, Mode::Granted) {
+            let asked = s
+                .call_as(
+                    "agent",
+                    "local.terminal",
+                    "bash_execute",
+                    json!({"command": format!("rm -f {}/.git/config", repo.display())}),
+                )
+                .await
+                .expect_err("deleting .git/config is asked");
+            assert!(
+                asked.message.contains("approval"),
+                "{mode:?}: {}",
+                asked.message
+            );
         }
         attack.push_str(&format!(
             "printf '#!/bin/sh\\necho hooked\\n' > {0}/.git/hooks/pre-commit; chmod +x {0}/.git/hooks/pre-commit; \
