@@ -85,6 +85,66 @@ pub fn classify_losses(script: &str) -> Classified {
     }
 }
 
+/// Programs that type, click or change other windows on the display: a command that runs one
+/// where it has the display does what `local.input` does.
+const DRIVES_DISPLAY: &[&str] = &[
+    "xdotool",
+    "xte",
+    "ydotool",
+    "wtype",
+    "xvkbd",
+    "xsendkey",
+    "xsendkeys",
+    "xmacroplay",
+    "xautomation",
+    "wmctrl",
+    "xinput",
+    "xmodmap",
+    "xkbcomp",
+    "setxkbmap",
+    "xclip",
+    "xsel",
+    "wl-copy",
+    "wl-paste",
+    "dotool",
+    "xwit",
+];
+
+/// Why `script` drives the display's input or other windows (`xdotool`, `xprop -set`), if
+/// it does: looked for in every command, nested ones included.
+pub fn drives_display(script: &str) -> Option<String> {
+    fn walk(script: &str, depth: usize) -> Option<String> {
+        if depth > 8 {
+            return None;
+        }
+        let parsed = parse(script, &mut HashMap::new());
+        for nested in &parsed.nested {
+            if let Some(found) = walk(nested, depth + 1) {
+                return Some(found);
+            }
+        }
+        for command in &parsed.commands {
+            let words = unwrap(&command.words);
+            let name = words.first().map(|w| base(w)).unwrap_or_default();
+            let edits = name == "xprop"
+                && words
+                    .iter()
+                    .any(|w| matches!(w.as_str(), "-set" | "-remove" | "-f"));
+            if DRIVES_DISPLAY.contains(&name.as_str()) || edits {
+                return Some(name);
+            }
+            if is_shell(&name)
+                && let Some(at) = words.iter().position(|w| w == "-c")
+                && let Some(found) = words.get(at + 1).and_then(|s| walk(s, depth + 1))
+            {
+                return Some(found);
+            }
+        }
+        None
+    }
+    walk(script, 0)
+}
+
 fn classify_depth(
     script: &str,
     vars: &mut HashMap<String, String>,

@@ -96,7 +96,19 @@ impl Terminal {
                     && self.sessions.outside(call.caller, id).is_none()
                     && self.boxed_here();
                 if !contained {
-                    return classify::classify(command).map(Rated::critical);
+                    if let Some(why) = classify::classify(command) {
+                        return Some(Rated::critical(why));
+                    }
+                    // Where it runs with the display (a terminal window the agent types into),
+                    // a program that types or moves windows does what local.input does: asked
+                    // each time, whatever the terminal's grants.
+                    return classify::drives_display(command).map(|program| Rated {
+                        risk: Risk::High,
+                        why: Some(format!(
+                            "it runs {program}, which types, clicks or changes other windows on your display: judged like local.input, asked every time"
+                        )),
+                        each_time: true,
+                    });
                 }
                 let classified = classify::classify_losses(command);
                 if let Some(why) = classified.critical {
@@ -145,3 +157,107 @@ impl Terminal {
 static SUPPORTED: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
     aai_contain::support().sandbox.is_some() && aai_contain::view::namespaces_allowed()
 });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Toolset as _;
+
+    fn terminal(allowed: &std::path::Path, extra: Value) -> Terminal {
+        let mut config = serde_json::json!({"sandbox": {"allowed_directories": [allowed]}});
+        if let (Some(config), Value::Object(extra)) = (config.as_object_mut(), extra) {
+            config.extend(extra);
+        }
+        let config: crate::LocalConfig = serde_json::from_value(config).expect("config");
+        Terminal::new(&crate::Setup::new(config, Vec::new()))
+    }
+
+    fn call<'a>(args: &'a Map<String, Value>) -> Call<'a> {
+        Call {
+            tool: "bash_execute",
+            args,
+            roots: &[],
+            progress: None,
+            caller: "agent",
+            approved: false,
+        }
+    }
+
+    fn args(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().expect("object")
+    }
+
+    #[test]
+    fn commands_in_the_box_are_medium_and_outside_it_keep_todays_rules() {
+        let dir = tempfile::tempdir().expect("dir");
+        let t = terminal(dir.path(), serde_json::json!({}));
+        if !t.boxed_here() {
+            eprintln!("no box on this machine: {}", aai_contain::support().detail);
+            return;
+        }
+        let echo = args(serde_json::json!({"command": "echo hi"}));
+        let rated = t.rate(&call(&echo), true).expect("rated");
+        assert_eq!((rated.risk, rated.each_time), (Risk::Medium, false));
+        // The same command typed into a window: not in the box, the tool's own risk.
+        assert_eq!(t.rate(&call(&echo), false), None);
+        // Outside the box a deletion is critical; in it, judged by what it loses.
+        std::fs::write(dir.path().join("only-copy"), "x").expect("file");
+        let rm = args(
+            serde_json::json!({"command": format!("rm -rf {}/only-copy", dir.path().display())}),
+        );
+        assert_eq!(
+            t.rate(&call(&rm), false).map(|r| r.risk),
+            Some(Risk::Critical)
+        );
+        let inside = t.rate(&call(&rm), true).expect("rated");
+        assert_eq!((inside.risk, inside.each_time), (Risk::High, true));
+        assert!(inside.why.is_some_and(|w| w.contains("only-copy")));
+        // With the network open, nothing is contained.
+        let open = terminal(dir.path(), serde_json::json!({"egress": {"mode": "open"}}));
+        assert_eq!(open.rate(&call(&echo), true), None);
+        let outside =
+            args(serde_json::json!({"command": "echo hi", "outside_sandbox": true, "reason": "x"}));
+        assert_eq!(t.rate(&call(&outside), true), None);
+    }
+
+    #[test]
+    fn typing_into_a_window_that_has_the_display_is_judged_like_input() {
+        let dir = tempfile::tempdir().expect("dir");
+        let t = terminal(dir.path(), serde_json::json!({}));
+        for command in [
+            "xdotool type 'rm -rf ~'",
+            "sleep 1; xdotool key ctrl+alt+t",
+            "bash -c 'ydotool type hi'",
+            "xprop -id 0x1 -f _NET_WM_PID 32c -set _NET_WM_PID 1",
+            "echo x | xclip -selection clipboard",
+            "env DISPLAY=:0 wmctrl -a Terminal",
+        ] {
+            let typed = args(serde_json::json!({"command": command}));
+            let rated = t.rate(&call(&typed), false).expect(command);
+            assert_eq!(
+                (rated.risk, rated.each_time),
+                (Risk::High, true),
+                "{command}"
+            );
+        }
+        for command in ["xprop -root _NET_ACTIVE_WINDOW", "echo xdotool", "ls"] {
+            let typed = args(serde_json::json!({"command": command}));
+            assert_eq!(t.rate(&call(&typed), false), None, "{command}");
+        }
+    }
+
+    #[test]
+    fn hosts_beyond_the_policy_are_new() {
+        let dir = tempfile::tempdir().expect("dir");
+        let t = terminal(
+            dir.path(),
+            serde_json::json!({"egress": {"allow": ["example.com", "127.0.0.1:8080"]}}),
+        );
+        let wanted = args(serde_json::json!({"command": "true", "hosts": [
+            "crates.io", "api.example.com", "127.0.0.1:8080", "127.0.0.1:9090", "evil.test", "localhost:80"]}));
+        assert_eq!(
+            t.new_hosts(&wanted),
+            ["127.0.0.1:9090", "evil.test", "localhost:80"]
+        );
+    }
+}
