@@ -474,7 +474,7 @@ async def test_a_reused_id_in_a_session_is_refused_and_the_first_request_still_a
             refused = answers["second"]
             assert refused.status_code == 400, refused.text
             error = refused.json()
-            assert error["id"] is None and error["error"]["code"] == -32600 and "not been answered" in error["error"]["message"], error
+            assert error["id"] == 50 and error["error"]["code"] == -32600 and "not been answered" in error["error"]["message"], error
             first_answer = answer(answers["first"])
             assert first_answer["id"] == 50 and "result" in first_answer, first_answer
             again = answer(await http.post(daemon.url, json=call(50, "echo", {"text": "again"})))

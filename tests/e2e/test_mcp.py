@@ -80,14 +80,17 @@ async def test_spec_aliases(home, bus, version, monkeypatch):
 
 
 async def test_a_name_that_is_no_tool_is_json_rpc_invalid_params_with_the_nearest_names(home, bus, version, monkeypatch):
-    """The spec's unknown tool: -32602 naming the nearest tools. Names that route to a lookup (an
-    app's guide, `<appId>:<tool>`, aai_exec's app) keep their tool errors, which name the
-    nearest apps and tools."""
+    """The spec's unknown tool: -32602 naming the nearest tools, for every name that names no
+    tool (an app that is not there, a path). A tool of an app that is there
+    (`<appId>:<tool>`) and aai_exec's app keep their tool errors, which name the nearest."""
     from mcp.shared.exceptions import MCPError
 
     with anyio.fail_after(TIMEOUT):
         async with client_for(home, bus, version, monkeypatch) as client:
-            for name, nearest in (("aai_exce", "aai_exec"), ("app-org-aai-test", "app_org_aai_test"), ("echo", None)):
+            for name, nearest in (("aai_exce", "aai_exec"), ("app-org-aai-test", "app_org_aai_test"), ("echo", None),
+                                  ("app_org_aai_nope", "app_org_aai_test"), ("../../etc/passwd", None),
+                                  ("app_../../etc/passwd", None), ("org.aai.test/../x:echo", None),
+                                  ("/etc/passwd:x", None), ("workflow_../x", None)):
                 with pytest.raises(MCPError) as raised:
                     await client.call_tool(name, {})
                 error = raised.value.error
@@ -97,8 +100,6 @@ async def test_a_name_that_is_no_tool_is_json_rpc_invalid_params_with_the_neares
                     assert f"`{nearest}`" in error.message and nearest in error.data["nearest"], error
             # The session goes on, and lookups answer as tool errors that say what exists.
             assert text(await client.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "on"}})) == "on"
-            err = error_of(await client.call_tool("app_org_aai_nope", {}))
-            assert err["type"] == "APP_NOT_FOUND" and "org.aai.test" in err["message"], err
             err = error_of(await client.call_tool("org.aai.test:nope", {}))
             assert err["type"] == "TOOL_NOT_FOUND" and "echo" in err["message"], err
             err = error_of(await client.call_tool("aai_exec", {"app": "org.aai.nope", "tool": "echo", "args": {}}))

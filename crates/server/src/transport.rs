@@ -330,8 +330,10 @@ async fn read_input<R: AsyncRead + Unpin>(
                     .is_some_and(|id| !pending.take(id)) =>
             {
                 let id = route.request_id.unwrap_or_default();
+                // The answer carries the request's id, as JSON-RPC asks of every answer whose
+                // id could be read (the message says it is not the first request's answer).
                 let error = error_frame(
-                    Value::Null,
+                    id.clone(),
                     -32600,
                     format!(
                         "Invalid Request: the id {id} belongs to a request that has not been answered yet; use a new id for each request"

@@ -4,8 +4,8 @@
 //! carried it: a second request with the id of one still running takes the route over, so both
 //! answers go to the second response and the first POST waits for ever. The stdio guard
 //! (`transport.rs`) refuses such a request; here it is refused the same way before rmcp sees
-//! it: HTTP 400 with a JSON-RPC error whose id is null (an error under the id would read as the
-//! first request's answer). The id is free again when the first request's response body ends
+//! it: HTTP 400 with a JSON-RPC error under that id (as JSON-RPC asks; a client may read it as the
+//! first request's answer, so the message says it is not). The id is free again when the first request's response body ends
 //! or is dropped. Requests without a session (the 2026-07-28 era) are each their own exchange
 //! and cannot collide.
 
@@ -78,7 +78,7 @@ pub(crate) async fn one_answer_per_id(
         .lock()
         .map_or(true, |mut pairs| pairs.insert(key.clone()));
     if !taken {
-        return refused(&key.1);
+        return refused(&id);
     }
     let release = Release {
         in_flight: in_flight.clone(),
@@ -94,10 +94,10 @@ pub(crate) async fn one_answer_per_id(
     Response::from_parts(parts, Body::from_stream(stream))
 }
 
-fn refused(id: &str) -> Response {
+fn refused(id: &Value) -> Response {
     let body = json!({
         "jsonrpc": "2.0",
-        "id": null,
+        "id": id,
         "error": {
             "code": -32600,
             "message": format!("Invalid Request: the id {id} belongs to a request of this session that has not been answered yet; use a new id for each request"),

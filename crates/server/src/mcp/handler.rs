@@ -67,9 +67,15 @@ impl ServerHandler for AaiServer {
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let mut name = request.name.to_string();
-        if !names::routes(&name, self.gateway.home()) {
+        let app = name
+            .strip_prefix("app_")
+            .or_else(|| name.strip_prefix("app:"))
+            .or_else(|| name.rsplit_once(':').map(|(app, _)| app))
+            .unwrap_or(&name);
+        let registry = self.gateway.snapshot_for(app).await;
+        if !names::routes(&name, self.gateway.home(), &registry) {
             tracing::info!(tool = %name, "tools/call of no tool");
-            return Err(names::unknown(&name, &*self.gateway.snapshot().await));
+            return Err(names::unknown(&name, &registry));
         }
         let mut args = Value::Object(request.arguments.take().unwrap_or_default());
         let (caller, task) = self.caller_of(&context);

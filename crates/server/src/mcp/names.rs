@@ -60,11 +60,15 @@ pub(crate) fn unknown(name: &str, registry: &Snapshot) -> McpError {
     )
 }
 
-/// Whether `name` is a fixed tool, or a name whose route looks it up and answers a miss
-/// itself.
-pub(crate) fn routes(name: &str, home: &Path) -> bool {
-    if FIXED.contains(&name) || name.starts_with("app_") || name.starts_with("app:") {
+/// Whether `name` is a fixed tool, an app's guide (`app_<slug>`, `app:<appId>`) or an app's
+/// tool (`<appId>:<tool>`) of an app in `registry`, or a workflow that exists. Anything else —
+/// a misspelling, a path — names no tool.
+pub(crate) fn routes(name: &str, home: &Path, registry: &Snapshot) -> bool {
+    if FIXED.contains(&name) {
         return true;
+    }
+    if name.starts_with("app_") || name.starts_with("app:") {
+        return registry.find(name).is_some();
     }
     if let Some(workflow) = name.strip_prefix("workflow_") {
         // Read where running it reads, so a file written since the last scan runs too.
@@ -74,8 +78,9 @@ pub(crate) fn routes(name: &str, home: &Path) -> bool {
         return aai_engine::workflow::name_of(&file).as_deref() == Some(workflow) && file.is_file();
     }
     // `<appId>:<tool>`, run as aai_exec runs it.
-    name.rsplit_once(':')
-        .is_some_and(|(app, tool)| !app.is_empty() && !tool.is_empty())
+    name.rsplit_once(':').is_some_and(|(app, tool)| {
+        !app.is_empty() && !tool.is_empty() && registry.find(app).is_some()
+    })
 }
 
 #[cfg(test)]
@@ -88,16 +93,31 @@ mod tests {
         let workflows = home.path().join(aai_engine::workflow::DIR);
         std::fs::create_dir_all(&workflows).expect("dir");
         std::fs::write(workflows.join("report.json"), "{}").expect("file");
+        let doc = json!({"schema_version": "1.0", "appId": "org.aai.test", "name": "Test",
+            "description": "A test app.", "platforms": {"linux": {"automation": "dbus",
+            "service": "org.aai.Test", "object": "/org/aai/Test",
+            "interface": "org.aai.Test", "tools": []}}});
+        let descriptor =
+            aai_descriptor::parse("t", doc.to_string().as_bytes()).expect("valid descriptor");
+        let found = aai_engine::catalog::discovery::Found {
+            rank: 0,
+            source: aai_engine::catalog::discovery::Source::UserWritten,
+            path: home.path().join("aai.json"),
+            outcome: Ok(aai_engine::catalog::cache::Entry::held(
+                std::sync::Arc::new(descriptor),
+            )),
+        };
+        let registry = Snapshot::build(&[found], &[aai_descriptor::Platform::Linux], true);
         for routed in [
             "aai_exec",
             "aai:exec",
             "aai_guide",
-            "app_org_nowhere",
-            "app:org.nowhere",
+            "app_org_aai_test",
+            "app:org.aai.test",
             "org.aai.test:echo",
             "workflow_report",
         ] {
-            assert!(routes(routed, home.path()), "{routed}");
+            assert!(routes(routed, home.path(), &registry), "{routed}");
         }
         for unknown in [
             "aai_exce",
@@ -107,10 +127,16 @@ mod tests {
             "workflow_../report",
             ":echo",
             "org.aai.test:",
+            "app_org_nowhere",
+            "app:org.nowhere",
+            "org.nowhere:echo",
+            "../../etc/passwd",
+            "app_../../etc/passwd",
+            "/etc/passwd:x",
+            "org.aai.test/../x:echo",
         ] {
-            assert!(!routes(unknown, home.path()), "{unknown:?}");
+            assert!(!routes(unknown, home.path(), &registry), "{unknown:?}");
         }
-        let registry = Snapshot::default();
         let error = super::unknown("aai_exce", &registry);
         assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
         assert!(
