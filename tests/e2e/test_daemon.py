@@ -261,6 +261,50 @@ def _audit_rows(d):
     return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
 
+async def test_two_resumes_at_once_run_the_call_once_whatever_the_answer(home, bus, monkeypatch):
+    """The agent resumes one approved call twice at the same moment: it runs once, for every
+    answer kind — a grant the first resume leaves (session, tool, app) does not let the second
+    run too. A denied approval's resume says it was denied."""
+    monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
+    d = queue_daemon(home, bus, 1)
+    try:
+        with anyio.fail_after(TIMEOUT):
+            async with d.client(name="twice-client") as c:
+                for n, answer in enumerate(["allow_once", "allow_session", "always_tool", "always_app"]):
+                    marker = f"resumed-{n}-{answer}"
+                    pending = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": marker}})
+                    approval = pending.structured_content["detail"]["approval_id"]
+                    answered = d.cli("approvals", "answer", approval, answer)
+                    assert answered.returncode == 0, answered.stderr
+                    results = []
+
+                    async def resume():
+                        results.append(await c.call_tool("aai_exec", {"approval_id": approval}))
+
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(resume)
+                        tg.start_soon(resume)
+                    ran = [r for r in results if not r.is_error]
+                    assert len(ran) == 1, [text(r) for r in results]
+                    refused = next(r for r in results if r.is_error)
+                    assert "already used" in text(refused), text(refused)
+                    rows = [r for r in _audit_rows(d) if r.get("tool") == "echo" and r.get("result") == "success"
+                            and marker in json.dumps(r.get("args"))]
+                    assert len(rows) == 1, (answer, rows)
+                    # Grants left by the answer are withdrawn for the next round.
+                    d.cli("consent", "revoke", "org.aai.test", "--client", "twice-client")
+                pending = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "no"}})
+                approval = pending.structured_content["detail"]["approval_id"]
+                assert d.cli("approvals", "deny", approval).returncode == 0
+                first = await c.call_tool("aai_exec", {"approval_id": approval})
+                second = await c.call_tool("aai_exec", {"approval_id": approval})
+                for refused in (first, second):
+                    assert refused.is_error and "ran once" not in text(refused), text(refused)
+                assert "denied" in text(second), text(second)
+    finally:
+        d.close()
+
+
 async def test_a_call_nobody_can_ask_about_waits_in_the_queue_and_resumes_once(home, bus, monkeypatch):
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
     d = queue_daemon(home, bus, 1)

@@ -595,6 +595,7 @@ impl Asker for TaskAsker<'_> {
                     args: &args,
                 },
                 resume: None,
+                claimed: None,
                 wait: Duration::from_secs(24 * 3600),
                 stop: self.gateway.stop().calls(),
             };

@@ -54,6 +54,10 @@ pub struct Resumed {
     pub app: String,
     pub tool: String,
     pub args: Value,
+    /// The user's answer when there is one: the approval is then used by this resume alone
+    /// (a second resume at the same moment is refused, whatever the answer was — a grant it
+    /// left included).
+    pub answer: Option<Answer>,
 }
 
 fn new_id() -> String {
@@ -82,6 +86,8 @@ pub enum QueueError {
     NotYours(String),
     #[error("approval {0} was already used; the call ran once and will not run again")]
     Used(String),
+    #[error("approval {0} was denied by the user; the call did not run and will not")]
+    Denied(String),
 }
 
 impl Approvals {
@@ -197,18 +203,26 @@ impl Approvals {
     /// # Errors
     /// Unknown, foreign or used approvals.
     pub fn call_of(&self, id: &str, caller: &str) -> Result<Resumed, QueueError> {
-        let entries = self.entries.lock().map_err(|_| QueueError::Unavailable)?;
+        let mut entries = self.entries.lock().map_err(|_| QueueError::Unavailable)?;
         let entry = entries
-            .get(id)
+            .get_mut(id)
             .filter(|e| e.caller == caller)
             .ok_or_else(|| QueueError::NotYours(id.to_owned()))?;
+        let answer = *entry.answer.borrow();
         if entry.used {
-            return Err(QueueError::Used(id.to_owned()));
+            return Err(if answer == Some(Answer::Deny) {
+                QueueError::Denied(id.to_owned())
+            } else {
+                QueueError::Used(id.to_owned())
+            });
         }
+        // Answered: this resume takes it, under the same lock that checked it.
+        entry.used = answer.is_some();
         Ok(Resumed {
             app: entry.app.clone(),
             tool: entry.tool.clone(),
             args: entry.args.clone(),
+            answer,
         })
     }
 
@@ -230,9 +244,17 @@ impl Approvals {
             .get_mut(id)
             .ok_or_else(|| Unanswered::Refused(format!("approval {id} is unknown")))?;
         if entry.used {
-            return Err(Unanswered::Refused(format!(
-                "approval {id} was already used; the call ran once and will not run again"
-            )));
+            return Err(Unanswered::Refused(
+                if *entry.answer.borrow() == Some(Answer::Deny) {
+                    format!(
+                        "approval {id} was denied by the user; the call did not run and will not"
+                    )
+                } else {
+                    format!(
+                        "approval {id} was already used; the call ran once and will not run again"
+                    )
+                },
+            ));
         }
         let answer = (*entry.answer.borrow()).ok_or_else(|| Unanswered::Queued(id.to_owned()))?;
         entry.used = true;
@@ -256,6 +278,8 @@ pub struct QueueAsker<'a> {
     pub call: Pending<'a>,
     /// The approval a resumed call carries.
     pub resume: Option<String>,
+    /// The answer the resume took already ([`Approvals::call_of`]).
+    pub claimed: Option<Answer>,
     pub wait: Duration,
     /// The emergency stop's token: a call waiting here when the stop is pressed stops waiting.
     pub stop: tokio_util::sync::CancellationToken,
@@ -267,6 +291,9 @@ impl Asker for QueueAsker<'_> {
         question: &'b Question,
     ) -> aai_executor::BoxFuture<'b, Result<Answer, Unanswered>> {
         Box::pin(async move {
+            if let Some(answer) = self.claimed {
+                return Ok(answer);
+            }
             let (id, mut receiver) = match &self.resume {
                 Some(id) => {
                     let receiver = self

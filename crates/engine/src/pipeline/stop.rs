@@ -183,12 +183,16 @@ impl Gateway {
         self.gate
             .feed
             .send(crate::feed::Event::Stop { stopped: true });
+        // What runs for the agent now: the report counts what of it the stop ended, whichever
+        // step ended it (a terminal session's own end comes first).
+        let running = census();
         // Toolsets end what they keep running (terminal sessions, browsers), then every
         // process left — escapees included — is killed.
         let _ = tokio::time::timeout(Duration::from_millis(300), toolsets.emergency_stop()).await;
-        let killed = tokio::task::spawn_blocking(kill_everything)
+        let swept = tokio::task::spawn_blocking(kill_everything)
             .await
             .unwrap_or_default();
+        let killed = swept.max(ended_of(&running));
         // The MCP servers were among the processes killed: the next use starts them again.
         if let Some(mcp) = self.executors.mcp() {
             mcp.stopped();
@@ -264,6 +268,34 @@ impl Gateway {
         }
         was
     }
+}
+
+/// The processes the stop is about: every descendant of the gateway and every process started
+/// for a call.
+#[cfg(target_os = "linux")]
+fn census() -> Vec<u32> {
+    let tag = format!(
+        "{}={}",
+        aai_executor::process::TAG_VAR,
+        aai_executor::process::process_tag()
+    );
+    victims(std::process::id(), tag.as_bytes())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn census() -> Vec<u32> {
+    Vec::new()
+}
+
+/// How many of `running` are gone (or only a zombie left).
+fn ended_of(running: &[u32]) -> usize {
+    #[cfg(target_os = "linux")]
+    return running
+        .iter()
+        .filter(|pid| !aai_contain::procs::alive(**pid))
+        .count();
+    #[cfg(not(target_os = "linux"))]
+    running.len()
 }
 
 /// Kills every process started for a call and every descendant of the gateway, pass after

@@ -97,7 +97,8 @@ impl ServerHandler for AaiServer {
                 name: &name,
                 args: &args,
                 task: task.as_ref().map(|(grant, _)| grant),
-                resume: resume.as_deref(),
+                resume: resume.as_ref().map(|(id, _)| id.as_str()),
+                claimed: resume.as_ref().and_then(|(_, answer)| *answer),
                 queued: queued.as_ref(),
             },
             &request,
@@ -342,6 +343,8 @@ struct Asking<'a, 'c> {
     task: Option<&'a Arc<aai_schedule::TaskGrant>>,
     /// The approval a resumed call carries.
     resume: Option<&'a str>,
+    /// The answer that resume took already.
+    claimed: Option<aai_engine::consent::Answer>,
     /// The call as the approval queue would keep it, when the queue may be asked.
     queued: Option<&'a Queued>,
 }
@@ -360,7 +363,7 @@ impl AaiServer {
         name: &mut String,
         args: &mut Value,
         caller: &str,
-    ) -> Result<Option<String>, AaiError> {
+    ) -> Result<Option<(String, Option<aai_engine::consent::Answer>)>, AaiError> {
         let resumable = matches!(
             name.as_str(),
             "aai_exec" | "aai:exec" | "aai_batch" | "aai:batch"
@@ -372,18 +375,22 @@ impl AaiServer {
         else {
             return Ok(None);
         };
-        match self.gateway.approvals().call_of(&id, caller) {
+        let answer = match self.gateway.approvals().call_of(&id, caller) {
             Ok(call) if call.app == "aai_batch" => {
                 "aai_batch".clone_into(name);
                 *args = call.args;
+                call.answer
             }
-            Ok(call) => *args = json!({"app": call.app, "tool": call.tool, "args": call.args}),
+            Ok(call) => {
+                *args = json!({"app": call.app, "tool": call.tool, "args": call.args});
+                call.answer
+            }
             Err(message) => {
                 return Err(AaiError::new(ErrorKind::InvalidParams, message.to_string())
                     .with_detail(json!({"field": "approval_id"})));
             }
-        }
-        Ok(Some(id))
+        };
+        Ok(Some((id, answer)))
     }
 
     /// Who asks the user about this call: a scheduled task's rule; the approval queue for a
@@ -417,6 +424,7 @@ impl AaiServer {
                         args,
                     },
                     resume: resume.clone(),
+                    claimed: asking.claimed,
                     wait: self.gateway.config().approval_wait(),
                     stop: self.gateway.stop().calls(),
                 }) as Box<dyn Asker + 'a>
