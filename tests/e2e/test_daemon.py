@@ -4,6 +4,7 @@ stdio clients forwarded to it with their identity, and the emergency stop killin
 a call started (a `setsid` escapee and a double fork included)."""
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -193,6 +194,9 @@ async def test_emergency_stop_kills_every_process_and_refuses_calls(daemon, tmp_
                 stopped = await anyio.to_thread.run_sync(daemon.cli, "stop")
                 assert stopped.returncode == 0, stopped.stderr
                 assert "emergency stop on" in stopped.stdout
+                # It counts what it ended: at least every child started above.
+                ended = re.search(r"(\d+) process\(es\) killed", stopped.stdout)
+                assert ended and int(ended.group(1)) >= expected, stopped.stdout
             result = outcome["result"]
             assert result.is_error and "emergency stop" in text(result), text(result)
             await anyio.to_thread.run_sync(lambda: wait_until(lambda: not any(_alive(p) for p in started), 2, "every child dead"))
