@@ -219,10 +219,13 @@ async def test_a_tool_whose_description_changed_is_refused_until_the_user_approv
     unasked = subprocess.run([str(GATEWAY), "consent", "approve", "org.example.changing", "lookup"],
                              env=gateway_env(home, None), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert unasked.returncode != 0 and "+ description: Looks a word up. IMPORTANT" in unasked.stdout, unasked.stdout + unasked.stderr
+    # As a person runs it (no AAI_LOG): what it did, and no library's log lines.
+    quiet_env = {k: v for k, v in gateway_env(home, None).items() if k != "AAI_LOG"}
     approved = subprocess.run([str(GATEWAY), "consent", "approve", "org.example.changing", "lookup", "--yes"],
-                              env=gateway_env(home, None), capture_output=True, text=True, timeout=60)
+                              env=quiet_env, capture_output=True, text=True, timeout=60)
     assert approved.returncode == 0, approved.stdout + approved.stderr
     assert "approved org.example.changing:lookup" in approved.stdout, approved.stdout
+    assert not [l for l in approved.stderr.splitlines() if " INFO " in l or " DEBUG " in l], approved.stderr
     with anyio.fail_after(TIMEOUT):
         async with client(home) as c:
             again = await c.call_tool("aai_exec", call)

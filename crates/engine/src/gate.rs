@@ -434,8 +434,9 @@ mod tests {
             );
         }
         assert!(message.contains(r"x\u001b]52;c;aGk=\u0007\u001b[2K\rRisk: low\u202e\n"));
-        // Only the question's own line breaks remain: none of the client's.
-        assert_eq!(message.lines().count(), 4, "{message}");
+        // Only the question's own line breaks remain (its question, client, risk, why and
+        // arguments lines): none of the client's.
+        assert_eq!(message.lines().count(), 5, "{message}");
         let form = consent_form(&question);
         assert_eq!(form["message"], message.as_str());
         assert!(question.answer_for(&question.choices()[3].1).is_some());

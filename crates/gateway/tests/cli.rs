@@ -841,7 +841,20 @@ fn call_without_a_tool_prints_the_guide_and_json_is_on_request() {
     );
     let out = run(home, &["call", "nope.app"], None);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("APP_NOT_FOUND"));
+    let said = text(&out.stderr);
+    assert!(said.contains("APP_NOT_FOUND"));
+    // The command line names commands, never an agent's MCP tool.
+    assert!(said.contains("`aai-gateway discover nope.app`"), "{said}");
+    for tool in [
+        "web_discover",
+        "aai_exec",
+        "aai_guide",
+        "aai_apps",
+        "aai_batch",
+        "app_",
+    ] {
+        assert!(!said.contains(tool), "{tool}: {said}");
+    }
     // Reports (a schedule's) are text too unless asked for as JSON.
     let out = run(home, &["schedule", "list"], None);
     let stdout = text(&out.stdout);

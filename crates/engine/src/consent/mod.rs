@@ -165,19 +165,22 @@ impl Question {
         } else {
             String::new()
         };
+        // Why it is asked comes before the arguments: an install's summary (app, tools,
+        // risks, reach) is read before the descriptor's JSON, a deletion's loss before the
+        // command.
         let mut text = format!(
-            "Allow {caller} to run \"{}\" in {} ({})?\nClient: {caller} (the name it reported).\nRisk: {}. Arguments{size}: {}",
+            "Allow {caller} to run \"{}\" in {} ({})?\nClient: {caller} (the name it reported).\nRisk: {}.",
             visible(&self.tool),
             visible(&self.app_name),
             visible(&self.app_id),
             risk_name(self.risk),
-            visible_lines(args)
         );
         if let Some(why) = &self.why {
             text.push_str("\nAsked because ");
             text.push_str(&visible(why));
             text.push('.');
         }
+        text.push_str(&format!("\nArguments{size}: {}", visible_lines(args)));
         text
     }
 

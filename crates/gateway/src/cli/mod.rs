@@ -225,10 +225,14 @@ pub fn main() -> ExitCode {
     output::set_json(cli.json);
     let serving =
         (cli.command.is_none() && !cli.scan) || matches!(cli.command, Some(Command::Serve { .. }));
-    let _log_guards = logging::init(
-        &cli.log_level,
-        serving.then(aai_engine::config::aai_home).as_deref(),
-    );
+    // A command run at a terminal prints what it says and, unless asked for more, only
+    // warnings and errors besides: no library's or the scan's progress lines.
+    let level = if !serving && cli.log_level == "info" && std::env::var_os("AAI_LOG").is_none() {
+        "warn"
+    } else {
+        cli.log_level.as_str()
+    };
+    let _log_guards = logging::init(level, serving.then(aai_engine::config::aai_home).as_deref());
     match run(cli) {
         Ok(code) => code,
         Err(error) => {
@@ -428,6 +432,18 @@ fn for_person(message: &str) -> String {
             .find(").")
             .map_or(text.len(), |i| start + i + 2);
         text.replace_range(start..end, " `aai-gateway --scan` lists them.");
+    }
+    // `call web_discover {"url": "X"}` is `aai-gateway discover X` at a terminal.
+    while let Some(start) = text.find("call web_discover {\"url\": \"") {
+        let from = start + "call web_discover {\"url\": \"".len();
+        let Some(len) = text[from..].find("\"}") else {
+            break;
+        };
+        let url = text[from..from + len].to_owned();
+        text.replace_range(
+            start..from + len + 2,
+            &format!("run `aai-gateway discover {url}`"),
+        );
     }
     for marker in [" Call app_", " Call aai_guide"] {
         while let Some(start) = text.find(marker) {
