@@ -323,6 +323,13 @@ async def test_a_call_nobody_can_ask_about_waits_in_the_queue_and_resumes_once(h
                 assert approval in text(pending) and "approval_id" in text(pending)
                 listed = d.cli("approvals")
                 assert listed.returncode == 0 and approval in listed.stdout and "allow_once" in listed.stdout
+                # As data, with --json: the queue, one approval, the daemon's status.
+                as_json = json.loads(d.cli("--json", "approvals").stdout)
+                assert [a["id"] for a in as_json["pending"]] == [approval], as_json
+                one = json.loads(d.cli("--json", "approvals", "show", approval).stdout)
+                assert one["id"] == approval and one["tool"] == "echo", one
+                status = json.loads(d.cli("--json", "status").stdout)
+                assert status["running"] is True and status["stopped"] is False and status["pid"], status
                 # Resuming before the user answered: still pending, nothing ran.
                 early = await c.call_tool("aai_exec", {"approval_id": approval})
                 assert early.is_error and early.structured_content["detail"]["reason"] == "pending_approval"

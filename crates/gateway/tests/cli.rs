@@ -1192,3 +1192,158 @@ fn import_keeps_credentials_in_the_store_and_moves_those_written_inline() {
         text(&out.stderr)
     );
 }
+
+/// The subcommands `--help` lists under `path` (leaves: those without subcommands of their own).
+fn leaves(home: &Path, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+    args.push("--help");
+    let help = text(&run(home, &args, None).stdout);
+    let commands: Vec<String> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .filter(|c| c != "help")
+        .collect();
+    if commands.is_empty() {
+        out.push(path.clone());
+    }
+    for command in commands {
+        path.push(command);
+        leaves(home, path, out);
+        path.pop();
+    }
+}
+
+/// Every command `--help` lists is either run with `--json` here — and then prints one JSON
+/// document (or, failing, nothing) on stdout — or named as one that prints no data. A new
+/// command must be put in one of the two lists.
+#[test]
+fn every_command_honours_json() {
+    let dir = tempfile::tempdir().expect("home");
+    let home = dir.path();
+    std::fs::write(home.join("config.json"), "{}").expect("config");
+    let workflow = home.join("workflows");
+    std::fs::create_dir_all(&workflow).expect("workflows");
+    std::fs::write(
+        workflow.join("hello.json"),
+        r#"{"name": "hello", "description": "d", "steps": [{"id": "a", "app": "local.system", "tool": "system_info", "args": {}}]}"#,
+    )
+    .expect("workflow");
+    let descriptor = home.join("app.json");
+    std::fs::write(
+        &descriptor,
+        full_test_descriptor("org.aai.json", TEST_SERVICE).to_string(),
+    )
+    .expect("descriptor");
+    let descriptor = descriptor.display().to_string();
+    // What each command that prints data is run with here.
+    let runs: &[(&str, &[&str])] = &[
+        ("consent list", &[]),
+        (
+            "consent grant",
+            &["local.system", "system_info", "--client", "c"],
+        ),
+        ("consent revoke", &["local.system", "--client", "c"]),
+        ("consent approve", &["org.none"]),
+        ("audit verify", &[]),
+        ("audit tail", &[]),
+        ("audit show", &[]),
+        ("audit export", &[]),
+        ("auth status", &[]),
+        ("auth logout", &["org.none"]),
+        ("import", &["--dry-run"]),
+        ("validate", &[descriptor.as_str()]),
+        ("call", &["local.system", "system_info"]),
+        ("config check", &[]),
+        ("config schema", &[]),
+        ("config registry-schema", &[]),
+        ("doctor", &[]),
+        ("status", &[]),
+        ("approvals list", &[]),
+        ("store list", &[]),
+        ("schedule list", &[]),
+        ("schedule history", &[]),
+        ("schedule schema", &[]),
+        ("workflow list", &[]),
+        ("workflow validate", &["hello"]),
+        ("workflow schema", &[]),
+        ("service status", &[]),
+        ("init", &["--print"]),
+    ];
+    // Commands that print no data of their own (they serve, open, generate files, change
+    // the system, need the network or a person) or need a daemon or an app to print any.
+    let others = [
+        "init",
+        "auth set",
+        "auth login",
+        "describe dbus",
+        "describe openapi",
+        "describe sdef",
+        "describe app",
+        "describe com",
+        "discover",
+        "serve",
+        "service install",
+        "service uninstall",
+        "stop",
+        "resume",
+        "approvals show",
+        "approvals answer",
+        "approvals approve",
+        "approvals deny",
+        "store search",
+        "store info",
+        "store install",
+        "store update",
+        "store uninstall",
+        "store refresh",
+        "schedule add",
+        "schedule remove",
+        "schedule enable",
+        "schedule disable",
+        "schedule run-now",
+        "workflow run",
+        "dashboard",
+        "completions",
+        "man",
+    ];
+    let mut found = Vec::new();
+    leaves(home, &mut Vec::new(), &mut found);
+    assert!(found.len() > 40, "{found:?}");
+    for leaf in found {
+        let name = leaf.join(" ");
+        let Some((_, args)) = runs.iter().find(|(n, _)| *n == name) else {
+            assert!(
+                others.contains(&name.as_str()),
+                "`{name}` is new: run it with --json in this test, or name it as printing no data"
+            );
+            continue;
+        };
+        let mut argv = vec!["--json"];
+        argv.extend(leaf.iter().map(String::as_str));
+        argv.extend(args.iter());
+        let out = run(home, &argv, None);
+        let stdout = text(&out.stdout);
+        // One JSON document, or JSON Lines where the output is a stream of records (the
+        // audit log's rows: none at all in a fresh home).
+        let lines = name.starts_with("audit ") && name != "audit verify";
+        if out.status.success() && !(lines && stdout.is_empty()) || !stdout.trim().is_empty() {
+            let parsed = if lines {
+                stdout
+                    .lines()
+                    .try_for_each(|l| serde_json::from_str::<serde_json::Value>(l).map(|_| ()))
+            } else {
+                serde_json::from_str::<serde_json::Value>(&stdout).map(|_| ())
+            };
+            assert!(
+                parsed.is_ok(),
+                "`{}` printed no JSON (status {:?}):\n{stdout}\n{}",
+                argv.join(" "),
+                out.status,
+                text(&out.stderr)
+            );
+        }
+    }
+}

@@ -136,6 +136,13 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
         _ => {}
     }
     let Some(running) = aai_engine::runfiles::running(home) else {
+        if matches!(what, Control::Status) && super::output::json() {
+            super::output::value(&serde_json::json!({
+                "running": false,
+                "stopped": aai_engine::control::marker(home).is_some(),
+            }));
+            return Ok(ExitCode::from(1));
+        }
         if matches!(what, Control::Status) && aai_engine::control::marker(home).is_some() {
             super::output::line(
                 "no gateway daemon is running; EMERGENCY STOP ON for every gateway of this user (`aai-gateway resume` lifts it)",
@@ -171,6 +178,25 @@ pub async fn control(home: &Path, what: Control) -> anyhow::Result<ExitCode> {
             .json(&serde_json::json!({"id": id, "answer": answer})),
     };
     let body = answer(request, &credential, &base).await?;
+    if super::output::json() && !matches!(what, Control::Dashboard { .. }) {
+        let data = match &what {
+            Control::Status => {
+                let mut status = body.clone();
+                status["running"] = serde_json::json!(true);
+                status["url"] = serde_json::json!(running.info.url);
+                status["pid"] = serde_json::json!(running.info.pid);
+                status
+            }
+            Control::ShowApproval { id } => body["pending"]
+                .as_array()
+                .and_then(|pending| pending.iter().find(|a| a["id"] == id.as_str()))
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("no approval {id} is waiting"))?,
+            _ => body,
+        };
+        super::output::value(&data);
+        return Ok(ExitCode::SUCCESS);
+    }
     let text = match what {
         Control::Stop | Control::Resume => unreachable!("handled above"),
         Control::Approvals => super::output::approvals(body["pending"].as_array()),

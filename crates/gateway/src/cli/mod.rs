@@ -233,7 +233,9 @@ pub fn main() -> ExitCode {
         cli.log_level.as_str()
     };
     let _log_guards = logging::init(level, serving.then(aai_engine::config::aai_home).as_deref());
-    match run(cli) {
+    let outcome = run(cli);
+    output::finish();
+    match outcome {
         Ok(code) => code,
         Err(error) => {
             // Printed once, for the person at the keyboard (not also as a log line).

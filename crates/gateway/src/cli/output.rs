@@ -276,9 +276,32 @@ pub fn call_output(text: &str) {
     println!("{text}");
 }
 
-/// A plain line of CLI output.
+/// A plain line of CLI output. With `--json`, a line that is JSON already is printed as it
+/// is, and text is gathered into one `{"message": …}` printed at the end ([`finish`]): every
+/// command prints JSON when asked, those without data of their own included.
 pub fn line(text: &str) {
+    if json() && serde_json::from_str::<serde_json::Value>(text).is_err() {
+        TEXT.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(text.to_owned());
+        return;
+    }
     println!("{text}");
+}
+
+/// Text lines a `--json` run said, printed as one JSON object by [`finish`].
+static TEXT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Prints what a `--json` run said as text, as `{"message": …}`.
+pub fn finish() {
+    let said = std::mem::take(
+        &mut *TEXT
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    if !said.is_empty() {
+        value(&serde_json::json!({"message": said.join("\n")}));
+    }
 }
 
 /// Whether data is printed as JSON (`--json`), set once at start.
