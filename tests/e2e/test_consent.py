@@ -395,3 +395,17 @@ def test_consent_grant_and_revoke_refuse_what_does_not_exist(home, bus):
     assert "via cli" in consent_list(home)
     assert run_cli(home, "consent", "revoke", "org.aai.test", "add", "--client", "c").returncode == 0
     assert "no grants" in consent_list(home)
+
+
+async def test_a_question_asked_because_the_config_is_broken_says_so(home, bus, monkeypatch):
+    """A trailing comma (beside a `$comment` note) makes the gateway ask about every call: the
+    question names that mistake, not the note."""
+    (home / "config.json").write_text('{\n  "$comment": "my notes",\n  "timeout_seconds": 30,\n}\n')
+    asked = []
+    with anyio.fail_after(TIMEOUT):
+        async with client(home, bus, "2025-11-25", monkeypatch, ["allow_once"], asked) as c:
+            echoed = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": "hi"}})
+            assert not echoed.is_error, text(echoed)
+    assert len(asked) == 1, asked
+    assert "config.json is invalid" in asked[0] and "trailing comma" in asked[0], asked[0]
+    assert "$comment" not in asked[0], asked[0]

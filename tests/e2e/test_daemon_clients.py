@@ -350,6 +350,11 @@ async def test_the_daemon_reloads_its_config_and_keeps_the_last_good_one(home, b
                     assert "last good config stays in force" in shown and "no_such_setting" in shown, shown
                 finally:
                     browser.close()
+                # A note beside a trailing comma: the comma is the problem reported.
+                _write_config(home, '{\n  "$comment": "x",\n  "exposure": "compact",\n}\n')
+                await anyio.to_thread.run_sync(lambda: wait_until(
+                    lambda: "trailing comma" in (d.status().get("config_problem") or ""), 20, "the comma reported"))
+                assert "$comment" not in d.status()["config_problem"]
                 # Fixed: in force again, and the problem is gone.
                 _write_config(home, {"exposure": "compact"})
                 await listed_after_change(c, lambda names: "aai_apps" in names)

@@ -479,6 +479,24 @@ fn an_invalid_config_is_named_by_every_refused_call_and_by_config_check() {
         text(&out.stdout)
     );
 
+    // A note and a trailing comma: the comma is the mistake, wherever it is reported.
+    std::fs::write(
+        home.join("config.json"),
+        "{\n  \"$comment\": \"my notes\",\n  \"timeout_seconds\": 30,\n}\n",
+    )
+    .expect("config");
+    for args in [
+        &["call", "local.system", "system_info"][..],
+        &["config", "check"],
+    ] {
+        let out = run(home, args, None);
+        let said = text(&out.stdout) + &text(&out.stderr);
+        assert!(
+            said.contains("config.json:4:1 trailing comma") && !said.contains("$comment"),
+            "{args:?}: {said}"
+        );
+    }
+
     std::fs::write(home.join("config.json"), "{\"timeout_seconds\": 5}").expect("config");
     let out = run(home, &["config", "check"], None);
     assert!(out.status.success(), "{}", text(&out.stdout));

@@ -399,11 +399,20 @@ impl Config {
     /// out first (in place, so every position stays true); an unknown key is answered with
     /// what it most likely meant rather than with every key there is.
     fn parse_at(bytes: &[u8]) -> Result<Self, (usize, usize, String)> {
+        // A syntax mistake (a trailing comma, a missing quote) is the problem, reported as
+        // itself: nothing after it in the file can be judged.
+        if let Err(error) = serde_json::from_slice::<serde_json::Value>(bytes) {
+            let text = error.to_string();
+            let message = text
+                .rsplit_once(" at line ")
+                .map_or(text.as_str(), |(message, _)| message)
+                .to_owned();
+            return Err((error.line().max(1), error.column().max(1), message));
+        }
         let blanked;
-        let bytes = if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
-            && bytes
-                .windows(hints::COMMENT.len())
-                .any(|w| w == hints::COMMENT.as_bytes())
+        let bytes = if bytes
+            .windows(hints::COMMENT.len())
+            .any(|w| w == hints::COMMENT.as_bytes())
         {
             blanked = hints::blank_comments(bytes);
             &blanked[..]

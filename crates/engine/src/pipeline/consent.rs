@@ -113,7 +113,16 @@ impl Gateway {
                     shown.to_string(),
                 );
                 question.once_only = critical;
-                let said: Vec<&str> = [judged, must_ask, rated].into_iter().flatten().collect();
+                // A config that cannot be read asks about everything: the question says so.
+                let broken = self.config().invalid.as_ref().map(|problem| {
+                    format!(
+                        "config.json is invalid ({problem}), so every call is asked until it is fixed (`aai-gateway config check`)"
+                    )
+                });
+                let said: Vec<&str> = [judged, must_ask, rated, broken.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect();
                 question.why = (!said.is_empty()).then(|| said.join(" "));
                 question.session = who.session.is_some();
                 question.prefix = self.toolsets().offered_prefix(app.id(), &spec.name, args);
