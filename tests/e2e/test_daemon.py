@@ -486,6 +486,42 @@ async def test_session_grants_end_when_the_http_or_forwarded_session_ends(home, 
         d.close()
 
 
+async def test_session_grants_hold_for_2026_07_28_clients_over_http_and_the_forwarder(home, bus):
+    """A 2026-07-28 client's requests carry no session: "Allow for this session" holds for its
+    connection all the same — the stdio forwarder's, or over HTTP the client's — so the next
+    identical call is not asked again; another connection is asked anew."""
+    d = queue_daemon(home, bus, 20)
+    asked = []
+
+    async def allow_for_this_session(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "allow_session"})
+
+    def over_http(name):
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {d.token}"}, timeout=30)
+        return Client(streamable_http_client(d.url, http_client=http), mode="2026-07-28", cache=None,
+                      elicitation_callback=allow_for_this_session, client_info=Implementation(name=name, version="1"))
+
+    def over_stdio(name):
+        params = StdioServerParameters(command=str(GATEWAY), args=[], env=d.env)
+        return Client(params, mode="2026-07-28", cache=None, elicitation_callback=allow_for_this_session,
+                      client_info=Implementation(name=name, version="1"))
+
+    try:
+        for name, make in (("http-2026", over_http), ("stdio-2026", over_stdio), ("stdio-2026", over_stdio)):
+            before = len(asked)
+            with anyio.fail_after(TIMEOUT):
+                async with make(name) as c:
+                    for n in range(3):
+                        r = await c.call_tool("aai_exec", {"app": "org.aai.test", "tool": "echo", "args": {"text": name}})
+                        assert not r.is_error, text(r)
+            # Asked once per connection: a second forwarded connection of the same client is
+            # a session of its own.
+            assert len(asked) == before + 1, (name, asked)
+    finally:
+        d.close()
+
+
 async def test_a_reused_id_in_a_session_is_refused_and_the_first_request_still_answered(daemon):
     """Over HTTP, a request with the id of one still running in its session took over that id's
     route: the first POST waited for ever. Now the second is refused (400, a JSON-RPC error with

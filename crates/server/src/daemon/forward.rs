@@ -49,8 +49,19 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
+    // This client's connection, named for the daemon: a 2026-07-28 client's requests carry
+    // no session, and its "for this session" grants belong to this connection.
+    let connection = aai_engine::private::new_token();
+    let mut headers = std::collections::HashMap::new();
+    if let (Ok(name), Ok(value)) = (
+        reqwest::header::HeaderName::from_bytes(crate::mcp::CONNECTION_HEADER.as_bytes()),
+        reqwest::header::HeaderValue::from_str(&connection),
+    ) {
+        headers.insert(name, value);
+    }
     let config = StreamableHttpClientTransportConfig::with_uri(running.info.url.clone())
-        .auth_header(running.token.clone());
+        .auth_header(running.token.clone())
+        .custom_headers(headers);
     let mut daemon = StreamableHttpClientTransport::with_client(client, config);
     let mut client = IntoTransport::<RoleServer, _, _>::into_transport((input, output));
     loop {

@@ -112,7 +112,7 @@ impl ServerHandler for AaiServer {
         let who = Caller {
             name: caller.clone(),
             roots,
-            session: Some(self.session.id.clone()),
+            session: Some(self.session_of(&context, &caller)),
             progress: progress_reporter(&context),
             task: task.as_ref().map(|(grant, _)| grant.clone()),
             calls: task.as_ref().map(|(_, calls)| calls.clone()),
@@ -485,6 +485,32 @@ impl AaiServer {
             Some((grant, calls)) => (format!("schedule:{}", grant.task), Some((grant, calls))),
             None => (caller, None),
         }
+    }
+
+    /// The session "for this session" grants belong to. A connection with a session of its own
+    /// (stdio, an HTTP session up to 2025-11-25) is its session. A 2026-07-28 request over
+    /// HTTP has none — each is its own exchange — so its client's connection stands in: the
+    /// stdio forwarder names its connection in [`super::CONNECTION_HEADER`]; any other HTTP
+    /// client is one session per client name. Such a session ends after
+    /// [`super::STATELESS_IDLE`] without a request.
+    fn session_of(&self, context: &RequestContext<RoleServer>, caller: &str) -> String {
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let stateless = parts.is_some_and(|parts| !parts.headers.contains_key("mcp-session-id"));
+        if !stateless {
+            return self.session.id.clone();
+        }
+        let connection = parts
+            .and_then(|parts| parts.headers.get(super::CONNECTION_HEADER))
+            .and_then(|value| value.to_str().ok())
+            .filter(|value| {
+                (16..=64).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_hexdigit())
+            });
+        let id = match connection {
+            Some(connection) => format!("connection:{connection}"),
+            None => format!("client:{caller}"),
+        };
+        super::touch_stateless(&self.gateway, &id);
+        id
     }
 
     /// Runs a call. Whatever panics outside an executor (a guide, a parser) fails this call

@@ -38,6 +38,42 @@ Each app_* tool returns that app's guide (its tools and parameters); then call a
 With many apps, aai_apps searches them and aai_guide returns a guide. For a web service that is not listed, \
 web_discover {url} fetches its guide.";
 
+/// The header the stdio forwarder names its client's connection in (a random id), so the
+/// daemon can keep "for this session" grants of a 2026-07-28 client, whose requests have no
+/// session, for that connection.
+pub const CONNECTION_HEADER: &str = "aai-client-connection";
+
+/// How long a session that stands in for a 2026-07-28 client's connection lasts without a
+/// request: its "for this session" grants end then.
+pub const STATELESS_IDLE: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// The stand-in sessions of 2026-07-28 clients, and when each last made a request.
+static STATELESS: std::sync::Mutex<Vec<(String, std::time::Instant)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Notes a request of stand-in session `id`, and ends the stand-in sessions idle for longer
+/// than [`STATELESS_IDLE`] (their grants go).
+fn touch_stateless(gateway: &Gateway, id: &str) {
+    let now = std::time::Instant::now();
+    let mut ended = Vec::new();
+    {
+        let mut sessions = STATELESS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        sessions.retain(|(session, seen)| {
+            let idle = now.duration_since(*seen) > STATELESS_IDLE;
+            if idle {
+                ended.push(session.clone());
+            }
+            !idle && session != id
+        });
+        sessions.push((id.to_owned(), now));
+    }
+    for session in ended {
+        gateway.gate().end_session(&session);
+    }
+}
+
 /// One client connection. When the last handle on it goes — the stdio client left, or the
 /// daemon's HTTP session was closed or timed out — its "for this session" grants end.
 struct Session {
