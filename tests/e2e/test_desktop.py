@@ -128,6 +128,15 @@ async def test_the_agent_loop_sees_finds_clicks_and_reads(home, screen, monkeypa
             # OCR is the fallback when the tree has no match: text on screen is found too.
             by_text = (await call(client, "local.screen", "element_locate", {"description": "Status: clicked"})).structured_content
             assert by_text["found"] and by_text["elements"][0]["source"] in ("a11y", "ocr"), by_text
+            # Asked for by role, text on screen is never the answer: OCR cannot tell a label
+            # from a button, so a button named like the label is not found.
+            as_button = (await call(client, "local.screen", "element_locate",
+                                    {"description": "Status: clicked", "role": "button"})).structured_content
+            assert not as_button["found"] and as_button["elements"] == [], as_button
+            assert any("OCR cannot tell roles" in n for n in as_button.get("notes", [])), as_button
+            found_button = (await call(client, "local.screen", "element_locate",
+                                       {"description": "OK", "role": "button"})).structured_content
+            assert all(e["source"] == "a11y" and e["role"] == "push button" for e in found_button["elements"]), found_button
 
 
 async def test_unicode_text_arrives_exactly_and_is_read_back_through_atspi(home, screen, monkeypatch):

@@ -193,6 +193,13 @@ impl Screen {
                     .get("description")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
+                if let Some(role) = args.get("role").and_then(Value::as_str) {
+                    return Ok(json!({
+                        "found": false,
+                        "elements": [],
+                        "notes": [format!("Wayland: elements are found by OCR of the portal's screenshot only, which cannot tell roles; nothing is answered for the role {role:?} (call again without `role`)")],
+                    }));
+                }
                 let hits = crate::a11y::match_text(&blocks, description);
                 Ok(json!({
                     "found": !hits.is_empty(),
@@ -671,11 +678,17 @@ impl Screen {
                 Err(error) => notes.push(format!("accessibility tree: {}", error.message)),
             }
         }
-        if hits.is_empty() {
+        // OCR reads text, not roles: an element asked for by role is never answered with
+        // whatever text matches (a table cell for a button), and no time goes to reading.
+        if hits.is_empty() && role.is_none() {
             match self.read_text(args).await {
                 Ok(found) => hits = crate::a11y::match_text(&found.blocks, &description),
                 Err(error) => notes.push(format!("OCR: {}", error.message)),
             }
+        } else if let (true, Some(role)) = (hits.is_empty(), &role) {
+            notes.push(format!(
+                "no element with the role {role:?} matches in the accessibility tree; OCR cannot tell roles, so the screen's text was not searched (call again without `role` to search it)"
+            ));
         }
         hits.truncate(max);
         let mut out = json!({
