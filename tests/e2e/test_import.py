@@ -179,6 +179,51 @@ async def test_rewrite_leaves_each_client_starting_the_gateway_and_can_be_undone
         async with Client(params, mode="legacy", client_info=types.Implementation(name="imported", version="1"), cache=None) as c:
             graph = await c.call_tool("aai_exec", {"app": "mcp.memory", "tool": "read_graph", "args": {}})
             assert not graph.is_error, "".join(getattr(b, "text", "") for b in graph.content)
+    # Once it has run, the scan counts its tools (the memory server has nine).
+    scan = json.loads(run(home, user, project, "--json", "--scan").stdout)
+    memory = next(a for a in scan["apps"] if a["appId"] == "mcp.memory")
+    assert memory["tools"] and memory["tools"] >= 5, memory
+    text = run(home, user, project, "--scan").stdout
+    assert f"{memory['tools']:>3} tools" in text and "as pinned when it last ran" in text, text
+
+
+@needs_servers
+def test_rewrite_after_a_plain_import_twice_in_a_second_and_the_undo_restores_the_original(home, tmp_path):
+    user, project = tmp_path / "user", tmp_path / "project"
+    project.mkdir(parents=True)
+    files = clients(user, project)
+    original = files["claude-desktop"].read_text()
+    # --dry-run: each server, then what it runs; nothing written, and it says so.
+    dry = run(home, user, project, "import", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    first_server = next(i for i, l in enumerate(lines) if l.startswith("memory (claude-desktop)"))
+    assert lines[first_server + 1].startswith("  runs: node"), dry.stdout
+    assert "would write" in dry.stdout and "Nothing was written (--dry-run)" in dry.stdout, dry.stdout
+    assert "now runs behind the gateway" not in dry.stdout, dry.stdout
+    assert not (home / "mcp.memory").exists()
+    # A plain import, then --rewrite: the clients are rewritten (the descriptors are what the
+    # first import wrote).
+    assert run(home, user, project, "import").returncode == 0
+    assert list(json.loads(files["claude-desktop"].read_text())["mcpServers"]) != ["aai-gateway"]
+    first = run(home, user, project, "--json", "import", "--rewrite")
+    assert first.returncode == 0, first.stderr
+    rows = {r["server"]: r["result"] for r in json.loads(first.stdout)["servers"] if r["client"] == "claude-desktop"}
+    assert rows == {"memory": "imported already"}, rows
+    rewritten = {r["client"]: r for r in json.loads(first.stdout)["rewritten"]}
+    assert "claude-desktop" in rewritten, first.stdout
+    assert list(json.loads(files["claude-desktop"].read_text())["mcpServers"]) == ["aai-gateway"]
+    # Again at once (the same second): it works, and its undo is still the original.
+    second = run(home, user, project, "--json", "import", "--rewrite")
+    assert second.returncode == 0, second.stderr
+    again = {r["client"]: r for r in json.loads(second.stdout)["rewritten"]}
+    assert again["claude-desktop"]["already"] is True, second.stdout
+    subprocess.run(again["claude-desktop"]["undo"], shell=True, check=True)
+    assert files["claude-desktop"].read_text() == original
+    # The scan counts a server's tools once it has run (its pinned tools), not as zero.
+    scan = json.loads(run(home, user, project, "--json", "--scan").stdout)
+    memory = next(a for a in scan["apps"] if a["appId"] == "mcp.memory")
+    assert memory["tools"] is None and memory["mcp"]["pinned"] == 0, memory
 
 
 async def test_an_imported_servers_credentials_reach_it_from_the_store_and_no_file_the_agent_reads(home, tmp_path):

@@ -446,15 +446,23 @@ pub fn run(aai_home: &Path, args: &Args) -> anyhow::Result<ExitCode> {
             Entry::Http { .. } => BTreeMap::new(),
         };
         let mut from_store: Vec<String> = stored.keys().cloned().collect();
+        let doc = descriptor(item, &app, &from_store);
+        let same_as_written = std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+            .is_some_and(|written| written == doc);
         let result = if args.dry_run {
             "would write".to_owned()
+        } else if same_as_written {
+            // An earlier import wrote exactly this: it runs behind the gateway already.
+            "imported already".to_owned()
         } else if path.exists() && !args.force {
             from_store.clear();
             "kept: a descriptor is there (--force replaces it)".to_owned()
         } else {
             // The store first: a descriptor never names a variable the store lacks.
             secrets::replace(aai_home, &app, stored)?;
-            write_descriptor(&path, &descriptor(item, &app, &from_store))?;
+            write_descriptor(&path, &doc)?;
             "written".to_owned()
         };
         let mut row = json!({"client": item.client, "file": item.file, "server": item.name, "app": app,
@@ -493,8 +501,23 @@ pub fn run(aai_home: &Path, args: &Args) -> anyhow::Result<ExitCode> {
                 .all(|r| !r["result"].as_str().unwrap_or_default().starts_with("kept"))
         });
         for (client, file) in files {
-            let backup = rewrite(&file, client, &exe)?;
+            // A file that starts only aai-gateway was rewritten before: backing it up again
+            // would make the printed undo restore the rewritten file. Its undo is the first
+            // backup, which holds the original.
+            let rewritten = found
+                .iter()
+                .filter(|f| f.file == file)
+                .all(|f| is_gateway(&f.entry));
+            let backup = if rewritten {
+                match first_backup(&file) {
+                    Some(backup) => backup,
+                    None => continue,
+                }
+            } else {
+                rewrite(&file, client, &exe)?
+            };
             undo.push(json!({"client": client, "file": file, "backup": backup,
+                "already": rewritten,
                 "undo": format!("mv {} {}", shell_word(&backup), shell_word(&file))}));
         }
     }
@@ -506,17 +529,12 @@ pub fn run(aai_home: &Path, args: &Args) -> anyhow::Result<ExitCode> {
                 "no MCP servers found in the configs of Claude Desktop, Claude Code, Cursor, VS Code, Windsurf or Codex",
             );
         }
+        // Each server, then what it runs: read them before you trust them.
         for row in &rows {
             let app = row["app"]
                 .as_str()
                 .map(|a| format!(" → {a}"))
                 .unwrap_or_default();
-            if let Some(runs) = row["runs"].as_str() {
-                output::line(&format!(
-                    "  runs: {}",
-                    aai_descriptor::visible::visible(runs)
-                ));
-            }
             output::line(&format!(
                 "{} ({}): {}{app}  {}{}",
                 row["server"].as_str().unwrap_or_default(),
@@ -528,15 +546,30 @@ pub fn run(aai_home: &Path, args: &Args) -> anyhow::Result<ExitCode> {
                     .map(|n| format!("; {n}"))
                     .unwrap_or_default(),
             ));
+            if let Some(runs) = row["runs"].as_str() {
+                output::line(&format!(
+                    "  runs: {}",
+                    aai_descriptor::visible::visible(runs)
+                ));
+            }
         }
         for done in &undo {
             output::line(&format!(
-                "rewrote {} to start aai-gateway only; to undo: {}",
+                "{} {} to start aai-gateway only; to undo: {}",
+                if done["already"] == true {
+                    "already rewrote"
+                } else {
+                    "rewrote"
+                },
                 done["file"].as_str().unwrap_or_default(),
                 done["undo"].as_str().unwrap_or_default()
             ));
         }
-        if !rows.is_empty() && !args.rewrite {
+        if args.dry_run && !rows.is_empty() {
+            output::line(
+                "Nothing was written (--dry-run): run it without --dry-run to import them.",
+            );
+        } else if !rows.is_empty() && !args.rewrite {
             output::line(
                 "Each server now runs behind the gateway (`aai-gateway --scan` lists them). `--rewrite` makes each client start only aai-gateway.",
             );
@@ -567,13 +600,41 @@ fn shell_word(path: &Path) -> String {
 
 /// Replaces the servers of `file` with one `aai-gateway` entry (`exe`), keeping everything
 /// else; the original is kept as `<file>.aai-backup-<seconds>`, whose path is returned.
+/// The oldest backup an earlier `--rewrite` left beside `file` (it holds the original).
+fn first_backup(file: &Path) -> Option<PathBuf> {
+    let dir = file.parent()?;
+    let prefix = format!("{}.aai-backup-", file.file_name()?.to_string_lossy());
+    let mut backups: Vec<(u128, u32, PathBuf)> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rest = name.strip_prefix(&prefix)?;
+            let (stamp, n) = rest.split_once('-').unwrap_or((rest, "1"));
+            Some((stamp.parse().ok()?, n.parse().ok()?, entry.path()))
+        })
+        .collect();
+    backups.sort();
+    backups.into_iter().next().map(|(_, _, path)| path)
+}
+
 fn rewrite(file: &Path, client: &str, exe: &Path) -> anyhow::Result<PathBuf> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let mut backup = file.as_os_str().to_owned();
-    backup.push(format!(".aai-backup-{stamp}"));
-    let backup = PathBuf::from(backup);
+    // A name no backup has yet: two runs in one second keep both.
+    let backup = (1u32..)
+        .map(|n| {
+            let mut name = file.as_os_str().to_owned();
+            if n == 1 {
+                name.push(format!(".aai-backup-{stamp}"));
+            } else {
+                name.push(format!(".aai-backup-{stamp}-{n}"));
+            }
+            PathBuf::from(name)
+        })
+        .find(|candidate| std::fs::symlink_metadata(candidate).is_err())
+        .unwrap_or_else(|| file.with_extension("aai-backup"));
     if std::fs::symlink_metadata(file)?.file_type().is_symlink() {
         anyhow::bail!(
             "{} is a link; rewrite the file it points to by hand",

@@ -70,6 +70,24 @@ fn mcp_server(
     Some((server, pins.get(app.id()).map_or(0, |p| p.len())))
 }
 
+/// An app's tools: its descriptor's, or for an MCP server the tools it listed when it last
+/// ran (pinned); `None` for a server that has not run yet.
+fn tool_count(
+    app: &aai_engine::catalog::snapshot::App,
+    server: Option<&(String, usize)>,
+) -> Option<usize> {
+    match server {
+        Some((_, 0)) => None,
+        Some((_, pinned)) => Some(*pinned),
+        None => Some(
+            app.descriptor()
+                .ok()
+                .and_then(|d| d.tools(app.platform).map(|t| t.len()))
+                .unwrap_or(0),
+        ),
+    }
+}
+
 pub fn scan_report(registry: &Snapshot, home: &std::path::Path, platforms: &[Platform]) {
     let pins = aai_mcpapps::Pins::new(home).all().unwrap_or_default();
     if json() {
@@ -77,14 +95,11 @@ pub fn scan_report(registry: &Snapshot, home: &std::path::Path, platforms: &[Pla
             .apps
             .iter()
             .map(|app| {
-                let tools = app
-                    .descriptor()
-                    .ok()
-                    .and_then(|d| d.tools(app.platform).map(|t| t.len()))
-                    .unwrap_or(0);
+                let server = mcp_server(app, &pins);
+                let tools = tool_count(app, server.as_ref());
                 let mut row = serde_json::json!({"appId": app.id(), "name": app.name(), "platform": app.platform.key(),
                     "tools": tools, "tool": app.slug, "source": app.source().display().to_string()});
-                if let Some((server, pinned)) = mcp_server(app, &pins) {
+                if let Some((server, pinned)) = server {
                     row["mcp"] = serde_json::json!({"server": server, "state": "starts on first use", "pinned": pinned});
                 }
                 row
@@ -105,24 +120,27 @@ pub fn scan_report(registry: &Snapshot, home: &std::path::Path, platforms: &[Pla
         served.join(", ")
     );
     for app in &registry.apps {
-        let tools = app
-            .descriptor()
-            .ok()
-            .and_then(|d| d.tools(app.platform).map(|t| t.len()))
-            .unwrap_or(0);
+        let server = mcp_server(app, &pins);
+        let tools = tool_count(app, server.as_ref())
+            .map_or_else(|| "  ?".to_owned(), |n| format!("{n:>3}"));
         println!(
-            "  {:<40} {:<24} {:<8} {tools:>3} tools  {}  ({})",
+            "  {:<40} {:<24} {:<8} {tools} tools  {}  ({})",
             app.id(),
             cell(app.name()),
             app.platform.key(),
             app.slug,
             app.source().display()
         );
-        if let Some((server, pinned)) = mcp_server(app, &pins) {
+        if let Some((server, pinned)) = server {
             println!(
-                "  {:<40} MCP server `{}`: starts on first use; {pinned} tool definition(s) pinned",
+                "  {:<40} MCP server `{}`: starts on first use; {}",
                 "",
-                cell(&server)
+                cell(&server),
+                if pinned == 0 {
+                    "its tools are counted once it has run (none pinned yet)".to_owned()
+                } else {
+                    format!("{pinned} tool(s), as pinned when it last ran")
+                }
             );
         }
     }
