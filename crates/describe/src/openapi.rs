@@ -427,6 +427,90 @@ fn auth_of(doc: &Value, swagger: bool, word: &str) -> (Option<Value>, Option<Str
     (None, Some("The document's security schemes (e.g. HTTP basic, OpenID Connect) have no `auth` the gateway can send: set one, or use a token.".into()))
 }
 
+/// Words in a name that make its value a credential.
+const CREDENTIAL_WORDS: &[&str] = &[
+    "token",
+    "key",
+    "secret",
+    "password",
+    "passwd",
+    "passphrase",
+    "credential",
+    "auth",
+    "cookie",
+    "session",
+    "signature",
+    "pin",
+];
+
+/// Whether a parameter or property named `name` holds a credential: a name made of words
+/// like token, key, secret or password (`api_key`, `X-Auth-Token`, `clientSecret`).
+fn credential_name(name: &str) -> bool {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    for c in name.chars() {
+        if c.is_ascii_uppercase()
+            && !word.is_empty()
+            && !word.ends_with(|p: char| p.is_ascii_uppercase())
+        {
+            words.push(std::mem::take(&mut word));
+        }
+        if c.is_ascii_alphanumeric() {
+            word.push(c.to_ascii_lowercase());
+        } else if !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+    }
+    words.push(word);
+    words.iter().any(|w| {
+        CREDENTIAL_WORDS.contains(&w.as_str())
+            || w.ends_with("token")
+            || w.ends_with("password")
+            || w == "apikey"
+    })
+}
+
+/// Takes out of `schema` (a parameter or property named `name`, and every property below
+/// it) each default and example that may be a credential: under a credential's name, in a
+/// `writeOnly` field, or with the format `password`. A draft never carries a secret the
+/// document's author left as a sample.
+fn scrub(schema: &mut Value, name: &str) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let secret = credential_name(name)
+        || object.get("writeOnly") == Some(&json!(true))
+        || object.get("format") == Some(&json!("password"));
+    if secret {
+        for key in ["default", "example", "examples", "const", "enum"] {
+            if key != "enum"
+                || object
+                    .get("enum")
+                    .is_some_and(|e| e.as_array().is_some_and(|a| a.len() == 1))
+            {
+                object.remove(key);
+            }
+        }
+    }
+    if let Some(properties) = object.get_mut("properties").and_then(Value::as_object_mut) {
+        for (key, property) in properties.iter_mut() {
+            scrub(property, key);
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(inner) = object.get_mut(key) {
+            scrub(inner, "");
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        if let Some(list) = object.get_mut(key).and_then(Value::as_array_mut) {
+            for inner in list {
+                scrub(inner, name);
+            }
+        }
+    }
+}
+
 struct Resolver<'a> {
     doc: &'a Value,
     /// Schema nodes one operation may still write: references fanning out (each level
@@ -438,6 +522,27 @@ struct Resolver<'a> {
 const MOST_NODES: usize = 5_000;
 
 impl Resolver<'_> {
+    /// Whether `name` in `place` is where one of the document's API key schemes sends its key.
+    fn is_key_param(&self, name: &str, place: &str) -> bool {
+        let schemes = if self.doc.get("swagger").is_some() {
+            &self.doc["securityDefinitions"]
+        } else {
+            &self.doc["components"]["securitySchemes"]
+        };
+        schemes
+            .as_object()
+            .into_iter()
+            .flatten()
+            .any(|(_, scheme)| {
+                let scheme = self.follow(scheme);
+                scheme["type"] == "apiKey"
+                    && scheme["in"] == place
+                    && scheme["name"]
+                        .as_str()
+                        .is_some_and(|n| n.eq_ignore_ascii_case(name))
+            })
+    }
+
     /// `value` with its local `$ref`s replaced by what they point at, cut below
     /// [`MOST_DEPTH`] and at a reference to itself, and made a schema the gateway compiles.
     fn schema(&self, value: &Value, depth: usize, seen: &mut Vec<String>) -> Value {
@@ -626,6 +731,12 @@ fn operation(
             o.insert("description".into(), json!(first_sentence(d)));
         }
         let needed = p["required"].as_bool().unwrap_or(place == "path");
+        // A security scheme's own header or query parameter is sent by `auth`: no parameter,
+        // and never its default or example.
+        if matches!(place, "header" | "query") && resolver.is_key_param(raw, place) {
+            continue;
+        }
+        scrub(&mut schema, raw);
         match place {
             "body" => {
                 body_params(
@@ -680,7 +791,8 @@ fn operation(
         match (json_body, form_body) {
             (Some(media), _) | (None, Some(media)) => {
                 form = json_body.is_none();
-                let schema = resolver.schema(&media["schema"], 1, &mut Vec::new());
+                let mut schema = resolver.schema(&media["schema"], 1, &mut Vec::new());
+                scrub(&mut schema, "");
                 let needed = request["required"].as_bool().unwrap_or(false);
                 body_params(
                     &schema,
@@ -839,6 +951,57 @@ mod tests {
                 "/upload": {"post": {"operationId": "upload", "tags": ["pet"], "requestBody": {"content": {"image/png": {"schema": {"type": "string"}}}}}}
             }
         })
+    }
+
+    #[test]
+    fn no_default_or_example_that_is_a_credential_reaches_a_draft() {
+        let doc = json!({
+            "openapi": "3.0.0", "info": {"title": "Keys", "version": "1"},
+            "servers": [{"url": "https://keys.example.com"}],
+            "components": {"securitySchemes": {"k": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+                                               "q": {"type": "apiKey", "in": "query", "name": "api_key"}}},
+            "security": [{"k": []}],
+            "paths": {"/things": {"post": {
+                "operationId": "makeThing",
+                "parameters": [
+                    {"name": "X-API-Key", "in": "header", "schema": {"type": "string", "default": "sk-live-header-secret"}, "example": "sk-live-header-example"},
+                    {"name": "api_key", "in": "query", "schema": {"type": "string", "default": "sk-live-query-secret"}},
+                    {"name": "access_token", "in": "query", "schema": {"type": "string", "default": "tok-default-secret"}},
+                    {"name": "clientSecret", "in": "header", "schema": {"type": "string", "default": "client-secret-default"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "default": 10}}
+                ],
+                "requestBody": {"content": {"application/json": {"schema": {"type": "object", "properties": {
+                    "name": {"type": "string", "default": "a thing"},
+                    "password": {"type": "string", "default": "hunter2-default"},
+                    "hook": {"type": "object", "properties": {"signing_secret": {"type": "string", "default": "whsec-default"}}},
+                    "pin": {"type": "string", "writeOnly": true, "default": "4321-default"},
+                    "code": {"type": "string", "format": "password", "default": "fmt-password-default"}
+                }}}}}
+            }}}
+        });
+        let drafted = draft(&doc, &Options::default()).expect("draft");
+        let text = drafted.descriptor.to_string();
+        for secret in [
+            "sk-live",
+            "tok-default",
+            "client-secret-default",
+            "hunter2",
+            "whsec",
+            "4321",
+            "fmt-password",
+        ] {
+            assert!(!text.contains(secret), "{secret} reached the draft: {text}");
+        }
+        let tool = &drafted.descriptor["platforms"]["web"]["tools"][0];
+        let properties = &tool["parameters"]["properties"];
+        // The key's own parameters are left to `auth`; others keep their plain defaults.
+        assert!(
+            properties.get("x_api_key").is_none() && properties.get("api_key").is_none(),
+            "{tool}"
+        );
+        assert_eq!(properties["limit"]["default"], 10);
+        assert_eq!(properties["name"]["default"], "a thing");
+        assert!(properties.get("access_token").is_some(), "{tool}");
     }
 
     #[test]

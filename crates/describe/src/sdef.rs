@@ -181,6 +181,37 @@ pub fn draft(xml: &str, app: Option<&str>) -> Result<Draft, DescribeError> {
     })
 }
 
+/// Optional value parameters a command's script branches on at most (each doubles it).
+const MOST_BRANCHED: usize = 3;
+
+/// The lines that say `words` with each optional value of `branches` only when it was given
+/// (its text is not empty), indented `depth` levels.
+fn said_when_given(
+    words: &[String],
+    branches: &[(String, String)],
+    returns: bool,
+    depth: usize,
+    out: &mut Vec<String>,
+) {
+    let pad = "  ".repeat(depth);
+    let Some(((param, said), rest)) = branches.split_first() else {
+        let call = words.join(" ");
+        out.push(if returns {
+            format!("{pad}return {call}")
+        } else {
+            format!("{pad}{call}")
+        });
+        return;
+    };
+    out.push(format!("{pad}if \"${{{param}}}\" is \"\" then"));
+    said_when_given(words, rest, returns, depth + 1, out);
+    out.push(format!("{pad}else"));
+    let mut with = words.to_vec();
+    with.push(said.clone());
+    said_when_given(&with, rest, returns, depth + 1, out);
+    out.push(format!("{pad}end if"));
+}
+
 fn command_tool(
     app: &str,
     name: &str,
@@ -221,15 +252,36 @@ fn command_tool(
         }
     }
     let mut optional_names = Vec::new();
+    // Optional parameters the tool offers as optional properties: flags always sent (false
+    // unless given), values said only when given (a branch of the script each).
+    let mut flags = Vec::new();
+    let mut branches: Vec<(String, String)> = Vec::new();
     for parameter_node in command.children().filter(|c| c.has_tag_name("parameter")) {
         let Some(label) = parameter_node.attribute("name") else {
             continue;
         };
-        if parameter_node.attribute("optional") == Some("yes") {
-            optional_names.push(label.to_owned());
+        if label.contains(['"', '\\', '\n']) {
             continue;
         }
-        if label.contains(['"', '\\', '\n']) {
+        if parameter_node.attribute("optional") == Some("yes") {
+            let (ty, list) = type_of(parameter_node);
+            let numeric = !list && matches!(ty.as_str(), "integer" | "real" | "number");
+            if numeric || (ty != "boolean" && branches.len() >= MOST_BRANCHED) {
+                optional_names.push(label.to_owned());
+                continue;
+            }
+            let (param, said, mut schema, hard) = parameter(parameter_node, label, &mut used);
+            if let Some(hard) = hard {
+                todo.push(format!("{label}: {hard}"));
+            }
+            if ty == "boolean" && !list {
+                schema["default"] = json!(false);
+                flags.push(format!("{label} {said}"));
+            } else {
+                schema["default"] = json!("");
+                branches.push((param.clone(), format!("{label} {said}")));
+            }
+            properties.insert(param, schema);
             continue;
         }
         let (param, said, schema, hard) = parameter(parameter_node, label, &mut used);
@@ -247,12 +299,10 @@ fn command_tool(
         ));
     }
     let returns = command.children().any(|c| c.has_tag_name("result"));
-    let call = words.join(" ");
-    let script = if returns {
-        format!("tell application \"{app}\"\n  return {call}\nend tell")
-    } else {
-        format!("tell application \"{app}\"\n  {call}\nend tell")
-    };
+    words.extend(flags);
+    let mut body = Vec::new();
+    said_when_given(&words, &branches, returns, 1, &mut body);
+    let script = format!("tell application \"{app}\"\n{}\nend tell", body.join("\n"));
     let mut fields = Map::new();
     fields.insert("script".into(), json!(script));
     let parameters = (!properties.is_empty())
@@ -337,11 +387,16 @@ mod tests {
                 .unwrap()
                 .contains("takes a account")
         );
+        // An optional parameter is an optional property, said only when given.
+        assert_eq!(
+            tools[0]["script"],
+            "tell application \"Mail\"\n  if \"${for}\" is \"\" then\n    check for new mail\n  else\n    check for new mail for \"${for}\"\n  end if\nend tell"
+        );
+        assert_eq!(tools[0]["parameters"]["properties"]["for"]["default"], "");
         assert!(
-            tools[0]["todo"]
-                .as_str()
-                .unwrap()
-                .contains("optional parameters left out: for")
+            tools[0]["parameters"]["required"]
+                .as_array()
+                .is_none_or(|r| r.is_empty())
         );
         // The planner the executor uses turns every placeholder into an argv item.
         for tool in tools {
@@ -390,13 +445,11 @@ mod tests {
         // with a todo; optional flags are listed.
         assert_eq!(
             tools[0]["script"],
-            "tell application \"Finder\"\n  empty\nend tell"
+            "tell application \"Finder\"\n  empty security ${security}\nend tell"
         );
-        assert!(
-            tools[0]["todo"]
-                .as_str()
-                .unwrap()
-                .contains("optional parameters left out: security")
+        assert_eq!(
+            tools[0]["parameters"]["properties"]["security"],
+            json!({"type": "boolean", "default": false, "description": "use secure empty trash"})
         );
         assert!(
             tools[2]["todo"]
