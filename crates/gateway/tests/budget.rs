@@ -225,3 +225,73 @@ fn fifty_apps_of_twenty_tools_cost_a_small_part_of_a_flat_listing() {
         assert!(share <= most, "{exposure:?}: {share:.1}% of a flat listing");
     }
 }
+
+/// The built-in apps' own entries (the ones every user sees) keep the budget the manual
+/// states (`docs/manual/agent.md`), and the manual's count of built-in apps is theirs.
+#[test]
+fn the_built_in_entries_keep_the_stated_budget_and_count() {
+    let descriptors = aai_local::all_descriptors();
+    let found: Vec<Found> = descriptors
+        .iter()
+        .enumerate()
+        .map(|(rank, d)| Found {
+            rank,
+            source: aai_engine::catalog::discovery::Source::BuiltIn,
+            path: format!("built in: {}", d.app_id).into(),
+            outcome: Ok(aai_engine::catalog::cache::Entry::held(d.clone())),
+        })
+        .collect();
+    let registry = Snapshot::build(&found, &[Platform::Linux], true);
+    let gateway = aai_engine::fixed_gateway(
+        Snapshot::default(),
+        Config::default(),
+        Executors::new(),
+        std::env::temp_dir().join("aai-unused-data.db"),
+    );
+    let server = AaiServer::new(gateway);
+    let entries: Vec<usize> = server
+        .tools(&registry)
+        .iter()
+        .filter(|t| t.name.starts_with("app_"))
+        .map(|t| tokens(&serde_json::to_string(t).expect("json")))
+        .collect();
+    let worst = entries.iter().copied().max().unwrap_or(0);
+    // Every built-in app, the scheduler's and the drafts' included: as `--scan` lists them.
+    let home = tempfile::tempdir().expect("home");
+    let scan = std::process::Command::new(env!("CARGO_BIN_EXE_aai-gateway"))
+        .args(["--json", "--scan"])
+        .env("AAI_HOME", home.path())
+        .output()
+        .expect("scan");
+    let scan: serde_json::Value = serde_json::from_slice(&scan.stdout).expect("json");
+    let count = scan["apps"]
+        .as_array()
+        .expect("apps")
+        .iter()
+        .filter(|a| {
+            a["source"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("built in:"))
+        })
+        .count();
+    eprintln!("{count} built-in apps; their entries {worst} tokens at most");
+    assert!(worst <= 32, "{entries:?}");
+    let words = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "eleven", "twelve",
+    ];
+    let manual = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/manual/tools.md"),
+    )
+    .expect("tools.md");
+    assert!(
+        manual.contains(&format!("The {} built-in apps", words[count])),
+        "tools.md does not say {} built-in apps",
+        words[count]
+    );
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
+    )
+    .expect("README");
+    assert!(readme.contains(&format!("{} built-in apps", words[count])));
+}

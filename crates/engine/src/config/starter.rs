@@ -23,7 +23,7 @@ pub fn text(folder: &str) -> String {
             }
         },
         "policy": {
-            "$comment": "Which calls run without asking. Without a profile, low-risk tools run and the rest ask you (in the client, a dialog, or the daemon's approval queue). See docs/manual/approval.md."
+            "$comment": "Which calls run without asking. Without a profile the development profile applies: low- and medium-risk calls run (terminal commands that stay in the sandbox are medium), high-risk ones and deleting work ask you (in the client, a dialog, or the daemon's approval queue), critical ones are blocked. See docs/manual/approval.md."
         },
         "web": {
             "$comment": "Web apps. Set allow_http_loopback to true to call a web app served on http://127.0.0.1 or localhost (local development); https is required everywhere else. Keys for web apps come from the environment variable their descriptor names, or `aai-gateway auth set APP`.",
