@@ -285,11 +285,31 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let home = aai_engine::config::aai_home();
     aai_engine::private::tighten_and_log(&home);
     // Once per home: store apps earlier versions put among the user's own folders move to
-    // `store/apps`, where they are never taken for the user's descriptors.
-    aai_engine::appstore::migrate(&home);
-    // Once per home: credentials an earlier `import` wrote into a server's descriptor move to
-    // the credential store.
-    import::secrets::migrate_once(&home);
+    // `store/apps`, where they are never taken for the user's descriptors (a store app not
+    // moved yet still loads as one, by its mark); credentials an earlier `import` wrote into
+    // a server's descriptor move to the credential store (until then the server gets them
+    // from its descriptor, as before). Serving, this runs beside the start-up, so a client's
+    // `initialize` is answered before a fresh home's folders are walked.
+    let housekeeping = {
+        let home = home.clone();
+        move || {
+            aai_engine::appstore::migrate(&home);
+            import::secrets::migrate_once(&home);
+        }
+    };
+    let serving = (cli.command.is_none() && !cli.scan)
+        || matches!(cli.command, Some(Command::Serve { .. }));
+    if serving {
+        if let Err(error) = std::thread::Builder::new()
+            .name("aai-housekeeping".into())
+            .spawn(housekeeping.clone())
+        {
+            tracing::debug!(%error, "housekeeping runs inline");
+            housekeeping();
+        }
+    } else {
+        housekeeping();
+    }
     if let Some(command) = &cli.command
         && changes_gate(command)
     {
