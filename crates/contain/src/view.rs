@@ -43,6 +43,7 @@ use crate::sessions::{DESKTOP_VARS, SESSION_VARS};
 pub const RUN_LATER: &[&str] = &[
     ".git/hooks",
     ".git/config",
+    ".git/info",
     ".gitmodules",
     ".mcp.json",
     ".vscode",

@@ -1606,3 +1606,79 @@ async fn the_terminal_starts_in_an_allowed_folder_that_exists() {
     );
     assert!(asker.asked().is_empty());
 }
+
+/// The loss judgement looks at git before a deletion runs; a repository the agent wrote can
+/// name a clean filter, which git runs when it looks. That look runs in the box: the filter
+/// cannot write outside the allowed folders, and one that hangs is cut off (the deletion is
+/// then "cannot tell", so asked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loss_judgement_runs_no_code_of_the_agents_outside_the_box() {
+    use aai_engine::consent::Answer;
+    let s = setup_with_policy(
+        json!({"default_profile": "p", "profiles": {"p": {"preset": "development"}}}),
+    );
+    let repo = s.path("allowed/work/w");
+    let canary = s.path("outside/pwned");
+    std::fs::create_dir_all(&repo).expect("repo");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(&repo)
+            .args(["-c", "user.name=a", "-c", "user.email=a@b"])
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    git(&[
+        "config",
+        "filter.x.clean",
+        &format!("sh -c 'id > {}; cat'", canary.display()),
+    ]);
+    std::fs::write(repo.join(".gitattributes"), "* filter=x\n").expect("attributes");
+    std::fs::write(repo.join("f"), "a\n").expect("f");
+    git(&["add", "f", ".gitattributes"]);
+    git(&["commit", "-qm", "one"]);
+    std::fs::remove_file(&canary).ok();
+    // Racily clean: git must re-read `f` (through the filter) to know it is unchanged.
+    std::fs::write(repo.join("f"), "b\n").expect("f");
+    let caller = aai_engine::pipeline::Caller::named("agent");
+    let asker = Scripted::new(&[Answer::Deny]);
+    let _ = s
+        .gateway
+        .exec_asking(
+            &caller,
+            "local.terminal",
+            "bash_execute",
+            &json!({"command": format!("rm {}/f", repo.display())}),
+            Some(&asker),
+        )
+        .await;
+    assert!(
+        !canary.exists(),
+        "the repository's filter ran outside the box"
+    );
+    assert_eq!(
+        asker.asked().len(),
+        1,
+        "an uncommitted change is asked about"
+    );
+    assert!(repo.join("f").exists());
+    // A filter that never returns: the look is cut off and the deletion asked, in seconds.
+    git(&["config", "filter.x.clean", "sleep 600"]);
+    std::fs::write(repo.join("f"), "c\n").expect("f");
+    let asker = Scripted::new(&[Answer::Deny]);
+    let started = std::time::Instant::now();
+    let _ = s
+        .gateway
+        .exec_asking(
+            &caller,
+            "local.terminal",
+            "bash_execute",
+            &json!({"command": format!("rm {}/f", repo.display())}),
+            Some(&asker),
+        )
+        .await;
+    assert_eq!(asker.asked().len(), 1);
+    eprintln!("judged a hanging filter in {:?}", started.elapsed());
+}

@@ -67,16 +67,37 @@ pub struct Classified {
 
 /// [`classify`] with deletions and overwrites kept apart ([`Classified`]).
 pub fn classify_losses(script: &str) -> Classified {
-    let (critical, losses) = losses::collect(|| classify(script));
+    let (critical, mut losses) = losses::collect(|| classify(script));
     let parsed = parse(script, &mut HashMap::new());
+    // `env -C DIR`/`--chdir` runs the rest elsewhere, as `cd` does.
     let moves = !parsed.nested.is_empty()
         || parsed.commands.iter().any(|c| {
+            let raw = c.words.first().map(|w| base(w));
             let words = unwrap(&c.words);
             matches!(
                 words.first().map(|w| base(w)).as_deref(),
                 Some("cd" | "pushd" | "popd" | "chdir")
-            )
+            ) || (raw.as_deref() == Some("env")
+                && c.words.iter().any(|w| {
+                    w == "-C" || w.starts_with("--chdir") || (w.starts_with("-C") && w.len() > 2)
+                }))
         });
+    // Git told of another repository, index or config by its environment.
+    if [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_CONFIG",
+        "GIT_OBJECT_DIRECTORY",
+    ]
+    .iter()
+    .any(|var| script.contains(var))
+    {
+        losses.push(Loss {
+            reason: "git told of another repository by its environment (GIT_DIR…)".to_owned(),
+            kind: LossKind::Unknown,
+        });
+    }
     Classified {
         critical,
         losses,

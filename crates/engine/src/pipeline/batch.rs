@@ -371,6 +371,7 @@ impl Gateway {
             |r| r.risk,
         );
         let raised = rated.as_ref().filter(|r| r.each_time).map(|r| r.risk);
+        let rated_why = rated.as_ref().and_then(|r| r.why.clone());
         let (mut action, profile) = self.policy(who, &app, spec, risk, raised);
         let must_ask = self.must_ask(who, &app, spec, &args).await;
         if must_ask.is_some() && action != Action::AlwaysBlock {
@@ -405,11 +406,17 @@ impl Gateway {
                 // Exactly the text the step's own question will carry: whole, with why it
                 // must be asked (an install's summary of what the app would reach).
                 let args = super::consent::question_args(spec, &args).to_string();
+                // What the step's own question says of why, the loss it would cause included.
+                let why: Vec<&str> = [must_ask.as_deref(), rated_why.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect();
                 Ok(Gatecheck::Asks {
                     app: app.id().to_owned(),
-                    shown: match &must_ask {
-                        Some(why) => format!("{args} — {why}"),
-                        None => args,
+                    shown: if why.is_empty() {
+                        args
+                    } else {
+                        format!("{args} — {}", why.join(" "))
                     },
                 })
             }

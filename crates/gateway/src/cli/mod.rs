@@ -297,8 +297,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             import::secrets::migrate_once(&home);
         }
     };
-    let serving = (cli.command.is_none() && !cli.scan)
-        || matches!(cli.command, Some(Command::Serve { .. }));
+    let serving =
+        (cli.command.is_none() && !cli.scan) || matches!(cli.command, Some(Command::Serve { .. }));
     if serving {
         if let Err(error) = std::thread::Builder::new()
             .name("aai-housekeeping".into())

@@ -431,13 +431,17 @@ async fn connect(host: &str, port: u16, route: &Route) -> Result<TcpStream, Unre
             .map_err(|_| Unreached::Failed)?
             .collect();
     let mut refused = None;
+    // A grant lifts the block on this computer's and private addresses only for what the
+    // user saw named as such: an address, or localhost, with its port.
+    let literal = normal.parse::<std::net::IpAddr>().is_ok() || normal == "localhost";
     let named =
         route.internal.as_ref().is_none_or(|named| {
             named.contains(&normal) || named.contains(&format!("{normal}:{port}"))
-        }) || route
-            .granted
-            .lock()
-            .is_ok_and(|granted| granted.contains(&format!("{normal}:{port}")));
+        }) || (literal
+            && route
+                .granted
+                .lock()
+                .is_ok_and(|granted| granted.contains(&format!("{normal}:{port}"))));
     for addr in addrs {
         if let Some(rule) = crate::own_listeners::refusal(addr, route.home.as_deref()) {
             refused = Some(rule);

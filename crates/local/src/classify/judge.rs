@@ -57,8 +57,13 @@ pub(super) fn judge(
                 LossKind::Paths(owned(&targets)),
             ));
         }
-        "truncate" if shrinks(args) => {
-            let paths = LossKind::Paths(owned(&targets));
+        "truncate"
+            if shrinks(args)
+                || args
+                    .iter()
+                    .any(|a| a.starts_with("-s") || a.starts_with("--size")) =>
+        {
+            let paths = LossKind::Written(owned(&targets));
             if dangerous_target() {
                 critical!(lost(
                     "truncating a protected file, a wildcard or names given at run time (truncate)",
@@ -225,7 +230,7 @@ pub(super) fn judge(
         "shred" | "wipe" | "srm" => {
             critical!(lost(
                 format!("file destruction ({name})"),
-                LossKind::Paths(owned(&targets)),
+                LossKind::Written(owned(&targets)),
             ));
         }
         "wipefs" | "mkswap" | "fdisk" | "sfdisk" | "cfdisk" | "parted" | "sgdisk" | "gdisk"
@@ -285,25 +290,53 @@ fn owned(targets: &[&String]) -> Vec<String> {
     targets.iter().map(|t| (*t).clone()).collect()
 }
 
-/// `find`'s deletion: the roots before its first expression, and its name patterns.
+/// `find`'s deletion: the start points (after its leading `-H`, `-L`, `-P`, `-D …`, `-O…`
+/// options) before its first expression, and its name patterns — only when every test comes
+/// before `-delete` (`find . -delete -name x` deletes everything it walks).
 fn found(args: &[String]) -> LossKind {
-    let roots: Vec<String> = args
+    let mut at = 0;
+    while let Some(arg) = args.get(at) {
+        match arg.as_str() {
+            "-H" | "-L" | "-P" => at += 1,
+            "-D" => at += 2,
+            o if o.starts_with("-O") => at += 1,
+            _ => break,
+        }
+    }
+    let roots: Vec<String> = args[at.min(args.len())..]
         .iter()
-        .take_while(|a| !a.starts_with('-') && !matches!(a.as_str(), "(" | "!" | ")"))
+        .take_while(|a| !a.starts_with('-') && !matches!(a.as_str(), "(" | "!" | ")" | ","))
         .cloned()
         .collect();
+    let delete_at = args
+        .iter()
+        .position(|a| a == "-delete")
+        .unwrap_or(args.len());
+    let tests_after = args[delete_at..].iter().any(|a| {
+        a.starts_with('-') && a != "-delete" || matches!(a.as_str(), "," | "(" | ")" | "!")
+    });
     let names = args
         .windows(2)
         .filter(|w| matches!(w[0].as_str(), "-name" | "-iname"))
         .map(|w| w[1].clone())
         .collect();
     // A path or regex test, or a negation, matches what the names alone do not say.
-    let narrowed_otherwise = args.iter().any(|a| {
-        matches!(
-            a.as_str(),
-            "-path" | "-ipath" | "-wholename" | "-regex" | "-iregex" | "!" | "-not" | "-o" | "-or"
-        )
-    });
+    let narrowed_otherwise = tests_after
+        || args.iter().any(|a| {
+            matches!(
+                a.as_str(),
+                "-path"
+                    | "-ipath"
+                    | "-wholename"
+                    | "-regex"
+                    | "-iregex"
+                    | "!"
+                    | "-not"
+                    | "-o"
+                    | "-or"
+                    | ","
+            )
+        });
     LossKind::Found {
         roots: if roots.is_empty() {
             vec![".".to_owned()]
@@ -404,6 +437,9 @@ pub(super) fn git(args: &[String]) -> Option<String> {
     // Global options come before the subcommand; some take a value.
     let mut at = 0;
     let mut dir: Option<String> = None;
+    // A setting that can make any subcommand do something else (an alias, `clean` without
+    // `-f`, a push refspec): what such a command destroys cannot be told from its words.
+    let mut reconfigured = false;
     while let Some(arg) = args.get(at)
         && arg.starts_with('-')
     {
@@ -411,16 +447,40 @@ pub(super) fn git(args: &[String]) -> Option<String> {
             arg.as_str(),
             "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--config-env"
         );
-        if matches!(arg.as_str(), "-C" | "--git-dir" | "--work-tree") {
+        if matches!(arg.as_str(), "-C" | "--git-dir" | "--work-tree")
+            || arg.starts_with("--git-dir=")
+            || arg.starts_with("--work-tree=")
+        {
             // Where it works: `-C` is followed; another repository spelling is not judged.
             dir = match (arg.as_str(), dir, args.get(at + 1)) {
                 ("-C", None, Some(value)) => Some(value.clone()),
                 _ => Some(super::UNKNOWN.to_string()),
             };
         }
+        let setting = match arg.as_str() {
+            "-c" => args.get(at + 1).map(String::as_str),
+            "--config-env" | "--exec-path" => Some("?"),
+            other => other
+                .strip_prefix("--config-env=")
+                .or_else(|| other.strip_prefix("--exec-path="))
+                .map(|_| "?"),
+        };
+        if let Some(setting) = setting
+            && !HARMLESS_SETTINGS
+                .iter()
+                .any(|prefix| setting.to_ascii_lowercase().starts_with(prefix))
+        {
+            reconfigured = true;
+        }
         at += 1 + usize::from(takes_value);
     }
     let subcommand = args.get(at)?.as_str();
+    if reconfigured {
+        noted(
+            "git with a setting that can change what it does (-c)",
+            LossKind::Unknown,
+        );
+    }
     let rest = &args[at + 1..];
     let has = |flag: &str| rest.iter().any(|a| a == flag);
     let short = |c: char| {
@@ -499,10 +559,162 @@ pub(super) fn git(args: &[String]) -> Option<String> {
                 LossKind::GitDiscard { dir },
             );
         }
+        "stash" if rest.first().is_some_and(|a| a == "drop") => {
+            noted("dropping stashed work (git stash drop)", LossKind::Unknown);
+        }
+        "checkout" if has("--") && rest.iter().skip_while(|a| *a != "--").nth(1).is_some() => {
+            noted(
+                "discarding uncommitted changes of the paths named (git checkout -- PATH)",
+                LossKind::GitDiscard { dir },
+            );
+        }
+        "restore"
+            if (!has("--staged") && !short('S') || has("--worktree") || short('W'))
+                && rest.iter().any(|a| !a.starts_with('-')) =>
+        {
+            noted(
+                "discarding uncommitted changes of the paths named (git restore PATH)",
+                LossKind::GitDiscard { dir },
+            );
+        }
+        "switch" if short('f') || has("--force") || has("--discard-changes") => {
+            noted(
+                "discarding uncommitted changes (git switch --discard-changes)",
+                LossKind::GitDiscard { dir },
+            );
+        }
+        "rm" if short('f') || has("--force") => {
+            noted(
+                "removing files with uncommitted changes (git rm -f)",
+                LossKind::GitDiscard { dir },
+            );
+        }
+        "reflog" if rest.first().is_some_and(|a| a == "expire" || a == "delete") => {
+            noted("dropping the reflog (git reflog expire)", LossKind::Unknown);
+        }
+        "gc" | "prune" | "repack"
+            if subcommand == "prune" || rest.iter().any(|a| a.starts_with("--prune")) =>
+        {
+            noted(
+                "pruning unreachable commits (git gc --prune)",
+                LossKind::Unknown,
+            );
+        }
+        "worktree" if rest.first().is_some_and(|a| a == "remove") => {
+            noted(
+                "removing a worktree (git worktree remove)",
+                LossKind::Unknown,
+            );
+        }
+        // Plumbing that rewrites the index, the work tree or history, and names git does not
+        // know (an alias, whose text is in a config this command may have changed).
+        other if !KNOWN_GIT.contains(&other) => {
+            noted(
+                format!("git {other}: what it changes cannot be told from its words"),
+                LossKind::Unknown,
+            );
+        }
         _ => {}
     }
     None
 }
+
+/// `git -c` settings that change nothing a command deletes: who commits, colours, the
+/// pager, advice, the default branch of a new repository, signing.
+const HARMLESS_SETTINGS: &[&str] = &[
+    "user.",
+    "color.",
+    "core.pager",
+    "advice.",
+    "init.defaultbranch",
+    "commit.gpgsign",
+    "tag.gpgsign",
+    "gpg.",
+    "log.",
+    "format.",
+    "diff.",
+    "pager.",
+    "column.",
+    "safe.directory",
+    "core.quotepath",
+];
+
+/// Git's subcommands whose destructive forms are judged above (or that destroy nothing of
+/// the work tree's): any other name is plumbing or an alias.
+const KNOWN_GIT: &[&str] = &[
+    "add",
+    "am",
+    "annotate",
+    "apply",
+    "archive",
+    "bisect",
+    "blame",
+    "branch",
+    "bundle",
+    "cat-file",
+    "check-attr",
+    "check-ignore",
+    "checkout",
+    "cherry",
+    "cherry-pick",
+    "clean",
+    "clone",
+    "commit",
+    "config",
+    "count-objects",
+    "describe",
+    "diff",
+    "diff-files",
+    "diff-index",
+    "diff-tree",
+    "fetch",
+    "for-each-ref",
+    "format-patch",
+    "fsck",
+    "gc",
+    "grep",
+    "help",
+    "init",
+    "log",
+    "ls-files",
+    "ls-remote",
+    "ls-tree",
+    "merge",
+    "merge-base",
+    "mv",
+    "name-rev",
+    "notes",
+    "pull",
+    "push",
+    "range-diff",
+    "rebase",
+    "reflog",
+    "remote",
+    "repack",
+    "reset",
+    "restore",
+    "rev-list",
+    "rev-parse",
+    "revert",
+    "rm",
+    "shortlog",
+    "show",
+    "show-branch",
+    "show-ref",
+    "stash",
+    "status",
+    "submodule",
+    "switch",
+    "tag",
+    "var",
+    "verify-commit",
+    "verify-tag",
+    "version",
+    "whatchanged",
+    "worktree",
+    "--version",
+    "--help",
+];
 
 pub(super) fn is_sql_client(name: &str) -> bool {
     matches!(

@@ -14,6 +14,9 @@ pub enum LossKind {
     /// These paths (as written: relative to the working folder, `~`, wildcards, or names
     /// only known when it runs) are deleted or overwritten.
     Paths(Vec<String>),
+    /// Files whose content is destroyed in place (`truncate`, `shred`): through a link, the
+    /// file it points at.
+    Written(Vec<String>),
     /// A file another is moved onto (`mv a b`, `b` replaced when it is a file).
     Overwritten(Vec<String>),
     /// Files moved away (`mv`): judged only beside a deletion in the same script, which may

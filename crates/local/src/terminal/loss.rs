@@ -11,7 +11,11 @@
 //!   time, a relative name after a `cd`, a name an earlier command may make) → high, asked
 //!   with what would be lost: counts, sizes and a few names.
 //!
-//! Git is asked with its hooks and file-system monitor off, without taking locks.
+//! Git is asked through [`Scene::git`]: the terminal runs it in the same box as the command
+//! (a repository the agent wrote can name filters, a file-system monitor or hooks that run
+//! code when git looks at it), with no network and a time limit; hooks, the file-system
+//! monitor, submodules and optional locks are off in any case. A look that fails or runs
+//! over is taken as "cannot tell" — high.
 
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
@@ -73,6 +77,10 @@ const REBUILT_FILES: &[&str] = &[
 /// Entries walked at most when counting what a folder holds.
 const WALK_LIMIT: usize = 20_000;
 
+/// Runs git with these arguments (after `git`) in a folder; what it printed, or `None` when
+/// it failed, ran over its time or could not start.
+pub type Git<'a> = &'a dyn Fn(&Path, &[String], std::time::Duration) -> Option<Vec<u8>>;
+
 /// Where the command runs and what it may change.
 pub struct Scene<'a> {
     /// The folder relative names start from (the session's, or `working_dir`).
@@ -81,6 +89,112 @@ pub struct Scene<'a> {
     pub allowed: &'a [PathBuf],
     /// The user's home (`~`).
     pub home: &'a Path,
+    /// How git is run (see the module's text).
+    pub git: Git<'a>,
+    /// Looks at git left: each one starts a process, so a command naming many paths is judged
+    /// "cannot tell" past them.
+    pub looks: std::cell::Cell<usize>,
+    /// When the judgement's time is up: later looks are "cannot tell".
+    pub until: std::time::Instant,
+}
+
+/// Looks at git one judgement may take.
+pub const MOST_LOOKS: usize = 8;
+
+/// How long all the looks of one judgement may take.
+pub const LOOK_FOR: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The arguments before every git look: nothing of the repository's that runs code or
+/// writes, besides what only the box may run.
+pub fn git_args(dir: &Path, args: &[String]) -> Vec<String> {
+    let mut all: Vec<String> = [
+        "--no-optional-locks",
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "core.untrackedCache=false",
+        "-c",
+        "diff.external=",
+        "-c",
+        "protocol.allow=never",
+        "-C",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    all.push(dir.display().to_string());
+    all.extend(args.iter().cloned());
+    all
+}
+
+/// The environment git looks run with: no prompt, no pager, no repository named by the
+/// gateway's own environment.
+pub const GIT_ENV: &[(&str, &str)] = &[
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("GIT_PAGER", "cat"),
+    ("GIT_OPTIONAL_LOCKS", "0"),
+];
+
+/// Runs `command` (its output read whole) for at most `limit`; `None` when it failed or ran
+/// over (it is ended then).
+pub fn run_for(mut command: Command, limit: std::time::Duration) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+    ] {
+        command.env_remove(var);
+    }
+    for (var, value) in GIT_ENV {
+        command.env(var, value);
+    }
+    let mut child = command.spawn().ok()?;
+    let mut stdout = child.stdout.take()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let read = stdout.read_to_end(&mut out).map(|_| out);
+        let _ = tx.send(read);
+    });
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                return rx
+                    .recv_timeout(left.max(std::time::Duration::from_millis(100)))
+                    .ok()?
+                    .ok();
+            }
+            Ok(Some(_)) => return None,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            _ => {
+                #[cfg(target_os = "linux")]
+                aai_contain::procs::terminate(child.id(), std::time::Duration::from_millis(300));
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+/// Git run here, directly (tests, and where the caller has made sure the repository is not
+/// the agent's to configure).
+pub fn direct_git(dir: &Path, args: &[String], limit: std::time::Duration) -> Option<Vec<u8>> {
+    let mut command = Command::new("git");
+    command.args(git_args(dir, args));
+    run_for(command, limit)
 }
 
 /// The verdict on what a command would lose: its risk and, from medium up, what and why.
@@ -141,13 +255,15 @@ fn rate(kind: &LossKind, classified: &Classified, scene: &Scene<'_>) -> (Risk, S
             (Risk::Low, "moved to a new name".to_owned())
         }
         LossKind::Paths(paths) | LossKind::Moved(paths) | LossKind::Overwritten(paths) => {
-            worst(paths.iter().map(|p| path(p, classified, scene)))
+            worst(paths.iter().map(|p| path(p, false, classified, scene)))
         }
+        // Content destroyed in place goes through a link to the file it names.
+        LossKind::Written(paths) => worst(paths.iter().map(|p| path(p, true, classified, scene))),
         LossKind::Found { roots, names } => {
             if !names.is_empty() && names.iter().all(|n| REBUILT_FILES.contains(&n.as_str())) {
                 return (Risk::Low, format!("build outputs ({})", names.join(", ")));
             }
-            worst(roots.iter().map(|r| path(r, classified, scene)))
+            worst(roots.iter().map(|r| path(r, false, classified, scene)))
         }
         LossKind::GitClean {
             dir,
@@ -164,7 +280,7 @@ fn rate(kind: &LossKind, classified: &Classified, scene: &Scene<'_>) -> (Risk, S
             if paths.is_empty() {
                 paths.push(".".to_owned());
             }
-            let files = git_status(&dir, &paths, true);
+            let files = git_status(scene, &dir, &paths, true);
             match files {
                 None => (Risk::High, "not a git repository here".to_owned()),
                 Some(status) => {
@@ -184,7 +300,7 @@ fn rate(kind: &LossKind, classified: &Classified, scene: &Scene<'_>) -> (Risk, S
             let Some(dir) = git_dir(dir.as_deref(), classified, scene) else {
                 return uncertain_dir();
             };
-            match git_status(&dir, &[".".to_owned()], false) {
+            match git_status(scene, &dir, &[".".to_owned()], false) {
                 None => (Risk::High, "not a git repository here".to_owned()),
                 Some(status) => {
                     let changed: Vec<&Entry> = status.iter().filter(|e| e.code != "??").collect();
@@ -265,7 +381,7 @@ fn lexical(path: &Path) -> PathBuf {
     out
 }
 
-fn path(word: &str, classified: &Classified, scene: &Scene<'_>) -> (Risk, String) {
+fn path(word: &str, follow: bool, classified: &Classified, scene: &Scene<'_>) -> (Risk, String) {
     if word.contains([UNKNOWN, FANOUT]) {
         return (
             Risk::High,
@@ -280,14 +396,14 @@ fn path(word: &str, classified: &Classified, scene: &Scene<'_>) -> (Risk, String
         );
     }
     if word.contains(['*', '?', '[']) {
-        return glob(word, classified, scene);
+        return glob(word, follow, classified, scene);
     }
     let full = resolve(word, scene);
-    one(&full, word, classified, scene)
+    one(&full, word, follow, classified, scene)
 }
 
 /// A path with a wildcard in its last part: each match (a wildcard further up is not judged).
-fn glob(word: &str, classified: &Classified, scene: &Scene<'_>) -> (Risk, String) {
+fn glob(word: &str, follow: bool, classified: &Classified, scene: &Scene<'_>) -> (Risk, String) {
     let full = resolve(word, scene);
     let (Some(parent), Some(pattern)) = (full.parent(), full.file_name()) else {
         return (Risk::High, format!("{word:?} matches what cannot be told"));
@@ -314,11 +430,17 @@ fn glob(word: &str, classified: &Classified, scene: &Scene<'_>) -> (Risk, String
         })
         .take(1000)
         .collect();
-    worst(
-        matched
-            .iter()
-            .map(|p| one(p, &p.to_string_lossy(), classified, scene)),
-    )
+    // `dir/*/` names what each match points at, links included.
+    let slash = if word.ends_with('/') { "/" } else { "" };
+    worst(matched.iter().map(|p| {
+        one(
+            p,
+            &format!("{}{slash}", p.to_string_lossy()),
+            follow,
+            classified,
+            scene,
+        )
+    }))
 }
 
 /// Whether `name` matches the shell pattern `pattern` (`*`, `?`; a `[…]` class matches any one
@@ -343,7 +465,13 @@ fn wildcard(pattern: &str, name: &str) -> bool {
 }
 
 /// What deleting the one path `full` (written `word`) would lose.
-fn one(full: &Path, word: &str, classified: &Classified, scene: &Scene<'_>) -> (Risk, String) {
+fn one(
+    full: &Path,
+    word: &str,
+    follow: bool,
+    classified: &Classified,
+    scene: &Scene<'_>,
+) -> (Risk, String) {
     let Ok(meta) = std::fs::symlink_metadata(full) else {
         return if classified.commands > 1 {
             (
@@ -354,7 +482,7 @@ fn one(full: &Path, word: &str, classified: &Classified, scene: &Scene<'_>) -> (
             (Risk::Low, format!("{word:?} does not exist"))
         };
     };
-    if meta.file_type().is_symlink() && !word.ends_with('/') {
+    if meta.file_type().is_symlink() && !word.ends_with('/') && !follow {
         return (
             Risk::Low,
             format!("{word:?} is a link (only the link goes)"),
@@ -389,62 +517,74 @@ fn one(full: &Path, word: &str, classified: &Classified, scene: &Scene<'_>) -> (
             format!("{word:?} is (in) a repository's .git: its history"),
         );
     }
-    if inside
-        .components()
-        .any(|c| REBUILT.contains(&c.as_os_str().to_string_lossy().as_ref()))
-    {
-        return (Risk::Low, format!("{word:?} is a build output"));
-    }
-    let nested_git = meta.is_dir() && holds_git(&real);
-    if nested_git {
+    if meta.is_dir() && holds_git(&real) {
         return (
             Risk::High,
             format!("{word:?} holds a repository's .git: its history"),
         );
     }
+    let rebuilt = inside
+        .components()
+        .any(|c| REBUILT.contains(&c.as_os_str().to_string_lossy().as_ref()));
     let parent = if meta.is_dir() {
         real.clone()
     } else {
         real.parent()
             .map_or_else(|| real.clone(), Path::to_path_buf)
     };
-    match git_status(&parent, &[real.to_string_lossy().into_owned()], true) {
-        Some(status) => {
-            let lost: Vec<&Entry> = status.iter().filter(|e| e.code != "!!").collect();
-            if lost.is_empty() {
-                if status.is_empty() && !tracked(&parent, &real) {
-                    (
-                        Risk::Low,
-                        format!("{word:?} holds nothing git does not ignore"),
-                    )
-                } else if status.is_empty() {
-                    (
-                        Risk::Medium,
-                        format!("{word:?} is tracked and unchanged: git can bring it back"),
-                    )
-                } else {
-                    (Risk::Low, format!("{word:?} holds only files git ignores"))
-                }
-            } else {
-                (Risk::High, describe("", &lost, &parent))
-            }
-        }
-        None => {
-            let (files, bytes, names) = count(&real);
-            if files == 0 && meta.is_dir() {
-                (Risk::Low, format!("{word:?} is an empty folder"))
-            } else {
-                (
-                    Risk::High,
-                    format!(
-                        "{files} file(s), {} not in a git repository, which nothing brings back: {}",
-                        size(bytes),
-                        names.join(", ")
-                    ),
-                )
-            }
-        }
+    if !in_repository(&parent) {
+        let (files, bytes, names) = count(&real);
+        return if rebuilt {
+            (Risk::Low, format!("{word:?} is a build output"))
+        } else if files == 0 && meta.is_dir() {
+            (Risk::Low, format!("{word:?} is an empty folder"))
+        } else {
+            (
+                Risk::High,
+                format!(
+                    "{files} file(s), {} not in a git repository, which nothing brings back: {}",
+                    size(bytes),
+                    names.join(", ")
+                ),
+            )
+        };
     }
+    let Some(status) = git_status(scene, &parent, &[real.to_string_lossy().into_owned()], true)
+    else {
+        return (
+            Risk::High,
+            format!("{word:?}: git could not tell what it holds in time"),
+        );
+    };
+    let lost: Vec<&Entry> = status.iter().filter(|e| e.code != "!!").collect();
+    let changed = lost.iter().any(|e| e.code != "??");
+    if rebuilt && !changed {
+        // A build output's new files are made again; tracked files in it are not lost
+        // unless changed (then they are judged as any changed file).
+        return (Risk::Low, format!("{word:?} is a build output"));
+    }
+    if lost.is_empty() {
+        if status.is_empty() && !tracked(scene, &parent, &real) {
+            (
+                Risk::Low,
+                format!("{word:?} holds nothing git does not ignore"),
+            )
+        } else if status.is_empty() {
+            (
+                Risk::Medium,
+                format!("{word:?} is tracked and unchanged: git can bring it back"),
+            )
+        } else {
+            (Risk::Low, format!("{word:?} holds only files git ignores"))
+        }
+    } else {
+        (Risk::High, describe("", &lost, &parent))
+    }
+}
+
+/// Whether `dir` lies in a git work tree (a `.git` in it or above it).
+fn in_repository(dir: &Path) -> bool {
+    dir.ancestors().any(|d| d.join(".git").exists())
 }
 
 /// Whether a folder holds a `.git` below it (a repository of its own).
@@ -526,19 +666,30 @@ fn describe(what: &str, entries: &[&Entry], dir: &Path) -> String {
 }
 
 /// `git status` of `paths` in `dir` (untracked files one by one, ignored ones too when
-/// `ignored`); `None` outside a repository or when git cannot tell.
-fn git_status(dir: &Path, paths: &[String], ignored: bool) -> Option<Vec<Entry>> {
-    let mut command = git(dir);
-    command.args(["status", "--porcelain=v1", "-z", "--untracked-files=all"]);
+/// `ignored`); `None` outside a repository, when git cannot tell, or past [`MOST_LOOKS`].
+fn git_status(
+    scene: &Scene<'_>,
+    dir: &Path,
+    paths: &[String],
+    ignored: bool,
+) -> Option<Vec<Entry>> {
+    let mut args: Vec<String> = [
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--ignore-submodules=all",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
     if ignored {
-        command.arg("--ignored=matching");
+        args.push("--ignored=matching".to_owned());
     }
-    command.arg("--").args(paths);
-    let output = command.output().ok()?;
-    if !output.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&output.stdout);
+    args.push("--".to_owned());
+    args.extend(paths.iter().cloned());
+    let stdout = look(scene, dir, &args)?;
+    let text = String::from_utf8_lossy(&stdout);
     let mut entries = Vec::new();
     let mut parts = text.split('\0');
     while let Some(line) = parts.next() {
@@ -555,37 +706,28 @@ fn git_status(dir: &Path, paths: &[String], ignored: bool) -> Option<Vec<Entry>>
     Some(entries)
 }
 
-/// Whether git tracks anything at or under `path`.
-fn tracked(dir: &Path, path: &Path) -> bool {
-    let mut command = git(dir);
-    command.args(["ls-files", "-z", "--"]).arg(path);
-    command
-        .output()
-        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty())
+/// One look at git, counted against [`MOST_LOOKS`].
+fn look(scene: &Scene<'_>, dir: &Path, args: &[String]) -> Option<Vec<u8>> {
+    let left = scene.looks.get();
+    let time = scene
+        .until
+        .saturating_duration_since(std::time::Instant::now());
+    if left == 0 || time.is_zero() {
+        return None;
+    }
+    scene.looks.set(left - 1);
+    (scene.git)(dir, args, time)
 }
 
-/// Git in `dir`, with nothing of the repository's that runs code: no hooks, no file-system
-/// monitor, no pager, no prompt, no optional locks.
-fn git(dir: &Path) -> Command {
-    let mut command = Command::new("git");
-    command
-        .current_dir(dir)
-        .args([
-            "--no-optional-locks",
-            "-c",
-            "core.fsmonitor=false",
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "core.untrackedCache=false",
-        ])
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_PAGER", "cat")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    command
+/// Whether git tracks anything at or under `path` (unknown counts as tracked).
+fn tracked(scene: &Scene<'_>, dir: &Path, path: &Path) -> bool {
+    let args = vec![
+        "ls-files".to_owned(),
+        "-z".to_owned(),
+        "--".to_owned(),
+        path.display().to_string(),
+    ];
+    look(scene, dir, &args).is_none_or(|out| !out.is_empty())
 }
 
 #[cfg(test)]
@@ -642,6 +784,9 @@ mod tests {
                 cwd: root,
                 allowed: &allowed,
                 home: Path::new("/nonexistent-home"),
+                git: &direct_git,
+                looks: std::cell::Cell::new(MOST_LOOKS),
+                until: std::time::Instant::now() + LOOK_FOR,
             },
         )
         .unwrap_or_else(|| panic!("{command}: no deletion found"))
@@ -681,6 +826,24 @@ mod tests {
                 "python3 -c 'import shutil; shutil.rmtree(\"src\")'",
                 Risk::High,
             ),
+            // Git's other ways to lose work, and git told to do something else.
+            ("git -c 'alias.x=!rm -rf .git' x", Risk::High),
+            ("git -c clean.requireForce=false clean -dx", Risk::High),
+            ("git rm -rf .", Risk::High),
+            ("git checkout -- src", Risk::High),
+            ("git restore src/lib.rs", Risk::High),
+            ("git switch -f topic", Risk::High),
+            ("git stash drop", Risk::High),
+            ("git update-index --assume-unchanged src/lib.rs", Risk::High),
+            ("git reflog expire --expire=now --all", Risk::High),
+            ("GIT_DIR=../other/.git git reset --hard", Risk::High),
+            ("git --git-dir=../other/.git reset --hard", Risk::High),
+            // find: a test after -delete does not narrow it; start points after -P do count.
+            ("find . -delete -name '*.o'", Risk::High),
+            ("find . -name '*.pyc' , -delete", Risk::High),
+            ("find -P . -name '*.pyc' -delete", Risk::Low),
+            // env -C runs elsewhere: relative names cannot be told.
+            ("env -C src rm -f lib.rs", Risk::High),
         ] {
             let verdict = rated(&root, command);
             assert_eq!(verdict.risk, risk, "{command}: {verdict:?}");
@@ -716,6 +879,11 @@ mod tests {
         // A link to the project's own sources is judged as the sources.
         std::os::unix::fs::symlink(root.join("src"), root.join("target/src-link")).expect("link");
         assert_eq!(rated(&root, "rm -rf target/src-link/").risk, Risk::High);
+        // …by a wildcard ending in a slash too, and by what destroys content through a link.
+        assert_eq!(rated(&root, "rm -rf target/*/").risk, Risk::High);
+        std::os::unix::fs::symlink(root.join("notes.txt"), root.join("target/n")).expect("link");
+        assert_eq!(rated(&root, "truncate -s 0 target/n").risk, Risk::High);
+        assert_eq!(rated(&root, "shred target/n").risk, Risk::High);
     }
 
     #[test]

@@ -76,6 +76,28 @@ impl Terminal {
             .collect()
     }
 
+    /// Git as the loss judgement runs it: in the box of this caller's commands (a repository
+    /// the agent wrote may name code git runs), its network a port that never answers, for at
+    /// most [`loss::LOOK_FOR`].
+    fn boxed_git(
+        &self,
+        roots: &[String],
+    ) -> impl Fn(&std::path::Path, &[String], std::time::Duration) -> Option<Vec<u8>> + use<> {
+        let profile = self.setup.containment(roots).ok().flatten();
+        // Held for the judgement: connections from the box reach it and wait unanswered.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").ok();
+        let git = which_git();
+        move |dir: &std::path::Path, args: &[String], limit: std::time::Duration| {
+            let mut profile = profile.clone()?;
+            profile.egress = Some(silent.as_ref()?.local_addr().ok()?.port());
+            let (program, argv) =
+                crate::contain::wrap(&profile, git.as_deref()?, &loss::git_args(dir, args)).ok()?;
+            let mut command = std::process::Command::new(program);
+            command.args(argv).current_dir(dir);
+            loss::run_for(command, limit)
+        }
+    }
+
     /// The call's rating ([`crate::Toolset::rate`]).
     pub(super) fn rate_call(&self, call: &Call<'_>, boxed: bool) -> Option<Rated> {
         match call.tool {
@@ -126,14 +148,22 @@ impl Terminal {
                     .or(place.start);
                 // Without a folder to start from, nothing it deletes can be told.
                 let cwd = cwd.unwrap_or_else(|| std::path::PathBuf::from("/"));
-                let verdict = loss::judge(
-                    &classified,
-                    &loss::Scene {
-                        cwd: &cwd,
-                        allowed: &allowed,
-                        home: &crate::user_home(),
-                    },
-                );
+                let verdict = if classified.losses.is_empty() {
+                    None
+                } else {
+                    let git = self.boxed_git(call.roots);
+                    loss::judge(
+                        &classified,
+                        &loss::Scene {
+                            cwd: &cwd,
+                            allowed: &allowed,
+                            home: &crate::user_home(),
+                            git: &git,
+                            looks: std::cell::Cell::new(loss::MOST_LOOKS),
+                            until: std::time::Instant::now() + loss::LOOK_FOR,
+                        },
+                    )
+                };
                 Some(match verdict {
                     Some(lost) if lost.risk > Risk::Medium => Rated {
                         risk: lost.risk,
@@ -151,6 +181,14 @@ impl Terminal {
             _ => None,
         }
     }
+}
+
+/// Where git is, as the box is told to run it.
+fn which_git() -> Option<String> {
+    #[cfg(target_os = "linux")]
+    return aai_executor::process::locate(&aai_executor::process::Command::new("git"));
+    #[cfg(not(target_os = "linux"))]
+    Some("git".to_owned())
 }
 
 /// Whether this machine can make the whole box: Landlock enforced and namespaces allowed.
