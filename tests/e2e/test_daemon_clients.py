@@ -77,10 +77,9 @@ async def test_each_approval_choice_works_through_the_daemon(home, bus, monkeypa
                     assert not first.is_error and text(first) == "42", (choice, text(first))
                     second = await c.call_tool("aai_exec", ADD)
                     assert not second.is_error and text(second) == "42", text(second)
+                    # Every era: a 2026-07-28 client's requests carry no session, and its
+                    # connection stands in for one (the forwarder's, or the client's name).
                     remembered = choice != "allow_once"
-                    if choice == "allow_session" and era == "2026-07-28":
-                        # The stateless era has no session at the daemon: each call is its own.
-                        remembered = False
                     assert len(asked) == (1 if remembered else 2), (choice, asked)
                     echoed = await c.call_tool("aai_exec", ECHO)
                     assert not echoed.is_error, text(echoed)

@@ -318,10 +318,11 @@ def default_client(home, screen, monkeypatch):
 @pytest.mark.parametrize("terminal", ["xterm", "st"])
 async def test_typing_into_a_terminal_is_judged_as_the_shell_command(home, screen, monkeypatch, tmp_path, terminal):
     """The walk-around of issue 26, by effect: `app_launch` of a terminal, then `type_text` of a
-    critical command, is blocked exactly as `bash_execute` of it (the canary survives); a
-    high-risk command is asked as bash_execute (this client cannot answer: not run); the terminal
-    grant that lets bash_execute run lets the typed command run; the gateway's own window takes
-    no input."""
+    critical command, is blocked (the canary survives): what is typed there runs in the launched
+    terminal's desktop box, outside the terminal's, so it is judged as bash_execute outside the
+    box — critical blocked, any other command asked (this client cannot answer: not run) — while
+    `bash_execute` of the same runs in the terminal's box unasked and cannot reach the canary;
+    the terminal grant that lets bash_execute run lets the typed command run."""
     canary = tmp_path / "canary"
     canary.mkdir()
     (canary / "keep").write_text("x")
@@ -357,14 +358,19 @@ async def _type_into_a_terminal(home, screen, monkeypatch, terminal, canary, mar
                 assert typed.is_error, text_of(typed)
                 assert typed.structured_content["detail"]["reason"] == "blocked", text_of(typed)
                 assert "local.terminal:bash_execute" in text_of(typed)
+            # In the terminal's box the canary is out of reach: the command runs unasked and
+            # deletes nothing.
             shell = await client.call_tool("aai_exec", {"app": "local.terminal", "tool": "bash_execute", "args": {"command": f"rm -rf {canary}"}})
-            assert shell.is_error and shell.structured_content["detail"]["reason"] == "blocked", text_of(shell)
-            # High risk, as bash_execute: asked, and this client cannot answer.
+            assert not shell.is_error, text_of(shell)
+            assert (canary / "keep").exists()
+            # High risk, as bash_execute outside the box: asked, and this client cannot answer.
             typed = await client.call_tool("aai_exec", {"app": "local.input", "tool": "type_text", "args": {"text": f"touch {marker}\n"}})
-            assert typed.is_error, text_of(typed)
-            shell = await client.call_tool("aai_exec", {"app": "local.terminal", "tool": "bash_execute", "args": {"command": f"touch {marker}"}})
-            assert shell.is_error and shell.structured_content["detail"]["reason"] == typed.structured_content["detail"]["reason"]
+            assert typed.is_error and "approval" in text_of(typed), text_of(typed)
             assert not marker.exists()
+            # The same through bash_execute stays in the box: it runs unasked.
+            shell = await client.call_tool("aai_exec", {"app": "local.terminal", "tool": "bash_execute", "args": {"command": f"touch {marker}"}})
+            assert not shell.is_error and marker.exists(), text_of(shell)
+            marker.unlink()
             # The terminal's grant covers the typed command as it covers bash_execute.
             subprocess.run([str(GATEWAY), "consent", "grant", "local.terminal", "bash_execute", "--client", "mcp"],
                            env=gateway_env(home, None), check=True, timeout=30, capture_output=True)
@@ -378,8 +384,10 @@ async def _type_into_a_terminal(home, screen, monkeypatch, terminal, canary, mar
 
 
 async def test_app_launch_of_a_command_is_judged_as_the_shell_command(home, screen, monkeypatch, tmp_path):
-    """`app_launch` of a shell, a command-line tool, a wrapper or a terminal told to run something
-    is blocked as bash_execute of that command line; the canary survives."""
+    """`app_launch` of a shell, a command-line tool or a wrapper is judged as bash_execute of
+    that command line and runs in the terminal's box, where the canary is out of reach; a
+    terminal told to run something runs it with the display, outside that box, so a critical
+    command is blocked. The canary survives."""
     canary = tmp_path / "canary"
     canary.mkdir()
     (canary / "keep").write_text("x")
@@ -389,8 +397,11 @@ async def test_app_launch_of_a_command_is_judged_as_the_shell_command(home, scre
                                ("/usr/bin/rm", ["-rf", str(canary)]), ("env", ["rm", "-rf", str(canary)]),
                                ("xterm", ["-e", f"rm -rf {canary}"])):
                 launched = await client.call_tool("aai_exec", {"app": "local.apps", "tool": "app_launch", "args": {"name": name, "args": args}})
-                assert launched.is_error, f"{name}: {text_of(launched)}"
-                assert launched.structured_content["detail"]["reason"] == "blocked", f"{name}: {text_of(launched)}"
+                if name == "xterm":
+                    assert launched.is_error, f"{name}: {text_of(launched)}"
+                    assert launched.structured_content["detail"]["reason"] == "blocked", f"{name}: {text_of(launched)}"
+                else:
+                    assert not launched.is_error and launched.structured_content["sandboxed"], f"{name}: {text_of(launched)}"
     assert (canary / "keep").exists(), "a launched command deleted the canary"
 
 

@@ -62,7 +62,10 @@ async def test_files_and_terminal_through_mcp(home, bus, tmp_path, monkeypatch):
     work.mkdir()
     (home / "config.json").write_text(json.dumps({
         "local": {"sandbox": {"allowed_directories": [str(work)]}},
-        "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}},
+        # Writing files runs unasked; what the terminal does is judged as the default profile
+        # judges it (a command in the box runs, losing the allowed folder's files is asked).
+        "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development",
+                   "tool_overrides": {"local.files:file_write": "auto_approve"}}}},
     }))
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
     params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, bus))
@@ -77,6 +80,7 @@ async def test_files_and_terminal_through_mcp(home, bus, tmp_path, monkeypatch):
             blocked = await c.call_tool("aai_exec", {"app": "local.terminal", "tool": "bash_execute",
                                                      "args": {"command": f"rm -rf {work}"}})
             assert blocked.is_error and blocked.structured_content["type"] == "PERMISSION_DENIED"
+            assert "allowed folder" in text(blocked) or "approval" in text(blocked), text(blocked)
             assert (work / "a.txt").exists()
             outside = await c.call_tool("aai_exec", {"app": "local.files", "tool": "file_read", "args": {"path": str(home / "config.json")}})
             assert outside.is_error and outside.structured_content["type"] == "PERMISSION_DENIED"
