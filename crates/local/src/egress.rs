@@ -122,7 +122,7 @@ pub fn report(proxy: &Proxy, mark: u64) -> serde_json::Value {
     });
     if !refused.is_empty() {
         out["hint"] = serde_json::Value::from(
-            "the sandbox reaches the network only through the gateway's proxy: package registries and the hosts in local.egress.allow. Ask the user to add a host there, or run the command with outside_sandbox (asked every time)",
+            "the sandbox reaches the network only through the gateway's proxy: package registries and the hosts in local.egress.allow. Run the command again naming the host in `hosts` (the user is asked every time), or ask the user to add it to local.egress.allow",
         );
     }
     out
