@@ -179,6 +179,15 @@ async def test_losing_work_is_asked_with_what_would_be_lost(home, tmp_path):
             (project / "draft.txt").write_text("again\n")
             await run("git clean -fd")
             assert len(asked) == 3, asked
+            # A relative name is judged from where the session is now (after its own `cd`).
+            answer["decision"] = "deny"
+            (project / "notes.txt").write_text("written again\n")
+            moved = await c.call_tool("aai_exec", {"app": "local.terminal", "tool": "bash_execute", "args": {
+                "command": f"cd {project}"}})
+            assert not moved.is_error
+            kept = await c.call_tool("aai_exec", {"app": "local.terminal", "tool": "bash_execute", "args": {
+                "command": "rm notes.txt"}})
+            assert kept.is_error and "notes.txt" in asked[-1] and (project / "notes.txt").exists(), asked[-1]
             # A critical command outside what a box contains stays blocked by the default profile.
             pushed = await run("git push --force origin main")
             assert pushed.is_error and "blocked" in "".join(b.text for b in pushed.content), pushed

@@ -58,17 +58,21 @@ fn apps(count: usize) -> Vec<Found> {
         .collect()
 }
 
-#[test]
-fn an_app_entry_in_tools_list_costs_at_most_32_tokens() {
-    let registry = Snapshot::build(&apps(50), &[Platform::Linux], true);
-    assert_eq!(registry.apps.len(), 50);
-    let gateway = aai_engine::fixed_gateway(
+/// A server that only lists the tools of a registry it is given.
+fn lister() -> AaiServer {
+    AaiServer::new(aai_engine::fixed_gateway(
         Snapshot::default(),
         Config::default(),
         Executors::new(),
         std::env::temp_dir().join("aai-unused-data.db"),
-    );
-    let server = AaiServer::new(gateway);
+    ))
+}
+
+#[test]
+fn an_app_entry_in_tools_list_costs_at_most_32_tokens() {
+    let registry = Snapshot::build(&apps(50), &[Platform::Linux], true);
+    assert_eq!(registry.apps.len(), 50);
+    let server = lister();
     let tools = server.tools(&registry);
     let mut worst = 0;
     let mut total = 0;
@@ -242,13 +246,7 @@ fn the_built_in_entries_keep_the_stated_budget_and_count() {
         })
         .collect();
     let registry = Snapshot::build(&found, &[Platform::Linux], true);
-    let gateway = aai_engine::fixed_gateway(
-        Snapshot::default(),
-        Config::default(),
-        Executors::new(),
-        std::env::temp_dir().join("aai-unused-data.db"),
-    );
-    let server = AaiServer::new(gateway);
+    let server = lister();
     let entries: Vec<usize> = server
         .tools(&registry)
         .iter()

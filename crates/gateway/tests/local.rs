@@ -1643,42 +1643,31 @@ async fn the_loss_judgement_runs_no_code_of_the_agents_outside_the_box() {
     // Racily clean: git must re-read `f` (through the filter) to know it is unchanged.
     std::fs::write(repo.join("f"), "b\n").expect("f");
     let caller = aai_engine::pipeline::Caller::named("agent");
-    let asker = Scripted::new(&[Answer::Deny]);
-    let _ = s
-        .gateway
-        .exec_asking(
-            &caller,
-            "local.terminal",
-            "bash_execute",
-            &json!({"command": format!("rm {}/f", repo.display())}),
-            Some(&asker),
-        )
-        .await;
+    // `rm f`, denied when asked: how many questions it took.
+    let remove = async || {
+        let asker = Scripted::new(&[Answer::Deny]);
+        let _ = s
+            .gateway
+            .exec_asking(
+                &caller,
+                "local.terminal",
+                "bash_execute",
+                &json!({"command": format!("rm {}/f", repo.display())}),
+                Some(&asker),
+            )
+            .await;
+        asker.asked().len()
+    };
+    assert_eq!(remove().await, 1, "an uncommitted change is asked about");
     assert!(
         !canary.exists(),
         "the repository's filter ran outside the box"
-    );
-    assert_eq!(
-        asker.asked().len(),
-        1,
-        "an uncommitted change is asked about"
     );
     assert!(repo.join("f").exists());
     // A filter that never returns: the look is cut off and the deletion asked, in seconds.
     git(&["config", "filter.x.clean", "sleep 600"]);
     std::fs::write(repo.join("f"), "c\n").expect("f");
-    let asker = Scripted::new(&[Answer::Deny]);
     let started = std::time::Instant::now();
-    let _ = s
-        .gateway
-        .exec_asking(
-            &caller,
-            "local.terminal",
-            "bash_execute",
-            &json!({"command": format!("rm {}/f", repo.display())}),
-            Some(&asker),
-        )
-        .await;
-    assert_eq!(asker.asked().len(), 1);
+    assert_eq!(remove().await, 1);
     eprintln!("judged a hanging filter in {:?}", started.elapsed());
 }
