@@ -900,3 +900,45 @@ async fn the_stderr_file_cannot_be_swapped_for_a_link_out_of_the_box() {
         assert!(stdout(&next).contains("next"), "{next}");
     }
 }
+
+/// The launcher's own stop, for an ordinary user (no cgroup to kill by, nothing else of the
+/// gateway's sweeping): SIGTERM ends the command's whole Landlock domain at once, so a
+/// fork-and-exit loop that left the session and its parent is gone with it. Without the
+/// domain kill the loop would outlive the launcher (it is reparented, not a child any more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_launchers_stop_ends_a_fork_loop_that_left_it() {
+    let _serial = SERIAL.lock().await;
+    let marker = format!("aai-user-fork-loop-{}", std::process::id());
+    let _sweep = Sweep(marker.clone());
+    let dir = owned_dir();
+    let home = dir.path().join("home");
+    let work = dir.path().join("work");
+    for folder in [&home, &work] {
+        let made = as_ordinary("mkdir").arg("-p").arg(folder).status();
+        assert!(made.is_ok_and(|s| s.success()), "{}", folder.display());
+    }
+    let forker =
+        format!("for (1..8) {{ last unless fork }} while (1) {{ exit if fork }} # {marker}");
+    let mut launcher = as_ordinary(env!("CARGO_BIN_EXE_aai-gateway"))
+        .args(["__contain", "--temp", "/tmp", "--home"])
+        .arg(&home)
+        .arg("--write")
+        .arg(&work)
+        .args(["--", "/bin/sh", "-c"])
+        .arg(format!(
+            "setsid env -i perl -e '{forker}' </dev/null >/dev/null 2>&1 & sleep 1000"
+        ))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("launcher");
+    until("the loop runs", || !with_marker(&marker).is_empty()).await;
+    // The launcher itself (setpriv execs it: the same pid).
+    aai_contain::procs::signal(launcher.id(), aai_contain::procs::TERMINATE);
+    let _ = tokio::task::spawn_blocking(move || launcher.wait()).await;
+    for _ in 0..20 {
+        let left = with_marker(&marker);
+        assert!(left.is_empty(), "alive after the launcher's stop: {left:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
