@@ -177,6 +177,9 @@ async def test_the_agent_drafts_an_app_and_each_install_is_put_to_the_user(home,
             assert '"delete_everything" (high)' in question and '"echo" (' in question, question
             assert "the D-Bus service org.aai.Test on the session bus" in question, question
             assert "loads as an app from the network" in question, question
+            # The summary comes first; the descriptor's JSON after it.
+            assert question.index('install the app "Agent-made"') < question.index("Arguments"), question
+            assert question.index("Arguments") < question.index('"schema_version"'), question
             assert (home / "agent" / "org.aai.agentmade" / "aai.json").exists(), "beside the user's own apps, not among them"
             # Clients are told the list changed.
             while not any("list_changed" in m or "ToolListChanged" in m for m in heard[before:]):
