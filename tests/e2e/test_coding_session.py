@@ -228,3 +228,81 @@ async def test_nothing_waits_on_a_pager_an_editor_or_a_prompt(home, tmp_path):
                 value = json.loads(body)
                 assert not value["timed_out"], f"{command} waited: {value}"
                 assert expect in value["stdout"], f"{command}: {value}"
+
+
+async def test_a_new_host_is_asked_once_for_the_session_or_for_good(home, tmp_path):
+    """A command naming a host beyond the egress policy is asked, with "for this session" and
+    "always" offered besides Allow once; the answer is remembered for that host alone (not for
+    the terminal), in the client's session or for good, and the host is reached through the
+    proxy each time."""
+    import http.server
+    import threading
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "hello.txt").write_text("hello through the gate")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *a, **k):
+            super().__init__(*a, directory=str(served), **k)
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host = f"127.0.0.1:{server.server_address[1]}"
+    work = tmp_path / "work"
+    work.mkdir()
+    (home / "config.json").write_text(json.dumps({
+        "local": {"sandbox": {"allowed_directories": [str(work)]}},
+    }))
+    asked, offered = [], []
+    answer = {"decision": "allow_session"}
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        offered.append(json.dumps(params.requested_schema))
+        return types.ElicitResult(action="accept", content=answer)
+
+    fetch = {"app": "local.terminal", "tool": "bash_execute", "args": {
+        "command": f"curl -s -m 5 http://{host}/hello.txt", "working_dir": str(work), "hosts": [host]}}
+    other = {"app": "local.terminal", "tool": "bash_execute", "args": {
+        "command": "true", "working_dir": str(work), "hosts": ["example.org"]}}
+
+    def said(result):
+        body = "".join(b.text for b in result.content if getattr(b, "type", "") == "text")
+        assert not result.is_error, body
+        return json.loads(body)["stdout"]
+
+    params = StdioServerParameters(command=str(GATEWAY), args=[], env=gateway_env(home, None))
+    try:
+        with anyio.fail_after(TIMEOUT):
+            async with Client(params, mode="legacy", elicitation_callback=on_elicit, cache=None) as c:
+                assert said(await c.call_tool("aai_exec", fetch)) == "hello through the gate"
+                assert len(asked) == 1 and host in asked[0], asked
+                assert "for this session" in offered[0] and "Always allow reaching" in offered[0], offered
+                # Allowed for the session: not asked again, and still reached.
+                assert said(await c.call_tool("aai_exec", fetch)) == "hello through the gate"
+                assert len(asked) == 1, asked
+                # Another host is its own question: the answer covered that host alone.
+                answer["decision"] = "deny"
+                refused = await c.call_tool("aai_exec", other)
+                assert refused.is_error and len(asked) == 2 and "example.org" in asked[1], asked
+            # A new session asks again; "always" is remembered for good.
+            async with Client(params, mode="legacy", elicitation_callback=on_elicit, cache=None) as c:
+                answer["decision"] = "always_tool"
+                assert said(await c.call_tool("aai_exec", fetch)) == "hello through the gate"
+                assert len(asked) == 3, asked
+            async with Client(params, mode="legacy", elicitation_callback=on_elicit, cache=None) as c:
+                assert said(await c.call_tool("aai_exec", fetch)) == "hello through the gate"
+                assert len(asked) == 3, asked
+                # The grant is for the host, not the terminal: other hosts are still asked.
+                answer["decision"] = "deny"
+                assert (await c.call_tool("aai_exec", other)).is_error
+                assert len(asked) == 4, asked
+        listed = subprocess.run([str(GATEWAY), "consent", "list"], env=gateway_env(home, None),
+                                capture_output=True, text=True, timeout=60)
+        assert "local.egress" in listed.stdout and host in listed.stdout, listed
+    finally:
+        server.shutdown()

@@ -66,6 +66,11 @@ pub struct Profile {
     pub protect: Vec<PathBuf>,
     /// Files readable although they lie among the secrets (a scheduled agent's MCP config).
     pub read: Vec<PathBuf>,
+    /// What the process is run from (an MCP server's package, with what it loads beside it):
+    /// seen read-only at its own place, also where a private folder covers it (a checkout
+    /// under `/tmp`). The gateway's own program is always in view this way. See
+    /// [`view::source_tree`].
+    pub programs: Vec<PathBuf>,
     /// The call's cgroup (`cgroup.procs`), entered before anything else.
     pub cgroup: Option<PathBuf>,
     /// A desktop program: the display (its socket, abstract ones included: libxcb tries the
@@ -153,6 +158,9 @@ impl Profile {
         for file in &self.read {
             push("--read", file);
         }
+        for path in &self.programs {
+            push("--program", path);
+        }
         for path in &self.deny {
             push("--deny", path);
         }
@@ -214,6 +222,7 @@ impl Profile {
                 "--write" => profile.write.push(value(arg)?),
                 "--protect" => profile.protect.push(value(arg)?),
                 "--read" => profile.read.push(value(arg)?),
+                "--program" => profile.programs.push(value(arg)?),
                 other => return Err(ContainError::UnknownOption(other.to_owned())),
             }
         }
@@ -305,6 +314,7 @@ mod tests {
             home: "/h/.aai".into(),
             protect: vec!["/h/.cache/aai-gateway".into()],
             read: vec!["/h/.aai/run/task-1.mcp.json".into()],
+            programs: vec!["/tmp/checkout".into()],
             cgroup: Some("/sys/fs/cgroup/x/cgroup.procs".into()),
             desktop: true,
             no_bus: true,

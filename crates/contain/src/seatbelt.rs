@@ -110,6 +110,7 @@ mod tests {
             home: "/Users/me/.aai".into(),
             protect: vec!["/Users/me/Library/Caches/aai-gateway".into()],
             read: vec!["/Users/me/.aai/run/task-1.mcp.json".into()],
+            programs: Vec::new(),
             cgroup: None,
             desktop: false,
             no_bus: false,

@@ -79,6 +79,42 @@ struct Keep {
     dir: bool,
     /// Inside a folder the view hides (a file named readable under the gateway's home).
     in_hidden: bool,
+    /// A program's tree: bound back read-only.
+    program: bool,
+}
+
+/// `path` with the folders on its way resolved, but not its last link.
+fn resolve_folders(path: &Path) -> PathBuf {
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => resolve(parent).join(name),
+        _ => resolve(path),
+    }
+}
+
+/// The temporary folders every view makes private, whatever the profile.
+const PRIVATE: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
+
+/// What must stay in view for `program` (a file a process is run from) to run: the folder
+/// directly in a private temporary folder that holds it (a checkout or a virtualenv under
+/// `/tmp`, with the packages it loads beside the program), else `program` itself (it is in
+/// view where it lies). The folders on the way are resolved, not the program itself: a
+/// virtualenv's `bin/python` is a link out of it, but is run by its own path.
+pub fn source_tree(program: &Path) -> PathBuf {
+    let program = resolve_folders(program);
+    let temp = resolve(&std::env::temp_dir());
+    let private = PRIVATE
+        .iter()
+        .map(PathBuf::from)
+        .chain(std::iter::once(temp));
+    for dir in private {
+        if let Ok(rest) = program.strip_prefix(&dir)
+            && let Some(first) = rest.components().next()
+            && rest.components().nth(1).is_some()
+        {
+            return dir.join(first);
+        }
+    }
+    program
 }
 
 /// Where this environment's session sockets are (see [`crate::sessions`]), and the desktop
@@ -184,9 +220,10 @@ fn same(path: &Path, fd: &OwnedFd) -> bool {
 }
 
 /// Binds a held path back at its own place, making its mount point inside the private
-/// folder that now covers it.
-fn restore(keep: &Keep) -> Result<(), ContainError> {
-    if same(&keep.path, &keep.fd) {
+/// folder that now covers it; a program's tree read-only. Where the path still shows what
+/// was held, nothing is done unless `always`.
+fn restore(keep: &Keep, always: bool) -> Result<(), ContainError> {
+    if same(&keep.path, &keep.fd) && !always {
         return Ok(());
     }
     let make = |e: std::io::Error| ContainError::Namespace {
@@ -205,7 +242,11 @@ fn restore(keep: &Keep) -> Result<(), ContainError> {
         "/proc/self/fd/{}",
         rustix::fd::AsRawFd::as_raw_fd(&keep.fd.as_fd())
     ));
-    bind(&source, &keep.path)
+    bind(&source, &keep.path)?;
+    if keep.program {
+        read_only(&keep.path)?;
+    }
+    Ok(())
 }
 
 /// Covers an existing file with an empty read-only one (`empty`, on a private tmpfs).
@@ -328,7 +369,7 @@ pub fn enter(
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .unwrap_or_else(|| PathBuf::from(format!("/run/user/{uid}")));
-    let mut private: Vec<PathBuf> = vec!["/tmp".into(), "/var/tmp".into(), "/dev/shm".into()];
+    let mut private: Vec<PathBuf> = PRIVATE.iter().map(PathBuf::from).collect();
     if let Some(temp) = &profile.temp {
         private.push(resolve(temp));
     }
@@ -378,7 +419,29 @@ pub fn enter(
             fd,
             dir: true,
             in_hidden: false,
+            program: false,
         });
+    }
+    // The gateway's own program (this launcher) is in every view, read-only, as where it is
+    // installed: a command that runs it meets the gate's own refusal, not a missing file.
+    let programs = profile
+        .programs
+        .iter()
+        .map(|p| resolve_folders(p))
+        .chain(std::env::current_exe().ok().map(|p| resolve(&p)));
+    for path in programs {
+        if within(&path, &hidden) || keeps.iter().any(|k: &Keep| k.path == path) {
+            continue;
+        }
+        if let Some((fd, dir)) = crate::linux::open(&path) {
+            keeps.push(Keep {
+                path,
+                fd,
+                dir,
+                in_hidden: false,
+                program: true,
+            });
+        }
     }
     for (path, named_readable) in wanted {
         let in_hidden = within(&path, &hidden);
@@ -392,6 +455,7 @@ pub fn enter(
                 fd,
                 dir,
                 in_hidden,
+                program: false,
             });
         }
     }
@@ -415,8 +479,16 @@ pub fn enter(
     }
     // Outer folders first, so that a folder inside one is bound on top of it.
     keeps.sort_by_key(|k| k.path.components().count());
+    let trees: Vec<PathBuf> = keeps
+        .iter()
+        .filter(|k| k.program)
+        .map(|k| k.path.clone())
+        .collect();
     for keep in keeps.iter().filter(|k| !k.in_hidden) {
-        restore(keep)?;
+        // A folder inside a program's tree gets a mount of its own, writable or not as it
+        // was, even where the tree's bind already shows it.
+        let inside = !keep.program && trees.iter().any(|t| keep.path.starts_with(t));
+        restore(keep, inside)?;
     }
 
     // The session's other sockets, where no private folder already covers them.
@@ -481,7 +553,7 @@ pub fn enter(
     }
     // Files named readable inside the hidden home, then the home made read-only.
     for keep in keeps.iter().filter(|k| k.in_hidden) {
-        restore(keep)?;
+        restore(keep, false)?;
     }
     if home_covered {
         read_only(&home)?;

@@ -666,6 +666,86 @@ fn the_box_holds_for_an_ordinary_user() {
     );
 }
 
+/// What a process is run from stays in its view, read-only, also where it lies in the private
+/// temporary folder (a checkout or a virtualenv under `/tmp`): an MCP server's program with
+/// the files it loads beside it, and the gateway's own program in every box. The rest of the
+/// temporary folder stays out of view, and a folder named writable inside the tree is still
+/// written. As root and as an ordinary user.
+#[test]
+fn programs_run_from_the_temporary_folder_stay_in_view_read_only() {
+    let (tree, elsewhere, installed) = (owned_dir(), owned_dir(), owned_dir());
+    let pkg = tree.path().join("pkg");
+    for dir in ["bin", "lib", "data"] {
+        std::fs::create_dir_all(pkg.join(dir)).expect("dir");
+    }
+    std::fs::write(
+        pkg.join("bin/run.sh"),
+        ". \"$(dirname \"$0\")/../lib/mod.sh\"; say\n",
+    )
+    .expect("program");
+    std::fs::write(pkg.join("lib/mod.sh"), "say() { echo loaded-beside; }\n").expect("module");
+    std::fs::write(elsewhere.path().join("keep.txt"), KEEP).expect("canary");
+    // The gateway's program where nothing else names it: a folder of its own under /tmp.
+    let gateway = installed.path().join("aai-gateway");
+    let built = Path::new(env!("CARGO_BIN_EXE_aai-gateway"));
+    if std::fs::hard_link(built, &gateway).is_err() {
+        std::fs::copy(built, &gateway).expect("copy the gateway");
+    }
+    for dir in [&tree, &elsewhere, &installed] {
+        let _ = as_ordinary("chmod").arg("755").arg(dir.path()).status();
+    }
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(pkg.join("data"), std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+    }
+    let home = installed.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let script = format!(
+        "sh {run}; echo x > {pkg}/new.txt 2>/dev/null && echo wrote-tree; \
+         echo y > {pkg}/data/made.txt && echo wrote-data; \
+         cat {other}/keep.txt 2>/dev/null; {gateway} --version >/dev/null && echo gateway-seen",
+        run = pkg.join("bin/run.sh").display(),
+        pkg = pkg.display(),
+        other = elsewhere.path().display(),
+        gateway = gateway.display(),
+    );
+    let tree_of = aai_contain::view::source_tree(&pkg.join("bin/run.sh"));
+    assert_eq!(tree_of, aai_contain::rules::resolve(tree.path()));
+    let as_root = ordinary().is_some();
+    for ordinary_user in [false, true] {
+        if ordinary_user && !as_root {
+            continue;
+        }
+        let mut command = if ordinary_user {
+            as_ordinary(gateway.to_str().expect("path"))
+        } else {
+            std::process::Command::new(&gateway)
+        };
+        let _ = std::fs::remove_file(pkg.join("data/made.txt"));
+        let out = command
+            .args(["__contain", "--temp", "/tmp", "--home"])
+            .arg(&home)
+            .arg("--write")
+            .arg(pkg.join("data"))
+            .arg("--program")
+            .arg(&tree_of)
+            .args(["--", "/bin/sh", "-c", &script])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("launcher");
+        let text = format!("ordinary user {ordinary_user}: {out:?}");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("loaded-beside"), "{text}");
+        assert!(!said.contains("wrote-tree"), "{text}");
+        assert!(!pkg.join("new.txt").exists(), "{text}");
+        assert!(said.contains("wrote-data"), "{text}");
+        assert!(pkg.join("data/made.txt").exists(), "{text}");
+        assert!(!said.contains(KEEP), "{text}");
+        assert!(said.contains("gateway-seen"), "{text}");
+    }
+}
+
 /// `aai-gateway stop` never fails silently: with the run folder's mode changed to 0500 (as a
 /// command without the box could), it still lands — the folder's mode is set back and the
 /// marker written — and says which way landed. Run as an ordinary user (root ignores modes).

@@ -125,6 +125,7 @@ impl Setup {
                 .cloned()
                 .collect(),
             read: Vec::new(),
+            programs: Vec::new(),
             cgroup: None,
             desktop: false,
             no_bus: false,

@@ -197,6 +197,26 @@ impl Rated {
     }
 }
 
+/// What a call asks the person to allow that outlives the call: the hosts a command would
+/// reach beyond the egress policy ([`Toolset::binding`]). Its keys are remembered as grants
+/// of their own (on [`Binding::APP`]), for the session or always; a call whose keys are all
+/// granted is not asked again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    /// What is allowed, one grant each (a host name, or `address:port`).
+    pub keys: Vec<String>,
+}
+
+impl Binding {
+    /// The app the grants of a binding are kept under (no toolset has this id).
+    pub const APP: &'static str = "local.egress";
+
+    /// The keys as a person reads them.
+    pub fn named(&self) -> String {
+        self.keys.join(", ")
+    }
+}
+
 /// A built-in app: its descriptor, and how it runs a call.
 pub trait Toolset: Send + Sync + std::any::Any {
     /// The descriptor, parsed once from the toolset's `aai.json`.
@@ -225,6 +245,14 @@ pub trait Toolset: Send + Sync + std::any::Any {
     /// remembered grants say (a password typed into a page), looking at the app's state now.
     fn must_ask<'a>(&'a self, _call: &'a Call<'a>) -> BoxFuture<'a, Option<String>> {
         Box::pin(async { None })
+    }
+
+    /// What this call asks to be allowed beyond itself, when that is the only reason
+    /// [`Toolset::must_ask`] names (a command's new hosts): the gate offers to remember it for
+    /// the session or always, and runs the call unasked (as approved) once every key is
+    /// granted.
+    fn binding(&self, _call: &Call<'_>) -> Option<Binding> {
+        None
     }
 
     /// The call the gate judges in this one's place, looking at what it does where it lands

@@ -222,6 +222,7 @@ fn contained(
     command: &str,
     args: &[String],
     named: &[PathBuf],
+    programs: &[PathBuf],
     gateway_home: &std::path::Path,
 ) -> (String, Vec<String>) {
     #[cfg(target_os = "linux")]
@@ -236,6 +237,10 @@ fn contained(
             home: gateway_home.to_path_buf(),
             protect: Vec::new(),
             read: Vec::new(),
+            programs: programs
+                .iter()
+                .map(|p| aai_contain::view::source_tree(p))
+                .collect(),
             cgroup: None,
             // The display and the session bus stay in reach, as when a client starts the
             // server; no other session socket does.
@@ -251,7 +256,7 @@ fn contained(
         };
         return profile.command(launcher, command, args);
     }
-    let _ = (gateway_home, named);
+    let _ = (gateway_home, named, programs);
     (command.to_owned(), args.to_vec())
 }
 
@@ -310,13 +315,16 @@ fn stored_env(
 }
 
 /// Whether `command` names a program that exists (a path, or a name found on `PATH`).
-fn on_path(command: &str) -> bool {
+fn found(command: &str) -> Option<PathBuf> {
     let path = std::path::Path::new(command);
     if path.components().count() > 1 {
-        return path.is_file();
+        return path.is_file().then(|| path.to_path_buf());
     }
-    std::env::var_os("PATH")
-        .is_some_and(|dirs| std::env::split_paths(&dirs).any(|dir| dir.join(command).is_file()))
+    std::env::var_os("PATH").and_then(|dirs| {
+        std::env::split_paths(&dirs)
+            .map(|dir| dir.join(command))
+            .find(|p| p.is_file())
+    })
 }
 
 /// What the client side hears from a server.
@@ -444,15 +452,20 @@ pub async fn connect(
             from_store,
             cwd,
         } => {
-            if !on_path(command) {
+            let Some(program) = found(command) else {
                 return Err(StartError::NotFound(command.clone()));
-            }
+            };
             let stored = stored_env(gateway_home, &app_id, from_store)?;
             // The folders and files the user's own config names (a filesystem server's root,
             // a memory file's folder) stay in the server's view, even under the temporary
             // folder, which is private to it otherwise.
             let named = named_paths(args.iter().chain(env.values()));
-            let (program, argv) = contained(command, args, &named, gateway_home);
+            // What it is run from (the program, a script it is given) stays in view
+            // read-only with what lies beside it, also in a checkout under `/tmp`.
+            let programs: Vec<PathBuf> = std::iter::once(program)
+                .chain(named_paths(args.iter()).into_iter().filter(|p| p.is_file()))
+                .collect();
+            let (program, argv) = contained(command, args, &named, &programs, gateway_home);
             let mut cmd = tokio::process::Command::new(&program);
             cmd.args(&argv).env_clear();
             for name in PASSED {

@@ -74,6 +74,9 @@ pub struct Question {
     /// A question about a binding rather than a tool (a sign-in domain, a credential sent to
     /// a host): only *Deny*, *Allow once* and this label for [`Answer::AlwaysTool`].
     pub always_label: Option<String>,
+    /// With [`Question::always_label`]: the label of [`Answer::AllowSession`] for the binding,
+    /// offered when the caller has a session.
+    pub session_label: Option<String>,
     /// Why this call is asked every time (a password typed into a page).
     pub why: Option<String>,
     /// A question about this many steps of a batch (`args` lists them): *Deny all*,
@@ -103,6 +106,7 @@ impl Question {
             once_only: false,
             session: true,
             always_label: None,
+            session_label: None,
             why: None,
             batch: None,
         }
@@ -206,6 +210,9 @@ impl Question {
             return choices;
         }
         if let Some(label) = &self.always_label {
+            if let Some(session) = self.session_label.as_ref().filter(|_| self.session) {
+                choices.push((Answer::AllowSession, visible(session).into_owned()));
+            }
             choices.push((Answer::AlwaysTool, visible(label).into_owned()));
             return choices;
         }

@@ -87,6 +87,11 @@ impl Builtins {
         self.get(app)?.refusal(call)
     }
 
+    /// See [`Toolset::binding`].
+    pub fn binding(&self, app: &str, call: &Call<'_>) -> Option<aai_local::Binding> {
+        self.get(app)?.binding(call)
+    }
+
     /// See [`Toolset::must_ask`].
     pub async fn must_ask(&self, app: &str, call: &Call<'_>) -> Option<String> {
         self.get(app)?.must_ask(call).await

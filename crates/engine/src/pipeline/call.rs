@@ -224,8 +224,13 @@ impl Gateway {
         (judged, raised, rated): (Option<&aai_local::Judged>, Option<Risk>, Option<&str>),
         descriptor: &Descriptor,
     ) -> Result<Value, AaiError> {
-        let (action, profile_name, must_ask) =
-            self.verdict(judging, original, judged, raised).await?;
+        let Ruled {
+            action,
+            profile_name,
+            must_ask,
+            binding,
+            bound,
+        } = self.verdict(judging, original, judged, raised).await?;
         let verdict = Verdict {
             action,
             profile_name: &profile_name,
@@ -233,6 +238,7 @@ impl Gateway {
             must_ask: must_ask.as_deref(),
             judged: judged.map(|j| j.why.as_str()),
             rated,
+            binding: binding.as_ref(),
         };
         let (decision, shown) = self.consent(judging, &verdict).await?;
         // A call the user was asked about is recorded with exactly what they saw.
@@ -253,7 +259,7 @@ impl Gateway {
             },
             &decision,
             descriptor,
-            must_ask.is_some(),
+            must_ask.is_some() || bound,
         )
         .await
     }
@@ -267,7 +273,7 @@ impl Gateway {
         original: &CallContext<'_>,
         judged: Option<&aai_local::Judged>,
         raised: Option<Risk>,
-    ) -> Result<(Action, String, Option<String>), AaiError> {
+    ) -> Result<Ruled, AaiError> {
         let CallContext {
             step,
             who,
@@ -298,17 +304,48 @@ impl Gateway {
         // A call its toolset says must be asked every time (a password typed into a page, a
         // paste into a terminal) is put to the user whatever the profile and the grants say;
         // only a block stays.
-        let must_ask = match self
+        let (mut must_ask, mut binding) = match self
             .must_ask(who, original.app, original.spec, original.args)
             .await
         {
-            Some(why) => Some(why),
-            None => judged.and_then(|j| j.ask_every_time.clone()),
+            Some(why) => (
+                Some(why),
+                self.binding(who, original.app, original.spec, original.args),
+            ),
+            None => (judged.and_then(|j| j.ask_every_time.clone()), None),
         };
+        // What the person allowed for this session or always (a command's new hosts) is not
+        // asked again: the call goes on as the policy says, as approved.
+        let bound = match &binding {
+            Some(binding) => binding.keys.iter().try_fold(true, |all, key| {
+                Ok::<_, AaiError>(
+                    all && self
+                        .gate
+                        .held(
+                            &who.name,
+                            aai_local::Binding::APP,
+                            key,
+                            who.session.as_deref(),
+                        )?
+                        .whole,
+                )
+            })?,
+            None => false,
+        };
+        if bound {
+            must_ask = None;
+            binding = None;
+        }
         if must_ask.is_some() && action != Action::AlwaysBlock {
             action = Action::RequireApproval;
         }
-        Ok((action, profile_name, must_ask))
+        Ok(Ruled {
+            action,
+            profile_name,
+            must_ask,
+            binding,
+            bound,
+        })
     }
 
     /// After consent: the sign-in a web app may need, the stop checked again (it may have
@@ -449,6 +486,21 @@ impl Gateway {
         }
         let call = judged_call(who, spec, args);
         self.toolsets().refusal(app.id(), &call)
+    }
+
+    /// What a built-in call asks to be allowed beyond itself ([`aai_local::Toolset::binding`]).
+    pub(super) fn binding(
+        &self,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+    ) -> Option<aai_local::Binding> {
+        if app.platform != Platform::Local {
+            return None;
+        }
+        let call = judged_call(who, spec, args);
+        self.toolsets().binding(app.id(), &call)
     }
 
     /// Why a built-in call must be asked every time, judged by its toolset from the app's
@@ -673,6 +725,19 @@ pub(super) struct Verdict<'a> {
     pub(super) judged: Option<&'a str>,
     /// What its toolset found in it (what a command would lose).
     pub(super) rated: Option<&'a str>,
+    /// What the call asks to be allowed beyond itself, offered for the session or always.
+    pub(super) binding: Option<&'a aai_local::Binding>,
+}
+
+/// The policy step's outcome ([`Gateway::verdict`]): the action and the profile that gave it,
+/// why the call must be asked, what it asks to be allowed beyond itself, and whether the
+/// person allowed that already (the call runs as approved).
+struct Ruled {
+    action: Action,
+    profile_name: String,
+    must_ask: Option<String>,
+    binding: Option<aai_local::Binding>,
+    bound: bool,
 }
 
 impl Step<'_> {

@@ -38,6 +38,7 @@ impl Gateway {
             must_ask,
             judged,
             rated,
+            binding,
         } = *verdict;
         let caller = who.name.as_str();
         let risk = step.call.risk;
@@ -112,7 +113,21 @@ impl Gateway {
                     risk,
                     shown.to_string(),
                 );
-                question.once_only = critical;
+                // A binding (a command's new hosts) can be allowed for the session or always:
+                // those answers are remembered for its keys, never for the tool.
+                question.once_only = if binding.is_some() {
+                    raised.is_some()
+                } else {
+                    critical
+                };
+                if let Some(binding) = binding.filter(|_| !question.once_only) {
+                    question.always_label =
+                        Some(format!("Always allow reaching {}", binding.named()));
+                    question.session_label = Some(format!(
+                        "Allow reaching {} for this session",
+                        binding.named()
+                    ));
+                }
                 // A config that cannot be read asks about everything: the question says so.
                 let broken = self.config().invalid.as_ref().map(|problem| {
                     format!(
@@ -146,9 +161,31 @@ impl Gateway {
                                 prefix: prefix.map(str::to_owned),
                                 ..Grant::always(caller, app.id(), tool, via)
                             };
-                        // A call asked every time is never remembered, whatever was answered.
+                        let bind = |scope: Scope| -> Result<(), AaiError> {
+                            for key in binding.map(|b| b.keys.as_slice()).unwrap_or_default() {
+                                self.gate.remember(&Grant {
+                                    scope,
+                                    session: (scope == Scope::Session)
+                                        .then(|| who.session.clone())
+                                        .flatten(),
+                                    ..Grant::always(caller, aai_local::Binding::APP, Some(key), via)
+                                })?;
+                            }
+                            Ok(())
+                        };
+                        // A call asked every time is never remembered, whatever was answered;
+                        // a binding is remembered for its keys alone.
                         let grant = match answer {
                             _ if question.once_only => None,
+                            Answer::AllowSession if binding.is_some() => {
+                                bind(Scope::Session)?;
+                                None
+                            }
+                            Answer::AlwaysTool if binding.is_some() => {
+                                bind(Scope::Always)?;
+                                None
+                            }
+                            _ if binding.is_some() => None,
                             Answer::AllowSession => {
                                 Some(scoped(Scope::Session, Some(&spec.name), None))
                             }

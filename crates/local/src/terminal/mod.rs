@@ -247,7 +247,7 @@ impl crate::Toolset for Terminal {
             let new = self.new_hosts(call.args);
             if !new.is_empty() {
                 return Some(format!(
-                    "it asks to reach {} besides the package registries and local.egress.allow (asked every time; to allow a host for good, add it to local.egress.allow in config.json)",
+                    "it asks to reach {} besides the package registries and local.egress.allow",
                     new.join(", ")
                 ));
             }
@@ -262,6 +262,18 @@ impl crate::Toolset for Terminal {
 
     fn rate(&self, call: &crate::Call<'_>, boxed: bool) -> Option<crate::Rated> {
         self.rate_call(call, boxed)
+    }
+
+    fn binding(&self, call: &crate::Call<'_>) -> Option<crate::Binding> {
+        if call.tool != "bash_execute" || crate::contain::asks_outside(call.args) {
+            return None;
+        }
+        let id = arg_str(call.args, "session_id").unwrap_or("default");
+        if self.sessions.outside(call.caller, id).is_some() {
+            return None;
+        }
+        let keys = self.new_hosts(call.args);
+        (!keys.is_empty()).then_some(crate::Binding { keys })
     }
 
     fn emergency_stop(&self) -> BoxFuture<'_, ()> {
