@@ -26,6 +26,7 @@
 //! ```
 
 mod error;
+pub mod later;
 pub mod rules;
 pub mod seatbelt;
 pub mod windows;

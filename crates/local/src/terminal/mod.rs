@@ -369,6 +369,21 @@ struct Entry {
     killed: Arc<std::sync::atomic::AtomicBool>,
     /// The session's egress proxy: its only way to the network (`local.egress`).
     egress: Option<Arc<crate::browser::proxy::Proxy>>,
+    /// The run-later files of its allowed folders as they were when the box started (a
+    /// contained session): those its commands make are set aside after each command.
+    later: Option<aai_contain::later::Watch>,
+}
+
+/// What a command made that runs later, where it went, and why (the command's result).
+fn set_aside_note(set_aside: &[aai_contain::later::SetAside]) -> Value {
+    let files: Vec<Value> = set_aside
+        .iter()
+        .map(|s| json!({"path": s.path, "moved_to": s.moved_to}))
+        .collect();
+    json!({
+        "files": files,
+        "why": "files that make something run later without the agent (git hooks, .envrc, editor and agent settings, shell start-up files) are made by the person: each was renamed as shown and does not run; ask the user to look at it and rename it back if they want it",
+    })
 }
 
 /// The sessions of one gateway.
@@ -537,6 +552,10 @@ impl Sessions {
             let allowed = place.sandbox.as_ref().map_or(&[][..], |s| s.allowed());
             return Err(no_folder(allowed, allowed.is_empty()));
         };
+        let later = contain
+            .as_ref()
+            .filter(|_| place.outside.is_none())
+            .map(|profile| aai_contain::later::Watch::new(profile.write.clone()));
         let mut session = Session::start(shell, start, contain.as_ref())?;
         if let Err(error) = session.ready().await {
             end_tree(session.child.process_id(), session.contained);
@@ -551,6 +570,7 @@ impl Sessions {
             killed: session.killed.clone(),
             session: Arc::new(Mutex::new(session)),
             egress,
+            later,
         });
         if let Ok(mut ended) = self.ended.lock() {
             ended.remove(&id);
@@ -686,8 +706,17 @@ impl Sessions {
                 }
             }
         };
+        // What the command made that would run later without the agent is set aside.
+        let set_aside = entry
+            .later
+            .as_ref()
+            .map(aai_contain::later::Watch::sweep)
+            .unwrap_or_default();
         match result {
             Ok(mut value) => {
+                if !set_aside.is_empty() {
+                    value["set_aside"] = set_aside_note(&set_aside);
+                }
                 // What the command reached through the proxy, and what it was refused.
                 if let (Some(proxy), Some(mark)) = (&entry.egress, mark) {
                     let network = crate::egress::report(proxy, mark);
