@@ -178,7 +178,7 @@ pub fn describe(abi: i32) -> String {
     } else {
         parts.push("signals and abstract sockets are not scoped (ABI 6 needed): a command may signal the launcher".to_owned());
     }
-    parts.push(if crate::view::namespaces_allowed() {
+    parts.push(if namespaces_allowed() {
         "a view of its own (user and mount namespaces): private /tmp, /var/tmp, /dev/shm and runtime folder, the gateway's home and the user's secret stores empty, run-later files in the allowed folders read-only, no session socket (desktop programs: the display and the session bus); a Landlock domain of the command's own, ended at once by the stop".to_owned()
     } else {
         "NO view of its own: this system does not let an ordinary process make user namespaces (kernel.unprivileged_userns_clone, user.max_user_namespaces or AppArmor's userns restriction), so /tmp, the runtime folder and the session's sockets stay in view; Landlock alone keeps the secrets unreadable".to_owned()
@@ -211,4 +211,17 @@ pub fn support() -> Support {
             detail: describe(abi),
         },
     }
+}
+
+/// Whether this system lets an ordinary process make user namespaces (what the view needs),
+/// as far as its settings say without trying.
+pub fn namespaces_allowed() -> bool {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    };
+    read("/proc/sys/user/max_user_namespaces").is_none_or(|n| n > 0)
+        && read("/proc/sys/kernel/unprivileged_userns_clone").is_none_or(|n| n != 0)
+        && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").is_none_or(|n| n == 0)
 }

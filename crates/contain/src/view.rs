@@ -277,18 +277,7 @@ fn unshare_as_self() -> Result<(), ContainError> {
     Ok(())
 }
 
-/// Whether this system lets an ordinary process make user namespaces (what the view needs),
-/// as far as its settings say without trying.
-pub fn namespaces_allowed() -> bool {
-    let read = |path: &str| {
-        std::fs::read_to_string(path)
-            .ok()
-            .and_then(|v| v.trim().parse::<i64>().ok())
-    };
-    read("/proc/sys/user/max_user_namespaces").is_none_or(|n| n > 0)
-        && read("/proc/sys/kernel/unprivileged_userns_clone").is_none_or(|n| n != 0)
-        && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").is_none_or(|n| n == 0)
-}
+pub use crate::linux::namespaces_allowed;
 
 /// Whether the namespaces could not be made because this system does not allow them (user
 /// namespaces off, a container's filter): the launcher then falls back to Landlock's rules

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::process::process_tag;
+use crate::tag::process_tag;
 
 /// Call groups are named `aai-call-<gateway tag>-<n>`.
 const PREFIX: &str = "aai-call-";

@@ -25,6 +25,7 @@ mod dbus;
 mod osascript;
 pub mod process;
 pub mod rest;
+mod tag;
 mod urlscheme;
 
 use std::future::Future;

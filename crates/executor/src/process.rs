@@ -104,21 +104,7 @@ fn kill_group(pid: u32) {
         .status();
 }
 
-/// The environment variable every process the gateway starts for a call carries, with this
-/// gateway's [`process_tag`]: descendants inherit it even when they leave the process group
-/// or session (`setsid`, a double fork), so the emergency stop finds them all.
-pub const TAG_VAR: &str = "AAI_GATEWAY_TAG";
-
-/// This gateway process's tag (its pid and a random part, so a reused pid never matches).
-pub fn process_tag() -> &'static str {
-    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    TAG.get_or_init(|| {
-        let mut bytes = [0u8; 8];
-        let _ = getrandom::fill(&mut bytes);
-        let random: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        format!("{}-{random}", std::process::id())
-    })
-}
+pub use crate::tag::{TAG_VAR, process_tag};
 
 /// Runs `command` for at most `timeout`. `what` names the call in messages
 /// (e.g. `com.apple.mail:send_email`).

@@ -307,7 +307,7 @@ pub async fn locate(
     let (space, protected) = {
         let desktop = desktop.clone();
         let config = config.clone();
-        crate::screen::blocking(move || {
+        crate::desktop::blocking(move || {
             let x = desktop.x11()?;
             let protected: Vec<Rect> = x
                 .windows()

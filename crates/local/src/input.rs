@@ -23,10 +23,10 @@ use aai_executor::BoxFuture;
 use serde_json::{Map, Value, json};
 
 use crate::desktop::backend::Desktop;
+use crate::desktop::blocking;
 use crate::desktop::keys;
 use crate::desktop::x11::{Held, X11};
 use crate::desktop::{DesktopConfig, Space, Window};
-use crate::screen::blocking;
 use crate::{Call, Setup, Toolset};
 
 pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> =

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use crate::desktop::backend::Desktop;
 use crate::desktop::x11::X11;
-use crate::desktop::{DesktopConfig, Rect, Space, rect_arg};
+use crate::desktop::{DesktopConfig, Rect, Space, blocking, rect_arg};
 use crate::{Call, Setup, Toolset, ocr};
 
 pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> =
@@ -297,15 +297,6 @@ pub fn from_program(
     meta.insert("screen".into(), space.describe());
     meta.insert("timestamp".into(), json!(now_ms()));
     Ok(image_output(&bytes, mime, meta))
-}
-
-/// Runs blocking desktop work off the async threads.
-pub async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, AaiError> + Send + 'static,
-) -> Result<T, AaiError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| crate::failed(format!("the desktop task failed: {e}")))?
 }
 
 fn invalid(message: impl Into<String>) -> AaiError {

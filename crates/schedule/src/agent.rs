@@ -8,7 +8,8 @@ use std::time::Duration;
 use aai_descriptor::{AaiError, ErrorKind};
 use serde_json::{Value, json};
 
-use super::runner::{Hub, RunCheckpoints};
+use super::hub::Hub;
+use super::tables::RunCheckpoints;
 use super::tables::RunRow;
 use aai_engine::pipeline::{CallIds, Gateway};
 use aai_engine::workflow::{Checkpoints as _, Prior};

@@ -7,11 +7,13 @@
 //! at any point neither repeats nor loses one, and a run resumes at its first unfinished step.
 
 mod agent;
+mod hub;
+mod report;
 pub mod runner;
 pub mod tables;
 pub mod tools;
 
-pub use runner::Hub;
+pub use hub::Hub;
 pub use tools::{APP_ID, ScheduleTools, Scheduling};
 
 /// Plugs the scheduler's `local.schedule` toolset into `gateway` (once: a gateway that has it

@@ -7,90 +7,18 @@
 //! (when the task says `on_approval: queue`) waits in the dashboard's queue.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aai_descriptor::{AaiError, ErrorKind};
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::tables::{NewRun, RunRow, Store, Stored};
-use super::{CLAIM_LIMIT, CatchUp, OnApproval, Overlap, Run, TaskGrant, Timing, now_ms};
+pub use super::hub::Hub;
+use super::tables::{NewRun, RunCheckpoints, RunRow, Store, Stored};
+use super::{CLAIM_LIMIT, CatchUp, OnApproval, Overlap, Run, Timing, now_ms};
 use aai_engine::consent::{Answer, Asker, Question, Unanswered};
 use aai_engine::pipeline::{CallIds, Caller, Gateway};
-use aai_engine::workflow::{CheckpointError, Checkpoints, Prior};
-
-/// What the gateway shares with its scheduler: the store, a nudge, and the tokens of agent
-/// runs in flight (each names the task whose layer its calls run under).
-pub struct Hub {
-    path: PathBuf,
-    store: Mutex<Option<Arc<Store>>>,
-    /// Wakes the scheduler: a task changed, a run was asked for, a run ended.
-    pub nudge: Notify,
-    /// Tasks were changed by this process (other processes are seen by the store's version).
-    pub dirty: std::sync::atomic::AtomicBool,
-    pub(super) tokens: Mutex<HashMap<String, (Arc<TaskGrant>, CallIds)>>,
-    /// The daemon's MCP endpoint, which agent runs are pointed at.
-    pub url: Mutex<Option<String>>,
-    /// Whether a scheduler runs in this process.
-    pub active: std::sync::atomic::AtomicBool,
-}
-
-impl Hub {
-    pub fn new(data_db: PathBuf) -> Self {
-        Self {
-            path: data_db,
-            store: Mutex::new(None),
-            nudge: Notify::new(),
-            dirty: std::sync::atomic::AtomicBool::new(true),
-            tokens: Mutex::new(HashMap::new()),
-            url: Mutex::new(None),
-            active: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    /// The store, opened on first use.
-    ///
-    /// # Errors
-    /// `data.db` cannot be opened.
-    pub fn store(&self) -> Result<Arc<Store>, AaiError> {
-        let mut slot = self
-            .store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(store) = slot.as_ref() {
-            return Ok(store.clone());
-        }
-        let store = Arc::new(Store::open(&self.path).map_err(|problem| {
-            AaiError::new(
-                ErrorKind::AutomationFailed,
-                format!("{problem}; free disk space or close what locks it, then retry"),
-            )
-        })?);
-        *slot = Some(store.clone());
-        Ok(store)
-    }
-
-    /// Tells the scheduler that tasks or runs changed.
-    pub fn changed(&self) {
-        self.dirty.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.nudge.notify_one();
-    }
-
-    /// The task layer and call collector of an agent run's bearer token.
-    pub fn token(&self, token: &str) -> Option<(Arc<TaskGrant>, CallIds)> {
-        let tokens = self
-            .tokens
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        tokens
-            .iter()
-            .find(|(known, _)| aai_engine::private::same_secret(known.as_bytes(), token.as_bytes()))
-            .map(|(_, found)| found.clone())
-    }
-}
 
 /// The identity of this scheduler in the runs it owns: `<pid>:<start ms>`.
 fn owner_id() -> String {
@@ -530,41 +458,6 @@ fn final_failure(result: &Result<Value, AaiError>) -> bool {
     }
 }
 
-/// Checkpoints of a run in the store.
-pub(super) struct RunCheckpoints<'a> {
-    pub(super) store: &'a Store,
-    pub(super) run: i64,
-    pub(super) prior: Vec<super::tables::StepRow>,
-}
-
-impl Checkpoints for RunCheckpoints<'_> {
-    fn prior(&self, index: usize) -> Prior {
-        match self.prior.iter().find(|s| s.step == index) {
-            None => Prior::None,
-            Some(row) if row.state == "started" => Prior::InFlight,
-            Some(row) => row.entry.clone().map_or(Prior::InFlight, Prior::Finished),
-        }
-    }
-
-    fn started(&self, index: usize) -> Result<(), CheckpointError> {
-        self.store
-            .step_started(self.run, index, now_ms())
-            .map_err(CheckpointError::of)
-    }
-
-    fn finished(
-        &self,
-        index: usize,
-        entry: &Value,
-        audit: &[String],
-    ) -> Result<(), CheckpointError> {
-        let state = entry["status"].as_str().unwrap_or("failed");
-        self.store
-            .step_finished(self.run, index, state, entry, audit, now_ms())
-            .map_err(CheckpointError::of)
-    }
-}
-
 /// Who asks for a task's call that needs a person: nobody (the run fails), or the
 /// dashboard's queue when the task says so.
 pub struct TaskAsker<'a> {
@@ -690,5 +583,5 @@ pub async fn run_here(gateway: &Gateway, hub: &Hub, id: i64) -> Result<Value, Aa
     let result = execute(gateway, hub, &store, &run).await;
     settle(gateway, &store, &run, result);
     let run = store.run(id).map_err(AaiError::from)?;
-    Ok(run.map_or(Value::Null, |run| super::tools::describe_run(&store, &run)))
+    Ok(run.map_or(Value::Null, |run| super::report::describe_run(&store, &run)))
 }

@@ -13,7 +13,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
 
-use super::Task;
+use super::{Task, now_ms};
+use aai_engine::workflow::{CheckpointError, Checkpoints, Prior};
 
 /// The scheduler's tables.
 pub struct Store {
@@ -643,6 +644,41 @@ impl Store {
             ),
             None => self.runs_where("1 ORDER BY scheduled_ms DESC, id DESC LIMIT ?1", &[&limit]),
         }
+    }
+}
+
+/// Checkpoints of a run in the store.
+pub(super) struct RunCheckpoints<'a> {
+    pub(super) store: &'a Store,
+    pub(super) run: i64,
+    pub(super) prior: Vec<StepRow>,
+}
+
+impl Checkpoints for RunCheckpoints<'_> {
+    fn prior(&self, index: usize) -> Prior {
+        match self.prior.iter().find(|s| s.step == index) {
+            None => Prior::None,
+            Some(row) if row.state == "started" => Prior::InFlight,
+            Some(row) => row.entry.clone().map_or(Prior::InFlight, Prior::Finished),
+        }
+    }
+
+    fn started(&self, index: usize) -> Result<(), CheckpointError> {
+        self.store
+            .step_started(self.run, index, now_ms())
+            .map_err(CheckpointError::of)
+    }
+
+    fn finished(
+        &self,
+        index: usize,
+        entry: &Value,
+        audit: &[String],
+    ) -> Result<(), CheckpointError> {
+        let state = entry["status"].as_str().unwrap_or("failed");
+        self.store
+            .step_finished(self.run, index, state, entry, audit, now_ms())
+            .map_err(CheckpointError::of)
     }
 }
 

@@ -16,8 +16,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use aai_descriptor::{AaiError, Descriptor, ErrorKind, Platform, guide};
+use aai_descriptor::{AaiError, Descriptor, ErrorKind, Platform, guide, naming};
 use serde::{Deserialize, Serialize};
+
+/// Descriptors larger than this are rejected unread.
+pub const MAX_DESCRIPTOR_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Bumped whenever [`Summary`] or the file layout changes.
 pub(crate) const FORMAT: u32 = 2;
@@ -151,8 +154,7 @@ impl Entry {
         summary: Summary,
         listing: Option<(usize, Arc<str>)>,
     ) -> Arc<Self> {
-        let listing =
-            listing.unwrap_or_else(|| crate::catalog::snapshot::default_listing(&summary));
+        let listing = listing.unwrap_or_else(|| default_listing(&summary));
         Arc::new(Self {
             id: next_id(),
             summary,
@@ -202,7 +204,7 @@ impl Entry {
         };
         let metadata =
             std::fs::metadata(path).map_err(|e| changed(format!("cannot be read now: {e}")))?;
-        if !metadata.is_file() || metadata.len() > crate::catalog::discovery::MAX_DESCRIPTOR_BYTES {
+        if !metadata.is_file() || metadata.len() > MAX_DESCRIPTOR_BYTES {
             return Err(changed(
                 "is no longer a regular file within the size limit".into(),
             ));
@@ -211,10 +213,7 @@ impl Entry {
         let mut file = std::fs::File::open(path).map_err(unreadable)?;
         let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
         std::io::Read::read_to_end(
-            &mut std::io::Read::take(
-                &mut file,
-                crate::catalog::discovery::MAX_DESCRIPTOR_BYTES + 1,
-            ),
+            &mut std::io::Read::take(&mut file, MAX_DESCRIPTOR_BYTES + 1),
             &mut bytes,
         )
         .map_err(unreadable)?;
@@ -553,4 +552,29 @@ fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
         options.mode(0o600);
     }
     options.open(path)
+}
+pub(crate) fn listing_text(summary: &Summary, budget: usize) -> Arc<str> {
+    Arc::from(guide::listing_description(
+        &summary.name,
+        &summary.aliases,
+        &summary.short,
+        budget,
+    ))
+}
+
+/// The listing of an app with `summary` under the tool name it gets when no other app
+/// competes for it: made once when the descriptor is read, kept in the descriptor cache.
+pub(crate) fn default_listing(summary: &Summary) -> (usize, Arc<str>) {
+    let slug = naming::assign_slugs(&[summary.app_id.as_str()]).remove(0);
+    let budget = listing_budget(&slug);
+    (budget, listing_text(summary, budget))
+}
+
+/// Estimated tokens left for an app's description so its whole `tools/list` entry,
+/// `{"name":"<slug>","description":"…","inputSchema":{"type":"object"}}`, stays under 40.
+pub(crate) fn listing_budget(slug: &str) -> usize {
+    const ENTRY_OVERHEAD: usize = 13;
+    (33usize)
+        .saturating_sub(ENTRY_OVERHEAD + guide::estimate_tokens(slug))
+        .max(8)
 }

@@ -17,10 +17,7 @@ use std::time::{Duration, Instant};
 
 use aai_descriptor::{LoadError, Problem};
 
-use crate::catalog::cache::{DiskCache, Entry, Stamp, Summary};
-
-/// Descriptors larger than this are rejected unread.
-pub const MAX_DESCRIPTOR_BYTES: u64 = 4 * 1024 * 1024;
+use crate::catalog::cache::{DiskCache, Entry, MAX_DESCRIPTOR_BYTES, Stamp, Summary};
 
 /// A valid descriptor's entry, shared between scans while its file is unchanged, or why
 /// the file is not one.

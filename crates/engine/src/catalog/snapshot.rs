@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
-use aai_descriptor::{AaiError, Descriptor, LoadError, Parameters, Platform, guide, naming};
+use aai_descriptor::{AaiError, Descriptor, LoadError, Parameters, Platform, naming};
 
-use crate::catalog::cache::{Entry, Summary};
+use crate::catalog::cache::{Entry, Summary, listing_budget, listing_text};
 use crate::catalog::discovery::{Found, Source};
 
 /// One offered app.
@@ -410,32 +410,6 @@ fn listing(entry: &Entry, slug: &str) -> Arc<str> {
         (made_for, text) if *made_for == budget => text.clone(),
         _ => listing_text(&entry.summary, budget),
     }
-}
-
-fn listing_text(summary: &Summary, budget: usize) -> Arc<str> {
-    Arc::from(guide::listing_description(
-        &summary.name,
-        &summary.aliases,
-        &summary.short,
-        budget,
-    ))
-}
-
-/// The listing of an app with `summary` under the tool name it gets when no other app
-/// competes for it: made once when the descriptor is read, kept in the descriptor cache.
-pub(crate) fn default_listing(summary: &Summary) -> (usize, Arc<str>) {
-    let slug = naming::assign_slugs(&[summary.app_id.as_str()]).remove(0);
-    let budget = listing_budget(&slug);
-    (budget, listing_text(summary, budget))
-}
-
-/// Estimated tokens left for an app's description so its whole `tools/list` entry,
-/// `{"name":"<slug>","description":"…","inputSchema":{"type":"object"}}`, stays under 40.
-fn listing_budget(slug: &str) -> usize {
-    const ENTRY_OVERHEAD: usize = 13;
-    (33usize)
-        .saturating_sub(ENTRY_OVERHEAD + guide::estimate_tokens(slug))
-        .max(8)
 }
 
 #[cfg(test)]

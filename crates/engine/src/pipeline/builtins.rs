@@ -5,13 +5,14 @@
 
 use std::sync::Arc;
 
-use aai_descriptor::AaiError;
+use aai_descriptor::{AaiError, Descriptor, ErrorKind, Platform, ToolCommon};
 use aai_local::{Call, Judged, Toolset};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::Caller;
+use super::args::find_tool;
+use crate::catalog::snapshot::App;
 use crate::config::Config;
-use aai_descriptor::ToolCommon;
 
 /// The toolsets in force for one call.
 #[derive(Clone)]
@@ -210,4 +211,117 @@ pub(super) fn judged_call<'a>(
         caller: &who.name,
         approved: false,
     }
+}
+
+/// What a built-in call's toolset says of it before it runs: its risk, the call it is judged
+/// as, a refusal, why it must be asked, what it asks to be allowed beyond itself. Every other
+/// platform's call gets `None` from each.
+impl super::Gateway {
+    /// The risk of this call as its built-in toolset judges it ([`aai_local::Toolset::rate`]).
+    pub(super) fn rated(
+        &self,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+        boxed: bool,
+    ) -> Option<aai_local::Rated> {
+        if app.platform != Platform::Local {
+            return None;
+        }
+        let call = judged_call(who, spec, args);
+        self.toolsets().rate(app.id(), &call, boxed)
+    }
+
+    /// The call the gate judges in place of a built-in call, when its toolset names one
+    /// ([`aai_local::Toolset::judged_as`]).
+    pub(super) async fn judged_as(
+        &self,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+    ) -> Result<Option<aai_local::Judged>, AaiError> {
+        if app.platform != Platform::Local {
+            return Ok(None);
+        }
+        let call = judged_call(who, spec, args);
+        self.toolsets().judged_as(app.id(), &call).await
+    }
+
+    /// Why a built-in call cannot run whatever the user answers ([`aai_local::Toolset::refusal`]).
+    pub(super) fn refusal(
+        &self,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+    ) -> Option<AaiError> {
+        if app.platform != Platform::Local {
+            return None;
+        }
+        let call = judged_call(who, spec, args);
+        self.toolsets().refusal(app.id(), &call)
+    }
+
+    /// What a built-in call asks to be allowed beyond itself ([`aai_local::Toolset::binding`]).
+    pub(super) fn binding(
+        &self,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+    ) -> Option<aai_local::Binding> {
+        if app.platform != Platform::Local {
+            return None;
+        }
+        let call = judged_call(who, spec, args);
+        self.toolsets().binding(app.id(), &call)
+    }
+
+    /// Why a built-in call must be asked every time, judged by its toolset from the app's
+    /// state now (the element a browser call would type into).
+    pub(super) async fn must_ask(
+        &self,
+        who: &Caller,
+        app: &App,
+        spec: &ToolCommon,
+        args: &Map<String, Value>,
+    ) -> Option<String> {
+        if app.platform != Platform::Local {
+            return None;
+        }
+        let call = judged_call(who, spec, args);
+        self.toolsets().must_ask(app.id(), &call).await
+    }
+}
+
+/// The app, tool and arguments the gate judges: those of the call a built-in call is judged
+/// as (`stand_in` is its app), else the call's own (`own`).
+pub(super) fn judged_target<'a>(
+    judged: Option<&'a aai_local::Judged>,
+    stand_in: Option<&'a (std::sync::Arc<App>, std::sync::Arc<Descriptor>)>,
+    own: (&'a App, &'a ToolCommon, &'a Map<String, Value>),
+) -> Result<(&'a App, &'a ToolCommon, &'a Map<String, Value>), AaiError> {
+    match (judged, stand_in) {
+        (Some(judged), Some((found, descriptor))) => find_tool(found, descriptor, &judged.tool)
+            .map(|spec| (&**found, spec, &judged.args))
+            .map_err(|_| judged_off(judged)),
+        _ => Ok(own),
+    }
+}
+
+/// PERMISSION_DENIED for a call judged as a tool that is not on (the terminal turned off in
+/// config.json): it does what that tool does, so it cannot run either.
+pub(super) fn judged_off(judged: &aai_local::Judged) -> AaiError {
+    AaiError::new(
+        ErrorKind::PermissionDenied,
+        format!(
+            "{} It is judged as {}:{}, which is not on in this gateway, so it does not run.",
+            judged.why, judged.app, judged.tool
+        ),
+    )
+    .with_detail(
+        json!({"reason": "judged_as_off", "judged_as": format!("{}:{}", judged.app, judged.tool)}),
+    )
 }

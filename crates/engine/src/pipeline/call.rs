@@ -10,7 +10,7 @@ use aai_policy::{Action, ToolFacts, derive_risk};
 use serde_json::{Map, Value, json};
 
 use super::args::{check_args, find_tool};
-use super::builtins::judged_call;
+use super::builtins::{judged_off, judged_target};
 use super::render::binary;
 use super::web::{authorization_url, explain_tls};
 use super::{Caller, Gateway, INPUT_REQUIRED, panic_message};
@@ -441,84 +441,6 @@ impl Gateway {
         }
     }
 
-    /// The risk of this call as its built-in toolset judges it ([`aai_local::Toolset::rate`]).
-    pub(super) fn rated(
-        &self,
-        who: &Caller,
-        app: &App,
-        spec: &ToolCommon,
-        args: &Map<String, Value>,
-        boxed: bool,
-    ) -> Option<aai_local::Rated> {
-        if app.platform != Platform::Local {
-            return None;
-        }
-        let call = judged_call(who, spec, args);
-        self.toolsets().rate(app.id(), &call, boxed)
-    }
-
-    /// The call the gate judges in place of a built-in call, when its toolset names one
-    /// ([`aai_local::Toolset::judged_as`]).
-    pub(super) async fn judged_as(
-        &self,
-        who: &Caller,
-        app: &App,
-        spec: &ToolCommon,
-        args: &Map<String, Value>,
-    ) -> Result<Option<aai_local::Judged>, AaiError> {
-        if app.platform != Platform::Local {
-            return Ok(None);
-        }
-        let call = judged_call(who, spec, args);
-        self.toolsets().judged_as(app.id(), &call).await
-    }
-
-    /// Why a built-in call cannot run whatever the user answers ([`aai_local::Toolset::refusal`]).
-    pub(super) fn refusal(
-        &self,
-        who: &Caller,
-        app: &App,
-        spec: &ToolCommon,
-        args: &Map<String, Value>,
-    ) -> Option<AaiError> {
-        if app.platform != Platform::Local {
-            return None;
-        }
-        let call = judged_call(who, spec, args);
-        self.toolsets().refusal(app.id(), &call)
-    }
-
-    /// What a built-in call asks to be allowed beyond itself ([`aai_local::Toolset::binding`]).
-    pub(super) fn binding(
-        &self,
-        who: &Caller,
-        app: &App,
-        spec: &ToolCommon,
-        args: &Map<String, Value>,
-    ) -> Option<aai_local::Binding> {
-        if app.platform != Platform::Local {
-            return None;
-        }
-        let call = judged_call(who, spec, args);
-        self.toolsets().binding(app.id(), &call)
-    }
-
-    /// Why a built-in call must be asked every time, judged by its toolset from the app's
-    /// state now (the element a browser call would type into).
-    pub(super) async fn must_ask(
-        &self,
-        who: &Caller,
-        app: &App,
-        spec: &ToolCommon,
-        args: &Map<String, Value>,
-    ) -> Option<String> {
-        if app.platform != Platform::Local {
-            return None;
-        }
-        let call = judged_call(who, spec, args);
-        self.toolsets().must_ask(app.id(), &call).await
-    }
-
     /// The policy step: what the client's profile says for this tool at this risk, and the
     /// profile's name. An override that lets a tool run does not let a raised call through:
     /// the profile's rule for the raised risk applies at least.
@@ -663,36 +585,6 @@ impl Gateway {
             })?;
         result
     }
-}
-
-/// The app, tool and arguments the gate judges: those of the call a built-in call is judged
-/// as (`stand_in` is its app), else the call's own (`own`).
-fn judged_target<'a>(
-    judged: Option<&'a aai_local::Judged>,
-    stand_in: Option<&'a (std::sync::Arc<App>, std::sync::Arc<Descriptor>)>,
-    own: (&'a App, &'a ToolCommon, &'a Map<String, Value>),
-) -> Result<(&'a App, &'a ToolCommon, &'a Map<String, Value>), AaiError> {
-    match (judged, stand_in) {
-        (Some(judged), Some((found, descriptor))) => find_tool(found, descriptor, &judged.tool)
-            .map(|spec| (&**found, spec, &judged.args))
-            .map_err(|_| judged_off(judged)),
-        _ => Ok(own),
-    }
-}
-
-/// PERMISSION_DENIED for a call judged as a tool that is not on (the terminal turned off in
-/// config.json): it does what that tool does, so it cannot run either.
-fn judged_off(judged: &aai_local::Judged) -> AaiError {
-    AaiError::new(
-        ErrorKind::PermissionDenied,
-        format!(
-            "{} It is judged as {}:{}, which is not on in this gateway, so it does not run.",
-            judged.why, judged.app, judged.tool
-        ),
-    )
-    .with_detail(
-        json!({"reason": "judged_as_off", "judged_as": format!("{}:{}", judged.app, judged.tool)}),
-    )
 }
 
 /// A call between the gate's steps: its audit identity and when it began.

@@ -276,6 +276,15 @@ pub fn not_supported(what: &str) -> AaiError {
     AaiError::new(ErrorKind::AutomationNotSupported, what.to_owned())
 }
 
+/// Runs blocking desktop work off the async threads.
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, aai_descriptor::AaiError> + Send + 'static,
+) -> Result<T, aai_descriptor::AaiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| crate::failed(format!("the desktop task failed: {e}")))?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

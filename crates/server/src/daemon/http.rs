@@ -32,7 +32,10 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::dashboard::{self, Logins};
+use super::control::Control;
+use super::dashboard;
+use super::logins::Logins;
+use super::reply::{json_response, refuse};
 use super::sessions::Sessions;
 use crate::mcp::AaiServer;
 use aai_engine::pipeline::Gateway;
@@ -430,29 +433,6 @@ where
     }
 }
 
-pub(crate) fn refuse(status: StatusCode, message: &str) -> Response {
-    let mut response = (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        json!({"error": message}).to_string(),
-    )
-        .into_response();
-    if status == StatusCode::UNAUTHORIZED {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    }
-    response
-}
-
-pub(crate) fn json_response(value: &serde_json::Value) -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        value.to_string(),
-    )
-        .into_response()
-}
-
 fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
@@ -660,20 +640,6 @@ fn judge(
         );
     }
     (principal, None)
-}
-
-/// What the control endpoints and the dashboard work with.
-#[derive(Clone)]
-pub(crate) struct Control {
-    pub(crate) gateway: Arc<Gateway>,
-    pub(crate) cancel: CancellationToken,
-    pub(crate) logins: Arc<Logins>,
-    /// `http://127.0.0.1:PORT`.
-    pub(crate) base: String,
-    /// Held while a stop runs.
-    pub(crate) stopping: Arc<tokio::sync::Mutex<()>>,
-    /// The MCP sessions over HTTP.
-    pub(crate) sessions: Arc<Sessions>,
 }
 
 /// Open to every local caller: stopping is always safe. One stop runs at a time; callers that

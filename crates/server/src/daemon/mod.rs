@@ -5,10 +5,13 @@
 //! `AAI_HOME/run/token` (the bearer token), both 0600 and removed on a clean exit, so the
 //! stdio forwarder, `aai-gateway stop` and scripts find it.
 
+mod control;
 pub mod dashboard;
 pub mod forward;
 pub mod http;
 mod ids;
+mod logins;
+mod reply;
 pub mod service;
 pub mod sessions;
 
