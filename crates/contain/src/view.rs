@@ -66,6 +66,20 @@ fn resolve_folders(path: &Path) -> PathBuf {
     }
 }
 
+impl Keep {
+    /// `path` held open, when it exists.
+    fn open(path: PathBuf, in_hidden: bool, program: bool) -> Option<Self> {
+        let (fd, dir) = crate::linux::open(&path)?;
+        Some(Self {
+            path,
+            fd,
+            dir,
+            in_hidden,
+            program,
+        })
+    }
+}
+
 /// The temporary folders every view makes private, whatever the profile.
 const PRIVATE: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
 
@@ -376,15 +390,7 @@ pub fn enter(
         if within(&path, &hidden) || keeps.iter().any(|k: &Keep| k.path == path) {
             continue;
         }
-        if let Some((fd, dir)) = crate::linux::open(&path) {
-            keeps.push(Keep {
-                path,
-                fd,
-                dir,
-                in_hidden: false,
-                program: true,
-            });
-        }
+        keeps.extend(Keep::open(path, false, true));
     }
     for (path, named_readable) in wanted {
         let in_hidden = within(&path, &hidden);
@@ -392,15 +398,7 @@ pub fn enter(
         if in_hidden && !named_readable {
             continue;
         }
-        if let Some((fd, dir)) = crate::linux::open(&path) {
-            keeps.push(Keep {
-                path,
-                fd,
-                dir,
-                in_hidden,
-                program: false,
-            });
-        }
+        keeps.extend(Keep::open(path, in_hidden, false));
     }
 
     for dir in &private {

@@ -5,7 +5,7 @@ use std::sync::{Arc, LazyLock};
 
 use aai_descriptor::{AaiError, Descriptor, ErrorKind};
 use aai_executor::BoxFuture;
-use aai_local::{Call, Toolset};
+use aai_toolset::{Call, Toolset};
 use serde_json::{Map, Value, json};
 
 use super::tables::Store;
@@ -20,7 +20,7 @@ pub const APP_ID: &str = "local.schedule";
 
 /// The toolset's descriptor.
 pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> =
-    LazyLock::new(|| aai_local::shipped(APP_ID, include_str!("../toolsets/schedule.aai.json")));
+    LazyLock::new(|| aai_toolset::shipped(APP_ID, include_str!("../toolsets/schedule.aai.json")));
 
 fn store_error(problem: super::tables::TablesError) -> AaiError {
     problem.into()

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use aai_descriptor::{AaiError, Descriptor, ErrorKind};
 use aai_executor::BoxFuture;
-use aai_local::{Call, Toolset};
+use aai_toolset::{Call, Toolset};
 use serde_json::{Map, Value, json};
 
 use crate::catalog::discovery::{PluggedApp, Source};
@@ -21,7 +21,7 @@ const OFFERED_WITHIN: Duration = Duration::from_secs(10);
 
 /// The toolset's descriptor.
 pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> = LazyLock::new(|| {
-    aai_local::shipped(APP_ID, include_str!("../../toolsets/descriptors.aai.json"))
+    aai_toolset::shipped(APP_ID, include_str!("../../toolsets/descriptors.aai.json"))
 });
 
 /// The app for discovery: offered while `describe_tools` is on.
@@ -535,12 +535,12 @@ impl Toolset for DescriptorTools {
     }
 
     /// Introspecting the system bus can start system services: asked like a high-risk call.
-    fn rate(&self, call: &aai_local::Call<'_>, _boxed: bool) -> Option<aai_local::Rated> {
+    fn rate(&self, call: &aai_toolset::Call<'_>, _boxed: bool) -> Option<aai_toolset::Rated> {
         let args = call.args;
         (call.tool == "aai_describe"
             && args.get("kind").and_then(Value::as_str) == Some("dbus")
             && args.get("system").and_then(Value::as_bool) == Some(true))
-        .then(|| aai_local::Rated {
+        .then(|| aai_toolset::Rated {
             risk: aai_policy::Risk::High,
             why: Some("introspecting the system bus can start system services".to_owned()),
             each_time: true,

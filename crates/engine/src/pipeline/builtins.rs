@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use aai_descriptor::{AaiError, Descriptor, ErrorKind, Platform, ToolCommon};
-use aai_local::{Call, Judged, Toolset};
+use aai_toolset::{Call, Judged, Toolset};
 use serde_json::{Map, Value, json};
 
 use super::Caller;
@@ -55,9 +55,9 @@ impl Builtins {
     pub fn rate(
         &self,
         app: &str,
-        call: &aai_local::Call<'_>,
+        call: &aai_toolset::Call<'_>,
         boxed: bool,
-    ) -> Option<aai_local::Rated> {
+    ) -> Option<aai_toolset::Rated> {
         self.get(app)?.rate(call, boxed)
     }
 
@@ -89,7 +89,7 @@ impl Builtins {
     }
 
     /// See [`Toolset::binding`].
-    pub fn binding(&self, app: &str, call: &Call<'_>) -> Option<aai_local::Binding> {
+    pub fn binding(&self, app: &str, call: &Call<'_>) -> Option<aai_toolset::Binding> {
         self.get(app)?.binding(call)
     }
 
@@ -147,12 +147,12 @@ pub(super) fn toolset_setup(config: &Config, home: &std::path::Path) -> aai_loca
 }
 
 /// The toolsets other crates plugged in, shared by the gateway and its executor.
-pub(super) type Plugged = Arc<std::sync::RwLock<Arc<[Arc<dyn aai_local::Toolset>]>>>;
+pub(super) type Plugged = Arc<std::sync::RwLock<Arc<[Arc<dyn aai_toolset::Toolset>]>>>;
 
 /// The built-in toolsets in force now.
 pub(super) fn current(
     local: &std::sync::RwLock<Arc<aai_local::Toolsets>>,
-    plugged: &std::sync::RwLock<Arc<[Arc<dyn aai_local::Toolset>]>>,
+    plugged: &std::sync::RwLock<Arc<[Arc<dyn aai_toolset::Toolset>]>>,
 ) -> Builtins {
     let local = local
         .read()
@@ -182,7 +182,7 @@ impl aai_executor::Executor for CurrentToolsets {
             let app = invocation.descriptor.app_id.as_str();
             match toolsets.get(app) {
                 Some(set) => aai_local::run_limited(set, invocation).await,
-                None => Err(aai_local::unknown(app, invocation.tool)),
+                None => Err(aai_toolset::unknown(app, invocation.tool)),
             }
         })
     }
@@ -192,7 +192,7 @@ impl aai_executor::Executor for CurrentToolsets {
         let toolsets = current(&self.0, &self.1);
         let set = toolsets
             .get(app)
-            .ok_or_else(|| aai_local::unknown(app, invocation.tool))?;
+            .ok_or_else(|| aai_toolset::unknown(app, invocation.tool))?;
         Ok(set.plan(invocation.tool, invocation.args, invocation.target))
     }
 }
@@ -202,8 +202,8 @@ pub(super) fn judged_call<'a>(
     who: &'a Caller,
     spec: &'a ToolCommon,
     args: &'a Map<String, Value>,
-) -> aai_local::Call<'a> {
-    aai_local::Call {
+) -> aai_toolset::Call<'a> {
+    aai_toolset::Call {
         tool: &spec.name,
         args,
         roots: &who.roots,
@@ -217,7 +217,7 @@ pub(super) fn judged_call<'a>(
 /// as, a refusal, why it must be asked, what it asks to be allowed beyond itself. Every other
 /// platform's call gets `None` from each.
 impl super::Gateway {
-    /// The risk of this call as its built-in toolset judges it ([`aai_local::Toolset::rate`]).
+    /// The risk of this call as its built-in toolset judges it ([`aai_toolset::Toolset::rate`]).
     pub(super) fn rated(
         &self,
         who: &Caller,
@@ -225,7 +225,7 @@ impl super::Gateway {
         spec: &ToolCommon,
         args: &Map<String, Value>,
         boxed: bool,
-    ) -> Option<aai_local::Rated> {
+    ) -> Option<aai_toolset::Rated> {
         if app.platform != Platform::Local {
             return None;
         }
@@ -234,14 +234,14 @@ impl super::Gateway {
     }
 
     /// The call the gate judges in place of a built-in call, when its toolset names one
-    /// ([`aai_local::Toolset::judged_as`]).
+    /// ([`aai_toolset::Toolset::judged_as`]).
     pub(super) async fn judged_as(
         &self,
         who: &Caller,
         app: &App,
         spec: &ToolCommon,
         args: &Map<String, Value>,
-    ) -> Result<Option<aai_local::Judged>, AaiError> {
+    ) -> Result<Option<aai_toolset::Judged>, AaiError> {
         if app.platform != Platform::Local {
             return Ok(None);
         }
@@ -249,7 +249,7 @@ impl super::Gateway {
         self.toolsets().judged_as(app.id(), &call).await
     }
 
-    /// Why a built-in call cannot run whatever the user answers ([`aai_local::Toolset::refusal`]).
+    /// Why a built-in call cannot run whatever the user answers ([`aai_toolset::Toolset::refusal`]).
     pub(super) fn refusal(
         &self,
         who: &Caller,
@@ -264,14 +264,14 @@ impl super::Gateway {
         self.toolsets().refusal(app.id(), &call)
     }
 
-    /// What a built-in call asks to be allowed beyond itself ([`aai_local::Toolset::binding`]).
+    /// What a built-in call asks to be allowed beyond itself ([`aai_toolset::Toolset::binding`]).
     pub(super) fn binding(
         &self,
         who: &Caller,
         app: &App,
         spec: &ToolCommon,
         args: &Map<String, Value>,
-    ) -> Option<aai_local::Binding> {
+    ) -> Option<aai_toolset::Binding> {
         if app.platform != Platform::Local {
             return None;
         }
@@ -299,7 +299,7 @@ impl super::Gateway {
 /// The app, tool and arguments the gate judges: those of the call a built-in call is judged
 /// as (`stand_in` is its app), else the call's own (`own`).
 pub(super) fn judged_target<'a>(
-    judged: Option<&'a aai_local::Judged>,
+    judged: Option<&'a aai_toolset::Judged>,
     stand_in: Option<&'a (std::sync::Arc<App>, std::sync::Arc<Descriptor>)>,
     own: (&'a App, &'a ToolCommon, &'a Map<String, Value>),
 ) -> Result<(&'a App, &'a ToolCommon, &'a Map<String, Value>), AaiError> {
@@ -313,7 +313,7 @@ pub(super) fn judged_target<'a>(
 
 /// PERMISSION_DENIED for a call judged as a tool that is not on (the terminal turned off in
 /// config.json): it does what that tool does, so it cannot run either.
-pub(super) fn judged_off(judged: &aai_local::Judged) -> AaiError {
+pub(super) fn judged_off(judged: &aai_toolset::Judged) -> AaiError {
     AaiError::new(
         ErrorKind::PermissionDenied,
         format!(

@@ -184,18 +184,18 @@ impl Gateway {
     }
 
     /// Sets the call's risk to what it does: at least the risk of the call it is judged as,
-    /// and what its toolset finds in it ([`aai_local::Toolset::rate`]: a command that stays
+    /// and what its toolset finds in it ([`aai_toolset::Toolset::rate`]: a command that stays
     /// in the box is medium, one that would lose work high, a critical one critical), which
     /// takes the place of the tool's own risk. The toolset's rating, when it gave one.
     fn raise_risk(
         &self,
         call: &mut Call<'_>,
         who: &Caller,
-        judged: Option<&aai_local::Judged>,
+        judged: Option<&aai_toolset::Judged>,
         app: &App,
         spec: &ToolCommon,
         args: &Map<String, Value>,
-    ) -> Option<aai_local::Rated> {
+    ) -> Option<aai_toolset::Rated> {
         let own = call.risk;
         let stand_in = derive_risk(spec.risk, spec.read_only, spec.destructive);
         if judged.is_some() {
@@ -221,7 +221,7 @@ impl Gateway {
         &self,
         original: &CallContext<'_>,
         judging: &CallContext<'_>,
-        (judged, raised, rated): (Option<&aai_local::Judged>, Option<Risk>, Option<&str>),
+        (judged, raised, rated): (Option<&aai_toolset::Judged>, Option<Risk>, Option<&str>),
         descriptor: &Descriptor,
     ) -> Result<Value, AaiError> {
         let Ruled {
@@ -271,7 +271,7 @@ impl Gateway {
         &self,
         judging: &CallContext<'_>,
         original: &CallContext<'_>,
-        judged: Option<&aai_local::Judged>,
+        judged: Option<&aai_toolset::Judged>,
         raised: Option<Risk>,
     ) -> Result<Ruled, AaiError> {
         let CallContext {
@@ -323,7 +323,7 @@ impl Gateway {
                         .gate
                         .held(
                             &who.name,
-                            aai_local::Binding::APP,
+                            aai_toolset::Binding::APP,
                             key,
                             who.session.as_deref(),
                         )?
@@ -618,7 +618,7 @@ pub(super) struct Verdict<'a> {
     /// What its toolset found in it (what a command would lose).
     pub(super) rated: Option<&'a str>,
     /// What the call asks to be allowed beyond itself, offered for the session or always.
-    pub(super) binding: Option<&'a aai_local::Binding>,
+    pub(super) binding: Option<&'a aai_toolset::Binding>,
 }
 
 /// The policy step's outcome ([`Gateway::verdict`]): the action and the profile that gave it,
@@ -628,7 +628,7 @@ struct Ruled {
     action: Action,
     profile_name: String,
     must_ask: Option<String>,
-    binding: Option<aai_local::Binding>,
+    binding: Option<aai_toolset::Binding>,
     bound: bool,
 }
 

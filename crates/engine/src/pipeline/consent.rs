@@ -168,7 +168,12 @@ impl Gateway {
                                     session: (scope == Scope::Session)
                                         .then(|| who.session.clone())
                                         .flatten(),
-                                    ..Grant::always(caller, aai_local::Binding::APP, Some(key), via)
+                                    ..Grant::always(
+                                        caller,
+                                        aai_toolset::Binding::APP,
+                                        Some(key),
+                                        via,
+                                    )
                                 })?;
                             }
                             Ok(())

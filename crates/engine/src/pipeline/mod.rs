@@ -291,17 +291,17 @@ impl Gateway {
     }
 
     /// Plugs in a toolset another crate provides (the scheduler's `local.schedule`): its calls
-    /// go through the gate and reach it through the [`aai_local::Toolset`] trait like those of
+    /// go through the gate and reach it through the [`aai_toolset::Toolset`] trait like those of
     /// the local toolsets. Its app is offered when discovery is given its descriptor
     /// ([`crate::catalog::discovery::ScanOptions::plug`]). A toolset of an app id already plugged in
     /// replaces it.
-    pub fn plug(&self, toolset: Arc<dyn aai_local::Toolset>) {
+    pub fn plug(&self, toolset: Arc<dyn aai_toolset::Toolset>) {
         let mut plugged = self
             .plugged
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let app = toolset.descriptor().app_id.clone();
-        let mut sets: Vec<Arc<dyn aai_local::Toolset>> = plugged
+        let mut sets: Vec<Arc<dyn aai_toolset::Toolset>> = plugged
             .iter()
             .filter(|set| set.descriptor().app_id != app)
             .cloned()

@@ -66,7 +66,7 @@ pub fn run(home: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
 async fn mcp_servers(
     home: &std::path::Path,
     config: &Config,
-) -> Vec<(String, Vec<aai_local::Check>)> {
+) -> Vec<(String, Vec<aai_toolset::Check>)> {
     let options = super::compose::scan_options(home, config, false);
     let registry = aai_engine::scan_once(&options, &config.platforms);
     let servers = aai_mcpapps::Servers::new(home);
@@ -86,13 +86,13 @@ async fn mcp_servers(
                     .find(|s| s.app == app.id())
                     .unwrap_or_default();
                 if changed.is_empty() {
-                    aai_local::Check::ok(
+                    aai_toolset::Check::ok(
                         "mcp_server",
                         format!("{}: {} tool(s), all as pinned", status.server, status.tools),
                     )
                 } else {
                     let names: Vec<&str> = changed.iter().map(|c| c.tool.as_str()).collect();
-                    aai_local::Check::failed(
+                    aai_toolset::Check::failed(
                         "mcp_server",
                         format!(
                             "{}: {} tool(s); changed since pinned (refused until `aai-gateway consent approve {}`): {}",
@@ -104,7 +104,7 @@ async fn mcp_servers(
                     )
                 }
             }
-            Err(error) => aai_local::Check::failed("mcp_server", error.message),
+            Err(error) => aai_toolset::Check::failed("mcp_server", error.message),
         };
         report.push((app.id().to_owned(), vec![check]));
     }
@@ -112,12 +112,12 @@ async fn mcp_servers(
     report
 }
 
-fn process_isolation() -> aai_local::Check {
+fn process_isolation() -> aai_toolset::Check {
     #[cfg(target_os = "linux")]
     if aai_executor::cgroup::available() {
-        return aai_local::Check::ok("process_isolation", "a cgroup per call (cgroup v2)");
+        return aai_toolset::Check::ok("process_isolation", "a cgroup per call (cgroup v2)");
     }
-    aai_local::Check::failed(
+    aai_toolset::Check::failed(
         "process_isolation",
         "no cgroup per call here (cgroup v2 with a delegated subtree is needed: run the daemon with `aai-gateway service install`, whose unit sets Delegate=yes); calls' processes are tracked by an inherited tag and the process tree instead, which a process that clears its environment and double-forks escapes",
     )
@@ -125,7 +125,7 @@ fn process_isolation() -> aai_local::Check {
 
 /// Which sandbox what the agent starts runs under, and what a launcher really enforced here
 /// (it restricts a throwaway process with the current config's rules and reports).
-fn containment(setup: &aai_local::Setup) -> aai_local::Check {
+fn containment(setup: &aai_local::Setup) -> aai_toolset::Check {
     let mut check = aai_local::contain::doctor(&setup.config);
     #[cfg(target_os = "linux")]
     if let (Some(backend), Ok(Some(profile)), Some(launcher)) = (
