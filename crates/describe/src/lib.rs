@@ -11,7 +11,9 @@
 pub mod com;
 pub mod dbus;
 pub mod openapi;
+mod refs;
 pub mod sdef;
+mod secrets;
 
 use serde_json::{Map, Value, json};
 
@@ -306,6 +308,14 @@ pub fn app_id_from(name: &str, fallback: &str) -> String {
 }
 
 /// Asserts that a draft passes `validate` as it is (the converters' tests).
+pub(crate) fn first_sentence(text: &str) -> String {
+    let text = clean(text);
+    match text.find(". ") {
+        Some(at) if at < 240 => text[..=at].to_owned(),
+        _ => text,
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn assert_validates(draft: &Draft) {
     if let Err(error) = aai_descriptor::parse("draft", draft.descriptor.to_string().as_bytes()) {

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value, json};
 
-use crate::{DescribeError, Draft, clean, guess_risk, tool, tool_name};
+use crate::refs::{MOST_NODES, Resolver};
+use crate::secrets::scrub;
+use crate::{DescribeError, Draft, clean, first_sentence, guess_risk, tool, tool_name};
 
 /// Which operations to draft.
 #[derive(Debug, Clone)]
@@ -35,8 +37,6 @@ impl Default for Options {
 
 /// The methods a web tool sends (`OPTIONS` asks about an API rather than using it).
 const METHODS: &[&str] = &["get", "put", "post", "delete", "patch", "head"];
-/// How deep a schema is written out; below, an object or array is left open.
-const MOST_DEPTH: usize = 6;
 
 /// A draft from an OpenAPI document.
 ///
@@ -216,14 +216,6 @@ fn wanted(op: &Value, path: &str, options: &Options) -> bool {
             .any(|p| hay.contains(&p.to_lowercase()))
     };
     tagged && matched
-}
-
-fn first_sentence(text: &str) -> String {
-    let text = clean(text);
-    match text.find(". ") {
-        Some(at) if at < 240 => text[..=at].to_owned(),
-        _ => text,
-    }
 }
 
 /// The first server's URL, its variables filled with their defaults; relative to the
@@ -425,236 +417,6 @@ fn auth_of(doc: &Value, swagger: bool, word: &str) -> (Option<Value>, Option<Str
         }
     }
     (None, Some("The document's security schemes (e.g. HTTP basic, OpenID Connect) have no `auth` the gateway can send: set one, or use a token.".into()))
-}
-
-/// Words in a name that make its value a credential.
-const CREDENTIAL_WORDS: &[&str] = &[
-    "token",
-    "key",
-    "secret",
-    "password",
-    "passwd",
-    "passphrase",
-    "credential",
-    "auth",
-    "cookie",
-    "session",
-    "signature",
-    "pin",
-];
-
-/// Whether a parameter or property named `name` holds a credential: a name made of words
-/// like token, key, secret or password (`api_key`, `X-Auth-Token`, `clientSecret`).
-fn credential_name(name: &str) -> bool {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    for c in name.chars() {
-        if c.is_ascii_uppercase()
-            && !word.is_empty()
-            && !word.ends_with(|p: char| p.is_ascii_uppercase())
-        {
-            words.push(std::mem::take(&mut word));
-        }
-        if c.is_ascii_alphanumeric() {
-            word.push(c.to_ascii_lowercase());
-        } else if !word.is_empty() {
-            words.push(std::mem::take(&mut word));
-        }
-    }
-    words.push(word);
-    words.iter().any(|w| {
-        CREDENTIAL_WORDS.contains(&w.as_str())
-            || w.ends_with("token")
-            || w.ends_with("password")
-            || w == "apikey"
-    })
-}
-
-/// Takes out of `schema` (a parameter or property named `name`, and every property below
-/// it) each default and example that may be a credential: under a credential's name, in a
-/// `writeOnly` field, or with the format `password`. A draft never carries a secret the
-/// document's author left as a sample.
-fn scrub(schema: &mut Value, name: &str) {
-    let Some(object) = schema.as_object_mut() else {
-        return;
-    };
-    let secret = credential_name(name)
-        || object.get("writeOnly") == Some(&json!(true))
-        || object.get("format") == Some(&json!("password"));
-    if secret {
-        for key in ["default", "example", "examples", "const", "enum"] {
-            if key != "enum"
-                || object
-                    .get("enum")
-                    .is_some_and(|e| e.as_array().is_some_and(|a| a.len() == 1))
-            {
-                object.remove(key);
-            }
-        }
-    }
-    if let Some(properties) = object.get_mut("properties").and_then(Value::as_object_mut) {
-        for (key, property) in properties.iter_mut() {
-            scrub(property, key);
-        }
-    }
-    for key in ["items", "additionalProperties"] {
-        if let Some(inner) = object.get_mut(key) {
-            scrub(inner, "");
-        }
-    }
-    for key in ["allOf", "anyOf", "oneOf"] {
-        if let Some(list) = object.get_mut(key).and_then(Value::as_array_mut) {
-            for inner in list {
-                scrub(inner, name);
-            }
-        }
-    }
-}
-
-struct Resolver<'a> {
-    doc: &'a Value,
-    /// Schema nodes one operation may still write: references fanning out (each level
-    /// pointing at several others) cannot grow a small document into a huge draft.
-    budget: std::cell::Cell<usize>,
-}
-
-/// Schema nodes written for one operation at most.
-const MOST_NODES: usize = 5_000;
-
-impl Resolver<'_> {
-    /// Whether `name` in `place` is where one of the document's API key schemes sends its key.
-    fn is_key_param(&self, name: &str, place: &str) -> bool {
-        let schemes = if self.doc.get("swagger").is_some() {
-            &self.doc["securityDefinitions"]
-        } else {
-            &self.doc["components"]["securitySchemes"]
-        };
-        schemes
-            .as_object()
-            .into_iter()
-            .flatten()
-            .any(|(_, scheme)| {
-                let scheme = self.follow(scheme);
-                scheme["type"] == "apiKey"
-                    && scheme["in"] == place
-                    && scheme["name"]
-                        .as_str()
-                        .is_some_and(|n| n.eq_ignore_ascii_case(name))
-            })
-    }
-
-    /// `value` with its local `$ref`s replaced by what they point at, cut below
-    /// [`MOST_DEPTH`] and at a reference to itself, and made a schema the gateway compiles.
-    fn schema(&self, value: &Value, depth: usize, seen: &mut Vec<String>) -> Value {
-        let Some(object) = value.as_object() else {
-            // A schema is an object or a boolean; a document's `null` here means "anything".
-            return if value.is_boolean() {
-                value.clone()
-            } else {
-                json!({})
-            };
-        };
-        if self.budget.get() == 0 {
-            return json!({"type": "object"});
-        }
-        self.budget.set(self.budget.get() - 1);
-        if let Some(reference) = object.get("$ref").and_then(Value::as_str) {
-            if seen.iter().any(|s| s == reference) || depth > MOST_DEPTH {
-                return json!({"type": "object"});
-            }
-            let Some(target) = reference
-                .strip_prefix('#')
-                .and_then(|p| self.doc.pointer(p))
-            else {
-                return json!({});
-            };
-            seen.push(reference.to_owned());
-            let out = self.schema(target, depth, seen);
-            seen.pop();
-            return out;
-        }
-        if depth > MOST_DEPTH {
-            return match object.get("type") {
-                Some(t) => json!({"type": t}),
-                None => json!({}),
-            };
-        }
-        let mut out = Map::new();
-        for (key, value) in object {
-            if key.starts_with("x-")
-                || matches!(
-                    key.as_str(),
-                    "example" | "examples" | "xml" | "externalDocs" | "discriminator" | "nullable"
-                )
-            {
-                continue;
-            }
-            let value = match key.as_str() {
-                "properties" | "patternProperties" | "$defs" | "definitions" => Value::Object(
-                    value
-                        .as_object()
-                        .into_iter()
-                        .flatten()
-                        .map(|(k, v)| (k.clone(), self.schema(v, depth + 1, seen)))
-                        .collect(),
-                ),
-                "items" | "additionalProperties" | "not" | "contains" | "propertyNames"
-                    if value.is_object() =>
-                {
-                    self.schema(value, depth + 1, seen)
-                }
-                "allOf" | "anyOf" | "oneOf" | "prefixItems" => Value::Array(
-                    value
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(|v| self.schema(v, depth + 1, seen))
-                        .collect(),
-                ),
-                "required" if !value.is_array() => continue,
-                // A keyword set to null (`"uniqueItems": null`) means it is not set.
-                _ if value.is_null() && !matches!(key.as_str(), "default" | "const") => continue,
-                "enum" if value.as_array().is_some_and(Vec::is_empty) => continue,
-                "type" if value == "file" => json!("string"),
-                "description" => json!(value.as_str().map(first_sentence).unwrap_or_default()),
-                _ => value.clone(),
-            };
-            out.insert(key.clone(), value);
-        }
-        // OpenAPI 3.0's boolean `exclusiveMinimum`/`exclusiveMaximum` and `nullable`.
-        for (exclusive, bound) in [
-            ("exclusiveMinimum", "minimum"),
-            ("exclusiveMaximum", "maximum"),
-        ] {
-            if let Some(flag) = out.get(exclusive).and_then(Value::as_bool) {
-                out.remove(exclusive);
-                if flag && let Some(limit) = out.remove(bound) {
-                    out.insert(exclusive.into(), limit);
-                }
-            }
-        }
-        if object.get("nullable") == Some(&json!(true))
-            && let Some(Value::String(ty)) = out.get("type").cloned()
-        {
-            out.insert("type".into(), json!([ty, "null"]));
-        }
-        Value::Object(out)
-    }
-
-    fn follow<'v>(&'v self, value: &'v Value) -> &'v Value {
-        let mut value = value;
-        for _ in 0..8 {
-            match value["$ref"]
-                .as_str()
-                .and_then(|r| r.strip_prefix('#'))
-                .and_then(|p| self.doc.pointer(p))
-            {
-                Some(target) => value = target,
-                None => break,
-            }
-        }
-        value
-    }
 }
 
 /// A parameter name the templates take: snake case, starting with a letter.

@@ -11,7 +11,7 @@ pub mod addresses;
 pub mod apps;
 pub mod beneath;
 pub mod browser;
-pub mod classify;
+
 pub mod contain;
 pub mod desktop;
 pub mod egress;
@@ -24,6 +24,8 @@ pub mod screen;
 pub mod system;
 pub mod terminal;
 
+/// The command classifier (`aai-classify`), as the terminal and the input judge use it.
+pub use aai_classify as classify;
 pub use aai_toolset::{
     Binding, Call, Check, Judged, Rated, Toolset, failed, shipped, tool_names, unknown,
 };

@@ -26,6 +26,7 @@ mod call;
 mod consent;
 mod render;
 pub mod stop;
+mod switch;
 pub mod task;
 mod web;
 mod workflow;
@@ -100,7 +101,7 @@ pub struct Gateway {
     /// The toolsets other crates plugged in ([`Gateway::plug`]).
     plugged: Plugged,
     /// The emergency stop: while it is on, every call is refused.
-    stop: Arc<crate::pipeline::stop::EmergencyStop>,
+    stop: Arc<switch::EmergencyStop>,
     /// Approvals waiting for the user (the daemon's queue).
     approvals: Arc<crate::consent::queue::Approvals>,
     /// Whether calls whose client cannot ask wait in the queue (the daemon) rather than in
@@ -197,7 +198,7 @@ impl Gateway {
         }));
         let gate = Gate::new(data_db);
         let approvals = Arc::new(crate::consent::queue::Approvals::new(gate.feed.clone()));
-        let stop = Arc::new(crate::pipeline::stop::EmergencyStop::default());
+        let stop = Arc::new(switch::EmergencyStop::default());
         stop.share_with(home.to_path_buf());
         Arc::new(Self {
             snapshots: registry,
@@ -243,7 +244,7 @@ impl Gateway {
     }
 
     /// The emergency stop's state.
-    pub fn stop(&self) -> &Arc<crate::pipeline::stop::EmergencyStop> {
+    pub fn stop(&self) -> &Arc<switch::EmergencyStop> {
         &self.stop
     }
 

@@ -35,11 +35,11 @@ use shell_parse::parse;
 
 /// Marks, inside a word, text that is only known when the command runs: an unknown variable,
 /// a parameter operator, a command substitution. (A private-use character no command has.)
-pub(crate) const UNKNOWN: char = '\u{E000}';
+pub const UNKNOWN: char = '\u{E000}';
 
 /// Marks names given to a command at run time, possibly many: what `xargs` and `find -exec`
 /// append, and text a program computes. A deletion of such names is a mass deletion.
-pub(crate) const FANOUT: char = '\u{E001}';
+pub const FANOUT: char = '\u{E001}';
 
 /// Whether a word holds something only known at run time.
 fn unknown(word: &str) -> bool {

@@ -5,18 +5,18 @@ use super::*;
 
 /// Where an interpreter's program comes from.
 #[derive(Debug, Default)]
-pub(in crate::classify) struct Sources {
+pub(crate) struct Sources {
     /// Code given on the command line (`-c`, `-e`, awk's first operand).
-    pub(in crate::classify) inline: Vec<String>,
+    pub(crate) inline: Vec<String>,
     /// The program is read from standard input: no code, script file or module was named.
-    pub(in crate::classify) reads_stdin: bool,
+    pub(crate) reads_stdin: bool,
     /// Files the program edits in place (`perl -i`, `ruby -i`).
-    pub(in crate::classify) in_place: Vec<String>,
+    pub(crate) in_place: Vec<String>,
 }
 
 /// Reads an interpreter's command line: its inline code, whether it reads its program from
 /// standard input, and the files it edits in place.
-pub(in crate::classify) fn sources(lang: Lang, words: &[String]) -> Sources {
+pub(crate) fn sources(lang: Lang, words: &[String]) -> Sources {
     let mut found = Sources::default();
     let args = words.get(1..).unwrap_or_default();
     let program = words.first().map(String::as_str).unwrap_or_default();
