@@ -45,6 +45,10 @@ impl Toolset for Apps {
         &DESCRIPTOR
     }
 
+    fn drives_desktop(&self) -> bool {
+        true
+    }
+
     fn run<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
         let (desktop, config, args, tool) = (
             self.desktop.clone(),

@@ -227,6 +227,10 @@ impl Toolset for Input {
         &DESCRIPTOR
     }
 
+    fn drives_desktop(&self) -> bool {
+        true
+    }
+
     fn run<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
         let stop = Arc::new(AtomicBool::new(false));
         let guard = StopOnDrop(stop.clone());

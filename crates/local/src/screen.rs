@@ -46,6 +46,10 @@ impl Toolset for Screen {
         &DESCRIPTOR
     }
 
+    fn drives_desktop(&self) -> bool {
+        true
+    }
+
     fn run<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
         Box::pin(async move {
             if let Some(os) = crate::desktop::remote::native() {

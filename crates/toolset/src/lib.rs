@@ -153,6 +153,12 @@ pub trait Toolset: Send + Sync + std::any::Any {
         Box::pin(async { Ok(None) })
     }
 
+    /// Whether this toolset drives the user's screen, mouse or keyboard: a batch runs its steps
+    /// one at a time, never beside another such step (two would fight over the pointer).
+    fn drives_desktop(&self) -> bool {
+        false
+    }
+
     /// How long this call waits on purpose, in milliseconds (a command's `timeout_ms`, a
     /// watch's `wait_ms`): its time limit is at least this plus time to stop and report.
     fn waits_ms(&self, _tool: &str, _args: &Map<String, Value>) -> u64 {

@@ -25,12 +25,13 @@ use super::{Caller, Gateway};
 use crate::consent::{Answer, Asker, Question, Unanswered};
 use crate::gate::risk_name;
 
+/// The tool a batch is, as its question and the approval queue name it (the MCP surface
+/// lists it under this name).
+pub const TOOL: &str = "aai_batch";
 /// The most steps one batch may hold.
 pub const MAX_STEPS: usize = 100;
 /// How many steps of a parallel batch run at once.
 pub const PARALLEL: usize = 8;
-/// The built-in apps that drive the user's screen, mouse and keyboard.
-const DESKTOP_APPS: [&str; 3] = ["local.screen", "local.input", "local.apps"];
 
 /// One step as given.
 #[derive(Debug, Clone)]
@@ -317,7 +318,11 @@ impl Gateway {
                 );
             }
         };
-        let _desktop = if DESKTOP_APPS.contains(&step.app.as_str()) {
+        let drives = self
+            .toolsets()
+            .get(&step.app)
+            .is_some_and(aai_toolset::Toolset::drives_desktop);
+        let _desktop = if drives {
             Some(self.desktop.lock().await)
         } else {
             None
@@ -451,7 +456,7 @@ impl Gateway {
             &who.name,
             "aai-gateway",
             &format!("a batch of {} steps", steps.len()),
-            "aai_batch",
+            TOOL,
             Risk::High,
             list.join("\n"),
         );

@@ -217,6 +217,18 @@ pub(super) fn judged_call<'a>(
 /// as, a refusal, why it must be asked, what it asks to be allowed beyond itself. Every other
 /// platform's call gets `None` from each.
 impl super::Gateway {
+    /// The toolsets and the call as they judge it, for a built-in app's call only (an app of
+    /// another platform is never looked up by its id among the toolsets).
+    fn builtin<'a>(
+        &self,
+        who: &'a Caller,
+        app: &App,
+        spec: &'a ToolCommon,
+        args: &'a Map<String, Value>,
+    ) -> Option<(Builtins, Call<'a>)> {
+        (app.platform == Platform::Local).then(|| (self.toolsets(), judged_call(who, spec, args)))
+    }
+
     /// The risk of this call as its built-in toolset judges it ([`aai_toolset::Toolset::rate`]).
     pub(super) fn rated(
         &self,
@@ -226,11 +238,8 @@ impl super::Gateway {
         args: &Map<String, Value>,
         boxed: bool,
     ) -> Option<aai_toolset::Rated> {
-        if app.platform != Platform::Local {
-            return None;
-        }
-        let call = judged_call(who, spec, args);
-        self.toolsets().rate(app.id(), &call, boxed)
+        let (sets, call) = self.builtin(who, app, spec, args)?;
+        sets.rate(app.id(), &call, boxed)
     }
 
     /// The call the gate judges in place of a built-in call, when its toolset names one
@@ -242,11 +251,10 @@ impl super::Gateway {
         spec: &ToolCommon,
         args: &Map<String, Value>,
     ) -> Result<Option<aai_toolset::Judged>, AaiError> {
-        if app.platform != Platform::Local {
-            return Ok(None);
+        match self.builtin(who, app, spec, args) {
+            Some((sets, call)) => sets.judged_as(app.id(), &call).await,
+            None => Ok(None),
         }
-        let call = judged_call(who, spec, args);
-        self.toolsets().judged_as(app.id(), &call).await
     }
 
     /// Why a built-in call cannot run whatever the user answers ([`aai_toolset::Toolset::refusal`]).
@@ -257,11 +265,8 @@ impl super::Gateway {
         spec: &ToolCommon,
         args: &Map<String, Value>,
     ) -> Option<AaiError> {
-        if app.platform != Platform::Local {
-            return None;
-        }
-        let call = judged_call(who, spec, args);
-        self.toolsets().refusal(app.id(), &call)
+        let (sets, call) = self.builtin(who, app, spec, args)?;
+        sets.refusal(app.id(), &call)
     }
 
     /// What a built-in call asks to be allowed beyond itself ([`aai_toolset::Toolset::binding`]).
@@ -272,11 +277,8 @@ impl super::Gateway {
         spec: &ToolCommon,
         args: &Map<String, Value>,
     ) -> Option<aai_toolset::Binding> {
-        if app.platform != Platform::Local {
-            return None;
-        }
-        let call = judged_call(who, spec, args);
-        self.toolsets().binding(app.id(), &call)
+        let (sets, call) = self.builtin(who, app, spec, args)?;
+        sets.binding(app.id(), &call)
     }
 
     /// Why a built-in call must be asked every time, judged by its toolset from the app's
@@ -288,11 +290,8 @@ impl super::Gateway {
         spec: &ToolCommon,
         args: &Map<String, Value>,
     ) -> Option<String> {
-        if app.platform != Platform::Local {
-            return None;
-        }
-        let call = judged_call(who, spec, args);
-        self.toolsets().must_ask(app.id(), &call).await
+        let (sets, call) = self.builtin(who, app, spec, args)?;
+        sets.must_ask(app.id(), &call).await
     }
 }
 

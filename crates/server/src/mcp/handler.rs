@@ -315,7 +315,7 @@ type Queued = (String, String, Value);
 /// The call as the approval queue keeps it: `aai_exec`'s app, tool and arguments, or a tool
 /// named `app:tool` (a batch: `aai_batch`) with its arguments.
 fn queued_call(name: &str, args: &Value) -> Queued {
-    if matches!(name, "aai_exec" | "aai:exec") {
+    if names::own(name) == Some(names::Own::Exec) {
         let text = |key: &str| {
             args.get(key)
                 .and_then(Value::as_str)
@@ -326,6 +326,13 @@ fn queued_call(name: &str, args: &Value) -> Queued {
             text("app"),
             text("tool"),
             args.get("args").cloned().unwrap_or(Value::Null),
+        )
+    } else if names::own(name) == Some(names::Own::Batch) {
+        // Either spelling (`aai_batch`, `aai:batch`) is kept as the batch it is.
+        (
+            aai_engine::pipeline::batch::TOOL.to_owned(),
+            String::new(),
+            args.clone(),
         )
     } else {
         let (app, tool) = name.rsplit_once(':').unwrap_or((name, ""));
@@ -364,10 +371,7 @@ impl AaiServer {
         args: &mut Value,
         caller: &str,
     ) -> Result<Option<(String, Option<aai_engine::consent::Answer>)>, AaiError> {
-        let resumable = matches!(
-            name.as_str(),
-            "aai_exec" | "aai:exec" | "aai_batch" | "aai:batch"
-        );
+        let resumable = matches!(names::own(name), Some(names::Own::Exec | names::Own::Batch));
         let Some(id) = resumable
             .then(|| args.get("approval_id").and_then(Value::as_str))
             .flatten()
@@ -376,8 +380,8 @@ impl AaiServer {
             return Ok(None);
         };
         let answer = match self.gateway.approvals().call_of(&id, caller) {
-            Ok(call) if call.app == "aai_batch" => {
-                "aai_batch".clone_into(name);
+            Ok(call) if call.app == aai_engine::pipeline::batch::TOOL => {
+                names::own_name(names::Own::Batch).clone_into(name);
                 *args = call.args;
                 call.answer
             }
@@ -572,5 +576,33 @@ impl AaiServer {
             }
         }
         Ok(tool_result(result, self.gateway.config().max_result_chars).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch is queued as the batch it is under either spelling, so resuming it by its
+    /// approval id runs the same steps; a call by `<appId>:<tool>` is queued as that call.
+    #[test]
+    fn a_queued_call_is_the_same_under_every_spelling() {
+        let batch = json!({"steps": [{"app": "a.b", "tool": "t"}]});
+        let plain = queued_call("aai_batch", &batch);
+        assert_eq!(plain, queued_call("aai:batch", &batch));
+        assert_eq!(plain.0, aai_engine::pipeline::batch::TOOL);
+        let exec = json!({"app": "a.b", "tool": "t", "args": {"x": 1}});
+        assert_eq!(
+            queued_call("aai:exec", &exec),
+            ("a.b".to_owned(), "t".to_owned(), json!({"x": 1}))
+        );
+        assert_eq!(
+            queued_call("aai_exec", &exec),
+            queued_call("aai:exec", &exec)
+        );
+        assert_eq!(
+            queued_call("a.b:t", &json!({"x": 1})),
+            ("a.b".to_owned(), "t".to_owned(), json!({"x": 1}))
+        );
     }
 }

@@ -29,6 +29,7 @@ pub use askers::ConsentRounds;
 use askers::{PeerAsker, StatelessAsker, binding};
 pub use changes::{Subscriptions, notify_changes};
 use changes::{server_change, updated};
+use names::Own;
 
 /// The MIME type of an app resource in `resources/list`.
 const AAI_MIME: &str = "application/aai+json";
@@ -263,19 +264,19 @@ impl AaiServer {
         let mut head = Vec::new();
         if self.compact(registry) {
             head.push(Tool::new(
-                "aai_apps",
+                names::own_name(Own::Apps),
                 "List the user's apps, or search them by words in names, aliases and descriptions.",
                 schema(json!({"type": "object", "properties": {"query": {"type": "string", "description": "Words to search for; omit to list all"}}})),
             ));
             head.push(Tool::new(
-                "aai_guide",
+                names::own_name(Own::Guide),
                 "Get an app's guide: its tools, their parameters and an example call.",
                 schema(json!({"type": "object", "properties": {"app": {"type": "string", "description": "App id from aai_apps"}}, "required": ["app"]})),
             ));
         }
         let mut tools = Vec::new();
         tools.push(Tool::new(
-            "web_discover",
+            names::own_name(Own::Discover),
             "Get the guide of a web app not in the list, from its URL, domain or name.",
             schema(json!({
                 "type": "object",
@@ -296,7 +297,7 @@ impl AaiServer {
             }
         }
         tools.push(Tool::new(
-            "aai_batch",
+            names::own_name(Own::Batch),
             "Run several app tools in one request. All steps are checked first; steps needing approval are asked about together. A step may use an earlier step's result: {\"$from\": \"/0/result/id\"} (a JSON Pointer into the results).",
             schema(json!({
                 "type": "object",
@@ -316,7 +317,7 @@ impl AaiServer {
             })),
         ));
         tools.push(Tool::new(
-            "aai_exec",
+            names::own_name(Own::Exec),
             "Run an app's tool. Read the app's guide first.",
             schema(json!({
                 "type": "object",
@@ -384,8 +385,8 @@ impl AaiServer {
         asker: Option<&dyn Asker>,
     ) -> Result<Value, AaiError> {
         let gateway = &self.gateway;
-        match name {
-            "aai_exec" | "aai:exec" => {
+        match names::own(name) {
+            Some(Own::Exec) => {
                 let app = required_str(&args, "app")?;
                 let tool = required_str(&args, "tool")?;
                 let tool_args = args.get("args").cloned().unwrap_or(Value::Null);
@@ -393,12 +394,8 @@ impl AaiServer {
                     .exec_asking(caller, app, tool, &tool_args, asker)
                     .await
             }
-            "aai_batch" | "aai:batch" => gateway.batch(caller, &args, asker).await,
-            _ if name.starts_with("workflow_") => {
-                let workflow = name.trim_start_matches("workflow_");
-                gateway.run_workflow(caller, workflow, &args, asker).await
-            }
-            "web_discover" | "web:discover" => {
+            Some(Own::Batch) => gateway.batch(caller, &args, asker).await,
+            Some(Own::Discover) => {
                 let refresh = args
                     .get("refresh")
                     .and_then(Value::as_bool)
@@ -408,7 +405,7 @@ impl AaiServer {
                     .await?;
                 Ok(aai_engine::web::discovered_guide(&found))
             }
-            "aai_apps" => {
+            Some(Own::Apps) => {
                 let registry = gateway.snapshot().await;
                 let query = args.get("query").and_then(Value::as_str).unwrap_or("");
                 let mut listed = app_list(&registry, query);
@@ -427,18 +424,22 @@ impl AaiServer {
                 }
                 Ok(Value::String(listed))
             }
-            "aai_guide" => {
+            Some(Own::Guide) => {
                 let registry = gateway.snapshot().await;
                 gateway
                     .guide(&registry, required_str(&args, "app")?)
                     .await
                     .map(Value::String)
             }
-            _ if name.starts_with("app_") || name.starts_with("app:") => {
+            None if name.starts_with("workflow_") => {
+                let workflow = name.trim_start_matches("workflow_");
+                gateway.run_workflow(caller, workflow, &args, asker).await
+            }
+            None if name.starts_with("app_") || name.starts_with("app:") => {
                 let registry = gateway.snapshot().await;
                 gateway.guide(&registry, name).await.map(Value::String)
             }
-            _ => match name.rsplit_once(':') {
+            None => match name.rsplit_once(':') {
                 Some((app, tool)) => gateway.exec_asking(caller, app, tool, &args, asker).await,
                 None => Err(AaiError::new(
                     ErrorKind::ToolNotFound,

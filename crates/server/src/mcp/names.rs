@@ -11,17 +11,48 @@ use serde_json::json;
 
 use aai_engine::catalog::snapshot::Snapshot;
 
-/// The fixed tools and the spec's spellings of them, accepted in every exposure mode.
-const FIXED: &[&str] = &[
-    "aai_exec",
-    "aai:exec",
-    "aai_batch",
-    "aai:batch",
-    "web_discover",
-    "web:discover",
-    "aai_apps",
-    "aai_guide",
+/// The gateway's own tools, offered whatever apps are installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Own {
+    /// `aai_exec`: run an app's tool.
+    Exec,
+    /// `aai_batch`: run several at once.
+    Batch,
+    /// `web_discover`: a web app's guide from its URL.
+    Discover,
+    /// `aai_apps`: list or search the apps (compact exposure).
+    Apps,
+    /// `aai_guide`: an app's guide (compact exposure).
+    Guide,
+}
+
+/// Every own tool: its name, the spec's spelling of it (`aai:exec`), and which it is. The one
+/// list the listing, the routing, the dispatch and the approval queue read.
+const OWN: &[(&str, Option<&str>, Own)] = &[
+    ("aai_exec", Some("aai:exec"), Own::Exec),
+    (
+        aai_engine::pipeline::batch::TOOL,
+        Some("aai:batch"),
+        Own::Batch,
+    ),
+    ("web_discover", Some("web:discover"), Own::Discover),
+    ("aai_apps", None, Own::Apps),
+    ("aai_guide", None, Own::Guide),
 ];
+
+/// Which own tool `name` is, by its name or the spec's spelling.
+pub(crate) fn own(name: &str) -> Option<Own> {
+    OWN.iter()
+        .find(|(plain, spec, _)| *plain == name || *spec == Some(name))
+        .map(|(_, _, tool)| *tool)
+}
+
+/// The name an own tool is listed under.
+pub(crate) fn own_name(tool: Own) -> &'static str {
+    OWN.iter()
+        .find(|(_, _, t)| *t == tool)
+        .map_or("", |(plain, _, _)| plain)
+}
 
 /// How many near names the error offers.
 const NEAREST: usize = 3;
@@ -34,10 +65,9 @@ pub(crate) fn unknown(name: &str, registry: &Snapshot) -> McpError {
         .filter(|found| found.loaded.is_ok())
         .map(|found| format!("workflow_{}", found.name))
         .collect();
-    let candidates = FIXED
+    let candidates = OWN
         .iter()
-        .copied()
-        .filter(|n| !n.contains(':'))
+        .map(|(plain, _, _)| *plain)
         .chain(registry.apps.iter().map(|app| app.slug.as_str()))
         .chain(workflows.iter().map(String::as_str));
     let near = aai_engine::catalog::snapshot::nearest(name, candidates, NEAREST);
@@ -64,7 +94,7 @@ pub(crate) fn unknown(name: &str, registry: &Snapshot) -> McpError {
 /// tool (`<appId>:<tool>`) of an app in `registry`, or a workflow that exists. Anything else —
 /// a misspelling, a path — names no tool.
 pub(crate) fn routes(name: &str, home: &Path, registry: &Snapshot) -> bool {
-    if FIXED.contains(&name) {
+    if own(name).is_some() {
         return true;
     }
     if name.starts_with("app_") || name.starts_with("app:") {
@@ -86,6 +116,17 @@ pub(crate) fn routes(name: &str, home: &Path, registry: &Snapshot) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_own_tool_is_found_by_its_names_and_listed_under_one() {
+        for (plain, spec, tool) in OWN {
+            assert_eq!(own(plain), Some(*tool));
+            assert_eq!(spec.and_then(own), spec.map(|_| *tool));
+            assert_eq!(own_name(*tool), *plain);
+        }
+        assert_eq!(own("aai_exce"), None);
+        assert_eq!(own("aai:guide"), None);
+    }
 
     #[test]
     fn names_that_route_nowhere_are_unknown_tools() {
