@@ -10,7 +10,7 @@ pub mod catalog;
 pub mod config;
 pub mod consent;
 pub mod control;
-pub mod drafts;
+
 pub mod feed;
 pub mod gate;
 pub mod pipeline;

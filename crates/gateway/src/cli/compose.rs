@@ -13,7 +13,7 @@ use aai_executor::Executors;
 
 /// The apps of the toolsets plugged into every gateway.
 pub fn plugged_apps() -> Vec<PluggedApp> {
-    vec![aai_schedule::app(), aai_engine::drafts::tools::app()]
+    vec![aai_schedule::app(), aai_drafts::tools::app()]
 }
 
 /// What to scan under `home` with `config`, the plugged apps included.
@@ -32,7 +32,7 @@ pub fn executors(config: &Config, home: &Path) -> Executors {
 /// Plugs the toolsets into `gateway`.
 pub fn plug(gateway: &Arc<Gateway>) {
     aai_schedule::plug(gateway);
-    aai_engine::drafts::tools::plug(gateway);
+    aai_drafts::tools::plug(gateway);
 }
 
 /// A gateway over a fixed registry (see [`aai_engine::fixed_gateway`]), the toolsets plugged.

@@ -88,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let executor = aai_executor::DbusExecutor::default();
             if list {
                 let names = runtime()?
-                    .block_on(aai_engine::drafts::dbus_names(&executor, system))
+                    .block_on(aai_drafts::dbus_names(&executor, system))
                     .map_err(|e| anyhow::anyhow!("{}", e.message))?;
                 if output::json() {
                     output::value(&serde_json::json!({"names": names}));
@@ -107,14 +107,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            let source = aai_engine::drafts::DbusSource {
+            let source = aai_drafts::DbusSource {
                 name: name.unwrap_or_default(),
                 system,
                 path,
                 interface,
             };
             runtime()?
-                .block_on(aai_engine::drafts::dbus(&executor, &source))
+                .block_on(aai_drafts::dbus(&executor, &source))
                 .map_err(|e| anyhow::anyhow!("{}", e.message))?
         }
         Source::Openapi {
@@ -135,8 +135,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 max_tools,
                 source_url: remote.then_some(source),
             };
-            aai_engine::drafts::openapi(&text, &options)
-                .map_err(|e| anyhow::anyhow!("{}", e.message))?
+            aai_drafts::openapi(&text, &options).map_err(|e| anyhow::anyhow!("{}", e.message))?
         }
         Source::Sdef { file, app } => {
             let text = std::fs::read_to_string(&file)
@@ -181,7 +180,7 @@ async fn fetch(url: &str) -> anyhow::Result<String> {
     let client = aai_executor::client_builder()
         .timeout(std::time::Duration::from_secs(60))
         .build()?;
-    aai_engine::drafts::document(&client, url)
+    aai_drafts::document(&client, url)
         .await
         .map_err(|e| anyhow::anyhow!("{}", e.message))
 }

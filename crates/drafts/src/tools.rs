@@ -11,8 +11,8 @@ use aai_executor::BoxFuture;
 use aai_toolset::{Call, Toolset};
 use serde_json::{Map, Value, json};
 
-use crate::catalog::discovery::{PluggedApp, Source};
-use crate::pipeline::Gateway;
+use aai_engine::catalog::discovery::{PluggedApp, Source};
+use aai_engine::pipeline::Gateway;
 
 /// The toolset's appId.
 pub const APP_ID: &str = "local.descriptors";
@@ -21,7 +21,7 @@ const OFFERED_WITHIN: Duration = Duration::from_secs(10);
 
 /// The toolset's descriptor.
 pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> = LazyLock::new(|| {
-    aai_toolset::shipped(APP_ID, include_str!("../../toolsets/descriptors.aai.json"))
+    aai_toolset::shipped(APP_ID, include_str!("../toolsets/descriptors.aai.json"))
 });
 
 /// The app for discovery: offered while `describe_tools` is on.
@@ -222,7 +222,7 @@ impl DescriptorTools {
     /// the credentials it asks for and the origins it reaches.
     fn question(checked: &Checked) -> String {
         let d = &checked.descriptor;
-        let tools: Vec<String> = crate::appstore::summary(d)
+        let tools: Vec<String> = aai_engine::appstore::summary(d)
             .into_iter()
             .map(|(_, tool, risk)| {
                 format!("{:?} ({risk})", aai_descriptor::visible::visible(&tool))
@@ -243,7 +243,7 @@ impl DescriptorTools {
             tools.join(", ")
         )];
         parts.extend(local_reach(d));
-        let reach = crate::appstore::reach(d);
+        let reach = aai_engine::appstore::reach(d);
         for credential in &reach.credentials {
             parts.push(format!("it uses {}", credential.describe(&d.app_id)));
         }
@@ -282,15 +282,15 @@ impl DescriptorTools {
                 format!("cannot write {}: {e}", path.display()),
             )
         };
-        crate::private::create_dir(&folder).map_err(failed)?;
+        aai_engine::private::create_dir(&folder).map_err(failed)?;
         let text = serde_json::to_string_pretty(&checked.json).unwrap_or_default() + "\n";
-        crate::private::write_private(&path, text.as_bytes()).map_err(failed)?;
+        aai_engine::private::write_private(&path, text.as_bytes()).map_err(failed)?;
         tracing::info!(app = %app_id, path = %path.display(), "a descriptor was installed at the agent's request");
         let offered = offered(&gateway, &app_id, &path).await;
         Ok(json!({
             "installed": app_id,
             "path": path.display().to_string(),
-            "tools": crate::appstore::summary(&checked.descriptor).len(),
+            "tools": aai_engine::appstore::summary(&checked.descriptor).len(),
             "risks_raised": checked.raised,
             "grants_forgotten": forgotten,
             "offered": offered,
@@ -450,7 +450,7 @@ fn local_reach(d: &Descriptor) -> Vec<String> {
 /// Waits (a little) for the app at `path` to be offered.
 async fn offered(gateway: &Gateway, app_id: &str, path: &std::path::Path) -> bool {
     let mut changes = gateway.snapshot_changes();
-    let seen = |registry: &crate::catalog::snapshot::Snapshot| {
+    let seen = |registry: &aai_engine::catalog::snapshot::Snapshot| {
         registry
             .find(app_id)
             .is_some_and(|app| app.source() == path)
