@@ -3,8 +3,8 @@
 //! already rejects, with the JSON pointer of the problem.
 
 use std::path::Path;
-use std::process::Command;
 
+use aai_test_support::cli::Run;
 use aai_test_support::{TEST_SERVICE, full_test_descriptor};
 use serde_json::{Value, json};
 
@@ -159,11 +159,9 @@ fn validate_checks_every_aai_json_under_a_folder_and_reports_every_problem() {
         .push(json!({"name": "u", "description": "d", "method": "Add", "signature": "q("}));
     std::fs::write(two.join("aai.json"), doc.to_string()).expect("write");
 
-    let out = Command::new(env!("CARGO_BIN_EXE_aai-gateway"))
+    let out = Run::new(env!("CARGO_BIN_EXE_aai-gateway"), &dir.path().join("home"))
         .args(["validate", dir.path().to_str().expect("utf8")])
-        .env("AAI_HOME", dir.path().join("home"))
-        .output()
-        .expect("run");
+        .output();
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&out.stdout);
     for (name, _, pointer, _) in cases() {
@@ -179,7 +177,7 @@ fn validate_checks_every_aai_json_under_a_folder_and_reports_every_problem() {
             && stdout.contains("/platforms/linux/tools/1/signature"),
         "{stdout}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_aai-gateway"))
+    let out = Run::new(env!("CARGO_BIN_EXE_aai-gateway"), &dir.path().join("home"))
         .args([
             "validate",
             Path::new(dir.path())
@@ -187,7 +185,6 @@ fn validate_checks_every_aai_json_under_a_folder_and_reports_every_problem() {
                 .to_str()
                 .expect("utf8"),
         ])
-        .output()
-        .expect("run");
+        .output();
     assert_ne!(out.status.code(), Some(0));
 }

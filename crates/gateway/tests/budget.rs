@@ -256,11 +256,9 @@ fn the_built_in_entries_keep_the_stated_budget_and_count() {
     let worst = entries.iter().copied().max().unwrap_or(0);
     // Every built-in app, the scheduler's and the drafts' included: as `--scan` lists them.
     let home = tempfile::tempdir().expect("home");
-    let scan = std::process::Command::new(env!("CARGO_BIN_EXE_aai-gateway"))
+    let scan = aai_test_support::cli::Run::new(env!("CARGO_BIN_EXE_aai-gateway"), home.path())
         .args(["--json", "--scan"])
-        .env("AAI_HOME", home.path())
-        .output()
-        .expect("scan");
+        .output();
     let scan: serde_json::Value = serde_json::from_slice(&scan.stdout).expect("json");
     let count = scan["apps"]
         .as_array()

@@ -8,15 +8,12 @@ use aai_test_support::{TEST_SERVICE, TestBus, full_test_descriptor};
 const BIN: &str = env!("CARGO_BIN_EXE_aai-gateway");
 
 fn run(home: &Path, args: &[&str], bus: Option<&TestBus>) -> Output {
-    let mut command = Command::new(BIN);
-    command
-        .args(args)
-        .env("AAI_HOME", home)
-        .env("AAI_LOG", "warn");
-    if let Some(bus) = bus {
-        command.env("DBUS_SESSION_BUS_ADDRESS", bus.address());
+    let run = aai_test_support::cli::Run::new(BIN, home).args(args);
+    match bus {
+        Some(bus) => run.bus(bus),
+        None => run,
     }
-    command.output().expect("run aai-gateway")
+    .output()
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -5,7 +5,6 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use aai_descriptor::{ErrorKind, Platform};
@@ -198,14 +197,11 @@ fn install(home: &Path, file: &Path) {
 }
 
 fn dry_run(home: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(BIN)
-        .arg("call")
+    aai_test_support::cli::Run::new(BIN, home)
+        .args(["call"])
         .args(args)
-        .arg("--dry-run")
-        .env("AAI_HOME", home)
-        .env("AAI_LOG", "warn")
+        .args(["--dry-run"])
         .output()
-        .expect("run aai-gateway")
 }
 
 /// An author on Linux checks a macOS tool: the exact osascript command, and nothing runs.

@@ -926,36 +926,18 @@ fn auth_commands_and_keys_from_the_environment() {
     )
     .expect("config");
     let run = |args: &[&str], env: Option<&str>, stdin: Option<&str>| {
-        use std::io::Write;
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aai-gateway"));
-        command
+        let run = aai_test_support::cli::Run::new(env!("CARGO_BIN_EXE_aai-gateway"), &home)
             .args(args)
-            .env("AAI_HOME", &home)
-            .env("AAI_LOG", "warn")
             .env_remove("AAI_TEST_TASKS_KEY");
-        if let Some(key) = env {
-            command.env("AAI_TEST_TASKS_KEY", key);
+        let run = match env {
+            Some(key) => run.env("AAI_TEST_TASKS_KEY", key),
+            None => run,
+        };
+        match stdin {
+            Some(text) => run.stdin(text),
+            None => run,
         }
-        command
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = command.spawn().expect("run");
-        if let Some(text) = stdin {
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(text.as_bytes())
-                .expect("write");
-        }
-        drop(child.stdin.take());
-        let out = child.wait_with_output().expect("wait");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        .text()
     };
     let get_task = |id: &str, key: Option<&str>| {
         let args = json!({"id": id}).to_string();
@@ -1026,31 +1008,16 @@ fn cli(
     env: &[(&str, &str)],
     stdin: Option<&str>,
 ) -> (Option<i32>, String, String) {
-    use std::io::Write;
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aai-gateway"));
-    command
-        .args(args)
-        .env("AAI_HOME", home)
-        .env("AAI_LOG", "warn")
-        .envs(env.iter().copied())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = command.spawn().expect("run");
-    if let Some(text) = stdin {
-        let _ = child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(text.as_bytes());
+    let mut run =
+        aai_test_support::cli::Run::new(env!("CARGO_BIN_EXE_aai-gateway"), home).args(args);
+    for (key, value) in env {
+        run = run.env(key, value);
     }
-    drop(child.stdin.take());
-    let out = child.wait_with_output().expect("wait");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    match stdin {
+        Some(text) => run.stdin(text),
+        None => run,
+    }
+    .text()
 }
 
 /// A home whose gateway trusts both test servers' CAs and runs every tool unasked.

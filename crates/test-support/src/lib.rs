@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+pub mod cli;
 pub mod http;
 pub mod postgres;
 pub mod xvfb;

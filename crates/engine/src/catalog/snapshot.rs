@@ -168,9 +168,6 @@ pub struct Snapshot {
     /// The workflow files when this snapshot was taken, each offered as a `workflow_<name>`
     /// tool: when one changes, clients are told the tool list changed.
     pub workflows: Vec<crate::workflow::Found>,
-    /// The `tools/list` answer for this snapshot in the MCP layer's own types, made there on
-    /// first use and shared by every session until the next snapshot.
-    pub tool_list: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
     /// The same answer as JSON (`{"tools":[…]}`), for the stdio transport to copy out.
     pub tool_list_body: std::sync::OnceLock<Arc<Vec<u8>>>,
     /// Raised once this snapshot's tool list has been made for a client.
@@ -289,7 +286,6 @@ impl Snapshot {
             rejected,
             complete,
             workflows: Vec::new(),
-            tool_list: std::sync::OnceLock::new(),
             tool_list_body: std::sync::OnceLock::new(),
             listed: Listed::default(),
             config_generation: 0,

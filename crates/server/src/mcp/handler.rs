@@ -50,13 +50,8 @@ impl ServerHandler for AaiServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let registry = self.gateway.snapshot().await;
-        let tools = registry
-            .tool_list
-            .get_or_init(|| Arc::new(self.tools(&registry)))
-            .clone();
+        let tools = listed_for(&registry, || self.tools(&registry));
         registry.listed.raise();
-        // Made here, so always a list of tools; anything else would be a list of none.
-        let tools = tools.downcast::<Vec<Tool>>().unwrap_or_default();
         Ok(ListToolsResult::with_all_items(tools.as_ref().clone()))
     }
 
@@ -307,6 +302,31 @@ fn progress_reporter(
             let _ = peer.notify_progress(note).await;
         });
     }))
+}
+
+/// The `tools/list` answer made for the snapshot in force, shared by every session until the
+/// next snapshot (the newest one only: a snapshot is replaced, not kept beside others). The
+/// snapshot is held weakly, so its memory is not reused while this names it.
+static LISTED: std::sync::Mutex<Option<Listed>> = std::sync::Mutex::new(None);
+
+/// A tool list and the snapshot it was made for.
+type Listed = (std::sync::Weak<Snapshot>, Arc<Vec<Tool>>);
+
+/// The tool list of `registry`, made by `make` the first time it is asked for.
+fn listed_for(registry: &Arc<Snapshot>, make: impl FnOnce() -> Vec<Tool>) -> Arc<Vec<Tool>> {
+    let mut slot = LISTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((made_for, tools)) = slot.as_ref()
+        && made_for
+            .upgrade()
+            .is_some_and(|known| Arc::ptr_eq(&known, registry))
+    {
+        return tools.clone();
+    }
+    let tools = Arc::new(make());
+    *slot = Some((Arc::downgrade(registry), tools.clone()));
+    tools
 }
 
 /// A call as the approval queue keeps it: app, tool and arguments.
