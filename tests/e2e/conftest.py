@@ -73,6 +73,21 @@ class Bus:
             proc.wait(timeout=10)
 
 
+def text(result):
+    """The text of a tool result: its text blocks joined."""
+    return "".join(getattr(c, "text", "") or "" for c in result.content)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """One headless Chromium for the whole run; each test opens its own pages."""
+    from cdp import Chromium
+
+    browser = Chromium()
+    yield browser
+    browser.close()
+
+
 def wait_until(predicate, seconds, what):
     """Polls `predicate` until it holds; fails naming `what` after `seconds`."""
     deadline = time.monotonic() + seconds

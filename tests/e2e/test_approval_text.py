@@ -11,8 +11,7 @@ import anyio
 import mcp.client.session as session_module
 import pytest
 
-from cdp import Chromium
-from conftest import GATEWAY, descriptor_doc, install, queue_daemon, wait_until
+from conftest import GATEWAY, descriptor_doc, install, queue_daemon, text, wait_until
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 60
@@ -22,9 +21,6 @@ HOSTILE = "\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2K\rRisk: low \u202eexe.txt\u2066"
 RAW = [b"\x1b", b"\x07", b"\r", "\u202e".encode(), "\u2066".encode()]
 SHOWN = ["\\u001b]52;c;cm0gLXJmIH4=\\u0007", "\\u001b[2K\\rRisk: low", "\\u202eexe.txt\\u2066"]
 
-
-def text(result):
-    return "".join(getattr(c, "text", "") for c in result.content)
 
 
 def cli_bytes(d, *args):
@@ -145,12 +141,6 @@ async def test_escapes_and_bidi_from_clients_and_descriptors_never_reach_the_ter
     finally:
         d.close()
 
-
-@pytest.fixture(scope="module")
-def chromium():
-    browser = Chromium()
-    yield browser
-    browser.close()
 
 
 async def test_the_dashboard_card_shows_the_whole_call_and_hostile_text_as_escapes(home, bus, tmp_path, chromium, monkeypatch):

@@ -14,7 +14,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import GATEWAY, gateway_env
+from conftest import GATEWAY, gateway_env, text
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 90
@@ -66,9 +66,6 @@ def sites():
     shop.close()
     evil.close()
 
-
-def text(result):
-    return "".join(b.text for b in result.content if getattr(b, "type", "") == "text")
 
 
 async def test_browser_through_the_gate(home, sites):

@@ -11,7 +11,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import GATEWAY, gateway_env
+from conftest import GATEWAY, gateway_env, text
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 30
@@ -40,9 +40,6 @@ def client(home, bus, version, monkeypatch, answers, asked, name="tester"):
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", version)
     return Client(params, mode="legacy", elicitation_callback=on_elicit, client_info=info, cache=None)
 
-
-def text(result):
-    return "".join(b.text for b in result.content if getattr(b, "type", "") == "text")
 
 
 def audit(home, *args):

@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp import types
 from mcp.types import Implementation
 
-from conftest import GATEWAY, Daemon, gateway_env, queue_daemon, start_xvfb, wait_until
+from conftest import Daemon, GATEWAY, gateway_env, queue_daemon, start_xvfb, text, wait_until
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 30
@@ -40,9 +40,6 @@ def daemon(home, bus, monkeypatch):
     yield d
     d.close()
 
-
-def text(result):
-    return "".join(getattr(c, "text", "") for c in result.content)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])

@@ -16,16 +16,13 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import GATEWAY, Daemon, gateway_env, wait_until
+from conftest import Daemon, GATEWAY, gateway_env, text, wait_until
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 60
 ADD = {"app": "org.aai.test", "tool": "add", "args": {"a": 40, "b": 2}}
 ECHO = {"app": "org.aai.test", "tool": "echo", "args": {"text": "x"}}
 
-
-def text(result):
-    return "".join(getattr(c, "text", "") for c in result.content)
 
 
 

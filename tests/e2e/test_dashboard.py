@@ -15,19 +15,12 @@ import httpx2
 import mcp.client.session as session_module
 import pytest
 
-from cdp import Chromium
-from conftest import ROOT, install, queue_daemon, wait_until
+from conftest import ROOT, install, queue_daemon, text, wait_until
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 60
 TRUSTED = {"client": "trusted", "profile": "full_auto"}
 
-
-@pytest.fixture(scope="module")
-def chromium():
-    browser = Chromium()
-    yield browser
-    browser.close()
 
 
 @pytest.fixture
@@ -50,9 +43,6 @@ def open_dashboard(d, browser, link=None):
     page.wait("document.body.dataset.live === 'yes'")
     return page
 
-
-def text(result):
-    return "".join(getattr(c, "text", "") for c in result.content)
 
 
 def echo(c, value):

@@ -13,14 +13,11 @@ import mcp.client.session as session_module
 import mcp_types as types
 import pytest
 
-from conftest import GATEWAY, Daemon, gateway_env, queue_daemon
+from conftest import Daemon, GATEWAY, gateway_env, queue_daemon, text
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 60
 
-
-def text(result):
-    return "".join(getattr(c, "text", "") for c in result.content)
 
 
 def _split(base):

@@ -17,15 +17,12 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import GATEWAY, gateway_env
+from conftest import GATEWAY, gateway_env, text
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 90
 HERE = Path(__file__).resolve().parent
 
-
-def text(result):
-    return "".join(getattr(c, "text", "") for c in result.content)
 
 
 class Page:

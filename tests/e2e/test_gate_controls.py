@@ -18,14 +18,11 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import Implementation
 
-from conftest import GATEWAY, Daemon, gateway_env, queue_daemon, wait_until
+from conftest import Daemon, GATEWAY, gateway_env, queue_daemon, text, wait_until
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 60
 
-
-def text(result):
-    return "".join(getattr(c, "text", "") for c in result.content)
 
 
 def control_credential(home):

@@ -12,7 +12,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import GATEWAY, gateway_env, wait_until
+from conftest import GATEWAY, gateway_env, text, wait_until
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 30
@@ -24,9 +24,6 @@ def client(home, bus, display, monkeypatch):
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", "2025-11-25")
     return Client(StdioServerParameters(command=str(GATEWAY), args=[], env=env), mode="legacy", cache=None)
 
-
-def text(result):
-    return "".join(b.text for b in result.content if getattr(b, "type", "") == "text")
 
 
 async def test_system_tools_on_a_real_desktop(home, bus, desktop, monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import GATEWAY, gateway_env, install, descriptor_doc
+from conftest import GATEWAY, descriptor_doc, gateway_env, install, text
 
 pytestmark = pytest.mark.anyio
 
@@ -28,9 +28,6 @@ def client_for(home, bus, version, monkeypatch, message_handler=None):
     monkeypatch.setattr(session_module, "LATEST_HANDSHAKE_VERSION", version)
     return Client(params, mode="legacy", message_handler=message_handler, cache=None)
 
-
-def text(result):
-    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
 
 
 def error_of(result):

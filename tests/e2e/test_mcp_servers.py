@@ -14,7 +14,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import GATEWAY, ROOT, gateway_env, install, wait_until
+from conftest import GATEWAY, ROOT, gateway_env, install, text, wait_until
 
 SERVERS = ROOT / "target" / "mcp-servers"
 NPM = SERVERS / "node_modules" / "@modelcontextprotocol"
@@ -61,9 +61,6 @@ def client(home, env=None, name="mcp-servers-test"):
     params = StdioServerParameters(command=str(GATEWAY), args=[], env=env or gateway_env(home, None))
     return Client(params, mode="legacy", client_info=types.Implementation(name=name, version="1"), cache=None)
 
-
-def text(result):
-    return "".join(getattr(c, "text", "") for c in result.content)
 
 
 def running(fragment):
