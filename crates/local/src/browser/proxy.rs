@@ -447,7 +447,12 @@ async fn connect(host: &str, port: u16, route: &Route) -> Result<TcpStream, Unre
             refused = Some(rule);
             continue;
         }
-        if !named && crate::addresses::is_internal(addr.ip()) {
+        // This computer's own addresses, its public ones included, are as private as
+        // loopback: a name pointed at them reaches whatever listens on every address.
+        if !named
+            && (crate::addresses::is_internal(addr.ip())
+                || crate::own_listeners::is_this_host(addr.ip()))
+        {
             refused = Some(format!(
                 "{} is an address of this computer or of a private network; name {normal}:{port} in local.egress.allow to reach it",
                 addr.ip()

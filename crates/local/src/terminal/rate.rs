@@ -16,19 +16,51 @@ use serde_json::{Map, Value};
 use super::{Terminal, arg_str, loss};
 use crate::{Call, Rated, classify, contain};
 
-/// The hosts a call asks to reach (`hosts`), as given.
+/// The hosts a call asks to reach (`hosts`), each as the proxy will read it: a name lower-cased
+/// without its trailing dot, an address in its one spelling (`2130706433` and `127.1` are
+/// `127.0.0.1`), with its port when one was given — so the person is asked about what will be
+/// reached, and a grant is kept under that. A name of one label (`com`, which would cover every
+/// name under it) or one that cannot be read is left out: it is never asked, granted or reached.
 pub(super) fn hosts(args: &Map<String, Value>) -> Vec<String> {
-    args.get("hosts")
+    let mut out: Vec<String> = Vec::new();
+    for given in args
+        .get("hosts")
         .and_then(Value::as_array)
-        .map(|hosts| {
-            hosts
-                .iter()
-                .filter_map(Value::as_str)
-                .map(|h| h.trim().to_owned())
-                .filter(|h| !h.is_empty())
-                .collect()
-        })
-        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if let Some(key) = host_key(given)
+            && !out.contains(&key)
+        {
+            out.push(key);
+        }
+    }
+    out
+}
+
+/// `given` (`host`, `host:port`, `[v6]:port`) as the proxy reads it; see [`hosts`].
+fn host_key(given: &str) -> Option<String> {
+    let given = given.trim();
+    let (host, port) = match given.rsplit_once(':') {
+        Some((host, port))
+            if !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && (!host.contains(':') || host.starts_with('[')) =>
+        {
+            (
+                host.trim_start_matches('[').trim_end_matches(']'),
+                Some(port),
+            )
+        }
+        _ => (given, None),
+    };
+    let host = crate::browser::policy::normalize_host(host)?;
+    let address = host.parse::<std::net::IpAddr>().is_ok();
+    if !address && host != "localhost" && !host.contains('.') {
+        return None;
+    }
+    Some(port.map_or_else(|| host.clone(), |port| format!("{host}:{port}")))
 }
 
 impl Terminal {
@@ -296,6 +328,24 @@ mod tests {
         assert_eq!(
             t.new_hosts(&wanted),
             ["127.0.0.1:9090", "evil.test", "localhost:80"]
+        );
+    }
+
+    #[test]
+    fn hosts_are_asked_about_as_the_proxy_reads_them() {
+        let keys = hosts(&args(serde_json::json!({"command": "true", "hosts": [
+            "Example.ORG.", "2130706433:9222", "127.1:6379", "0x7f.1:2375", "[::1]:8080",
+            "com", "localhost:3000", "bad host", "example.org"]})));
+        assert_eq!(
+            keys,
+            [
+                "example.org",
+                "127.0.0.1:9222",
+                "127.0.0.1:6379",
+                "127.0.0.1:2375",
+                "::1:8080",
+                "localhost:3000",
+            ]
         );
     }
 }
