@@ -95,7 +95,8 @@ pub fn runs_later(path: &Path) -> Option<&'static str> {
                 && wanted
                     .iter()
                     .zip(&parts[start..])
-                    .all(|(w, p)| std::ffi::OsStr::new(w) == *p)
+                    // Case aside: on a file system that ignores it, `.Envrc` is `.envrc`.
+                    .all(|(w, p)| p.to_str().is_some_and(|p| p.eq_ignore_ascii_case(w)))
         })
     })
 }
@@ -412,6 +413,8 @@ mod tests {
             ("/w/p/src/main.rs", None),
             ("/w/p/envrc", None),
             ("/w/p/.hooks", None),
+            ("/w/p/.Envrc", Some(".envrc")),
+            ("/w/p/.MCP.json", Some(".mcp.json")),
         ] {
             assert_eq!(runs_later(Path::new(path)), entry, "{path}");
         }

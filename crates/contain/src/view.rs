@@ -91,10 +91,14 @@ const PRIVATE: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
 pub fn source_tree(program: &Path) -> PathBuf {
     let program = resolve_folders(program);
     let temp = resolve(&std::env::temp_dir());
-    let private = PRIVATE
+    // The deepest private folder first: with `TMPDIR=/tmp/user/1000` a program there brings
+    // its own folder, not all of `/tmp/user`.
+    let mut private: Vec<PathBuf> = PRIVATE
         .iter()
         .map(PathBuf::from)
-        .chain(std::iter::once(temp));
+        .chain(std::iter::once(temp))
+        .collect();
+    private.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     for dir in private {
         if let Ok(rest) = program.strip_prefix(&dir)
             && let Some(first) = rest.components().next()
