@@ -109,12 +109,18 @@ pub(super) async fn run(
             profile.read.push(file.clone());
             // The files its configured command names (a script, a config) stay in its view,
             // even under the temporary folder, which is private to it otherwise.
-            profile.read.extend(
-                std::iter::once(program)
-                    .chain(args)
-                    .map(std::path::PathBuf::from)
-                    .filter(|p| p.is_absolute() && p.is_file()),
-            );
+            let named: Vec<std::path::PathBuf> = std::iter::once(program)
+                .chain(args)
+                .map(std::path::PathBuf::from)
+                .filter(|p| p.is_absolute() && p.is_file())
+                .collect();
+            // What it is run from (a virtualenv's interpreter, a script with its packages)
+            // stays in view read-only with what lies beside it, as for an MCP server.
+            #[cfg(target_os = "linux")]
+            profile
+                .programs
+                .extend(named.iter().map(|p| aai_contain::view::source_tree(p)));
+            profile.read.extend(named);
             aai_local::contain::wrap(&profile, program, args)?
         }
         None => (program.clone(), args.to_vec()),
