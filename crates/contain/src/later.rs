@@ -184,14 +184,13 @@ impl Watch {
                 if baseline.0.get(&path) == Some(&ancestry(root, &path)) {
                     continue;
                 }
+                let meta = std::fs::symlink_metadata(&path).ok();
                 let in_git = path.parent().is_some_and(|p| p.ends_with(".git"))
-                    && std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_symlink());
-                if in_git && path.ends_with(".git/hooks") {
-                    // A repository made in the box: git's sample hooks stay.
-                    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-                        out.extend(hooks_made(root, &path));
-                        continue;
-                    }
+                    && meta.as_ref().is_some_and(|m| !m.file_type().is_symlink());
+                // A repository made in the box: git's sample hooks stay.
+                if in_git && path.ends_with(".git/hooks") && meta.is_some_and(|m| m.is_dir()) {
+                    out.extend(hooks_made(root, &path));
+                    continue;
                 }
                 // Its config as git writes it stays, read again after every command (the box
                 // does not hold it read-only); git works on without one that was set aside.

@@ -316,22 +316,19 @@ impl Gateway {
         };
         // What the person allowed for this session or always (a command's new hosts) is not
         // asked again: the call goes on as the policy says, as approved.
-        let bound = match &binding {
-            Some(binding) => binding.keys.iter().try_fold(true, |all, key| {
-                Ok::<_, AaiError>(
-                    all && self
-                        .gate
-                        .held(
-                            &who.name,
-                            aai_toolset::Binding::APP,
-                            key,
-                            who.session.as_deref(),
-                        )?
-                        .whole,
-                )
-            })?,
-            None => false,
-        };
+        let mut bound = binding.is_some();
+        for key in binding.iter().flat_map(|b| &b.keys) {
+            let held = self.gate.held(
+                &who.name,
+                aai_toolset::Binding::APP,
+                key,
+                who.session.as_deref(),
+            )?;
+            if !held.whole {
+                bound = false;
+                break;
+            }
+        }
         if bound {
             must_ask = None;
             binding = None;

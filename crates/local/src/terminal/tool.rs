@@ -33,7 +33,8 @@ impl crate::Toolset for Terminal {
                             ),
                         ));
                     }
-                    if !call.approved && !self.new_hosts(call.args).is_empty() {
+                    let new_hosts = self.new_hosts(call.args);
+                    if !call.approved && !new_hosts.is_empty() {
                         return Err(AaiError::new(
                             ErrorKind::PermissionDenied,
                             "hosts beyond the egress policy are reached only when the user approved this command just now",
@@ -44,13 +45,12 @@ impl crate::Toolset for Terminal {
                     let place = self.place(call.roots, None);
                     // The proxy lets through, for this command, exactly the hosts the user
                     // was asked about: those the policy does not allow already.
-                    let args = match hosts(call.args) {
-                        asked if asked.is_empty() => std::borrow::Cow::Borrowed(call.args),
-                        _ => {
-                            let mut args = call.args.clone();
-                            args.insert("hosts".into(), json!(self.new_hosts(call.args)));
-                            std::borrow::Cow::Owned(args)
-                        }
+                    let args = if call.args.contains_key("hosts") {
+                        let mut args = call.args.clone();
+                        args.insert("hosts".into(), json!(new_hosts));
+                        std::borrow::Cow::Owned(args)
+                    } else {
+                        std::borrow::Cow::Borrowed(call.args)
                     };
                     self.sessions
                         .execute(call.caller, &args, &place, call.progress)
