@@ -152,29 +152,29 @@ impl Gateway {
                 match answer {
                     Ok(answer) => {
                         let via = asker.map_or("cli", |a| a.via());
-                        let scoped =
-                            |scope: Scope, tool: Option<&str>, prefix: Option<&str>| Grant {
+                        let grant_on =
+                            |app_id: &str,
+                             scope: Scope,
+                             tool: Option<&str>,
+                             prefix: Option<&str>| Grant {
                                 scope,
                                 session: (scope == Scope::Session)
                                     .then(|| who.session.clone())
                                     .flatten(),
                                 prefix: prefix.map(str::to_owned),
-                                ..Grant::always(caller, app.id(), tool, via)
+                                ..Grant::always(caller, app_id, tool, via)
                             };
+                        let scoped = |scope: Scope, tool: Option<&str>, prefix: Option<&str>| {
+                            grant_on(app.id(), scope, tool, prefix)
+                        };
                         let bind = |scope: Scope| -> Result<(), AaiError> {
                             for key in binding.map(|b| b.keys.as_slice()).unwrap_or_default() {
-                                self.gate.remember(&Grant {
+                                self.gate.remember(&grant_on(
+                                    aai_toolset::Binding::APP,
                                     scope,
-                                    session: (scope == Scope::Session)
-                                        .then(|| who.session.clone())
-                                        .flatten(),
-                                    ..Grant::always(
-                                        caller,
-                                        aai_toolset::Binding::APP,
-                                        Some(key),
-                                        via,
-                                    )
-                                })?;
+                                    Some(key),
+                                    None,
+                                ))?;
                             }
                             Ok(())
                         };
