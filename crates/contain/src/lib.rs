@@ -25,6 +25,7 @@
 //! assert_eq!(aai_contain::Profile::parse(&argv[1..]).unwrap().0, profile);
 //! ```
 
+pub mod addresses;
 mod error;
 pub mod later;
 pub mod rules;
@@ -40,6 +41,7 @@ mod launcher;
 #[cfg(target_os = "linux")]
 pub mod linux;
 #[cfg(target_os = "linux")]
+pub mod own_listeners;
 pub mod procs;
 pub mod sessions;
 #[cfg(target_os = "linux")]

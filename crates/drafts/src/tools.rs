@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use aai_descriptor::{AaiError, Descriptor, ErrorKind};
 use aai_executor::BoxFuture;
+use aai_sandbox::Contained as _;
 use aai_toolset::{Call, Toolset};
 use serde_json::{Map, Value, json};
 
@@ -26,10 +27,7 @@ pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> = LazyLock::new(|| {
 
 /// The app for discovery: offered while `describe_tools` is on.
 pub fn app() -> PluggedApp {
-    PluggedApp {
-        descriptor: DESCRIPTOR.clone(),
-        offered: |config| config.describe_tools,
-    }
+    PluggedApp::new(DESCRIPTOR.clone(), |config| config.describe_tools)
 }
 
 /// Plugs the toolset into `gateway`.
@@ -472,14 +470,14 @@ async fn offered(gateway: &Gateway, app_id: &str, path: &std::path::Path) -> boo
 
 /// A document from a file the client's sandbox lets it read.
 fn read_sandboxed(gateway: &Gateway, call: &Call<'_>, path: &str) -> Result<String, AaiError> {
-    let sandbox = gateway.toolsets().local().setup().sandbox(call.roots);
+    let sandbox = gateway.toolsets().setup().sandbox(call.roots);
     // As the file tools read: beneath its allowed folder, no link followed, a regular file,
     // within the sandbox's size limit.
-    let (_, bytes) = aai_local::files::read_checked(&sandbox, path)?;
+    let (_, bytes) = aai_sandbox::read_checked(&sandbox, path)?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-pub use aai_local::addresses::is_internal;
+pub use aai_contain::addresses::is_internal;
 
 /// An https document from a public address: the name is resolved once, every address it
 /// gives must be public, and the request goes to that address (no redirects).

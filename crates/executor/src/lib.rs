@@ -22,6 +22,7 @@ mod adb;
 pub mod cgroup;
 mod com;
 mod dbus;
+pub mod notify;
 mod osascript;
 pub mod process;
 pub mod rest;

@@ -59,7 +59,7 @@ fn benches(c: &mut Criterion) {
     });
 
     let registry = Snapshot::build(&apps, &[Platform::Linux], true);
-    let server = AaiServer::new(aai_engine::fixed_gateway(
+    let server = AaiServer::new(aai_compose::kit_gateway(
         Snapshot::default(),
         Config::default(),
         Executors::new(),
@@ -155,7 +155,7 @@ fn rest(c: &mut Criterion) {
         "policy": {"default_profile": "auto", "profiles": {"auto": {"preset": "full_auto"}}}
     }))
     .expect("config");
-    let gateway = aai_engine::fixed_gateway(
+    let gateway = aai_compose::kit_gateway(
         Snapshot::build(&found, &[Platform::Web], true),
         config,
         Executors::new(),
@@ -205,12 +205,13 @@ fn local(c: &mut Criterion) {
     .expect("config");
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
-    let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false);
+    let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false)
+        .plug(&config, &aai_compose::kit_apps());
     let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
     let sandbox =
-        aai_local::sandbox::Sandbox::new(&config.local.sandbox, &[], std::slice::from_ref(&home));
+        aai_sandbox::Sandbox::new(&config.local.sandbox, &[], std::slice::from_ref(&home));
     let gateway =
-        aai_engine::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
+        aai_compose::kit_gateway(registry, config, Executors::new(), home.join("data.db"));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -271,9 +272,10 @@ fn containment(c: &mut Criterion) {
             "policy": {"default_profile": "p", "profiles": {"p": {"preset": "development", "risk_policies": {"high": "auto_approve"}}}}
         }))
         .expect("config");
-        let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false);
+        let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false)
+            .plug(&config, &aai_compose::kit_apps());
         let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
-        let gateway = aai_engine::fixed_gateway(
+        let gateway = aai_compose::kit_gateway(
             registry,
             config,
             Executors::new(),

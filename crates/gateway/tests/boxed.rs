@@ -1087,7 +1087,7 @@ async fn the_network_is_reached_only_through_the_gateways_proxy() {
         // The gateway's own listener is refused by every name, named or not.
         let own = std::net::TcpListener::bind("127.0.0.1:0").expect("own");
         let own_port = own.local_addr().expect("addr").port();
-        let _registered = aai_local::own_listeners::register(own.local_addr().expect("addr"));
+        let _registered = aai_contain::own_listeners::register(own.local_addr().expect("addr"));
         let s = boxed(
             mode,
             json!({"local": {"egress": {"allow": [format!("127.0.0.1:{own_port}"), format!("localhost:{own_port}")]}}}),

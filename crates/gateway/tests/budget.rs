@@ -60,7 +60,7 @@ fn apps(count: usize) -> Vec<Found> {
 
 /// A server that only lists the tools of a registry it is given.
 fn lister() -> AaiServer {
-    AaiServer::new(aai_engine::fixed_gateway(
+    AaiServer::new(aai_compose::kit_gateway(
         Snapshot::default(),
         Config::default(),
         Executors::new(),
@@ -134,7 +134,7 @@ async fn the_streamed_tool_list_is_the_tool_list() {
             ..Config::default()
         };
         let dir = tempfile::tempdir().expect("dir");
-        let gateway = aai_engine::fixed_gateway(
+        let gateway = aai_compose::kit_gateway(
             registry,
             config,
             Executors::new(),
@@ -204,7 +204,7 @@ fn fifty_apps_of_twenty_tools_cost_a_small_part_of_a_flat_listing() {
         aai_engine::config::Exposure::Full,
         aai_engine::config::Exposure::Compact,
     ] {
-        let gateway = aai_engine::fixed_gateway(
+        let gateway = aai_compose::kit_gateway(
             Snapshot::default(),
             Config {
                 exposure,

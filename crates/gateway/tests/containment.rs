@@ -8,7 +8,6 @@
 #![cfg(target_os = "linux")]
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aai_descriptor::AaiError;
@@ -697,7 +696,7 @@ fn a_launched_app_and_what_it_runs_are_contained() {
             .spawn()
             .expect("openbox"),
     );
-    let x = aai_local::desktop::x11::X11::connect(Some(&display)).expect("x");
+    let x = aai_desktop::desktop::x11::X11::connect(Some(&display)).expect("x");
     while !x.has_window_manager() {
         assert!(Instant::now() < until, "openbox did not start");
         std::thread::sleep(Duration::from_millis(20));
@@ -715,13 +714,13 @@ fn a_launched_app_and_what_it_runs_are_contained() {
         std::fs::create_dir_all(dir).expect("dir");
     }
     std::fs::write(&canary, "keep").expect("canary");
-    let mut config = aai_local::LocalConfig::default();
+    let mut config = aai_toolset::LocalConfig::default();
     config.sandbox.allowed_directories = vec![allowed.clone()];
     config.writable_caches = Vec::new();
-    let mut setup = aai_local::Setup::new(config, vec![home.clone()]);
+    let mut setup = aai_toolset::Setup::new(config, vec![home.clone()]);
     setup.home = home;
-    setup.display = Arc::new(aai_local::desktop::backend::Desktop::on(&display, None));
-    let toolsets = aai_local::Toolsets::new(&setup);
+    setup.seat.display = Some(display.clone());
+    let toolsets = aai_local::toolsets(&setup);
     let descriptor = aai_local::all_descriptors()
         .into_iter()
         .find(|d| d.app_id == "local.apps")

@@ -538,7 +538,7 @@ async fn system_info_describes_this_machine() {
 fn builtin_apps_follow_the_config() {
     let config: Config =
         serde_json::from_value(json!({"local": {"terminal": false}})).expect("config");
-    let ids: Vec<String> = aai_local::descriptors(&config.local)
+    let ids: Vec<String> = aai_toolset::Kit::descriptors(&aai_local::Local, &config.local)
         .into_iter()
         .map(|d| d.app_id.clone())
         .collect();
@@ -1007,20 +1007,20 @@ async fn built_in_tools_reject_unknown_arguments_and_name_units() {
 #[cfg(unix)]
 #[test]
 fn writes_race_free_against_a_folder_swapped_for_a_symlink() {
-    use aai_local::{files, sandbox};
+    use aai_terminal::files;
     let dir = tempfile::tempdir().expect("dir");
     let base = std::fs::canonicalize(dir.path()).expect("canonical");
     let allowed = base.join("allowed");
     let outside = base.join("outside");
     std::fs::create_dir_all(allowed.join("box")).expect("box");
     std::fs::create_dir_all(&outside).expect("outside");
-    let config = sandbox::SandboxConfig {
+    let config = aai_toolset::SandboxConfig {
         allowed_directories: vec![allowed.clone()],
         denied_patterns: Vec::new(),
         denied_paths: Vec::new(),
         max_file_size: 1 << 20,
     };
-    let sandbox = sandbox::Sandbox::new(&config, &[], &[]);
+    let sandbox = aai_sandbox::Sandbox::new(&config, &[], &[]);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let swaps = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let swapper = {
@@ -1434,10 +1434,11 @@ async fn file_tools_never_write_inside_aai_home() {
             "web": {"cache_dir": dir.path().join("cache")}
         }))
         .expect("config");
-        let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false);
+        let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false)
+            .plug(&config, &aai_compose::kit_apps());
         let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
         let gateway =
-            aai_engine::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
+            aai_compose::kit_gateway(registry, config, Executors::new(), home.join("data.db"));
         let target = inside.join("planted.json");
         let written = gateway
             .exec(
@@ -1565,10 +1566,11 @@ async fn the_terminal_starts_in_an_allowed_folder_that_exists() {
         "web": {"cache_dir": dir.path().join("cache")}
     }))
     .expect("config");
-    let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false);
+    let options = aai_engine::catalog::discovery::ScanOptions::new(&home, &config, false)
+        .plug(&config, &aai_compose::kit_apps());
     let registry = aai_engine::scan_once(&options, &[Platform::Linux]);
     let gateway =
-        aai_engine::fixed_gateway(registry, config, Executors::new(), home.join("data.db"));
+        aai_compose::kit_gateway(registry, config, Executors::new(), home.join("data.db"));
     assert!(!projects.exists());
     let out = gateway
         .exec(

@@ -435,7 +435,7 @@ async fn a_panicking_call_fails_alone_with_an_audit_row_and_the_server_keeps_ser
     }];
     let dir = tempfile::tempdir().expect("dir");
     let registry = Snapshot::build(&found, &[Platform::Local], true);
-    let gateway = aai_engine::fixed_gateway(
+    let gateway = aai_compose::kit_gateway(
         registry,
         policy(json!({"default_profile": "a", "profiles": {"a": {"preset": "full_auto"}}})),
         Executors::new().with_local(Arc::new(Panicking)),

@@ -45,7 +45,7 @@ fn server(exposure: Exposure) -> (AaiServer, Arc<Snapshot>, tempfile::TempDir) {
         ..Config::default()
     };
     let dir = tempfile::tempdir().expect("dir");
-    let gateway = aai_engine::fixed_gateway(
+    let gateway = aai_compose::kit_gateway(
         Snapshot::build(&found, &[Platform::Linux], true),
         config,
         Executors::new(),

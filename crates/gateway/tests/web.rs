@@ -326,7 +326,7 @@ fn gateway(app: &App, dir: tempfile::TempDir, extra: Value) -> Setup {
     let config: Config = serde_json::from_value(config).expect("config");
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
-    let gateway = aai_engine::fixed_gateway(
+    let gateway = aai_compose::kit_gateway(
         Snapshot::build(&[], &[Platform::Web], true),
         config,
         Executors::new(),
@@ -1273,7 +1273,7 @@ async fn oauth_tokens_stay_with_their_origins_and_discovery_cannot_take_an_insta
         "web": {"extra_ca_certs": [setup.dir.path().join("ca.pem")], "cache_dir": setup.dir.path().join("cache2"), "open_browser": false}
     }))
     .expect("config");
-    let gateway = aai_engine::fixed_gateway(
+    let gateway = aai_compose::kit_gateway(
         Snapshot::build(&found, &[Platform::Web], true),
         config,
         Executors::new(),
@@ -1478,7 +1478,7 @@ async fn connection_failures_name_their_cause() {
         app("com.example.expired", expired.url()),
         app("com.example.misnamed", misnamed.url()),
     ];
-    let gateway = aai_engine::fixed_gateway(
+    let gateway = aai_compose::kit_gateway(
         Snapshot::build(&found, &[Platform::Web], true),
         config,
         Executors::new(),
@@ -1721,7 +1721,7 @@ async fn discovered_apps_persist_refresh_and_can_be_forgotten() {
                     "cache_dir": setup.dir.path().join("cache"), "open_browser": false}
         }))
         .expect("config");
-        aai_engine::fixed_gateway(
+        aai_compose::kit_gateway(
             Snapshot::build(&[], &[Platform::Web], true),
             config,
             Executors::new(),
@@ -1878,7 +1878,7 @@ async fn multipart_uploads_read_files_through_the_sandbox() {
     }))
     .expect("config");
     std::fs::create_dir_all(dir.path().join("home")).expect("home");
-    let gateway = aai_engine::fixed_gateway(
+    let gateway = aai_compose::kit_gateway(
         Snapshot::build(&[], &[Platform::Web], true),
         config,
         Executors::new(),

@@ -8,10 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use aai_descriptor::{AaiError, Descriptor, ErrorKind};
+use aai_desktop::desktop::x11::X11;
 use aai_executor::{Executor, Invocation};
-use aai_local::desktop::backend::Desktop;
-use aai_local::desktop::x11::X11;
-use aai_local::{LocalConfig, Setup, Toolsets};
+use aai_toolset::{LocalConfig, Setup, Toolsets};
 use serde_json::{Map, Value, json};
 
 struct Desk {
@@ -159,12 +158,12 @@ fn toolsets(desk: &Desk) -> Toolsets {
     // Launched apps run uncontained here: the sandbox launcher is the gateway binary, and the
     // gateway's containment tests launch apps under it.
     let config = LocalConfig {
-        containment: aai_local::contain::Containment::None,
+        containment: aai_toolset::Containment::None,
         ..LocalConfig::default()
     };
     let mut setup = Setup::new(config, Vec::new());
-    setup.display = Arc::new(Desktop::on(&desk.display, None));
-    Toolsets::new(&setup)
+    setup.seat.display = Some(desk.display.clone());
+    aai_local::toolsets(&setup)
 }
 
 fn descriptor(app: &str) -> Arc<Descriptor> {
@@ -303,11 +302,11 @@ fn screenshots_share_one_scaled_space_across_two_monitors() {
 
     // A larger long edge is honoured up to 2000, never above.
     let mut setup = Setup::new(LocalConfig::default(), Vec::new());
-    setup.display = Arc::new(Desktop::on(&desk.display, None));
+    setup.seat.display = Some(desk.display.clone());
     setup.desktop.max_edge = 5000;
     let big = rt
         .block_on(call(
-            &Toolsets::new(&setup),
+            &aai_local::toolsets(&setup),
             "local.screen",
             "screenshot",
             json!({}),
@@ -607,9 +606,9 @@ fn a_headed_browser_opens_a_window_on_the_display() {
     });
     let home = tempfile::tempdir().expect("home");
     let mut setup = Setup::new(LocalConfig::default(), vec![home.path().to_path_buf()]);
-    setup.display = Arc::new(Desktop::on(&desk.display, None));
+    setup.seat.display = Some(desk.display.clone());
     setup.browser.headless = false;
-    let sets = Toolsets::new(&setup);
+    let sets = aai_local::toolsets(&setup);
     let rt = runtime();
     rt.block_on(call(
         &sets,
@@ -641,7 +640,7 @@ fn ctrl_shift_esc_reaches_the_stop_watcher() {
     let _serial = lock();
     let presses = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let seen = presses.clone();
-    let _watcher = aai_local::desktop::hotkey::watch(Some(&desk.display), move || {
+    let _watcher = aai_desktop::desktop::hotkey::watch(Some(&desk.display), move || {
         seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     })
     .expect("grab Ctrl+Shift+Esc");
@@ -698,10 +697,10 @@ fn judged(
     sets: &Toolsets,
     tool: &str,
     args: Value,
-) -> Result<Option<aai_local::Judged>, AaiError> {
+) -> Result<Option<aai_toolset::Judged>, AaiError> {
     let args: Map<String, Value> = args.as_object().cloned().unwrap_or_default();
     rt.block_on(async {
-        let call = aai_local::Call {
+        let call = aai_toolset::Call {
             tool,
             args: &args,
             roots: &[],

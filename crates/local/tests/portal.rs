@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use aai_descriptor::ErrorKind;
 use aai_executor::{Executor, Invocation};
-use aai_local::desktop::backend::Desktop;
-use aai_local::{LocalConfig, Setup, Toolsets};
 use aai_test_support::TestBus;
+use aai_toolset::{LocalConfig, Setup, Toolsets};
 use serde_json::{Map, Value, json};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value as ZValue};
 
@@ -267,8 +266,12 @@ async fn portal(bus: &TestBus, dir: PathBuf, answer: u32) -> zbus::Connection {
 
 fn toolsets(bus: &TestBus) -> Toolsets {
     let mut setup = Setup::new(LocalConfig::default(), Vec::new());
-    setup.display = Arc::new(Desktop::on_wayland(bus.address()));
-    Toolsets::new(&setup)
+    setup.seat = aai_toolset::Seat {
+        session_bus: Some(bus.address().to_owned()),
+        wayland: true,
+        ..aai_toolset::Seat::default()
+    };
+    aai_local::toolsets(&setup)
 }
 
 async fn call(
@@ -371,9 +374,13 @@ async fn wayland_input_goes_through_one_remote_desktop_session_when_the_user_all
         .await
         .expect("the fake portal connects");
     let mut setup = Setup::new(LocalConfig::default(), Vec::new());
-    setup.display = Arc::new(Desktop::on_wayland(bus.address()));
+    setup.seat = aai_toolset::Seat {
+        session_bus: Some(bus.address().to_owned()),
+        wayland: true,
+        ..aai_toolset::Seat::default()
+    };
     setup.desktop.wayland_input = true;
-    let sets = Toolsets::new(&setup);
+    let sets = aai_local::toolsets(&setup);
     // Two 1920×1080 monitors side by side: agent (784, 100) is the right one's left edge.
     let out = call(
         &sets,

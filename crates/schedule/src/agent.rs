@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use aai_descriptor::{AaiError, ErrorKind};
+use aai_sandbox::Contained as _;
 use serde_json::{Value, json};
 
 use super::hub::Hub;
@@ -104,7 +105,7 @@ pub(super) async fn run(
     };
     // The agent runs contained like a terminal command: it may read its MCP config (under
     // the home's run/, otherwise unreadable) and nothing else of the gateway's.
-    let (program, args) = match gateway.toolsets().local().setup().containment(&[])? {
+    let (program, args) = match gateway.toolsets().setup().containment(&[])? {
         Some(mut profile) => {
             profile.read.push(file.clone());
             // The files its configured command names (a script, a config) stay in its view,
@@ -121,7 +122,7 @@ pub(super) async fn run(
                 .programs
                 .extend(named.iter().map(|p| aai_contain::view::source_tree(p)));
             profile.read.extend(named);
-            aai_local::contain::wrap(&profile, program, args)?
+            aai_sandbox::profile::wrap(&profile, program, args)?
         }
         None => (program.clone(), args.to_vec()),
     };

@@ -42,10 +42,9 @@ pub fn hub_of(gateway: &Gateway) -> Option<Arc<Hub>> {
 
 /// The app `local.schedule` for discovery: offered while `scheduler.tools` is on.
 pub fn app() -> aai_engine::catalog::discovery::PluggedApp {
-    aai_engine::catalog::discovery::PluggedApp {
-        descriptor: tools::DESCRIPTOR.clone(),
-        offered: |config| config.scheduler.tools,
-    }
+    aai_engine::catalog::discovery::PluggedApp::new(tools::DESCRIPTOR.clone(), |config| {
+        config.scheduler.tools
+    })
 }
 
 use std::sync::Arc;

@@ -1,8 +1,16 @@
 //! The contract between the gateway and its built-in toolsets: what a toolset is given for a
 //! call ([`Call`]), what it can say of a call before it runs ([`Rated`], [`Judged`],
 //! [`Binding`], a refusal, a question), how it runs one, and what `doctor` hears of it
-//! ([`Check`]). The engine runs toolsets through [`Toolset`] alone; `aai-local` and the
-//! scheduler implement it. Small on purpose: no toolset's insides are here.
+//! ([`Check`]); the settings toolsets read ([`config`]) and what they are built with
+//! ([`Setup`], [`Kit`]). The engine runs toolsets through [`Toolset`] alone; the local
+//! toolsets, the scheduler and the drafts implement it. Small on purpose: no toolset's insides
+//! are here.
+
+pub mod config;
+mod setup;
+
+pub use config::*;
+pub use setup::{Kit, Seat, Setup, Toolsets, expand_home, run_limited, user_home};
 
 use std::sync::Arc;
 
@@ -205,6 +213,12 @@ pub trait Toolset: Send + Sync + std::any::Any {
     /// scheduler: whether its runs are paused), if anything.
     fn stop_note(&self) -> Option<(&'static str, Value)> {
         None
+    }
+
+    /// Once the emergency stop killed every process: undo what they left behind (keys and
+    /// buttons held down), and what the report says of it, as a key and a value.
+    fn after_kill(&self) -> BoxFuture<'_, Option<(&'static str, Value)>> {
+        Box::pin(async { None })
     }
 
     /// The emergency stop was lifted.

@@ -33,26 +33,44 @@ pub struct ScanOptions {
     pub builtins: Vec<Found>,
 }
 
-/// The app of a toolset another crate plugs in ([`crate::pipeline::Gateway::plug`]): its
-/// descriptor, and whether a config offers it.
-#[derive(Debug, Clone)]
+/// Whether a config offers a plugged-in app.
+pub type Offered = Arc<dyn Fn(&crate::config::Config) -> bool + Send + Sync>;
+
+/// The app of a toolset another crate plugs in (the local kit, the scheduler, the drafts; see
+/// `compose.rs` in the binary): its descriptor, and whether a config offers it.
+#[derive(Clone)]
 pub struct PluggedApp {
     pub descriptor: Arc<aai_descriptor::Descriptor>,
-    pub offered: fn(&crate::config::Config) -> bool,
+    pub offered: Offered,
+}
+
+impl PluggedApp {
+    /// `descriptor`, offered where `offered` says so.
+    pub fn new(
+        descriptor: Arc<aai_descriptor::Descriptor>,
+        offered: impl Fn(&crate::config::Config) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            descriptor,
+            offered: Arc::new(offered),
+        }
+    }
 }
 
 impl ScanOptions {
-    /// What to scan under `home` with `config`: its `paths` and its built-in apps.
+    /// What to scan under `home` with `config`: its `paths`, and no built-in app yet
+    /// ([`ScanOptions::plug`] adds them).
     pub fn new(home: &Path, config: &crate::config::Config, dev: bool) -> Self {
         Self {
             home: home.to_path_buf(),
             paths: config.paths.clone(),
             dev,
-            builtins: builtins(aai_local::descriptors(&config.local)),
+            builtins: Vec::new(),
         }
     }
 
-    /// These options with `apps` offered as built-in apps where `config` says so.
+    /// These options with `apps` offered as built-in apps where `config` says so, after those
+    /// already plugged.
     #[must_use]
     pub fn plug(mut self, config: &crate::config::Config, apps: &[PluggedApp]) -> Self {
         self.builtins.extend(builtins(

@@ -78,11 +78,11 @@ pub struct Config {
     /// Web apps: registry, TLS trust, limits.
     pub web: WebConfig,
     /// The built-in local toolsets and their file sandbox.
-    pub local: aai_local::LocalConfig,
+    pub local: aai_toolset::LocalConfig,
     /// The desktop toolsets: screenshot size, protected apps, OCR language.
-    pub desktop: aai_local::desktop::DesktopConfig,
+    pub desktop: aai_toolset::DesktopConfig,
     /// The browser toolset: which Chromium, headless or not, and its domain policy.
-    pub browser: aai_local::browser::BrowserConfig,
+    pub browser: aai_toolset::BrowserConfig,
     /// What the audit log keeps of each call.
     pub audit: AuditConfig,
     /// Scheduled tasks: the agent commands they can hand work to, and the scheduler's limits.
@@ -301,9 +301,9 @@ impl Default for Config {
             executors: aai_executor::Settings::default(),
             retry: Retry::default(),
             web: WebConfig::default(),
-            local: aai_local::LocalConfig::default(),
-            desktop: aai_local::desktop::DesktopConfig::default(),
-            browser: aai_local::browser::BrowserConfig::default(),
+            local: aai_toolset::LocalConfig::default(),
+            desktop: aai_toolset::DesktopConfig::default(),
+            browser: aai_toolset::BrowserConfig::default(),
             audit: AuditConfig::default(),
             scheduler: SchedulerConfig::default(),
             sessions: SessionsConfig::default(),
@@ -549,7 +549,7 @@ pub fn aai_home() -> PathBuf {
     user_home().join(".aai")
 }
 
-pub use aai_local::{expand_home, user_home};
+pub use aai_toolset::{expand_home, user_home};
 
 /// `store` in config.json.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]

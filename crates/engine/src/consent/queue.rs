@@ -314,7 +314,8 @@ impl Asker for QueueAsker<'_> {
                         visible(self.call.tool)
                     );
                     tokio::spawn(async move {
-                        let _ = aai_local::system::notify("Approval needed", &note, "normal").await;
+                        let _ =
+                            aai_executor::notify::notify("Approval needed", &note, "normal").await;
                     });
                     (id, receiver)
                 }

@@ -1,12 +1,12 @@
-//! The built-in toolsets a call can reach, behind one by-app-id face: the local ones
-//! (`aai-local`, rebuilt when their part of the config changes) and the ones another crate
-//! plugged in through the same [`Toolset`] trait (the scheduler's `local.schedule`). The
-//! engine names none of them.
+//! The built-in toolsets a call can reach, behind one by-app-id face: those of the kit the
+//! binary plugged in ([`aai_toolset::Kit`]: the local ones, rebuilt when their part of the
+//! config changes) and the ones plugged in one by one through the same [`Toolset`] trait (the
+//! scheduler's `local.schedule`). The engine names none of them.
 
 use std::sync::Arc;
 
 use aai_descriptor::{AaiError, Descriptor, ErrorKind, Platform, ToolCommon};
-use aai_toolset::{Call, Judged, Toolset};
+use aai_toolset::{Call, Judged, Setup, Toolset, Toolsets};
 use serde_json::{Map, Value, json};
 
 use super::Caller;
@@ -17,17 +17,23 @@ use crate::config::Config;
 /// The toolsets in force for one call.
 #[derive(Clone)]
 pub struct Builtins {
-    local: Arc<aai_local::Toolsets>,
+    local: Arc<Toolsets>,
     plugged: Arc<[Arc<dyn Toolset>]>,
 }
 
 impl Builtins {
-    pub(crate) fn new(local: Arc<aai_local::Toolsets>, plugged: Arc<[Arc<dyn Toolset>]>) -> Self {
+    pub(crate) fn new(local: Arc<Toolsets>, plugged: Arc<[Arc<dyn Toolset>]>) -> Self {
         Self { local, plugged }
     }
 
-    /// The local toolsets (the browser, the input devices, what they were built with).
-    pub fn local(&self) -> &aai_local::Toolsets {
+    /// What the kit's toolsets were built with (the file sandbox and containment profile of
+    /// what another toolset starts for the agent come from it).
+    pub fn setup(&self) -> &Setup {
+        self.local.setup()
+    }
+
+    /// The kit's toolsets.
+    pub fn kit(&self) -> &Toolsets {
         &self.local
     }
 
@@ -109,33 +115,46 @@ impl Builtins {
         }
     }
 
-    /// Tells every toolset the emergency stop was pressed.
-    pub async fn emergency_stop(&self) {
-        for set in self.plugged.iter() {
-            set.emergency_stop().await;
-        }
-        self.local.emergency_stop().await;
-    }
-
-    /// What the plugged-in toolsets add to the emergency stop's report.
-    pub fn stop_notes(&self) -> Vec<(&'static str, Value)> {
+    /// Every toolset: those plugged in one by one, then the kit's.
+    fn every(&self) -> impl Iterator<Item = &dyn Toolset> {
         self.plugged
             .iter()
-            .filter_map(|set| set.stop_note())
-            .collect()
+            .map(AsRef::as_ref)
+            .chain(self.local.iter())
     }
 
-    /// Tells every plugged-in toolset the emergency stop was lifted.
+    /// Tells every toolset the emergency stop was pressed.
+    pub async fn emergency_stop(&self) {
+        for set in self.every() {
+            set.emergency_stop().await;
+        }
+    }
+
+    /// What every toolset undid once the emergency stop killed every process, for its report.
+    pub async fn after_kill(&self) -> Vec<(&'static str, Value)> {
+        let mut notes = Vec::new();
+        for set in self.every() {
+            notes.extend(set.after_kill().await);
+        }
+        notes
+    }
+
+    /// What the toolsets add to the emergency stop's report.
+    pub fn stop_notes(&self) -> Vec<(&'static str, Value)> {
+        self.every().filter_map(Toolset::stop_note).collect()
+    }
+
+    /// Tells every toolset the emergency stop was lifted.
     pub fn resumed(&self) {
-        for set in self.plugged.iter() {
+        for set in self.every() {
             set.resumed();
         }
     }
 }
 
 /// What the built-in toolsets are built with, from `config`.
-pub(super) fn toolset_setup(config: &Config, home: &std::path::Path) -> aai_local::Setup {
-    let mut setup = aai_local::Setup::new(
+pub(super) fn toolset_setup(config: &Config, home: &std::path::Path) -> Setup {
+    let mut setup = Setup::new(
         config.local.clone(),
         vec![home.to_path_buf(), config.web.cache_dir()],
     );
@@ -151,7 +170,7 @@ pub(super) type Plugged = Arc<std::sync::RwLock<Arc<[Arc<dyn aai_toolset::Toolse
 
 /// The built-in toolsets in force now.
 pub(super) fn current(
-    local: &std::sync::RwLock<Arc<aai_local::Toolsets>>,
+    local: &std::sync::RwLock<Arc<Toolsets>>,
     plugged: &std::sync::RwLock<Arc<[Arc<dyn aai_toolset::Toolset>]>>,
 ) -> Builtins {
     let local = local
@@ -168,7 +187,7 @@ pub(super) fn current(
 /// The executor of `automation: "builtin"`: whichever toolsets are in force when a call
 /// starts (a call keeps the ones it started with).
 pub(super) struct CurrentToolsets(
-    pub(super) Arc<std::sync::RwLock<Arc<aai_local::Toolsets>>>,
+    pub(super) Arc<std::sync::RwLock<Arc<Toolsets>>>,
     pub(super) Plugged,
 );
 
@@ -181,7 +200,7 @@ impl aai_executor::Executor for CurrentToolsets {
         Box::pin(async move {
             let app = invocation.descriptor.app_id.as_str();
             match toolsets.get(app) {
-                Some(set) => aai_local::run_limited(set, invocation).await,
+                Some(set) => aai_toolset::run_limited(set, invocation).await,
                 None => Err(aai_toolset::unknown(app, invocation.tool)),
             }
         })

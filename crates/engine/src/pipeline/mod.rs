@@ -95,9 +95,11 @@ pub struct Gateway {
     gate: Gate,
     /// Web apps: discovery, registry, credentials.
     web: Arc<Web>,
-    /// The built-in toolsets (they judge their own calls' risk and prefix grants): rebuilt
+    /// The kit's toolsets (they judge their own calls' risk and prefix grants): rebuilt
     /// when their sections of the config change; [`Gateway::toolsets`] is the current one.
-    toolsets: Arc<std::sync::RwLock<Arc<aai_local::Toolsets>>>,
+    toolsets: Arc<std::sync::RwLock<Arc<aai_toolset::Toolsets>>>,
+    /// The kit of built-in toolsets the binary plugged in ([`Gateway::plug_kit`]).
+    kit: Arc<std::sync::RwLock<Option<Arc<dyn aai_toolset::Kit>>>>,
     /// The toolsets other crates plugged in ([`Gateway::plug`]).
     plugged: Plugged,
     /// The emergency stop: while it is on, every call is refused.
@@ -153,7 +155,7 @@ impl Gateway {
         let web = Arc::new(web);
         let setup = toolset_setup(&config, home);
         let mut rest = web.rest_settings();
-        rest.files = Some(aai_local::upload_reader(&setup));
+        rest.files = Some(aai_sandbox::upload_reader(&setup));
         if let Some(mcp) = executors.mcp().cloned() {
             mcp.set_auth(web.auth.clone());
             // The user's risks for server tools follow config.json as it changes.
@@ -163,9 +165,10 @@ impl Gateway {
             }));
         }
         let executors = executors.with_web(rest, web.auth.clone());
-        let toolsets = Arc::new(std::sync::RwLock::new(Arc::new(aai_local::Toolsets::new(
-            &setup,
-        ))));
+        let toolsets = Arc::new(std::sync::RwLock::new(Arc::new(
+            aai_toolset::Toolsets::none(&setup),
+        )));
+        let kit: Arc<std::sync::RwLock<Option<Arc<dyn aai_toolset::Kit>>>> = Arc::default();
         let plugged = Plugged::default();
         // A caller that plugged in its own built-in executor (tests) keeps it.
         let executors = if executors.has_local() {
@@ -173,28 +176,16 @@ impl Gateway {
         } else {
             executors.with_local(Arc::new(CurrentToolsets(toolsets.clone(), plugged.clone())))
         };
-        let rebuilt = toolsets.clone();
-        let runtime = tokio::runtime::Handle::try_current().ok();
-        let toolset_home = home.to_path_buf();
+        let rebuild = Rebuild {
+            toolsets: toolsets.clone(),
+            kit: kit.clone(),
+            home: home.to_path_buf(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        };
         live.on_change(Box::new(move |config, reloaded| {
-            if !reloaded.toolsets {
-                return;
+            if reloaded.toolsets && rebuild.with(config) {
+                tracing::info!("the built-in toolsets were restarted with the new config");
             }
-            // The old toolsets end (their terminals and browsers with them) when the last
-            // call that holds them finishes; their clean-up needs the runtime.
-            let _entered = runtime.as_ref().map(tokio::runtime::Handle::enter);
-            let fresh = Arc::new(aai_local::Toolsets::new(&toolset_setup(
-                config,
-                &toolset_home,
-            )));
-            let old = std::mem::replace(
-                &mut *rebuilt
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner),
-                fresh,
-            );
-            drop(old);
-            tracing::info!("the built-in toolsets were restarted with the new config");
         }));
         let gate = Gate::new(data_db);
         let approvals = Arc::new(crate::consent::queue::Approvals::new(gate.feed.clone()));
@@ -208,6 +199,7 @@ impl Gateway {
             gate,
             web,
             toolsets,
+            kit,
             plugged,
             stop,
             approvals,
@@ -289,6 +281,31 @@ impl Gateway {
     /// The built-in toolsets in force.
     pub fn toolsets(&self) -> Builtins {
         current(&self.toolsets, &self.plugged)
+    }
+
+    /// Plugs in the kit of built-in toolsets (the local ones): its toolsets are built now with
+    /// the config in force, and again whenever their sections of the config change. Its apps
+    /// are offered when discovery is given its descriptors ([`crate::catalog::discovery::ScanOptions::plug`]).
+    pub fn plug_kit(&self, kit: Arc<dyn aai_toolset::Kit>) {
+        *self
+            .kit
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(kit);
+        let rebuild = Rebuild {
+            toolsets: self.toolsets.clone(),
+            kit: self.kit.clone(),
+            home: self.home.clone(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        };
+        rebuild.with(&self.config());
+    }
+
+    /// The kit of built-in toolsets plugged in, if one is (its descriptors, on and off).
+    pub fn kit(&self) -> Option<Arc<dyn aai_toolset::Kit>> {
+        self.kit
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Plugs in a toolset another crate provides (the scheduler's `local.schedule`): its calls
@@ -536,4 +553,42 @@ fn looks_like_web_address(name: &str) -> bool {
         || ["com", "org", "net", "io", "dev", "app", "ai"].contains(&tld)
             && host.matches('.').count() <= 2
             && !host.chars().any(char::is_uppercase)
+}
+
+/// Builds the kit's toolsets anew with a config, in place of the old ones.
+struct Rebuild {
+    toolsets: Arc<std::sync::RwLock<Arc<aai_toolset::Toolsets>>>,
+    kit: Arc<std::sync::RwLock<Option<Arc<dyn aai_toolset::Kit>>>>,
+    home: std::path::PathBuf,
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+impl Rebuild {
+    /// Rebuilds the toolsets with `config`; false when no kit is plugged in.
+    fn with(&self, config: &Config) -> bool {
+        let Some(kit) = self
+            .kit
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+        else {
+            return false;
+        };
+        // The old toolsets end (their terminals and browsers with them) when the last call
+        // that holds them finishes; their clean-up needs the runtime.
+        let _entered = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
+        let fresh = Arc::new(aai_toolset::Toolsets::new(
+            kit.as_ref(),
+            &toolset_setup(config, &self.home),
+        ));
+        let old = std::mem::replace(
+            &mut *self
+                .toolsets
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            fresh,
+        );
+        drop(old);
+        true
+    }
 }

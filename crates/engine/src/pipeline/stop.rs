@@ -99,7 +99,8 @@ impl Gateway {
         if let Some(mcp) = self.executors.mcp() {
             mcp.stopped();
         }
-        let released = toolsets.local().release_input().await;
+        // What the killed processes left behind (keys held down) is undone after them.
+        let undone = toolsets.after_kill().await;
         let took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let args = json!({"by": by, "killed": killed, "took_ms": took_ms});
         let call = Call {
@@ -118,7 +119,7 @@ impl Gateway {
         }
         tracing::warn!(%by, killed, took_ms, "EMERGENCY STOP: calls refused until `aai-gateway resume`");
         tokio::spawn(async {
-            let _ = aai_local::system::notify(
+            let _ = aai_executor::notify::notify(
                 "aai-gateway stopped",
                 "Emergency stop: every agent call was cancelled and none will run until you run `aai-gateway resume`.",
                 "critical",
@@ -129,14 +130,13 @@ impl Gateway {
             "stopped": true,
             "already": !newly,
             "killed": killed,
-            "input_released": released,
             "took_ms": took_ms,
         });
         if let Some(report) = report.as_object_mut() {
             report.extend(
-                toolsets
-                    .stop_notes()
+                undone
                     .into_iter()
+                    .chain(toolsets.stop_notes())
                     .map(|(key, value)| (key.to_owned(), value)),
             );
         }

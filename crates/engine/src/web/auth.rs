@@ -356,7 +356,7 @@ impl GatewayAuth {
         let bound = listener.local_addr().ok();
         let port = bound.map(|a| a.port()).unwrap_or_default();
         // The agent's browser must not deliver a sign-in it started itself.
-        let own = bound.map(aai_local::own_listeners::register);
+        let own = bound.map(aai_contain::own_listeners::register);
         let redirect_uri = format!("http://127.0.0.1:{port}/callback");
         let verifier = random_token()?;
         let state = random_token()?;

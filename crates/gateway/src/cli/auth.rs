@@ -162,7 +162,7 @@ fn web_apps(
     if let Some(problem) = problem {
         eprintln!("warning: {problem}");
     }
-    let options = super::compose::scan_options(home, &config, dev);
+    let options = aai_compose::scan_options(home, &config, dev);
     let registry = aai_engine::scan_once(&options, &[Platform::Web, Platform::Mcp]);
     (config, registry)
 }

@@ -31,11 +31,11 @@ pub async fn run(
     if let Some(platform) = request.platform {
         config.platforms = vec![platform];
     }
-    let options = super::compose::scan_options(home, &config, dev);
+    let options = aai_compose::scan_options(home, &config, dev);
     let registry = aai_engine::scan_once(&options, &config.platforms);
     let max = config.max_result_chars;
-    let executors = super::compose::executors(&config, home);
-    let gateway = super::compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+    let executors = aai_compose::executors(&config, home);
+    let gateway = aai_compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
     let Some(tool) = request.tool else {
         // What the agent reads before it calls: the app's tools, their parameters, an example.
         let registry = gateway.snapshot().await;

@@ -105,7 +105,7 @@ async fn approve(
     yes: bool,
 ) -> anyhow::Result<Vec<String>> {
     let (config, _) = Config::load(home);
-    let options = super::compose::scan_options(home, &config, dev);
+    let options = aai_compose::scan_options(home, &config, dev);
     let registry = aai_engine::scan_once(&options, &config.platforms);
     let found = aai_engine::pipeline::find_app(&registry, app)
         .map_err(|error| anyhow::anyhow!("{}", error.message))?;
@@ -158,10 +158,10 @@ async fn resolve(
     tool: Option<&str>,
 ) -> anyhow::Result<(String, Option<String>)> {
     let (config, _) = Config::load(home);
-    let options = super::compose::scan_options(home, &config, dev);
+    let options = aai_compose::scan_options(home, &config, dev);
     let registry = aai_engine::scan_once(&options, &config.platforms);
-    let executors = super::compose::executors(&config, home);
-    let gateway = super::compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+    let executors = aai_compose::executors(&config, home);
+    let gateway = aai_compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
     gateway
         .resolve(app, tool)
         .await

@@ -75,7 +75,7 @@ fn watch_stop_hotkey(gateway: &std::sync::Arc<aai_engine::pipeline::Gateway>) {
     }
     let handle = tokio::runtime::Handle::current();
     let stopping = gateway.clone();
-    let watched = aai_local::desktop::hotkey::watch(None, move || {
+    let watched = aai_desktop::desktop::hotkey::watch(None, move || {
         let gateway = stopping.clone();
         handle.spawn(async move {
             gateway.emergency_stop("Ctrl+Shift+Esc").await;

@@ -4,6 +4,8 @@
 use std::process::ExitCode;
 
 use aai_engine::config::Config;
+use aai_sandbox::Contained as _;
+use aai_toolset::Kit as _;
 
 use super::{output, runtime};
 
@@ -13,12 +15,12 @@ pub fn run(home: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
     if let Some(problem) = problem {
         eprintln!("warning: {problem}");
     }
-    let mut setup = aai_local::Setup::new(
+    let mut setup = aai_toolset::Setup::new(
         config.local.clone(),
         vec![home.to_path_buf(), config.web.cache_dir()],
     );
     setup.desktop = config.desktop.clone();
-    let toolsets = aai_local::Toolsets::new(&setup);
+    let toolsets = aai_local::toolsets(&setup);
     let mut report = runtime()?.block_on(toolsets.doctor());
     report.push((
         "aai-gateway".to_owned(),
@@ -27,7 +29,8 @@ pub fn run(home: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
     let servers = runtime()?.block_on(mcp_servers(home, &config));
     let mcp_apps: Vec<String> = servers.iter().map(|(app, _)| app.clone()).collect();
     report.extend(servers);
-    let enabled: Vec<String> = aai_local::descriptors(&config.local)
+    let enabled: Vec<String> = aai_local::Local
+        .descriptors(&config.local)
         .iter()
         .map(|d| d.app_id.clone())
         .collect();
@@ -67,7 +70,7 @@ async fn mcp_servers(
     home: &std::path::Path,
     config: &Config,
 ) -> Vec<(String, Vec<aai_toolset::Check>)> {
-    let options = super::compose::scan_options(home, config, false);
+    let options = aai_compose::scan_options(home, config, false);
     let registry = aai_engine::scan_once(&options, &config.platforms);
     let servers = aai_mcpapps::Servers::new(home);
     let mut report = Vec::new();
@@ -125,8 +128,8 @@ fn process_isolation() -> aai_toolset::Check {
 
 /// Which sandbox what the agent starts runs under, and what a launcher really enforced here
 /// (it restricts a throwaway process with the current config's rules and reports).
-fn containment(setup: &aai_local::Setup) -> aai_toolset::Check {
-    let mut check = aai_local::contain::doctor(&setup.config);
+fn containment(setup: &aai_toolset::Setup) -> aai_toolset::Check {
+    let mut check = aai_sandbox::profile::doctor(&setup.config);
     #[cfg(target_os = "linux")]
     if let (Some(backend), Ok(Some(profile)), Some(launcher)) = (
         check.backend.as_mut(),

@@ -4,7 +4,6 @@
 mod audit;
 mod auth;
 mod call;
-mod compose;
 mod config;
 mod consent;
 mod daemon;

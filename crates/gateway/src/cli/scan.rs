@@ -12,7 +12,7 @@ pub fn run(home: &std::path::Path, dev: bool) -> anyhow::Result<ExitCode> {
     if let Some(problem) = problem {
         eprintln!("warning: {problem}");
     }
-    let options = super::compose::scan_options(home, &config, dev);
+    let options = aai_compose::scan_options(home, &config, dev);
     output::scan_report(
         &aai_engine::scan_once(&options, &config.platforms),
         home,

@@ -151,10 +151,10 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
     if let Some(problem) = problem {
         eprintln!("warning: {problem}");
     }
-    let options = super::compose::scan_options(home, &config, false);
+    let options = aai_compose::scan_options(home, &config, false);
     let registry = aai_engine::scan_once(&options, &config.platforms);
-    let executors = super::compose::executors(&config, home);
-    let gateway = super::compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+    let executors = aai_compose::executors(&config, home);
+    let gateway = aai_compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
     let daemon = aai_engine::runfiles::running(home).is_some();
     let (tool, args) = match action {
         Action::Add(args) => {

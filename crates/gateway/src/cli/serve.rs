@@ -27,11 +27,11 @@ pub(super) fn start_gateway(
     let registry = aai_engine::catalog::watch::spawn(
         home.to_path_buf(),
         dev,
-        super::compose::plugged_apps(),
+        aai_compose::plugged_apps(),
         config.clone(),
         cancel.clone(),
     );
-    let executors = super::compose::executors(&config.get(), home);
+    let executors = aai_compose::executors(&config.get(), home);
     let gateway = Gateway::new_live(
         registry.clone(),
         config,
@@ -39,7 +39,7 @@ pub(super) fn start_gateway(
         home.join(DATA_DB),
         home,
     );
-    super::compose::plug(&gateway);
+    aai_compose::plug(&gateway);
     // A stop pressed anywhere for this user (the marker) stops this gateway too.
     aai_engine::pipeline::stop::watch_marker(gateway.clone(), cancel.clone());
     if gateway.config().store.url.is_some() {

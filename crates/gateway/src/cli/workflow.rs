@@ -81,11 +81,11 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             if let Some(problem) = problem {
                 eprintln!("warning: {problem}");
             }
-            let options = super::compose::scan_options(home, &config, false);
+            let options = aai_compose::scan_options(home, &config, false);
             let registry = aai_engine::scan_once(&options, &config.platforms);
-            let executors = super::compose::executors(&config, home);
+            let executors = aai_compose::executors(&config, home);
             let gateway =
-                super::compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
+                aai_compose::fixed_gateway(registry, config, executors, home.join(DATA_DB));
             // At a terminal, a step that needs approval asks the person at the keyboard.
             let asker = (std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
                 .then_some(output::TerminalAsker);

@@ -46,7 +46,7 @@ impl TestGateway {
             .collect();
         let snapshot = Snapshot::build(&found, platforms, true);
         let data_db = dir.path().join("data.db");
-        let gateway = aai_engine::fixed_gateway(snapshot, config, executors, data_db.clone());
+        let gateway = aai_compose::kit_gateway(snapshot, config, executors, data_db.clone());
         Self {
             gateway,
             dir,
@@ -57,11 +57,11 @@ impl TestGateway {
     /// A gateway in `dir` over what a scan of `home` finds on Linux (the built-in apps
     /// included), with `config`; its `data.db` in `home`.
     pub fn scanning(dir: tempfile::TempDir, home: &Path, config: Config) -> Self {
-        let options = ScanOptions::new(home, &config, false);
+        let options =
+            ScanOptions::new(home, &config, false).plug(&config, &aai_compose::kit_apps());
         let snapshot = aai_engine::scan_once(&options, &[Platform::Linux]);
         let data_db = home.join("data.db");
-        let gateway =
-            aai_engine::fixed_gateway(snapshot, config, Executors::new(), data_db.clone());
+        let gateway = aai_compose::kit_gateway(snapshot, config, Executors::new(), data_db.clone());
         Self {
             gateway,
             dir,

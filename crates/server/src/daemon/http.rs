@@ -147,7 +147,7 @@ pub async fn serve(
     })?;
     let addr = listener.local_addr()?;
     // The agent's tools (its browser) never connect to the gateway's own listener.
-    let own = aai_local::own_listeners::register(addr);
+    let own = aai_contain::own_listeners::register(addr);
     let port = addr.port();
     let token = new_token();
     let control_credential = aai_engine::control::credential(home)

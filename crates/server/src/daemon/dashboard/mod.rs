@@ -179,7 +179,7 @@ async fn state(State(control): State<Control>) -> Response {
         "clients": clients,
         "default_profile": policy.default_profile,
         "profiles": settings::profiles(gateway),
-        "toolsets": settings::toolsets(&gateway.config()),
+        "toolsets": settings::toolsets(gateway),
         "mcp_servers": gateway.executors().mcp().map(|m| m.states()).unwrap_or_else(|| json!([])),
         "config_problem": gateway.live().problem(),
         "schedules": schedules(gateway),

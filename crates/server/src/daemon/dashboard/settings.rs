@@ -38,10 +38,14 @@ pub enum SettingsError {
     File(#[from] FileError),
 }
 
-/// The built-in toolsets, each with whether the config in force turns it on.
-pub fn toolsets(config: &Config) -> Vec<Value> {
-    let on = aai_local::descriptors(&config.local);
-    aai_local::all_descriptors()
+/// The built-in toolsets of the gateway's kit, each with whether the config in force turns
+/// it on.
+pub fn toolsets(gateway: &Gateway) -> Vec<Value> {
+    let Some(kit) = gateway.kit() else {
+        return Vec::new();
+    };
+    let on = kit.descriptors(&gateway.config().local);
+    kit.all()
         .iter()
         .map(|d| {
             json!({
@@ -68,7 +72,10 @@ pub fn profiles(gateway: &Gateway) -> Vec<String> {
 /// # Errors
 /// An unknown toolset, or a config that cannot be read, is invalid, or cannot be written.
 pub fn set_toolset(gateway: &Gateway, app: &str, on: bool) -> Result<(), SettingsError> {
-    let key = aai_local::all_descriptors()
+    let key = gateway
+        .kit()
+        .map(|kit| kit.all())
+        .unwrap_or_default()
         .iter()
         .find(|d| d.app_id == app)
         .and_then(|d| d.app_id.strip_prefix("local.").map(str::to_owned))

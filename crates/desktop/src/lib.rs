@@ -1,0 +1,30 @@
+//! The built-in toolsets that drive the user's desktop, each an app like any other (a real
+//! `aai.json` in `toolsets/`): `local.screen` (screenshots, OCR, finding elements),
+//! `local.input` (mouse and keyboard, judged by where they land) and `local.apps` (launching,
+//! switching and closing apps, windows). They share one desktop connection ([`Display`]) and
+//! the backends in [`desktop`]: X11, the Wayland portals, and the programs macOS and Windows
+//! run.
+
+pub mod a11y;
+pub mod apps;
+pub mod desktop;
+pub mod input;
+pub mod ocr;
+pub mod screen;
+
+use std::sync::Arc;
+
+pub(crate) use aai_toolset::{Call, Judged, Setup, Toolset, shipped, tool_names, unknown};
+
+/// The one desktop connection the desktop toolsets of a kit share.
+pub type Display = Arc<desktop::backend::Desktop>;
+
+/// The desktop toolsets, in the order they are listed, sharing one connection.
+pub fn toolsets(setup: &Setup) -> [Box<dyn Toolset>; 3] {
+    let display = Display::new(desktop::backend::Desktop::of(&setup.seat));
+    [
+        Box::new(screen::Screen::new(setup, &display)),
+        Box::new(input::Input::new(setup, &display)),
+        Box::new(apps::Apps::new(setup, &display)),
+    ]
+}
