@@ -50,11 +50,12 @@ pub fn executors(config: &Config, home: &Path) -> Executors {
         .with_mcp(aai_mcpapps::Servers::new(home))
 }
 
-/// Plugs the toolsets into `gateway`.
-pub fn plug(gateway: &Arc<Gateway>) {
+/// Plugs the toolsets and the scheduler into `gateway`; returns the scheduler's hub, which its
+/// loop shares (`aai_schedule::runner::spawn`, in the daemon).
+pub fn plug(gateway: &Arc<Gateway>) -> Arc<aai_schedule::Hub> {
     gateway.plug_kit(Arc::new(aai_local::Local));
-    aai_schedule::plug(gateway);
     aai_drafts::tools::plug(gateway);
+    aai_schedule::plug(gateway)
 }
 
 /// A gateway over a fixed registry (see [`aai_engine::fixed_gateway`]), the toolsets plugged.

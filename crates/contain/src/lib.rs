@@ -41,6 +41,7 @@ mod launcher;
 #[cfg(target_os = "linux")]
 pub mod linux;
 #[cfg(target_os = "linux")]
+pub mod own_files;
 pub mod own_listeners;
 pub mod procs;
 pub mod sessions;

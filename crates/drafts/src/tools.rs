@@ -280,7 +280,7 @@ impl DescriptorTools {
                 format!("cannot write {}: {e}", path.display()),
             )
         };
-        aai_engine::private::create_dir(&folder).map_err(failed)?;
+        aai_contain::own_files::create_dir(&folder).map_err(failed)?;
         let text = serde_json::to_string_pretty(&checked.json).unwrap_or_default() + "\n";
         aai_engine::private::write_private(&path, text.as_bytes()).map_err(failed)?;
         tracing::info!(app = %app_id, path = %path.display(), "a descriptor was installed at the agent's request");

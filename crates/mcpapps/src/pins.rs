@@ -149,9 +149,9 @@ impl Pins {
             source,
         };
         let dir = self.file.parent().unwrap_or(Path::new("."));
-        aai_engine::private::create_dir(dir).map_err(write)?;
+        aai_contain::own_files::create_dir(dir).map_err(write)?;
         let text = serde_json::to_string_pretty(table).unwrap_or_default() + "\n";
-        aai_engine::private::write_private(&self.file, text.as_bytes()).map_err(write)
+        aai_contain::own_files::write_private(&self.file, text.as_bytes()).map_err(write)
     }
 
     /// Runs `change` on the table as on disk now (another gateway may have written it) and

@@ -16,28 +16,67 @@ pub mod tools;
 pub use hub::Hub;
 pub use tools::{APP_ID, ScheduleTools, Scheduling};
 
-/// Plugs the scheduler's `local.schedule` toolset into `gateway` (once: a gateway that has it
-/// keeps it) and returns the hub it shares with the scheduler.
+/// Plugs the scheduler into `gateway`: its `local.schedule` toolset, and the [`Tasks`] the
+/// gateway's surfaces reach it through. Returns the hub the two share with the scheduler loop
+/// ([`runner::spawn`]). The binary does this once per gateway (`aai-compose`).
 pub fn plug(gateway: &Arc<Gateway>) -> Arc<Hub> {
-    if let Some(hub) = hub_of(gateway) {
-        return hub;
-    }
     let hub = Arc::new(Hub::new(gateway.gate().data_db().to_path_buf()));
     gateway.plug(Arc::new(ScheduleTools {
         gateway: Arc::downgrade(gateway),
         hub: hub.clone(),
     }));
+    gateway.plug_tasks(hub.clone());
     hub
 }
 
-/// The hub of the scheduler plugged into `gateway`, if one is.
-pub fn hub_of(gateway: &Gateway) -> Option<Arc<Hub>> {
-    let toolsets = gateway.toolsets();
-    let plugged: Arc<dyn std::any::Any + Send + Sync> = toolsets.plugged(APP_ID)?.clone();
-    plugged
-        .downcast::<ScheduleTools>()
-        .ok()
-        .map(|tools| tools.hub.clone())
+impl Tasks for Hub {
+    fn app(&self) -> &'static str {
+        APP_ID
+    }
+
+    fn token(&self, token: &str) -> Option<(Arc<TaskGrant>, aai_engine::pipeline::CallIds)> {
+        Hub::token(self, token)
+    }
+
+    fn report(&self) -> serde_json::Value {
+        let store = match self.store() {
+            Ok(store) => store,
+            Err(error) => return serde_json::json!({"error": error.message}),
+        };
+        let runs = store.history(None, 15).unwrap_or_default();
+        serde_json::json!({
+            "tasks": tools::list(&store).unwrap_or_default(),
+            "runs": runs.iter().map(|run| {
+                let described = tools::describe_run(&store, run);
+                serde_json::json!({
+                    "run_id": run.id, "task": run.task, "kind": run.kind, "state": run.state,
+                    "scheduled": described["scheduled"], "finished": described["finished"],
+                    "error": described["error"]["message"].as_str().or_else(|| described["error"].as_str()),
+                    "steps": described["steps"].as_array().map_or(0, Vec::len),
+                })
+            }).collect::<Vec<_>>(),
+        })
+    }
+
+    fn change<'a>(
+        &'a self,
+        gateway: &'a Gateway,
+        tool: &'a str,
+        args: &'a serde_json::Map<String, serde_json::Value>,
+    ) -> aai_executor::BoxFuture<'a, Result<serde_json::Value, aai_descriptor::AaiError>> {
+        Box::pin(async move {
+            Scheduling { gateway, hub: self }
+                .schedule_tool(tool, args)
+                .await
+        })
+    }
+
+    fn serve_at(&self, url: &str) {
+        *self
+            .url
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(url.to_owned());
+    }
 }
 
 /// The app `local.schedule` for discovery: offered while `scheduler.tools` is on.
@@ -51,7 +90,7 @@ use std::sync::Arc;
 
 use aai_descriptor::Risk;
 use aai_engine::pipeline::Gateway;
-pub use aai_engine::pipeline::task::{OnApproval, TaskGrant};
+pub use aai_engine::pipeline::task::{OnApproval, TaskGrant, Tasks};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -16,8 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use super::hub::Hub;
 use super::tables::{NewRun, RunCheckpoints, RunRow, Store, Stored};
-use super::{CLAIM_LIMIT, CatchUp, OnApproval, Overlap, Run, Timing, now_ms};
-use aai_engine::consent::{Answer, Asker, Question, Unanswered};
+use super::{CLAIM_LIMIT, CatchUp, Overlap, Run, Timing, now_ms};
 use aai_engine::pipeline::{CallIds, Caller, Gateway};
 
 /// The identity of this scheduler in the runs it owns: `<pid>:<start ms>`.
@@ -37,8 +36,11 @@ fn owner_alive(owner: &str, me: &str) -> bool {
 }
 
 /// Starts the scheduler of `gateway`; it ends when `cancel` fires.
-pub fn spawn(gateway: Arc<Gateway>, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
-    let hub = crate::plug(&gateway);
+pub fn spawn(
+    gateway: Arc<Gateway>,
+    hub: Arc<Hub>,
+    cancel: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
     hub.active.store(true, std::sync::atomic::Ordering::SeqCst);
     let scheduler = Arc::new(Scheduler {
         owner: owner_id(),
@@ -458,49 +460,6 @@ fn final_failure(result: &Result<Value, AaiError>) -> bool {
     }
 }
 
-/// Who asks for a task's call that needs a person: nobody (the run fails), or the
-/// dashboard's queue when the task says so.
-pub struct TaskAsker<'a> {
-    pub gateway: &'a Gateway,
-    pub task: &'a str,
-    pub on_approval: OnApproval,
-}
-
-impl Asker for TaskAsker<'_> {
-    fn ask<'b>(
-        &'b self,
-        question: &'b Question,
-    ) -> aai_executor::BoxFuture<'b, Result<Answer, Unanswered>> {
-        Box::pin(async move {
-            if self.on_approval == OnApproval::Fail {
-                return Err(Unanswered::CannotAsk(format!(
-                    "the scheduled task {:?} runs unattended; set its on_approval to \"queue\" to wait for the user on the dashboard",
-                    self.task
-                )));
-            }
-            let args = Value::String(question.args.clone());
-            let queue = aai_engine::consent::queue::QueueAsker {
-                approvals: self.gateway.approvals(),
-                call: aai_engine::consent::queue::Pending {
-                    caller: &question.caller,
-                    app: &question.app_id,
-                    tool: &question.tool,
-                    args: &args,
-                },
-                resume: None,
-                claimed: None,
-                wait: Duration::from_secs(24 * 3600),
-                stop: self.gateway.stop().calls(),
-            };
-            queue.ask(question).await
-        })
-    }
-
-    fn via(&self) -> &'static str {
-        "approval queue"
-    }
-}
-
 /// Runs (or resumes) `run`.
 async fn execute(
     gateway: &Gateway,
@@ -520,7 +479,7 @@ async fn execute(
         run: run.id,
         prior: store.steps(run.id).map_err(AaiError::from)?,
     };
-    let asker = TaskAsker {
+    let asker = aai_engine::pipeline::task::TaskAsker {
         gateway,
         task: &task.name,
         on_approval: task.on_approval,

@@ -100,6 +100,8 @@ pub struct Gateway {
     toolsets: Arc<std::sync::RwLock<Arc<aai_toolset::Toolsets>>>,
     /// The kit of built-in toolsets the binary plugged in ([`Gateway::plug_kit`]).
     kit: Arc<std::sync::RwLock<Option<Arc<dyn aai_toolset::Kit>>>>,
+    /// The scheduler the binary plugged in ([`Gateway::plug_tasks`]).
+    tasks: std::sync::RwLock<Option<Arc<dyn task::Tasks>>>,
     /// The toolsets other crates plugged in ([`Gateway::plug`]).
     plugged: Plugged,
     /// The emergency stop: while it is on, every call is refused.
@@ -200,6 +202,7 @@ impl Gateway {
             web,
             toolsets,
             kit,
+            tasks: std::sync::RwLock::default(),
             plugged,
             stop,
             approvals,
@@ -303,6 +306,22 @@ impl Gateway {
     /// The kit of built-in toolsets plugged in, if one is (its descriptors, on and off).
     pub fn kit(&self) -> Option<Arc<dyn aai_toolset::Kit>> {
         self.kit
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Plugs in the scheduler: the surfaces reach its run tokens and tasks through it.
+    pub fn plug_tasks(&self, tasks: Arc<dyn task::Tasks>) {
+        *self
+            .tasks
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tasks);
+    }
+
+    /// The scheduler plugged in, if one is.
+    pub fn tasks(&self) -> Option<Arc<dyn task::Tasks>> {
+        self.tasks
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()

@@ -70,3 +70,77 @@ impl TaskGrant {
         None
     }
 }
+
+/// The scheduler as the gateway's surfaces reach it (the MCP handler, the daemon, the
+/// dashboard, the command line), plugged in by the binary ([`super::Gateway::plug_tasks`]):
+/// the tokens of its agent runs, and what the dashboard shows and changes.
+pub trait Tasks: Send + Sync {
+    /// The app id of the scheduler's tools, under which the dashboard's changes are audited.
+    fn app(&self) -> &'static str;
+
+    /// The grant and call ids of the agent run whose token this is, while the run lasts.
+    fn token(&self, token: &str) -> Option<(std::sync::Arc<TaskGrant>, super::CallIds)>;
+
+    /// The tasks and their latest runs, as the dashboard shows them (or why they cannot be
+    /// read).
+    fn report(&self) -> serde_json::Value;
+
+    /// Runs one of the scheduler's tools for the person at the dashboard or the command line:
+    /// their own change, not put to them again.
+    ///
+    /// # Errors
+    /// The tool's error.
+    fn change<'a>(
+        &'a self,
+        gateway: &'a super::Gateway,
+        tool: &'a str,
+        args: &'a serde_json::Map<String, serde_json::Value>,
+    ) -> aai_executor::BoxFuture<'a, Result<serde_json::Value, AaiError>>;
+
+    /// The daemon serves MCP at `url`: agent runs are pointed there.
+    fn serve_at(&self, url: &str);
+}
+
+/// Who asks for a task's call that needs a person: nobody (the run fails), or the
+/// dashboard's queue when the task says so.
+pub struct TaskAsker<'a> {
+    pub gateway: &'a super::Gateway,
+    pub task: &'a str,
+    pub on_approval: OnApproval,
+}
+
+impl crate::consent::Asker for TaskAsker<'_> {
+    fn ask<'b>(
+        &'b self,
+        question: &'b crate::consent::Question,
+    ) -> aai_executor::BoxFuture<'b, Result<crate::consent::Answer, crate::consent::Unanswered>>
+    {
+        Box::pin(async move {
+            if self.on_approval == OnApproval::Fail {
+                return Err(crate::consent::Unanswered::CannotAsk(format!(
+                    "the scheduled task {:?} runs unattended; set its on_approval to \"queue\" to wait for the user on the dashboard",
+                    self.task
+                )));
+            }
+            let args = serde_json::Value::String(question.args.clone());
+            let queue = crate::consent::queue::QueueAsker {
+                approvals: self.gateway.approvals(),
+                call: crate::consent::queue::Pending {
+                    caller: &question.caller,
+                    app: &question.app_id,
+                    tool: &question.tool,
+                    args: &args,
+                },
+                resume: None,
+                claimed: None,
+                wait: std::time::Duration::from_secs(24 * 3600),
+                stop: self.gateway.stop().calls(),
+            };
+            crate::consent::Asker::ask(&queue, question).await
+        })
+    }
+
+    fn via(&self) -> &'static str {
+        "approval queue"
+    }
+}

@@ -18,7 +18,7 @@ pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Resu
         );
     }
     let cancel = CancellationToken::new();
-    let (gateway, _registry) = super::serve::start_gateway(home, dev, &cancel);
+    let (gateway, _registry, hub) = super::serve::start_gateway(home, dev, &cancel);
     // Clients that cannot ask the user wait in the approval queue, answered from anywhere.
     gateway.set_queue_approvals(true);
     watch_stop_hotkey(&gateway);
@@ -31,7 +31,7 @@ pub async fn serve(home: &Path, dev: bool, listen: Option<&str>) -> anyhow::Resu
     )
     .await?;
     // Scheduled tasks run from here on (and the runs a killed daemon left resume).
-    let _scheduler = aai_schedule::runner::spawn(gateway, cancel.clone());
+    let _scheduler = aai_schedule::runner::spawn(gateway, hub, cancel.clone());
     // For the person who started it: where it is (the token stays in the 0600 file).
     eprintln!(
         "aai-gateway: serving MCP at {} (token in {})",

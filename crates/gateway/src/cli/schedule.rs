@@ -179,12 +179,10 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
         Action::Schema => unreachable!("answered above"),
     };
     let args = args.as_object().cloned().unwrap_or_default();
-    let hub = aai_schedule::plug(&gateway);
-    let scheduling = aai_schedule::Scheduling {
-        gateway: &gateway,
-        hub: &hub,
-    };
-    match scheduling.schedule_tool(tool, &args).await {
+    let tasks = gateway
+        .tasks()
+        .context("the scheduler is plugged into every gateway")?;
+    match tasks.change(&gateway, tool, &args).await {
         Ok(report) => {
             output::report(&report);
             let failed = report["state"]
@@ -210,8 +208,8 @@ async fn queue_run(
     name: &str,
     wait: bool,
 ) -> anyhow::Result<ExitCode> {
-    let hub =
-        aai_schedule::hub_of(gateway).context("the scheduler is plugged into every gateway")?;
+    // The daemon's scheduler runs the queued run; this process only writes it to data.db.
+    let hub = aai_schedule::Hub::new(gateway.gate().data_db().to_path_buf());
     let store = hub.store().map_err(|e| anyhow::anyhow!(e.message))?;
     let stored = store
         .get(name)

@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 use super::DATA_DB;
 
 /// A gateway with live discovery under `home`, and the web registry refreshed in the
-/// background when one is configured; `cancel` ends discovery.
+/// background when one is configured; `cancel` ends discovery. With it, the scheduler's hub
+/// (the daemon runs the scheduler's loop on it).
 pub(super) fn start_gateway(
     home: &std::path::Path,
     dev: bool,
@@ -18,6 +19,7 @@ pub(super) fn start_gateway(
 ) -> (
     std::sync::Arc<Gateway>,
     tokio::sync::watch::Receiver<std::sync::Arc<aai_engine::catalog::snapshot::Snapshot>>,
+    std::sync::Arc<aai_schedule::Hub>,
 ) {
     if let Err(error) = aai_engine::private::create_dir(home) {
         tracing::warn!(home = %home.display(), "cannot create the gateway's folder: {error}");
@@ -39,7 +41,7 @@ pub(super) fn start_gateway(
         home.join(DATA_DB),
         home,
     );
-    aai_compose::plug(&gateway);
+    let hub = aai_compose::plug(&gateway);
     // A stop pressed anywhere for this user (the marker) stops this gateway too.
     aai_engine::pipeline::stop::watch_marker(gateway.clone(), cancel.clone());
     if gateway.config().store.url.is_some() {
@@ -90,7 +92,7 @@ pub(super) fn start_gateway(
             }
         });
     }
-    (gateway, registry)
+    (gateway, registry, hub)
 }
 
 /// The daemon this stdio client should be forwarded to: the one whose runtime files name a
@@ -139,7 +141,7 @@ pub async fn run(home: std::path::PathBuf, dev: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     let cancel = CancellationToken::new();
-    let (gateway, registry) = start_gateway(&home, dev, &cancel);
+    let (gateway, registry, _hub) = start_gateway(&home, dev, &cancel);
     let max_request_bytes = gateway.config().max_request_bytes;
     tracing::info!(home = %home.display(), version = env!("CARGO_PKG_VERSION"), "aai-gateway serving MCP on stdio");
     let server = AaiServer::new(gateway);

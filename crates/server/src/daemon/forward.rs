@@ -51,7 +51,7 @@ where
 {
     // This client's connection, named for the daemon: a 2026-07-28 client's requests carry
     // no session, and its "for this session" grants belong to this connection.
-    let connection = aai_engine::private::new_token();
+    let connection = aai_contain::own_files::new_token();
     let mut headers = std::collections::HashMap::new();
     if let (Ok(name), Ok(value)) = (
         reqwest::header::HeaderName::from_bytes(crate::mcp::CONNECTION_HEADER.as_bytes()),

@@ -38,8 +38,8 @@ use super::logins::Logins;
 use super::reply::{json_response, refuse};
 use super::sessions::Sessions;
 use crate::mcp::AaiServer;
+use aai_contain::own_files::{new_token, same_secret};
 use aai_engine::pipeline::Gateway;
-use aai_engine::private::{new_token, same_secret};
 use aai_engine::runfiles::{RuntimeFiles, ServeInfo};
 
 /// Requests per second a client may send on average, and the burst it may send at once.
@@ -247,10 +247,9 @@ pub async fn serve(
         .merge(dashboard::routes())
         .with_state(control)
         .layer(axum::middleware::from_fn_with_state(guard, check));
-    *aai_schedule::plug(&gateway)
-        .url
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(url.clone());
+    if let Some(tasks) = gateway.tasks() {
+        tasks.serve_at(&url);
+    }
     tracing::info!(%url, "aai-gateway serving MCP over Streamable HTTP");
     let done = tokio::spawn(async move {
         let (_files, _own) = (files, own);
@@ -573,8 +572,10 @@ fn judge(
         // while the run lasts.
         Needs::Mcp
             if !presented.is_empty()
-                && aai_schedule::hub_of(&guard.gateway)
-                    .is_some_and(|hub| hub.token(presented).is_some()) =>
+                && guard
+                    .gateway
+                    .tasks()
+                    .is_some_and(|tasks| tasks.token(presented).is_some()) =>
         {
             Principal::Task
         }

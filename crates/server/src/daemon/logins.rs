@@ -34,7 +34,7 @@ struct Session {
 impl Logins {
     /// A new one-time login code.
     pub fn mint(&self) -> String {
-        let code = aai_engine::private::new_token();
+        let code = aai_contain::own_files::new_token();
         let now = Instant::now();
         let mut codes = self.codes.lock().unwrap_or_else(|e| e.into_inner());
         codes.retain(|_, until| *until > now);
@@ -53,8 +53,8 @@ impl Logins {
             return None;
         }
         let (id, csrf) = (
-            aai_engine::private::new_token(),
-            aai_engine::private::new_token(),
+            aai_contain::own_files::new_token(),
+            aai_contain::own_files::new_token(),
         );
         let now = Instant::now();
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
@@ -76,7 +76,7 @@ impl Logins {
         sessions
             .iter()
             .find(|(known, s)| {
-                aai_engine::private::same_secret(known.as_bytes(), id.as_bytes())
+                aai_contain::own_files::same_secret(known.as_bytes(), id.as_bytes())
                     && s.until > Instant::now()
             })
             .map(|(_, s)| s.csrf.clone())
@@ -130,7 +130,7 @@ impl Logins {
             .map(str::to_owned)
             .or(in_query)
             .unwrap_or_default();
-        if !aai_engine::private::same_secret(presented.as_bytes(), csrf.as_bytes()) {
+        if !aai_contain::own_files::same_secret(presented.as_bytes(), csrf.as_bytes()) {
             return Some(refuse(
                 StatusCode::FORBIDDEN,
                 "the request lacks this session's key; open the dashboard again with `aai-gateway dashboard`",

@@ -367,7 +367,7 @@ struct Asking<'a, 'c> {
     name: &'c str,
     args: &'c Value,
     /// The scheduled task whose agent makes the call.
-    task: Option<&'a Arc<aai_schedule::TaskGrant>>,
+    task: Option<&'a Arc<aai_engine::pipeline::task::TaskGrant>>,
     /// The approval a resumed call carries.
     resume: Option<&'a str>,
     /// The answer that resume took already.
@@ -455,7 +455,7 @@ impl AaiServer {
             })
         };
         if let Some(grant) = asking.task {
-            Some(Box::new(aai_schedule::runner::TaskAsker {
+            Some(Box::new(aai_engine::pipeline::task::TaskAsker {
                 gateway: &self.gateway,
                 task: &grant.task,
                 on_approval: grant.on_approval,
@@ -491,7 +491,10 @@ impl AaiServer {
         context: &RequestContext<RoleServer>,
     ) -> (
         String,
-        Option<(Arc<aai_schedule::TaskGrant>, aai_engine::pipeline::CallIds)>,
+        Option<(
+            Arc<aai_engine::pipeline::task::TaskGrant>,
+            aai_engine::pipeline::CallIds,
+        )>,
     ) {
         let caller = context
             .client_info()
@@ -504,7 +507,7 @@ impl AaiServer {
             .and_then(|parts| parts.headers.get(axum::http::header::AUTHORIZATION))
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.strip_prefix("Bearer "))
-            .and_then(|token| aai_schedule::hub_of(&self.gateway)?.token(token.trim()));
+            .and_then(|token| self.gateway.tasks()?.token(token.trim()));
         match task {
             Some((grant, calls)) => (format!("schedule:{}", grant.task), Some((grant, calls))),
             None => (caller, None),

@@ -188,26 +188,10 @@ async fn state(State(control): State<Control>) -> Response {
 
 /// The scheduled tasks and their latest runs, or why they cannot be read.
 fn schedules(gateway: &aai_engine::pipeline::Gateway) -> Value {
-    let Some(hub) = aai_schedule::hub_of(gateway) else {
-        return json!({"error": "this gateway runs no scheduler"});
-    };
-    let store = match hub.store() {
-        Ok(store) => store,
-        Err(error) => return json!({"error": error.message}),
-    };
-    let runs = store.history(None, 15).unwrap_or_default();
-    json!({
-        "tasks": aai_schedule::tools::list(&store).unwrap_or_default(),
-        "runs": runs.iter().map(|run| {
-            let described = aai_schedule::tools::describe_run(&store, run);
-            json!({
-                "run_id": run.id, "task": run.task, "kind": run.kind, "state": run.state,
-                "scheduled": described["scheduled"], "finished": described["finished"],
-                "error": described["error"]["message"].as_str().or_else(|| described["error"].as_str()),
-                "steps": described["steps"].as_array().map_or(0, Vec::len),
-            })
-        }).collect::<Vec<_>>(),
-    })
+    gateway.tasks().map_or_else(
+        || json!({"error": "this gateway runs no scheduler"}),
+        |tasks| tasks.report(),
+    )
 }
 
 /// Turns a scheduled task on or off (`{"name", "on"}`).
@@ -248,18 +232,15 @@ async fn schedule_run(State(control): State<Control>, body: Body) -> Response {
 /// A change the person at the dashboard makes: their own, so not asked again; audited.
 async fn schedule_change(control: &Control, tool: &str, name: &str) -> Response {
     let args = serde_json::Map::from_iter([("name".to_owned(), json!(name))]);
-    let hub = aai_schedule::plug(&control.gateway);
-    let result = aai_schedule::Scheduling {
-        gateway: &control.gateway,
-        hub: &hub,
-    }
-    .schedule_tool(tool, &args)
-    .await;
+    let Some(tasks) = control.gateway.tasks() else {
+        return refuse(StatusCode::NOT_FOUND, "this gateway runs no scheduler");
+    };
+    let result = tasks.change(&control.gateway, tool, &args).await;
     let audit_args = json!({"name": name});
     let call = aai_engine::gate::Call {
         id: control.gateway.gate().call_id(),
         caller: "dashboard",
-        app: aai_schedule::tools::APP_ID,
+        app: tasks.app(),
         tool,
         args: &audit_args,
         risk: aai_descriptor::Risk::High,

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
+use aai_contain::own_files::FileError;
 use aai_engine::config::{CONFIG_FILE, Config, ParseError};
 use aai_engine::pipeline::Gateway;
-use aai_engine::private::FileError;
 
 /// Why a setting was not changed; the dashboard shows it as it is.
 #[derive(Debug, thiserror::Error)]
@@ -160,7 +160,7 @@ fn edit(
     let text = serde_json::to_string_pretty(&config).unwrap_or_default() + "\n";
     let parsed = Config::parse(&path, text.as_bytes()).map_err(SettingsError::Refused)?;
     let dir = path.parent().unwrap_or(home);
-    aai_engine::private::create_dir(dir).map_err(FileError::at("create", dir))?;
+    aai_contain::own_files::create_dir(dir).map_err(FileError::at("create", dir))?;
     let mut file = tempfile::NamedTempFile::new_in(dir).map_err(FileError::at("write in", dir))?;
     std::io::Write::write_all(&mut file, text.as_bytes()).map_err(FileError::at("write", &path))?;
     file.persist(&path)
