@@ -72,13 +72,17 @@ pub fn set_preferred(home: &Path, app_id: &str, prefer: bool) -> Result<(), Stor
 
 /// Another source offering `app_id` on this machine, and the file it comes from: the one
 /// that would win over a store app of that id (a user-written descriptor, a configured
-/// folder or file, a web registry copy, a built-in app, an app bundle). One discovery scan.
+/// folder or file, a web registry copy, a built-in app, an app bundle). One discovery scan,
+/// with the apps plugged into the gateway (`plugged`: the built-in ones) offered as it offers
+/// them.
 pub fn offered_elsewhere(
     home: &Path,
     config: &crate::config::Config,
+    plugged: &[crate::catalog::discovery::PluggedApp],
     app_id: &str,
 ) -> Option<(crate::catalog::discovery::Source, PathBuf)> {
-    let options = crate::catalog::discovery::ScanOptions::new(home, config, false);
+    let options =
+        crate::catalog::discovery::ScanOptions::new(home, config, false).plug(config, plugged);
     let mut found = Vec::new();
     crate::catalog::discovery::scan(
         &options,

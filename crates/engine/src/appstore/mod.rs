@@ -659,12 +659,12 @@ mod tests {
         let home = dir.path().join("home");
         let id = "org.user.notes";
         let mut config = crate::config::Config::default();
-        assert_eq!(offered_elsewhere(&home, &config, id), None);
+        assert_eq!(offered_elsewhere(&home, &config, &[], id), None);
         // Installed from the store already (a reinstall of another version): not elsewhere.
         let store = apps_dir(&home).join(id);
         std::fs::create_dir_all(&store).expect("mkdir");
         std::fs::write(store.join("aai.json"), notes(id)).expect("write");
-        assert_eq!(offered_elsewhere(&home, &config, id), None);
+        assert_eq!(offered_elsewhere(&home, &config, &[], id), None);
         config.paths = vec![dir.path().join("mine")];
         for (source, dir) in [
             (
@@ -683,19 +683,22 @@ mod tests {
             std::fs::create_dir_all(&dir).expect("mkdir");
             std::fs::write(dir.join("aai.json"), notes(id)).expect("write");
             assert_eq!(
-                offered_elsewhere(&home, &config, id),
+                offered_elsewhere(&home, &config, &[], id),
                 Some((source, dir.join("aai.json"))),
                 "{source:?}"
             );
         }
-        // A built-in app's id.
-        let builtin = crate::catalog::discovery::ScanOptions::new(&home, &config, false)
-            .builtins
-            .first()
-            .and_then(|f| f.outcome.as_ref().ok().map(|e| e.summary.app_id.clone()))
-            .expect("a built-in app");
+        // A built-in app's id: offered by a toolset plugged into the gateway.
+        let builtin = "org.user.builtin";
+        let descriptor =
+            aai_descriptor::parse("built in", notes(builtin).as_bytes()).expect("a descriptor");
+        let plugged = [crate::catalog::discovery::PluggedApp::new(
+            std::sync::Arc::new(descriptor),
+            |_| true,
+        )];
+        assert_eq!(offered_elsewhere(&home, &config, &[], builtin), None);
         assert_eq!(
-            offered_elsewhere(&home, &config, &builtin).map(|(s, _)| s),
+            offered_elsewhere(&home, &config, &plugged, builtin).map(|(s, _)| s),
             Some(crate::catalog::discovery::Source::BuiltIn)
         );
     }

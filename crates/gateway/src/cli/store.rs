@@ -378,7 +378,8 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
                     mark.version
                 );
             }
-            let elsewhere = appstore::offered_elsewhere(home, &config, &app_id);
+            let elsewhere =
+                appstore::offered_elsewhere(home, &config, &aai_compose::plugged_apps(), &app_id);
             if let Some((source, path)) = &elsewhere {
                 anyhow::ensure!(
                     prefer_store,
