@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use aai_toolset::{Containment, Setup};
 
+/// The argument that asks for a call outside the sandbox, and the one saying why.
 pub const OUTSIDE: &str = "outside_sandbox";
 pub const REASON: &str = "reason";
 

@@ -79,7 +79,6 @@ pub fn default_caches() -> Vec<PathBuf> {
     Vec::new()
 }
 
-/// The argument that asks for a call outside the sandbox, and the one saying why.
 /// `local.egress` in config.json.
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
