@@ -15,7 +15,6 @@ pub mod session;
 pub mod snapshot;
 mod tools;
 
-use aai_sandbox::Contained as _;
 use tools::{Tools, blocked, str_arg};
 
 use std::collections::HashMap;
@@ -24,12 +23,13 @@ use std::time::{Duration, Instant};
 
 use aai_descriptor::{AaiError, Descriptor, ErrorKind};
 use aai_executor::BoxFuture;
+use aai_sandbox::Contained as _;
+use aai_sandbox::policy::{self, DomainPolicy};
 pub use aai_toolset::BrowserConfig;
 use serde_json::{Map, Value, json};
 use tokio::sync::Mutex;
 
 use crate::{Call, Check, Setup, Toolset};
-use aai_sandbox::policy::{self, DomainPolicy};
 use page::{Page, Target, failed};
 use session::Session;
 

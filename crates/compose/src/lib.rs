@@ -12,20 +12,12 @@ use aai_engine::catalog::snapshot::Snapshot;
 use aai_engine::config::Config;
 use aai_engine::pipeline::Gateway;
 use aai_executor::Executors;
-use aai_toolset::Kit as _;
 
 /// The apps of the local kit, each offered where `local` in the config turns it on.
 pub fn kit_apps() -> Vec<PluggedApp> {
-    aai_local::all_descriptors()
-        .into_iter()
-        .map(|descriptor| {
-            let id = descriptor.app_id.clone();
-            PluggedApp::new(descriptor, move |config: &Config| {
-                aai_local::Local
-                    .descriptors(&config.local)
-                    .iter()
-                    .any(|on| on.app_id == id)
-            })
+    aai_local::apps()
+        .map(|(descriptor, enabled)| {
+            PluggedApp::new(descriptor, move |config: &Config| enabled(&config.local))
         })
         .collect()
 }

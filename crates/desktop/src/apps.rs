@@ -6,13 +6,13 @@
 
 pub mod commands;
 
-use aai_sandbox::Contained as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use aai_descriptor::{AaiError, Descriptor, ErrorKind};
 use aai_executor::BoxFuture;
+use aai_sandbox::Contained as _;
 use serde_json::{Map, Value, json};
 
 use crate::desktop::backend::Desktop;

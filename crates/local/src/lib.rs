@@ -60,10 +60,9 @@ impl Kit for Local {
     }
 
     fn descriptors(&self, config: &LocalConfig) -> Vec<Arc<Descriptor>> {
-        TABLE
-            .iter()
-            .filter(|entry| (entry.enabled)(config))
-            .map(|entry| Arc::clone(entry.descriptor))
+        apps()
+            .filter(|(_, enabled)| enabled(config))
+            .map(|(descriptor, _)| descriptor)
             .collect()
     }
 
@@ -79,12 +78,17 @@ impl Kit for Local {
     }
 }
 
-/// Every built-in descriptor, on or off (tests, documentation).
-pub fn all_descriptors() -> Vec<Arc<Descriptor>> {
+/// Every built-in toolset's descriptor, with whether a config turns it on, in the order they
+/// are listed.
+pub fn apps() -> impl Iterator<Item = (Arc<Descriptor>, fn(&LocalConfig) -> bool)> {
     TABLE
         .iter()
-        .map(|entry| Arc::clone(entry.descriptor))
-        .collect()
+        .map(|entry| (Arc::clone(entry.descriptor), entry.enabled))
+}
+
+/// Every built-in descriptor, on or off (tests, documentation).
+pub fn all_descriptors() -> Vec<Arc<Descriptor>> {
+    apps().map(|(descriptor, _)| descriptor).collect()
 }
 
 /// The kit's toolsets built with `setup`.

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use aai_descriptor::{AaiError, Descriptor, ErrorKind};
 use aai_executor::BoxFuture;
+use aai_sandbox::Contained as _;
+use aai_sandbox::files::{Sandbox, outside, read_checked, too_big};
 use serde_json::{Map, Value, json};
 
 use crate::{Call, Setup, Toolset};
-use aai_sandbox::Contained as _;
-use aai_sandbox::files::{Sandbox, outside, read_checked, too_big};
 
 pub static DESCRIPTOR: LazyLock<Arc<Descriptor>> =
     LazyLock::new(|| crate::shipped("local.files", include_str!("../toolsets/files.aai.json")));

@@ -10,7 +10,9 @@ pub mod config;
 mod setup;
 
 pub use config::*;
-pub use setup::{Kit, Seat, Setup, Toolsets, expand_home, run_limited, user_home};
+pub use setup::{
+    Kit, Seat, Setup, Toolsets, expand_home, plan_found, run_found, run_limited, user_home,
+};
 
 use std::sync::Arc;
 

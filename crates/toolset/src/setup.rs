@@ -135,22 +135,43 @@ impl aai_executor::Executor for Toolsets {
         &'a self,
         invocation: Invocation<'a>,
     ) -> aai_executor::BoxFuture<'a, Result<Value, AaiError>> {
-        Box::pin(async move {
-            let app = invocation.descriptor.app_id.as_str();
-            let Some(set) = self.get(app) else {
-                return Err(crate::unknown(app, invocation.tool));
-            };
-            run_limited(set, invocation).await
-        })
+        run_found(self.get(&invocation.descriptor.app_id), invocation)
     }
 
     fn plan(&self, invocation: Invocation<'_>) -> Result<Value, AaiError> {
-        let app = invocation.descriptor.app_id.as_str();
-        let set = self
-            .get(app)
-            .ok_or_else(|| crate::unknown(app, invocation.tool))?;
-        Ok(set.plan(invocation.tool, invocation.args, invocation.target))
+        plan_found(self.get(&invocation.descriptor.app_id), &invocation)
     }
+}
+
+/// Runs `invocation` on `set`, the toolset found for its app (see [`run_limited`]).
+///
+/// # Errors
+/// TOOL_NOT_FOUND when no toolset was found; else as [`run_limited`].
+pub fn run_found<'a>(
+    set: Option<&'a dyn Toolset>,
+    invocation: Invocation<'a>,
+) -> aai_executor::BoxFuture<'a, Result<Value, AaiError>> {
+    Box::pin(async move {
+        match set {
+            Some(set) => run_limited(set, invocation).await,
+            None => Err(crate::unknown(
+                &invocation.descriptor.app_id,
+                invocation.tool,
+            )),
+        }
+    })
+}
+
+/// What `invocation` would run on `set`, the toolset found for its app (`call --dry-run`).
+///
+/// # Errors
+/// TOOL_NOT_FOUND when no toolset was found.
+pub fn plan_found(
+    set: Option<&dyn Toolset>,
+    invocation: &Invocation<'_>,
+) -> Result<Value, AaiError> {
+    let set = set.ok_or_else(|| crate::unknown(&invocation.descriptor.app_id, invocation.tool))?;
+    Ok(set.plan(invocation.tool, invocation.args, invocation.target))
 }
 
 /// How long a built-in call may take: the gateway's tool timeout, or longer when the tool

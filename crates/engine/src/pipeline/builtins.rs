@@ -32,11 +32,6 @@ impl Builtins {
         self.local.setup()
     }
 
-    /// The kit's toolsets.
-    pub fn kit(&self) -> &Toolsets {
-        &self.local
-    }
-
     /// The plugged-in toolset of `app`, if one is.
     pub fn plugged(&self, app: &str) -> Option<&Arc<dyn Toolset>> {
         self.plugged
@@ -165,18 +160,86 @@ pub(super) fn toolset_setup(config: &Config, home: &std::path::Path) -> Setup {
     setup
 }
 
+/// The kit of built-in toolsets plugged in and the toolsets it built, shared by the gateway
+/// and its executor: built when the kit is plugged in, and again when their sections of the
+/// config change.
+pub(super) struct LocalKit {
+    kit: std::sync::RwLock<Option<Arc<dyn aai_toolset::Kit>>>,
+    built: std::sync::RwLock<Arc<Toolsets>>,
+    home: std::path::PathBuf,
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+impl LocalKit {
+    /// No kit yet, so no toolsets.
+    pub(super) fn new(setup: &Setup, home: &std::path::Path) -> Self {
+        Self {
+            kit: std::sync::RwLock::default(),
+            built: std::sync::RwLock::new(Arc::new(Toolsets::none(setup))),
+            home: home.to_path_buf(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        }
+    }
+
+    /// The kit plugged in, if one is.
+    pub(super) fn kit(&self) -> Option<Arc<dyn aai_toolset::Kit>> {
+        self.kit
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The toolsets built now.
+    fn built(&self) -> Arc<Toolsets> {
+        self.built
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Plugs in `kit` and builds its toolsets with `config`.
+    pub(super) fn plug(&self, kit: Arc<dyn aai_toolset::Kit>, config: &Config) {
+        *self
+            .kit
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(kit);
+        self.rebuild(config);
+    }
+
+    /// Builds the kit's toolsets anew with `config`, in place of the old ones; false when no
+    /// kit is plugged in.
+    pub(super) fn rebuild(&self, config: &Config) -> bool {
+        let Some(kit) = self.kit() else {
+            return false;
+        };
+        // The old toolsets end (their terminals and browsers with them) when the last call
+        // that holds them finishes; their clean-up needs the runtime.
+        let _entered = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
+        let fresh = Arc::new(Toolsets::new(
+            kit.as_ref(),
+            &toolset_setup(config, &self.home),
+        ));
+        let old = std::mem::replace(
+            &mut *self
+                .built
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            fresh,
+        );
+        drop(old);
+        true
+    }
+}
+
 /// The toolsets other crates plugged in, shared by the gateway and its executor.
 pub(super) type Plugged = Arc<std::sync::RwLock<Arc<[Arc<dyn aai_toolset::Toolset>]>>>;
 
 /// The built-in toolsets in force now.
 pub(super) fn current(
-    local: &std::sync::RwLock<Arc<Toolsets>>,
+    local: &LocalKit,
     plugged: &std::sync::RwLock<Arc<[Arc<dyn aai_toolset::Toolset>]>>,
 ) -> Builtins {
-    let local = local
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
+    let local = local.built();
     let plugged = plugged
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -186,10 +249,7 @@ pub(super) fn current(
 
 /// The executor of `automation: "builtin"`: whichever toolsets are in force when a call
 /// starts (a call keeps the ones it started with).
-pub(super) struct CurrentToolsets(
-    pub(super) Arc<std::sync::RwLock<Arc<Toolsets>>>,
-    pub(super) Plugged,
-);
+pub(super) struct CurrentToolsets(pub(super) Arc<LocalKit>, pub(super) Plugged);
 
 impl aai_executor::Executor for CurrentToolsets {
     fn call<'a>(
@@ -198,21 +258,14 @@ impl aai_executor::Executor for CurrentToolsets {
     ) -> aai_executor::BoxFuture<'a, Result<Value, AaiError>> {
         let toolsets = current(&self.0, &self.1);
         Box::pin(async move {
-            let app = invocation.descriptor.app_id.as_str();
-            match toolsets.get(app) {
-                Some(set) => aai_toolset::run_limited(set, invocation).await,
-                None => Err(aai_toolset::unknown(app, invocation.tool)),
-            }
+            let set = toolsets.get(&invocation.descriptor.app_id);
+            aai_toolset::run_found(set, invocation).await
         })
     }
 
     fn plan(&self, invocation: aai_executor::Invocation<'_>) -> Result<Value, AaiError> {
-        let app = invocation.descriptor.app_id.as_str();
         let toolsets = current(&self.0, &self.1);
-        let set = toolsets
-            .get(app)
-            .ok_or_else(|| aai_toolset::unknown(app, invocation.tool))?;
-        Ok(set.plan(invocation.tool, invocation.args, invocation.target))
+        aai_toolset::plan_found(toolsets.get(&invocation.descriptor.app_id), &invocation)
     }
 }
 

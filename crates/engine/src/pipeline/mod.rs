@@ -35,7 +35,7 @@ use crate::web::Web;
 pub use args::find_app;
 use args::find_tool;
 pub use builtins::Builtins;
-use builtins::{CurrentToolsets, Plugged, current, toolset_setup};
+use builtins::{CurrentToolsets, LocalKit, Plugged, current, toolset_setup};
 pub use render::{Rendered, binary, render};
 
 /// Who is calling: the client's reported name, its roots (they can pick its policy profile)
@@ -95,11 +95,10 @@ pub struct Gateway {
     gate: Gate,
     /// Web apps: discovery, registry, credentials.
     web: Arc<Web>,
-    /// The kit's toolsets (they judge their own calls' risk and prefix grants): rebuilt
-    /// when their sections of the config change; [`Gateway::toolsets`] is the current one.
-    toolsets: Arc<std::sync::RwLock<Arc<aai_toolset::Toolsets>>>,
-    /// The kit of built-in toolsets the binary plugged in ([`Gateway::plug_kit`]).
-    kit: Arc<std::sync::RwLock<Option<Arc<dyn aai_toolset::Kit>>>>,
+    /// The kit of built-in toolsets the binary plugged in ([`Gateway::plug_kit`]) and the
+    /// toolsets it built (they judge their own calls' risk and prefix grants), rebuilt when
+    /// their sections of the config change.
+    local: Arc<LocalKit>,
     /// The scheduler the binary plugged in ([`Gateway::plug_tasks`]).
     tasks: std::sync::RwLock<Option<Arc<dyn task::Tasks>>>,
     /// The toolsets other crates plugged in ([`Gateway::plug`]).
@@ -167,25 +166,17 @@ impl Gateway {
             }));
         }
         let executors = executors.with_web(rest, web.auth.clone());
-        let toolsets = Arc::new(std::sync::RwLock::new(Arc::new(
-            aai_toolset::Toolsets::none(&setup),
-        )));
-        let kit: Arc<std::sync::RwLock<Option<Arc<dyn aai_toolset::Kit>>>> = Arc::default();
+        let local = Arc::new(LocalKit::new(&setup, home));
         let plugged = Plugged::default();
         // A caller that plugged in its own built-in executor (tests) keeps it.
         let executors = if executors.has_local() {
             executors
         } else {
-            executors.with_local(Arc::new(CurrentToolsets(toolsets.clone(), plugged.clone())))
+            executors.with_local(Arc::new(CurrentToolsets(local.clone(), plugged.clone())))
         };
-        let rebuild = Rebuild {
-            toolsets: toolsets.clone(),
-            kit: kit.clone(),
-            home: home.to_path_buf(),
-            runtime: tokio::runtime::Handle::try_current().ok(),
-        };
+        let rebuilt = local.clone();
         live.on_change(Box::new(move |config, reloaded| {
-            if reloaded.toolsets && rebuild.with(config) {
+            if reloaded.toolsets && rebuilt.rebuild(config) {
                 tracing::info!("the built-in toolsets were restarted with the new config");
             }
         }));
@@ -200,8 +191,7 @@ impl Gateway {
             executors,
             gate,
             web,
-            toolsets,
-            kit,
+            local,
             tasks: std::sync::RwLock::default(),
             plugged,
             stop,
@@ -283,32 +273,19 @@ impl Gateway {
 
     /// The built-in toolsets in force.
     pub fn toolsets(&self) -> Builtins {
-        current(&self.toolsets, &self.plugged)
+        current(&self.local, &self.plugged)
     }
 
     /// Plugs in the kit of built-in toolsets (the local ones): its toolsets are built now with
     /// the config in force, and again whenever their sections of the config change. Its apps
     /// are offered when discovery is given its descriptors ([`crate::catalog::discovery::ScanOptions::plug`]).
     pub fn plug_kit(&self, kit: Arc<dyn aai_toolset::Kit>) {
-        *self
-            .kit
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(kit);
-        let rebuild = Rebuild {
-            toolsets: self.toolsets.clone(),
-            kit: self.kit.clone(),
-            home: self.home.clone(),
-            runtime: tokio::runtime::Handle::try_current().ok(),
-        };
-        rebuild.with(&self.config());
+        self.local.plug(kit, &self.config());
     }
 
     /// The kit of built-in toolsets plugged in, if one is (its descriptors, on and off).
     pub fn kit(&self) -> Option<Arc<dyn aai_toolset::Kit>> {
-        self.kit
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.local.kit()
     }
 
     /// Plugs in the scheduler: the surfaces reach its run tokens and tasks through it.
@@ -572,42 +549,4 @@ fn looks_like_web_address(name: &str) -> bool {
         || ["com", "org", "net", "io", "dev", "app", "ai"].contains(&tld)
             && host.matches('.').count() <= 2
             && !host.chars().any(char::is_uppercase)
-}
-
-/// Builds the kit's toolsets anew with a config, in place of the old ones.
-struct Rebuild {
-    toolsets: Arc<std::sync::RwLock<Arc<aai_toolset::Toolsets>>>,
-    kit: Arc<std::sync::RwLock<Option<Arc<dyn aai_toolset::Kit>>>>,
-    home: std::path::PathBuf,
-    runtime: Option<tokio::runtime::Handle>,
-}
-
-impl Rebuild {
-    /// Rebuilds the toolsets with `config`; false when no kit is plugged in.
-    fn with(&self, config: &Config) -> bool {
-        let Some(kit) = self
-            .kit
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-        else {
-            return false;
-        };
-        // The old toolsets end (their terminals and browsers with them) when the last call
-        // that holds them finishes; their clean-up needs the runtime.
-        let _entered = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
-        let fresh = Arc::new(aai_toolset::Toolsets::new(
-            kit.as_ref(),
-            &toolset_setup(config, &self.home),
-        ));
-        let old = std::mem::replace(
-            &mut *self
-                .toolsets
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-            fresh,
-        );
-        drop(old);
-        true
-    }
 }

@@ -19,7 +19,6 @@ mod rate;
 mod session;
 mod tool;
 
-use aai_sandbox::Contained as _;
 use rate::hosts;
 
 use std::collections::HashMap;
@@ -30,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use aai_descriptor::{AaiError, Descriptor, ErrorKind};
 use aai_executor::BoxFuture;
+use aai_sandbox::Contained as _;
 use portable_pty::{ChildKiller, CommandBuilder, MasterPty, PtySize, native_pty_system};
 use serde_json::{Map, Value, json};
 use tokio::sync::{Mutex, mpsc};
