@@ -24,6 +24,7 @@ const SECRET: &str = "s3cr3t-token-value";
 
 mod common;
 
+use common::CallAsking as _;
 use common::TestGateway as Setup;
 
 /// `project` and `allowed` are allowed; the gateway's home lies inside `allowed` (so the

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 mod common;
 
+use common::CallAsking as _;
 use common::TestGateway as Setup;
 
 /// A gateway whose sandbox allows `<tmp>/allowed`, whose own home is inside it (to show the

@@ -581,3 +581,137 @@ async fn a_call_during_the_first_scan_waits_for_an_app_not_found_yet() {
         "{answer:?}"
     );
 }
+
+/// Asks through the client's next request (MCP 2026-07-28): every question is left open.
+struct AsksBetweenCalls;
+
+impl aai_engine::consent::Asker for AsksBetweenCalls {
+    fn ask<'a>(
+        &'a self,
+        question: &'a aai_engine::consent::Question,
+    ) -> aai_executor::BoxFuture<
+        'a,
+        Result<aai_engine::consent::Answer, aai_engine::consent::Unanswered>,
+    > {
+        let pending = json!({"resultType": "input_required", "asked": question.tool});
+        Box::pin(async move { Err(aai_engine::consent::Unanswered::Later(pending)) })
+    }
+}
+
+/// A question the person is asked through the client is an outcome of its own wherever it
+/// arises: a call or a batch asked before anything ran comes back as `NeedsInput` with the
+/// client's request and writes nothing; where steps already ran (a workflow's step, a batch
+/// step that waited for another), the step is reported failed with what to do, and the steps
+/// before it stand. A caller that cannot continue a question gets a refusal, not a pending
+/// error to misread.
+#[tokio::test]
+async fn a_question_put_between_calls_is_an_outcome_not_an_error() {
+    use aai_engine::pipeline::{Caller, Outcome, Pipeline as _, Request};
+    let mut bus = TestBus::start();
+    bus.spawn_service(TEST_SERVICE);
+    let config = policy(json!({
+        "default_profile": "mine",
+        "profiles": {"mine": {"preset": "development", "tool_overrides": {"org.aai.test:add": "require_approval"}}}
+    }));
+    let setup = setup(
+        vec![full_test_descriptor("org.aai.test", TEST_SERVICE)],
+        config,
+        Executors::with_session_bus(bus.address()),
+    );
+    let gateway = &setup.gateway;
+    let who = Caller::named("client-2026");
+    let asker = AsksBetweenCalls;
+    let add = json!({"a": 1, "b": 2});
+
+    let call = Request::tool(&who, "org.aai.test", "add", &add).asking(Some(&asker));
+    match gateway.call(call).await {
+        Outcome::NeedsInput(pending) => assert_eq!(pending["asked"], "add", "{pending}"),
+        other => panic!("a call asked through the client needs input: {other:?}"),
+    }
+    assert!(
+        setup.results().is_empty(),
+        "nothing ran: {:?}",
+        setup.results()
+    );
+    let refused = gateway.call(call).await.into_result().expect_err("open");
+    assert_eq!(refused.kind, ErrorKind::PermissionDenied);
+    assert_eq!(
+        refused.detail.as_ref().map(|d| d["reason"].clone()),
+        Some(json!("approval_between_calls"))
+    );
+
+    // The batch's one question goes to the client before any step runs.
+    let batch = json!({"steps": [
+        {"app": "org.aai.test", "tool": "echo", "args": {"text": "first"}},
+        {"app": "org.aai.test", "tool": "add", "args": {"a": 2, "b": 2}},
+    ]});
+    match gateway
+        .call(Request::batch(&who, &batch).asking(Some(&asker)))
+        .await
+    {
+        Outcome::NeedsInput(pending) => assert_eq!(pending["asked"], "aai_batch", "{pending}"),
+        other => panic!("the batch question needs input: {other:?}"),
+    }
+    assert!(
+        setup.results().is_empty(),
+        "no step ran: {:?}",
+        setup.results()
+    );
+
+    // A step that could not be asked up front (its arguments come from the step before) is
+    // asked when it runs, after the first step ran: it fails, the first stands.
+    let chained = json!({"steps": [
+        {"app": "org.aai.test", "tool": "sum", "args": {"values": [1, 2]}},
+        {"app": "org.aai.test", "tool": "add", "args": {"a": {"$from": "/0/result"}, "b": 1}},
+    ]});
+    let report = match gateway
+        .call(Request::batch(&who, &chained).asking(Some(&asker)))
+        .await
+    {
+        Outcome::Done(report) => report,
+        other => panic!("a batch reports its steps: {other:?}"),
+    };
+    assert_eq!(report["steps"][0]["result"], 3, "{report}");
+    assert_eq!(report["steps"][1]["status"], "failed", "{report}");
+    assert_eq!(
+        report["steps"][1]["error"]["type"], "PERMISSION_DENIED",
+        "{report}"
+    );
+
+    // A workflow's step is asked as it runs, after the steps before it.
+    let workflows = setup.dir.path().join("workflows");
+    std::fs::create_dir_all(&workflows).expect("workflows");
+    std::fs::write(
+        workflows.join("two.json"),
+        json!({"description": "echo, then add", "steps": [
+            {"app": "org.aai.test", "tool": "echo", "args": {"text": "first"}},
+            {"app": "org.aai.test", "tool": "add", "args": {"a": 1, "b": 1}},
+            {"app": "org.aai.test", "tool": "echo", "args": {"text": "third"}, "on_error": "continue"},
+        ]})
+        .to_string(),
+    )
+    .expect("workflow");
+    let inputs = json!({});
+    let report = match gateway
+        .call(Request::workflow(&who, "two", &inputs).asking(Some(&asker)))
+        .await
+    {
+        Outcome::Done(report) => report,
+        other => panic!("a workflow reports its steps: {other:?}"),
+    };
+    let statuses: Vec<&str> = report["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter_map(|s| s["status"].as_str())
+        .collect();
+    assert_eq!(statuses, ["ok", "failed", "skipped"], "{report}");
+    assert_eq!(report["steps"][0]["result"], "first");
+    let message = report["steps"][1]["error"]["message"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        message.contains("asks only by being called again"),
+        "{message}"
+    );
+}

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use aai_descriptor::{ErrorKind, Platform};
 use aai_engine::catalog::snapshot::Snapshot;
 use aai_engine::config::Config;
-use aai_engine::pipeline::Gateway;
+use aai_engine::pipeline::{Gateway, Pipeline as _};
 use aai_executor::Executors;
 use aai_server::mcp::AaiServer;
 use aai_test_support::http::{Request, Response, TestCa, TestServer};
@@ -727,16 +727,15 @@ async fn oauth_with_pkce_refresh_and_expiry() {
         error.message
     );
     let asker = ConfirmingAsker::default();
+    let who = aai_engine::pipeline::Caller::named("test");
+    let args = json!({});
+    let request = aai_engine::pipeline::Request::tool(&who, "com.example.tasks", "me", &args)
+        .asking(Some(&asker));
     let error = setup
         .gateway
-        .exec_asking(
-            &aai_engine::pipeline::Caller::named("test"),
-            "com.example.tasks",
-            "me",
-            &json!({}),
-            Some(&asker),
-        )
+        .call(request)
         .await
+        .into_result()
         .expect_err("needs authorization");
     assert_eq!(error.kind, ErrorKind::AuthRequired, "{}", error.message);
     let asked = asker.asked.lock().expect("asked").clone();

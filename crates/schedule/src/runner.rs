@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 pub use super::hub::Hub;
 use super::tables::{NewRun, RunCheckpoints, RunRow, Store, Stored};
 use super::{CLAIM_LIMIT, CatchUp, Overlap, Run, Timing, now_ms};
-use aai_engine::pipeline::{CallIds, Caller, Gateway};
+use aai_engine::pipeline::{CallIds, Caller, Gateway, Pipeline as _, Request, Target, WorkflowRun};
 
 /// The identity of this scheduler in the runs it owns: `<pid>:<start ms>`.
 fn owner_id() -> String {
@@ -494,16 +494,18 @@ async fn execute(
     });
     match &task.run {
         Run::Workflow { name, inputs } => {
-            gateway
-                .run_workflow_with(
-                    &who,
+            let request = Request {
+                target: Target::Workflow {
                     name,
-                    inputs,
-                    Some(&asker),
-                    &context,
-                    Some(&checkpoints),
-                )
-                .await
+                    run: Some(WorkflowRun {
+                        context: &context,
+                        checkpoints: &checkpoints,
+                    }),
+                },
+                ..Request::workflow(&who, name, inputs).asking(Some(&asker))
+            };
+            // The task's asker queues or refuses: it never leaves a question open.
+            gateway.call(request).await.into_result()
         }
         Run::Agent { name, instruction } => {
             super::agent::run(gateway, hub, run, &checkpoints, name, instruction, calls).await

@@ -21,6 +21,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{Mutex, Semaphore};
 
 use super::args::{check_args, find_tool};
+use super::outcome::Halt;
 use super::{Caller, Gateway};
 use crate::consent::{Answer, Asker, Question, Unanswered};
 use crate::gate::risk_name;
@@ -198,17 +199,15 @@ struct BatchRun<'a> {
 
 impl Gateway {
     /// Runs a batch for `who` (see the module's documentation); the answer lists every
-    /// step's outcome by its number.
-    ///
-    /// # Errors
-    /// `INVALID_PARAMS` or `PERMISSION_DENIED` naming the step, before any step ran; or the
-    /// user denied the batch.
-    pub async fn batch(
+    /// step's outcome by its number. It halts, before any step ran, on `INVALID_PARAMS` or
+    /// `PERMISSION_DENIED` naming the step, on the user's denial of the batch, or to ask
+    /// about the batch through the client.
+    pub(super) async fn batch(
         &self,
         who: &Caller,
         args: &Value,
         asker: Option<&dyn Asker>,
-    ) -> Result<Value, AaiError> {
+    ) -> Result<Value, Halt> {
         let (steps, parallel) = parse(args)?;
         let mut checks = Vec::with_capacity(steps.len());
         for (index, step) in steps.iter().enumerate() {
@@ -341,11 +340,12 @@ impl Gateway {
             None => asker,
         };
         match self
-            .exec_asking(who, &step.app, &step.tool, &args, asking)
+            .call_tool(who, &step.app, &step.tool, &args, asking)
             .await
         {
             Ok(result) => merge(head, json!({"status": "ok", "result": result})),
-            Err(error) => merge(head, failure(&error)),
+            // Steps before it ran: a question put between calls cannot resume the batch here.
+            Err(halt) => merge(head, failure(&halt.into_error())),
         }
     }
 
@@ -436,7 +436,7 @@ impl Gateway {
         steps: &[Step],
         asked: &[(usize, &String)],
         asker: Option<&dyn Asker>,
-    ) -> Result<bool, AaiError> {
+    ) -> Result<bool, Halt> {
         let Some(asker) = asker else {
             return Ok(false);
         };
@@ -465,24 +465,21 @@ impl Gateway {
         match asker.ask(&question).await {
             Ok(Answer::AllowOnce) => Ok(true),
             Ok(Answer::AlwaysTool) => Ok(false), // "step by step"
-            Ok(_) | Err(Unanswered::Declined(_)) => Err(AaiError::new(
+            Ok(_) | Err(Unanswered::Declined(_)) => Err(Halt::Refused(AaiError::new(
                 ErrorKind::PermissionDenied,
                 "the user denied the batch; no step ran. Do not retry it unchanged.",
             )
-            .with_detail(json!({"reason": "declined", "steps": asked.iter().map(|(i, _)| i).collect::<Vec<_>>()}))),
+            .with_detail(json!({"reason": "declined", "steps": asked.iter().map(|(i, _)| i).collect::<Vec<_>>()})))),
             // Waiting in the daemon's queue: the batch returns pending and is resumed by id.
-            Err(Unanswered::Queued(id)) => Err(AaiError::new(
+            Err(Unanswered::Queued(id)) => Err(Halt::Refused(AaiError::new(
                 ErrorKind::PermissionDenied,
                 format!(
                     "the batch is waiting for the user's approval (id {id}); no step ran. The user answers on the dashboard or with `aai-gateway approvals`; once they have, call aai_batch with {{\"approval_id\": \"{id}\"}} to run it — it runs once."
                 ),
             )
-            .with_detail(json!({"reason": "pending_approval", "approval_id": id}))),
-            Err(Unanswered::Later(input_required)) => Err(AaiError::new(
-                ErrorKind::PermissionDenied,
-                "the user is being asked about the batch",
-            )
-            .with_detail(json!({super::INPUT_REQUIRED: input_required}))),
+            .with_detail(json!({"reason": "pending_approval", "approval_id": id})))),
+            // No step ran: the client asks and calls again with the answer.
+            Err(Unanswered::Later(input_required)) => Err(Halt::NeedsInput(input_required)),
             Err(other) => {
                 tracing::info!(?other, "the batch question could not be put; each step asks for itself");
                 Ok(false)

@@ -11,16 +11,18 @@ use serde_json::{Map, Value, json};
 
 use super::args::{check_args, find_tool};
 use super::builtins::{judged_off, judged_target};
+use super::outcome::{Halt, Pipeline, Request};
 use super::render::binary;
 use super::web::{authorization_url, explain_tls};
-use super::{Caller, Gateway, INPUT_REQUIRED, panic_message};
+use super::{Caller, Gateway, panic_message};
 use crate::catalog::snapshot::App;
 use crate::consent::Asker;
 use crate::gate::{Call, Gate};
 
 impl Gateway {
     /// Runs `tool` of `app` with `args` for `caller` (the MCP client's name), through the
-    /// gate: argument checks, the policy, remembered consent, and audit rows before and after.
+    /// gate with nobody to ask ([`Pipeline::call`] of a [`Request::tool`]): argument checks,
+    /// the policy, remembered consent, and audit rows before and after.
     ///
     /// # Errors
     /// `APP_NOT_FOUND`, `TOOL_NOT_FOUND`, `INVALID_PARAMS`, `PERMISSION_DENIED`, an audit
@@ -32,29 +34,28 @@ impl Gateway {
         tool: &str,
         args: &Value,
     ) -> Result<Value, AaiError> {
-        self.exec_asking(&Caller::named(caller), app, tool, args, None)
+        let who = Caller::named(caller);
+        self.call(Request::tool(&who, app, tool, args))
             .await
+            .into_result()
     }
 
-    /// [`Gateway::exec`] for `caller`, asking the user through `asker` when the policy
-    /// requires approval and no grant covers the call. Without an asker such a call is denied
-    /// with the command that grants it; a decline, a cancel or no answer in time is a denial
-    /// the agent is told not to ask again about.
+    /// A tool call for `who`, asking the user through `asker` when the policy requires
+    /// approval and no grant covers the call. Without an asker such a call is denied with the
+    /// command that grants it; a decline, a cancel or no answer in time is a denial the agent
+    /// is told not to ask again about.
     ///
     /// The steps are the gate's (DESIGN §8), in order: find the tool, check the arguments
     /// against its schema, rate the risk, apply the policy, get consent, run, audit. Every
     /// step that refuses writes the call's audit row before it answers.
-    ///
-    /// # Errors
-    /// See [`Gateway::exec`].
-    pub async fn exec_asking(
+    pub(super) async fn call_tool(
         &self,
         who: &Caller,
         app: &str,
         tool: &str,
         args: &Value,
         asker: Option<&dyn Asker>,
-    ) -> Result<Value, AaiError> {
+    ) -> Result<Value, Halt> {
         let started = Instant::now();
         let registry = self.snapshot_for(app).await;
         // The tool is borrowed from the app found, not copied: this is every call's path.
@@ -69,9 +70,15 @@ impl Gateway {
         let (app, descriptor, spec) = match &found {
             Ok((found, descriptor)) => match find_tool(found, descriptor, tool) {
                 Ok(spec) => (found, descriptor, spec),
-                Err(error) => return self.unresolved(who, app, tool, args, started, error),
+                Err(error) => {
+                    return Err(self.unresolved(who, app, tool, args, started, error).into());
+                }
             },
-            Err(error) => return self.unresolved(who, app, tool, args, started, error.clone()),
+            Err(error) => {
+                return Err(self
+                    .unresolved(who, app, tool, args, started, error.clone())
+                    .into());
+            }
         };
         // Schema check. The arguments are redacted (by the schema's secret fields) and
         // shortened for the audit log once.
@@ -99,7 +106,7 @@ impl Gateway {
         // (and is audited) as itself; its toolset checks at run time that the judgement holds.
         let judged = match self.judged_as(who, app, spec, &args).await {
             Ok(judged) => judged,
-            Err(error) => return Err(self.refuse(&step, "none", "denied", error)),
+            Err(error) => return Err(self.refuse(&step, "none", "denied", error).into()),
         };
         let stand_in = match &judged {
             Some(judged) => match self
@@ -107,14 +114,18 @@ impl Gateway {
                 .and_then(|found| found.descriptor().map(|descriptor| (found, descriptor)))
             {
                 Ok(found) => Some(found),
-                Err(_) => return Err(self.refuse(&step, "none", "denied", judged_off(judged))),
+                Err(_) => {
+                    return Err(self
+                        .refuse(&step, "none", "denied", judged_off(judged))
+                        .into());
+                }
             },
             None => None,
         };
         let (gate_app, gate_spec, gate_args) =
             match judged_target(judged.as_ref(), stand_in.as_ref(), (app, spec, &args)) {
                 Ok(target) => target,
-                Err(error) => return Err(self.refuse(&step, "none", "denied", error)),
+                Err(error) => return Err(self.refuse(&step, "none", "denied", error).into()),
             };
         let rated = self.raise_risk(
             &mut call,
@@ -130,7 +141,7 @@ impl Gateway {
             started,
         };
         if let Some(error) = self.stop.refusal() {
-            return Err(self.refuse(&step, "emergency_stop", "denied", error));
+            return Err(self.refuse(&step, "emergency_stop", "denied", error).into());
         }
         let original = CallContext {
             step: &step,
@@ -223,7 +234,7 @@ impl Gateway {
         judging: &CallContext<'_>,
         (judged, raised, rated): (Option<&aai_toolset::Judged>, Option<Risk>, Option<&str>),
         descriptor: &Descriptor,
-    ) -> Result<Value, AaiError> {
+    ) -> Result<Value, Halt> {
         let Ruled {
             action,
             profile_name,
@@ -353,7 +364,7 @@ impl Gateway {
         decision: &str,
         descriptor: &Descriptor,
         must_ask: bool,
-    ) -> Result<Value, AaiError> {
+    ) -> Result<Value, Halt> {
         let CallContext {
             step,
             who,
@@ -363,11 +374,13 @@ impl Gateway {
         } = *call;
         let once_binding = match self.confirm_authorization(&who.name, app, asker).await {
             Ok(once) => once,
-            Err(error) if waits_for_input(&error) => return Err(error),
-            Err(error) => return Err(self.refuse(step, decision, "denied", error)),
+            Err(Halt::NeedsInput(input_required)) => return Err(Halt::NeedsInput(input_required)),
+            Err(Halt::Refused(error)) => {
+                return Err(self.refuse(step, decision, "denied", error).into());
+            }
         };
         if let Some(error) = self.stop.refusal() {
-            return Err(self.refuse(step, decision, "denied", error));
+            return Err(self.refuse(step, decision, "denied", error).into());
         }
         // The intent row is durable before anything runs: no call happens unrecorded.
         self.gate.record(step.call, decision, "started", 0, None)?;
@@ -376,7 +389,7 @@ impl Gateway {
             // Allowed for this call only.
             self.web.auth.withdraw_env(descriptor, &var, &origin);
         }
-        self.audit(step, decision, result)
+        Ok(self.audit(step, decision, result)?)
     }
 
     /// A fresh audit id for a call of `who`, also handed to its collector.
@@ -400,7 +413,7 @@ impl Gateway {
         args: &Value,
         started: Instant,
         error: AaiError,
-    ) -> Result<Value, AaiError> {
+    ) -> AaiError {
         let args = aai_audit::shrink(
             &aai_audit::redact(args, None),
             self.config().audit.max_arg_chars,
@@ -417,7 +430,7 @@ impl Gateway {
             call: &call,
             started,
         };
-        Err(self.refuse(&step, "none", "failed", error))
+        self.refuse(&step, "none", "failed", error)
     }
 
     /// Writes the refused call's audit row and returns the error for the agent (or the audit
@@ -635,14 +648,6 @@ impl Step<'_> {
     }
 }
 
-/// An error that is a consent round still open (2026-07-28 `input_required`), not a refusal.
-fn waits_for_input(error: &AaiError) -> bool {
-    error
-        .detail
-        .as_ref()
-        .is_some_and(|d| d.get(INPUT_REQUIRED).is_some())
-}
-
 impl Gateway {
     /// Runs the executor; a read-only tool that timed out or found its app not running is
     /// tried again, up to `retry.attempts` tries, waiting longer each time.
@@ -695,7 +700,12 @@ impl Gateway {
     /// # Errors
     /// `APP_NOT_FOUND`, `TOOL_NOT_FOUND`, `INVALID_PARAMS`, `SCRIPT_PARSE_ERROR`,
     /// `AUTOMATION_NOT_SUPPORTED`.
-    pub async fn plan(&self, app: &str, tool: &str, args: &Value) -> Result<Value, AaiError> {
+    pub(super) async fn plan_call(
+        &self,
+        app: &str,
+        tool: &str,
+        args: &Value,
+    ) -> Result<Value, AaiError> {
         let registry = self.snapshot_for(app).await;
         let app = self.find(&registry, app)?;
         let descriptor = self.descriptor_of(&app).await?;

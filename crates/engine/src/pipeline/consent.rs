@@ -8,8 +8,9 @@ use serde_json::{Map, Value, json};
 
 use aai_audit::{Grant, Scope};
 
+use super::Gateway;
 use super::call::{CallContext, Step, Verdict};
-use super::{Gateway, INPUT_REQUIRED};
+use super::outcome::Halt;
 use crate::consent::{Answer, Question, Unanswered};
 use crate::gate::{action_name, risk_name, shell_quote};
 
@@ -22,7 +23,7 @@ impl Gateway {
         &self,
         call: &CallContext<'_>,
         verdict: &Verdict<'_>,
-    ) -> Result<(String, Option<Value>), AaiError> {
+    ) -> Result<(String, Option<Value>), Halt> {
         let CallContext {
             step,
             who,
@@ -58,7 +59,7 @@ impl Gateway {
                     )
                     .with_detail(json!({"reason": "blocked", "profile": profile_name, "risk": risk_name(risk)})),
                 };
-                Err(self.refuse(step, &decision, "blocked", error))
+                Err(self.refuse(step, &decision, "blocked", error).into())
             }
             Action::AutoApprove | Action::NotifyOnly => Ok((decision, None)),
             Action::RequireApproval => {
@@ -222,14 +223,10 @@ impl Gateway {
                             ),
                         )
                         .with_detail(json!({"reason": "pending_approval", "approval_id": id}));
-                        Err(self.refuse(step, &decision, "pending", error))
+                        Err(self.refuse(step, &decision, "pending", error).into())
                     }
                     // Not a decision yet: the client asks the user and calls again.
-                    Err(Unanswered::Later(input_required)) => Err(AaiError::new(
-                        ErrorKind::PermissionDenied,
-                        "waiting for the user's approval",
-                    )
-                    .with_detail(json!({ INPUT_REQUIRED: input_required }))),
+                    Err(Unanswered::Later(input_required)) => Err(Halt::NeedsInput(input_required)),
                     Err(Unanswered::CannotAsk(reason)) if who.task.is_some() => {
                         let task = who.task.as_ref().map_or("", |t| t.task.as_str());
                         let error = AaiError::new(
@@ -242,7 +239,7 @@ impl Gateway {
                             ),
                         )
                         .with_detail(json!({"reason": "task_unattended", "task": task}));
-                        Err(self.refuse(step, &decision, "denied", error))
+                        Err(self.refuse(step, &decision, "denied", error).into())
                     }
                     Err(unanswered) => {
                         let error = match &self.config().invalid {
@@ -256,7 +253,7 @@ impl Gateway {
                                 &unanswered,
                             ),
                         };
-                        Err(self.refuse(step, &decision, "denied", error))
+                        Err(self.refuse(step, &decision, "denied", error).into())
                     }
                 }
             }

@@ -1,7 +1,9 @@
 //! The call pipeline: resolve app and tool → check arguments → execute → shape the result.
 //!
-//! Every way of calling a tool (MCP `aai_exec`, the spec's aliases, the `call` CLI) goes
-//! through [`Gateway::exec`], so they all validate and fail the same way.
+//! Every way of calling a tool (MCP `aai_exec`, the spec's aliases, a batch, a workflow, the
+//! `call` CLI, a scheduled run) goes through [`Pipeline::call`], so they all validate and fail
+//! the same way, and each comes to an [`Outcome`]: done, waiting for the person's answer, or
+//! refused.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,9 +16,6 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::gate::{Call, Gate};
 
-/// The key under which a pending 2026-07-28 consent round travels in an error's detail, for
-/// the MCP layer to turn into an `InputRequiredResult`.
-pub const INPUT_REQUIRED: &str = "input_required";
 use crate::catalog::snapshot::{App, Snapshot};
 
 mod args;
@@ -24,6 +23,7 @@ pub mod batch;
 pub mod builtins;
 mod call;
 mod consent;
+mod outcome;
 mod render;
 pub mod stop;
 mod switch;
@@ -36,6 +36,7 @@ pub use args::find_app;
 use args::find_tool;
 pub use builtins::Builtins;
 use builtins::{CurrentToolsets, LocalKit, Plugged, current, toolset_setup};
+pub use outcome::{Outcome, Pipeline, Request, Target, WorkflowRun};
 pub use render::{Rendered, binary, render};
 
 /// Who is calling: the client's reported name, its roots (they can pick its policy profile)

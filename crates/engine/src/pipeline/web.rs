@@ -4,7 +4,8 @@
 use aai_descriptor::{AaiError, ErrorKind, Risk};
 use serde_json::{Value, json};
 
-use super::{Gateway, INPUT_REQUIRED};
+use super::Gateway;
+use super::outcome::Halt;
 use crate::catalog::snapshot::App;
 use crate::consent::{Answer, Asker, Question, Unanswered};
 use crate::gate::shell_quote;
@@ -19,7 +20,7 @@ impl Gateway {
         caller: &str,
         app: &App,
         asker: Option<&dyn Asker>,
-    ) -> Result<Option<(String, String)>, AaiError> {
+    ) -> Result<Option<(String, String)>, Halt> {
         let once = self.confirm_env_binding(caller, app, asker).await?;
         let descriptor = app.descriptor()?;
         let Some(auth) = descriptor
@@ -93,14 +94,14 @@ impl Gateway {
                     shell_quote(&subject),
                     shell_quote(caller)
                 );
-                Err(AaiError::new(
+                Err(Halt::Refused(AaiError::new(
                     ErrorKind::PermissionDenied,
                     format!(
                         "Signing in to {} at {} needs the user's confirmation first ({}). Ask the user to check it and run `{command}`, then call again.",
                         app.name(), identity.host, question.args
                     ),
                 )
-                .with_detail(json!({"reason": "domain_confirmation", "host": identity.host, "issuer": identity.issuer, "not_after": identity.not_after, "command": command})))
+                .with_detail(json!({"reason": "domain_confirmation", "host": identity.host, "issuer": identity.issuer, "not_after": identity.not_after, "command": command}))))
             }
             Ok(Answer::AlwaysTool) => {
                 let via = asker.map_or("cli", |a| a.via());
@@ -109,11 +110,8 @@ impl Gateway {
                 Ok(once)
             }
             Ok(_) => Ok(once),
-            Err(Unanswered::Later(input_required)) => Err(AaiError::new(
-                ErrorKind::PermissionDenied,
-                "waiting for the user to confirm the sign-in domain",
-            )
-            .with_detail(json!({ INPUT_REQUIRED: input_required }))),
+            // The client asks and calls again with the answer.
+            Err(Unanswered::Later(input_required)) => Err(Halt::NeedsInput(input_required)),
         }
     }
 
@@ -127,7 +125,7 @@ impl Gateway {
         caller: &str,
         app: &App,
         asker: Option<&dyn Asker>,
-    ) -> Result<Option<(String, String)>, AaiError> {
+    ) -> Result<Option<(String, String)>, Halt> {
         let descriptor = app.descriptor()?;
         let Some(section) = descriptor.credentialed(app.platform) else {
             return Ok(None);
@@ -172,11 +170,7 @@ impl Gateway {
                         .remember(&Grant::always(caller, &subject, Some(&binding), via))?;
                 }
                 Err(Unanswered::Later(input_required)) => {
-                    return Err(AaiError::new(
-                        ErrorKind::PermissionDenied,
-                        "waiting for the user to approve sending a credential",
-                    )
-                    .with_detail(json!({ INPUT_REQUIRED: input_required })));
+                    return Err(Halt::NeedsInput(input_required));
                 }
                 _ => {
                     let command = format!(
@@ -185,14 +179,14 @@ impl Gateway {
                         shell_quote(&binding),
                         shell_quote(caller)
                     );
-                    return Err(AaiError::new(
+                    return Err(Halt::Refused(AaiError::new(
                         ErrorKind::PermissionDenied,
                         format!(
                             "{} was fetched from the network and wants the environment variable {var} sent to {origin}; the user did not approve it, so nothing was sent. Only the user can allow this binding (`{command}`).",
                             app.id()
                         ),
                     )
-                    .with_detail(json!({"reason": "credential_binding", "env_var": var, "origin": origin})));
+                    .with_detail(json!({"reason": "credential_binding", "env_var": var, "origin": origin}))));
                 }
             }
         }

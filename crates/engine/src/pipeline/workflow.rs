@@ -7,9 +7,10 @@ use aai_descriptor::{AaiError, ErrorKind};
 use serde_json::{Value, json};
 
 use super::batch::{failure, fill, merge};
+use super::outcome::{Halt, WorkflowRun};
 use super::{Caller, Gateway};
 use crate::consent::Asker;
-use crate::workflow::{Checkpoints, OnError, Prior, WorkflowStep, find};
+use crate::workflow::{OnError, Prior, WorkflowStep, find};
 
 /// `value` with every `{"$input": pointer}` replaced by what it finds in `inputs`.
 fn with_inputs(value: &Value, inputs: &Value) -> Result<Value, super::batch::FillError> {
@@ -18,37 +19,23 @@ fn with_inputs(value: &Value, inputs: &Value) -> Result<Value, super::batch::Fil
 
 impl Gateway {
     /// Runs workflow `name` with `inputs` for `who`: the inputs are checked against the
-    /// workflow's schema, then each step runs through the gate in order.
+    /// workflow's schema, then each step runs through the gate in order. It halts on an
+    /// unknown or invalid workflow, or inputs its schema refuses; a failed step is reported in
+    /// the result.
     ///
-    /// # Errors
-    /// An unknown or invalid workflow, or inputs its schema refuses; a failed step is reported
-    /// in the result, not as an error.
-    pub async fn run_workflow(
+    /// A scheduled run (`run`) brings what `{"$run": …}` pointers read (task, occurrence, run
+    /// id), and every step is recorded in its checkpoints as it starts and ends; steps an
+    /// earlier attempt finished are not run again.
+    pub(super) async fn run_workflow(
         &self,
         who: &Caller,
         name: &str,
         inputs: &Value,
         asker: Option<&dyn Asker>,
-    ) -> Result<Value, AaiError> {
-        self.run_workflow_with(who, name, inputs, asker, &Value::Null, None)
-            .await
-    }
-
-    /// [`Gateway::run_workflow`] for a scheduled run: `context` is what `{"$run": …}`
-    /// pointers read (task, occurrence, run id), and every step is recorded in `checkpoints`
-    /// as it starts and ends; steps an earlier attempt finished are not run again.
-    ///
-    /// # Errors
-    /// As [`Gateway::run_workflow`].
-    pub async fn run_workflow_with(
-        &self,
-        who: &Caller,
-        name: &str,
-        inputs: &Value,
-        asker: Option<&dyn Asker>,
-        context: &Value,
-        checkpoints: Option<&dyn Checkpoints>,
-    ) -> Result<Value, AaiError> {
+        run: Option<WorkflowRun<'_>>,
+    ) -> Result<Value, Halt> {
+        let context = run.map_or(&Value::Null, |run| run.context);
+        let checkpoints = run.map(|run| run.checkpoints);
         let workflow = find(&self.home, name)?;
         let inputs = if inputs.is_null() {
             json!({})
@@ -61,14 +48,16 @@ impl Gateway {
                 .map(|e| format!("{} {e}", e.instance_path()))
                 .collect();
             if !problems.is_empty() {
-                return Err(AaiError::new(
-                    ErrorKind::InvalidParams,
-                    format!(
-                        "workflow {name}: the inputs do not fit its schema: {}",
-                        problems.join("; ")
-                    ),
-                )
-                .with_detail(json!({"problems": problems})));
+                return Err(Halt::Refused(
+                    AaiError::new(
+                        ErrorKind::InvalidParams,
+                        format!(
+                            "workflow {name}: the inputs do not fit its schema: {}",
+                            problems.join("; ")
+                        ),
+                    )
+                    .with_detail(json!({"problems": problems})),
+                ));
             }
         }
         let mut results: Vec<Value> = Vec::with_capacity(workflow.steps.len());
@@ -152,7 +141,11 @@ impl Gateway {
             let outcome = match args {
                 Err(problem) => Err(AaiError::new(ErrorKind::InvalidParams, problem.to_string())),
                 Ok(args) => match checkpoints.map_or(Ok(()), |c| c.started(index)) {
-                    Ok(()) => self.attempt(who, step, &args, asker).await,
+                    // Earlier steps ran: a question put between calls cannot resume it here.
+                    Ok(()) => self
+                        .attempt(who, step, &args, asker)
+                        .await
+                        .map_err(Halt::into_error),
                     Err(problem) => {
                         // Unrecorded, the step could run twice after a crash: it does not run.
                         Err(AaiError::new(
@@ -212,23 +205,23 @@ impl Gateway {
         step: &WorkflowStep,
         args: &Value,
         asker: Option<&dyn Asker>,
-    ) -> Result<Value, AaiError> {
+    ) -> Result<Value, Halt> {
         let mut tries = 0;
         loop {
-            let call = self.exec_asking(who, &step.app, &step.tool, args, asker);
+            let call = self.call_tool(who, &step.app, &step.tool, args, asker);
             let outcome = match step.timeout_ms {
                 Some(ms) => tokio::time::timeout(Duration::from_millis(ms), call)
                     .await
                     .unwrap_or_else(|_| {
-                        Err(AaiError::new(
+                        Err(Halt::Refused(AaiError::new(
                             ErrorKind::Timeout,
                             format!("the step did not finish within {ms} ms (its \"timeout_ms\")"),
-                        ))
+                        )))
                     }),
                 None => call.await,
             };
             match outcome {
-                Err(error)
+                Err(Halt::Refused(error))
                     if tries < step.retry
                         && !matches!(
                             error.kind,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use aai_descriptor::{AaiError, Platform};
 use aai_engine::config::Config;
-use aai_engine::pipeline::render;
+use aai_engine::pipeline::{self, Caller, Pipeline as _, render};
 
 use super::{DATA_DB, for_person, output};
 
@@ -64,15 +64,10 @@ pub async fn run(
         // At a terminal, a call that needs approval asks the person at the keyboard.
         let asker = (std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
             .then_some(output::TerminalAsker);
-        gateway
-            .exec_asking(
-                &aai_engine::pipeline::Caller::named("cli"),
-                request.app,
-                tool,
-                request.args,
-                asker.as_ref().map(|a| a as &dyn aai_engine::consent::Asker),
-            )
-            .await
+        let who = Caller::named("cli");
+        let call = pipeline::Request::tool(&who, request.app, tool, request.args)
+            .asking(asker.as_ref().map(|a| a as &dyn aai_engine::consent::Asker));
+        gateway.call(call).await.into_result()
     };
     match result {
         Ok(plan) if request.dry_run => {

@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use aai_engine::config::Config;
+use aai_engine::pipeline::{Caller, Pipeline as _, Request};
 use aai_engine::workflow;
 use aai_engine::workflow::Workflow;
 use anyhow::Context;
@@ -89,14 +90,10 @@ pub async fn run(home: &std::path::Path, action: Action) -> anyhow::Result<ExitC
             // At a terminal, a step that needs approval asks the person at the keyboard.
             let asker = (std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
                 .then_some(output::TerminalAsker);
-            let ran = gateway
-                .run_workflow(
-                    &aai_engine::pipeline::Caller::named("cli"),
-                    &name,
-                    &inputs,
-                    asker.as_ref().map(|a| a as &dyn aai_engine::consent::Asker),
-                )
-                .await;
+            let who = Caller::named("cli");
+            let request = Request::workflow(&who, &name, &inputs)
+                .asking(asker.as_ref().map(|a| a as &dyn aai_engine::consent::Asker));
+            let ran = gateway.call(request).await.into_result();
             match ran {
                 Ok(report) => {
                     output::report(&report);

@@ -12,9 +12,40 @@ use aai_descriptor::{AaiError, Platform};
 use aai_engine::catalog::discovery::{Found, ScanOptions, Source};
 use aai_engine::catalog::snapshot::Snapshot;
 use aai_engine::config::Config;
-use aai_engine::pipeline::Gateway;
+use aai_engine::consent::Asker;
+use aai_engine::pipeline::{Caller, Gateway, Pipeline as _, Request};
 use aai_executor::Executors;
 use serde_json::Value;
+
+/// A tool call through the gateway's face ([`aai_engine::pipeline::Pipeline::call`]), asking
+/// through `asker`, for a test that cannot continue a question between calls.
+pub trait CallAsking {
+    fn exec_asking<'a>(
+        &'a self,
+        who: &'a Caller,
+        app: &'a str,
+        tool: &'a str,
+        args: &'a Value,
+        asker: Option<&'a dyn Asker>,
+    ) -> aai_executor::BoxFuture<'a, Result<Value, AaiError>>;
+}
+
+impl CallAsking for Gateway {
+    fn exec_asking<'a>(
+        &'a self,
+        who: &'a Caller,
+        app: &'a str,
+        tool: &'a str,
+        args: &'a Value,
+        asker: Option<&'a dyn Asker>,
+    ) -> aai_executor::BoxFuture<'a, Result<Value, AaiError>> {
+        Box::pin(async move {
+            self.call(Request::tool(who, app, tool, args).asking(asker))
+                .await
+                .into_result()
+        })
+    }
+}
 
 /// A gateway of a test, and the folder it lives in (removed when dropped).
 pub struct TestGateway {

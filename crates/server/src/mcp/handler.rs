@@ -19,7 +19,7 @@ use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 
 use aai_engine::consent::Asker;
-use aai_engine::pipeline::INPUT_REQUIRED;
+use aai_engine::pipeline::Outcome;
 use aai_engine::pipeline::{Caller, find_app};
 
 use super::*;
@@ -550,7 +550,7 @@ impl AaiServer {
         args: Value,
         asker: Option<&dyn Asker>,
         cancelled: &tokio_util::sync::CancellationToken,
-    ) -> Result<Value, AaiError> {
+    ) -> Outcome {
         use futures::FutureExt;
         let call = std::panic::AssertUnwindSafe(self.dispatch_asking(who, name, args, asker))
             .catch_unwind();
@@ -558,13 +558,13 @@ impl AaiServer {
             outcome = call => outcome,
             () = cancelled.cancelled() => {
                 tracing::info!(tool = %name, caller = %who.name, "call cancelled by the client");
-                Ok(Err(AaiError::new(ErrorKind::AutomationFailed, "the client cancelled the call")))
+                Ok(Outcome::Refused(AaiError::new(ErrorKind::AutomationFailed, "the client cancelled the call")))
             }
         };
         outcome.unwrap_or_else(|panic| {
             let what = aai_engine::pipeline::panic_message(panic.as_ref());
             tracing::error!(tool = %name, panic = %what, "a call panicked; it failed and the gateway goes on");
-            Err(AaiError::new(
+            Outcome::Refused(AaiError::new(
                 ErrorKind::AutomationFailed,
                 format!("{name} failed inside the gateway ({what}); other calls are unaffected. Please report it with the gateway's log."),
             ))
@@ -578,18 +578,23 @@ impl AaiServer {
         name: &str,
         caller: &str,
         started: Instant,
-        result: Result<Value, AaiError>,
+        outcome: Outcome,
     ) -> Result<CallToolResponse, McpError> {
-        if let Err(error) = &result
-            && let Some(pending) = error.detail.as_ref().and_then(|d| d.get(INPUT_REQUIRED))
-        {
-            let input_required: InputRequiredResult = serde_json::from_value(pending.clone())
-                .map_err(|e| {
-                    McpError::internal_error(format!("cannot build the consent request: {e}"), None)
-                })?;
-            tracing::info!(tool = %name, %caller, "asking the user through the client (input required)");
-            return Ok(CallToolResponse::InputRequired(input_required));
-        }
+        let result = match outcome {
+            Outcome::NeedsInput(pending) => {
+                let input_required: InputRequiredResult =
+                    serde_json::from_value(pending).map_err(|e| {
+                        McpError::internal_error(
+                            format!("cannot build the consent request: {e}"),
+                            None,
+                        )
+                    })?;
+                tracing::info!(tool = %name, %caller, "asking the user through the client (input required)");
+                return Ok(CallToolResponse::InputRequired(input_required));
+            }
+            Outcome::Done(value) => Ok(value),
+            Outcome::Refused(error) => Err(error),
+        };
         match &result {
             Ok(_) => {
                 tracing::info!(tool = %name, %caller, ms = started.elapsed().as_millis() as u64, "call ok")

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use aai_engine::catalog::snapshot::Snapshot;
 use aai_engine::config::Exposure;
 use aai_engine::consent::Asker;
-use aai_engine::pipeline::{Caller, Gateway, render};
+use aai_engine::pipeline::{Caller, Gateway, Outcome, Pipeline as _, Request, render};
 
 mod askers;
 mod changes;
@@ -373,7 +373,9 @@ impl AaiServer {
             session: Some(self.session.id.clone()),
             ..Caller::named(caller)
         };
-        self.dispatch_asking(&caller, name, args, None).await
+        self.dispatch_asking(&caller, name, args, None)
+            .await
+            .into_result()
     }
 
     /// [`AaiServer::dispatch`], asking the user through `asker` when a call needs approval.
@@ -383,25 +385,50 @@ impl AaiServer {
         name: &str,
         args: Value,
         asker: Option<&dyn Asker>,
-    ) -> Result<Value, AaiError> {
+    ) -> Outcome {
+        let gateway = &self.gateway;
+        let request = match names::own(name) {
+            Some(Own::Exec) => {
+                let (app, tool) = match (required_str(&args, "app"), required_str(&args, "tool")) {
+                    (Ok(app), Ok(tool)) => (app, tool),
+                    (Err(error), _) | (_, Err(error)) => return Outcome::Refused(error),
+                };
+                let tool_args = args.get("args").unwrap_or(&Value::Null);
+                Request::tool(caller, app, tool, tool_args)
+            }
+            Some(Own::Batch) => Request::batch(caller, &args),
+            None if name.starts_with("workflow_") => {
+                Request::workflow(caller, name.trim_start_matches("workflow_"), &args)
+            }
+            None if !(name.starts_with("app_") || name.starts_with("app:")) => {
+                match name.rsplit_once(':') {
+                    Some((app, tool)) => Request::tool(caller, app, tool, &args),
+                    None => {
+                        return Outcome::Refused(AaiError::new(
+                            ErrorKind::ToolNotFound,
+                            format!(
+                                "No tool {name:?} on this server. Call app_<app> (or aai_guide) for an app's guide, then aai_exec."
+                            ),
+                        ));
+                    }
+                }
+            }
+            _ => return Outcome::from(self.answer(name, &args).await),
+        };
+        gateway.call(request.asking(asker)).await
+    }
+
+    /// The gateway's own tools that read rather than call: discovery, the app list, guides.
+    async fn answer(&self, name: &str, args: &Value) -> Result<Value, AaiError> {
         let gateway = &self.gateway;
         match names::own(name) {
-            Some(Own::Exec) => {
-                let app = required_str(&args, "app")?;
-                let tool = required_str(&args, "tool")?;
-                let tool_args = args.get("args").cloned().unwrap_or(Value::Null);
-                gateway
-                    .exec_asking(caller, app, tool, &tool_args, asker)
-                    .await
-            }
-            Some(Own::Batch) => gateway.batch(caller, &args, asker).await,
             Some(Own::Discover) => {
                 let refresh = args
                     .get("refresh")
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
                 let found = gateway
-                    .discover(required_str(&args, "url")?, refresh)
+                    .discover(required_str(args, "url")?, refresh)
                     .await?;
                 Ok(aai_engine::web::discovered_guide(&found))
             }
@@ -427,27 +454,15 @@ impl AaiServer {
             Some(Own::Guide) => {
                 let registry = gateway.snapshot().await;
                 gateway
-                    .guide(&registry, required_str(&args, "app")?)
+                    .guide(&registry, required_str(args, "app")?)
                     .await
                     .map(Value::String)
             }
-            None if name.starts_with("workflow_") => {
-                let workflow = name.trim_start_matches("workflow_");
-                gateway.run_workflow(caller, workflow, &args, asker).await
-            }
-            None if name.starts_with("app_") || name.starts_with("app:") => {
+            // `app_<id>`: the app's guide.
+            _ => {
                 let registry = gateway.snapshot().await;
                 gateway.guide(&registry, name).await.map(Value::String)
             }
-            None => match name.rsplit_once(':') {
-                Some((app, tool)) => gateway.exec_asking(caller, app, tool, &args, asker).await,
-                None => Err(AaiError::new(
-                    ErrorKind::ToolNotFound,
-                    format!(
-                        "No tool {name:?} on this server. Call app_<app> (or aai_guide) for an app's guide, then aai_exec."
-                    ),
-                )),
-            },
         }
     }
 }
