@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import anyio
@@ -500,6 +501,79 @@ async def test_a_real_calculator_adds_through_element_locate(home, calculator, m
             break
         await anyio.sleep(0.1)
     assert display == "15", display
+
+
+def draft_of(app, env):
+    """`describe a11y APP`, once the app's window is in its tree (it comes up on its own time)."""
+    out = None
+    for _ in range(150):
+        out = subprocess.run([str(GATEWAY), "describe", "a11y", app], env=env, capture_output=True, text=True, timeout=60)
+        if out.returncode == 0:
+            return json.loads(out.stdout), out.stderr
+        time.sleep(0.2)
+    raise AssertionError(f"no draft of {app}: {out.stderr}")
+
+
+async def read_until(client, app, tool, wanted):
+    """A read tool's text until it is `wanted` (a pressed key's effect lands on the app's own
+    main loop), or the last one read."""
+    text = ""
+    for _ in range(50):
+        text = text_of(await call(client, app, tool, {})).strip().strip('"')
+        if text == wanted:
+            break
+        await anyio.sleep(0.1)
+    return text
+
+
+async def test_a_calculator_drafted_from_its_tree_adds_through_the_drafted_tools_alone(home, calculator, monkeypatch):
+    """`describe a11y galculator` drafts tools from the running calculator's accessibility tree:
+    the draft validates as it is, and 7 + 8 = is pressed and read back as 15 through the drafted
+    tools alone — no screenshot, no coordinates — each call through the gate with its audit rows.
+    A protected app is neither operated nor drafted."""
+    env = {**gateway_env(home, calculator["bus"]), "DISPLAY": calculator["display"]}
+    draft, notes = draft_of("galculator", env)
+    assert draft["appId"] == "a11y.galculator" and "tools from galculator" in notes, notes
+    tools = {t["name"]: t for t in draft["platforms"]["linux"]["tools"]}
+    assert tools["file_quit"]["risk"] == "high"
+    assert all(set(step) <= {"action", "path", "text", "use"} for t in tools.values() for step in t["steps"])
+    path = home / "a11y.galculator" / "aai.json"
+    path.parent.mkdir()
+    # One tool that names a key the way the calculator does not (Sqrt for sqrt), to see what a
+    # failed step says: the path, and the nearest elements there are.
+    draft["platforms"]["linux"]["tools"].append({"name": "press_root", "description": "d", "risk": "low",
+                                                 "steps": [{"action": "invoke", "path": "frame/toggle button[Sqrt]"}]})
+    path.write_text(json.dumps(draft))
+    checked = subprocess.run([str(GATEWAY), "validate", str(path)], env=env, capture_output=True, text=True, timeout=30)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    with anyio.fail_after(TIMEOUT * 2):
+        async with desktop_client(home, calculator, monkeypatch) as client:
+            for tool in ("press_ac", "press_7", "press_plus", "press_8", "press_equals"):
+                result = await call(client, "a11y.galculator", tool, {})
+                assert result.structured_content in ({"ok": True}, None), result
+            assert await read_until(client, "a11y.galculator", "read_text", "15") == "15"
+            # A step that finds nothing names its path and what is there instead.
+            missing = await client.call_tool("aai_exec", {"app": "a11y.galculator", "tool": "press_root", "args": {}})
+            assert missing.is_error and missing.structured_content["type"] == "AUTOMATION_FAILED", text_of(missing)
+            assert "no toggle button[Sqrt] under frame; there: toggle button[sqrt]," in text_of(missing), text_of(missing)
+    rows = [json.loads(line) for line in subprocess.run([str(GATEWAY), "audit", "export"], env=env, capture_output=True,
+                                                        text=True, timeout=30).stdout.splitlines()]
+    ran = [r["tool"] for r in rows if r["app"] == "a11y.galculator" and r["result"] == "success"]
+    assert ran[:6] == ["press_ac", "press_7", "press_plus", "press_8", "press_equals", "read_text"], ran
+
+    # The same calculator, protected: not operated, not drafted.
+    client = desktop_client(home, calculator, monkeypatch)
+    (home / "config.json").write_text(json.dumps({
+        "policy": {"default_profile": "p", "profiles": {"p": {"preset": "full_auto"}}},
+        "desktop": {"protected_apps": ["galcul"]},
+    }))
+    with anyio.fail_after(TIMEOUT):
+        async with client:
+            refused = await client.call_tool("aai_exec", {"app": "a11y.galculator", "tool": "press_7"})
+            assert refused.is_error and refused.structured_content["type"] == "PERMISSION_DENIED", text_of(refused)
+            assert "protected" in text_of(refused)
+    out = subprocess.run([str(GATEWAY), "describe", "a11y", "galculator"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "protected" in out.stderr, out.stderr
 
 
 async def test_ocr_reads_small_text_at_the_screens_own_resolution(home, monkeypatch, tmp_path):

@@ -8,6 +8,7 @@
 //! person reviews it quickly. Nothing here does I/O: the caller reads the bus, the file or the
 //! URL and hands the text over.
 
+pub mod a11y;
 pub mod com;
 pub mod dbus;
 pub mod openapi;
@@ -69,7 +70,7 @@ pub(crate) fn xml<'a>(
 }
 
 /// What a draft says of every risk: a guess from the name.
-const RISK_TODO: &str = "Risks are guessed from each tool's name and method (get/list/read → low; set/create/update → medium; send/delete/remove/kill → high): check each before installing.";
+const RISK_TODO: &str = "Risks are guessed from each tool's name and method (get/list/read → low; set/create/update → medium; send/delete/remove/kill/quit/close → high): check each before installing.";
 
 /// The risk of a tool guessed from the first word of its name (and an HTTP method when there
 /// is one): `(risk, read_only, destructive)`.
@@ -102,7 +103,8 @@ pub fn guess_risk(name: &str, http_method: Option<&str>) -> (&'static str, bool,
     const OUTWARD: &[&str] = &[
         "send", "post", "publish", "share", "pay", "transfer", "purchase", "buy", "execute",
         "exec", "run", "invite", "email", "forward", "reply", "merge", "deploy", "grant",
-        "restart", "shut", "logout", "eject", "empty",
+        "restart", "shut", "logout", "eject", "empty", "quit", "exit", "close", "discard",
+        "revert",
     ];
     const READ: &[&str] = &[
         "get",

@@ -22,6 +22,7 @@ mod parse;
 pub mod script;
 pub mod statements;
 pub mod template;
+pub mod ui;
 pub mod url;
 pub mod visible;
 

@@ -253,18 +253,31 @@ pub enum Bus {
     System,
 }
 
+/// A Linux section: a D-Bus service's methods (`dbus`: `service`, `object`, `interface`), or a
+/// running application's accessibility tree (`atspi`: `app`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LinuxSection {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub service: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub object: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub interface: String,
     #[serde(default)]
     pub bus: Bus,
+    /// `atspi`: the application's accessible name, as the accessibility registry lists it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LinuxTool {
+    /// `dbus`: the method called.
+    #[serde(default, skip_serializing_if = "str::is_empty")]
     pub method: Box<str>,
+    /// `atspi`: the steps, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Box<[crate::ui::UiStep]>>,
     /// Overrides the section's interface.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<Box<str>>,

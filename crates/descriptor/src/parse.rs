@@ -290,6 +290,7 @@ fn semantic_problems(descriptor: &Descriptor, doc: &Value, schemas: bool) -> Vec
     if problems.is_empty() {
         script_problems(descriptor, &mut problems);
         dbus_problems(descriptor, &mut problems);
+        atspi_problems(descriptor, &mut problems);
         web_problems(descriptor, &mut problems);
         mcp_problems(descriptor, &mut problems);
         if schemas {
@@ -297,6 +298,52 @@ fn semantic_problems(descriptor: &Descriptor, doc: &Value, schemas: bool) -> Vec
         }
     }
     problems
+}
+
+/// Accessibility tools (`atspi`): every step's path reads, a `set_text` has its text and a
+/// `set_value` its value, and no tool names a D-Bus method.
+fn atspi_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
+    use crate::ui::{UiAction, UiPath};
+    let Some(section) = descriptor
+        .platforms
+        .linux
+        .as_ref()
+        .filter(|s| s.automation == "atspi")
+    else {
+        return;
+    };
+    for (index, tool) in section.tools.iter().enumerate() {
+        let base = format!("/platforms/linux/tools/{index}");
+        let Some(steps) = tool
+            .fields
+            .steps
+            .as_deref()
+            .filter(|_| tool.fields.method.is_empty())
+        else {
+            problems.push(Problem::new(
+                base,
+                "an atspi tool is a list of `steps` (a `method` is for dbus sections)",
+            ));
+            continue;
+        };
+        for (at, step) in steps.iter().enumerate() {
+            let pointer = format!("{base}/steps/{at}");
+            if let Err(problem) = UiPath::parse(&step.path) {
+                problems.push(Problem::new(format!("{pointer}/path"), problem));
+            }
+            let needs = match step.action {
+                UiAction::SetText if step.text.is_none() => Some("text"),
+                UiAction::SetValue if step.value.is_none() => Some("value"),
+                _ => None,
+            };
+            if let Some(field) = needs {
+                problems.push(Problem::new(
+                    pointer,
+                    format!("a `{}` step needs `{field}`", step.action.key()),
+                ));
+            }
+        }
+    }
 }
 
 /// The parameter schemas compile (a pattern that is not a regular expression only shows up
@@ -356,11 +403,23 @@ fn declared_type<'a>(parameters: Option<&'a Value>, name: &str) -> Option<Vec<&'
 /// D-Bus tools: `signature` is a D-Bus signature; with `args`, one argument per complete
 /// type, and each fixed value or parameter type fits its D-Bus type.
 fn dbus_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
-    let Some(section) = &descriptor.platforms.linux else {
+    let Some(section) = descriptor
+        .platforms
+        .linux
+        .as_ref()
+        .filter(|s| s.automation == "dbus")
+    else {
         return;
     };
     for (index, tool) in section.tools.iter().enumerate() {
         let base = format!("/platforms/linux/tools/{index}");
+        if tool.fields.method.is_empty() || tool.fields.steps.is_some() {
+            problems.push(Problem::new(
+                base.clone(),
+                "a dbus tool names its `method` (`steps` are for atspi sections)",
+            ));
+            continue;
+        }
         let Some(text) = tool.fields.signature.as_deref() else {
             continue;
         };

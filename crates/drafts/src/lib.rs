@@ -169,3 +169,131 @@ pub fn openapi(text: &str, options: &aai_describe::openapi::Options) -> Result<D
     aai_describe::openapi::draft(&doc, options)
         .map_err(|e| AaiError::new(ErrorKind::InvalidParams, e.to_string()))
 }
+
+/// Elements read, at most, for one accessibility draft.
+pub const MOST_ELEMENTS: usize = 4000;
+
+/// Reads the accessibility tree of the running application `app` (its accessible name, any
+/// case, or its process id) on the accessibility bus the session bus at `session_bus` names,
+/// and drafts a descriptor from it (see [`a11y_tree`]).
+///
+/// # Errors
+/// As [`a11y_tree`], or its tree offers nothing to make a tool of.
+pub async fn a11y(
+    session_bus: Option<&str>,
+    app: &str,
+    app_id: Option<&str>,
+    protected: &[String],
+) -> Result<Draft, AaiError> {
+    let (name, tree) = a11y_tree(session_bus, app, protected).await?;
+    let app_id = app_id.map_or_else(
+        || {
+            aai_describe::app_id_from(
+                &format!("a11y.{}", name.to_lowercase().replace(' ', "-")),
+                "a11y.app",
+            )
+        },
+        str::to_owned,
+    );
+    aai_describe::a11y::draft(&name, &app_id, &tree).map_err(|e| failed(e.to_string()))
+}
+
+/// The accessible name and tree of the running application `app` (name or process id),
+/// within [`WALK_TIME`] and [`MOST_ELEMENTS`]; an app matching one of `protected` is not read.
+///
+/// # Errors
+/// No accessibility bus, the application is not running, or it is protected.
+pub async fn a11y_tree(
+    session_bus: Option<&str>,
+    app: &str,
+    protected: &[String],
+) -> Result<(String, aai_describe::a11y::UiNode), AaiError> {
+    let bus = aai_executor::atspi::A11yBus::connect(session_bus).await?;
+    let apps = bus.applications().await?;
+    let wanted_pid = app.parse::<u32>().ok();
+    let Some((root, name, _)) = apps.iter().find(|(_, name, pid)| {
+        name.eq_ignore_ascii_case(app) || (wanted_pid.is_some() && *pid == wanted_pid)
+    }) else {
+        let names: Vec<&str> = apps
+            .iter()
+            .map(|(_, n, _)| n.as_str())
+            .filter(|n| !n.is_empty())
+            .collect();
+        return Err(AaiError::new(
+            ErrorKind::AppNotRunning,
+            format!(
+                "{app} is not running with an accessibility tree; running: {}. Start it (with its window open), then draft again",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            ),
+        ));
+    };
+    let protection = aai_executor::atspi::Protection::default();
+    protection.set(protected.to_vec());
+    aai_executor::atspi::refuse_protected(&bus, name, root, &protection).await?;
+    let tree = tokio::time::timeout(WALK_TIME, read_tree(&bus, root))
+        .await
+        .map_err(|_| {
+            failed(format!(
+                "{name}: reading its tree took longer than {} s",
+                WALK_TIME.as_secs()
+            ))
+        })?;
+    Ok((name.clone(), tree))
+}
+
+/// The tree below `root`, breadth first, at most [`MOST_ELEMENTS`] elements.
+async fn read_tree(
+    bus: &aai_executor::atspi::A11yBus,
+    root: &aai_executor::atspi::Node,
+) -> aai_describe::a11y::UiNode {
+    // Read level by level, then assemble: the nodes in reading order with their parent.
+    let mut read: Vec<(Option<usize>, aai_describe::a11y::UiNode)> = Vec::new();
+    let mut queue = VecDeque::from([(None, root.clone())]);
+    while let Some((parent, node)) = queue.pop_front() {
+        if read.len() >= MOST_ELEMENTS {
+            break;
+        }
+        let index = read.len();
+        let interfaces = bus.interfaces(&node).await;
+        let actions = if interfaces.iter().any(|i| i == "Action") {
+            bus.actions(&node).await
+        } else {
+            Vec::new()
+        };
+        read.push((
+            parent,
+            aai_describe::a11y::UiNode {
+                role: bus.role(&node).await,
+                name: bus.name(&node).await,
+                actions,
+                interfaces,
+                states: bus
+                    .states(&node)
+                    .await
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect(),
+                children: Vec::new(),
+            },
+        ));
+        for child in bus.children(&node).await.unwrap_or_default() {
+            queue.push_back((Some(index), child));
+        }
+    }
+    // Children were read after their parents: attach from the last back to the first.
+    let mut nodes: Vec<Option<aai_describe::a11y::UiNode>> = Vec::with_capacity(read.len());
+    let parents: Vec<Option<usize>> = read.iter().map(|(p, _)| *p).collect();
+    nodes.extend(read.into_iter().map(|(_, n)| Some(n)));
+    for index in (1..nodes.len()).rev() {
+        if let (Some(parent), Some(node)) = (parents[index], nodes[index].take())
+            && let Some(Some(parent)) = nodes.get_mut(parent)
+        {
+            parent.children.insert(0, node);
+        }
+    }
+    nodes.into_iter().next().flatten().unwrap_or_default()
+}

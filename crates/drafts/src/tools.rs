@@ -361,7 +361,14 @@ impl DescriptorTools {
 /// What a descriptor talks to on this computer, one line a platform.
 fn local_reach(d: &Descriptor) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(linux) = &d.platforms.linux {
+    if let Some(linux) = &d.platforms.linux
+        && linux.automation == "atspi"
+    {
+        out.push(format!(
+            "it operates the application {} through its accessibility tree (menus, buttons, fields), as a person at the keyboard could",
+            linux.fields.app.as_deref().unwrap_or("?")
+        ));
+    } else if let Some(linux) = &d.platforms.linux {
         out.push(format!(
             "it calls the D-Bus service {} on the {} bus",
             linux.fields.service,

@@ -18,6 +18,7 @@
 //! ```
 
 mod adb;
+pub mod atspi;
 #[cfg(target_os = "linux")]
 pub mod cgroup;
 mod com;
@@ -372,6 +373,7 @@ impl HttpClient {
 /// The executors this build carries.
 pub struct Executors {
     dbus: DbusExecutor,
+    atspi: atspi::AtspiExecutor,
     osascript: OsascriptExecutor,
     com: ComExecutor,
     adb: AdbExecutor,
@@ -443,6 +445,7 @@ impl Executors {
     pub fn with_settings(settings: Settings, session_bus: Option<String>) -> Self {
         let settings = Arc::new(settings);
         Self {
+            atspi: atspi::AtspiExecutor::new(session_bus.clone()),
             dbus: session_bus
                 .map_or_else(DbusExecutor::default, DbusExecutor::with_session_address),
             osascript: OsascriptExecutor::new(settings.clone()),
@@ -462,6 +465,12 @@ impl Executors {
             local: None,
             mcp: None,
         }
+    }
+
+    /// The protected-app patterns the accessibility executor honours (the gateway sets them
+    /// from `desktop.protected_apps`).
+    pub fn protection(&self) -> atspi::Protection {
+        self.atspi.protection()
     }
 
     /// Whether an executor for the built-in toolsets is plugged in.
@@ -507,6 +516,7 @@ impl Executors {
         let automation = descriptor.automation(platform).unwrap_or("none");
         match (platform, automation) {
             (Platform::Linux, "dbus") => Ok(&self.dbus),
+            (Platform::Linux, "atspi") => Ok(&self.atspi),
             (Platform::Macos, "applescript" | "jxa") => Ok(&self.osascript),
             (Platform::Windows, "com") => Ok(&self.com),
             (Platform::Android, "intent") => Ok(&self.adb),

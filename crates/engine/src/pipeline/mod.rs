@@ -166,6 +166,12 @@ impl Gateway {
                 mcp.set_risks(config.mcp.risk.clone());
             }));
         }
+        // Protected apps are not operated through their accessibility tree either.
+        let protection = executors.protection();
+        protection.set(config.desktop.protected());
+        live.on_change(Box::new(move |config, _| {
+            protection.set(config.desktop.protected());
+        }));
         let executors = executors.with_web(rest, web.auth.clone());
         let local = Arc::new(LocalKit::new(&setup, home));
         let plugged = Plugged::default();

@@ -57,6 +57,18 @@ pub enum Source {
         /// `Mail`, `Mail.app` or a path to the bundle.
         name: String,
     },
+    /// A running application's accessibility tree (Linux, AT-SPI): one tool per menu command,
+    /// per button of its window, per open dialog, and read tools for its texts and lists.
+    A11y {
+        /// The application's accessible name (e.g. galculator) or its process id.
+        app: String,
+        /// The draft's appId (default: a11y.<name>).
+        #[arg(long)]
+        app_id: Option<String>,
+        /// Print the tree as the drafter reads it (JSON) instead of a draft.
+        #[arg(long)]
+        tree: bool,
+    },
     /// A COM server's type library (Windows): a fixed PowerShell program reads it.
     Com {
         /// The ProgID, e.g. Outlook.Application.
@@ -115,6 +127,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             };
             runtime()?
                 .block_on(aai_drafts::dbus(&executor, &source))
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?
+        }
+        Source::A11y { app, app_id, tree } => {
+            let session_bus = std::env::var("DBUS_SESSION_BUS_ADDRESS").ok();
+            let home = aai_engine::config::aai_home();
+            let (config, _) = aai_engine::config::Config::load(&home);
+            if tree {
+                let (_, tree) = runtime()?
+                    .block_on(aai_drafts::a11y_tree(
+                        session_bus.as_deref(),
+                        &app,
+                        &config.desktop.protected(),
+                    ))
+                    .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+                output::value(&serde_json::to_value(&tree)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            runtime()?
+                .block_on(aai_drafts::a11y(
+                    session_bus.as_deref(),
+                    &app,
+                    app_id.as_deref(),
+                    &config.desktop.protected(),
+                ))
                 .map_err(|e| anyhow::anyhow!("{}", e.message))?
         }
         Source::Openapi {

@@ -1,0 +1,673 @@
+//! A draft from an application's accessibility tree (`describe a11y`): one tool per menu
+//! command, per button of the main window, per open dialog (its labelled fields filled from
+//! parameters, then its default button), and read tools for what the window shows (a text's
+//! contents, a list's rows). Elements are addressed by paths of roles and names
+//! ([`aai_descriptor::ui::UiPath`]), never by coordinates.
+//!
+//! The tree is given as [`UiNode`]s (`aai-drafts` walks the running application); this module
+//! only shapes it.
+
+use std::collections::HashSet;
+
+use aai_descriptor::ui::Segment;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::{DescribeError, Draft, guess_risk, tool, tool_name};
+
+/// One element of the tree as the drafter sees it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct UiNode {
+    pub role: String,
+    #[serde(default)]
+    pub name: String,
+    /// Its action names (`click`, `activate`, …).
+    #[serde(default)]
+    pub actions: Vec<String>,
+    /// Its AT-SPI interfaces (`Text`, `EditableText`, `Value`, `Selection`, …).
+    #[serde(default)]
+    pub interfaces: Vec<String>,
+    /// Its states (`showing`, `enabled`, `editable`, `is_default`, …).
+    #[serde(default)]
+    pub states: Vec<String>,
+    #[serde(default)]
+    pub children: Vec<UiNode>,
+}
+
+impl UiNode {
+    fn has(&self, interface: &str) -> bool {
+        self.interfaces.iter().any(|i| i == interface)
+    }
+
+    fn state(&self, state: &str) -> bool {
+        self.states.iter().any(|s| s == state)
+    }
+
+    fn named(&self) -> Option<&str> {
+        Some(self.name.trim()).filter(|n| !n.is_empty())
+    }
+}
+
+const MENU_ITEMS: &[&str] = &["menu item", "check menu item", "radio menu item"];
+const BUTTONS: &[&str] = &["push button", "toggle button"];
+const TOP_LEVEL: &[&str] = &["frame", "window"];
+const DIALOGS: &[&str] = &["dialog", "file chooser", "alert"];
+const LISTS: &[&str] = &["list", "list box", "table", "tree table", "tree"];
+/// Words that name a button confirming a dialog, best first.
+const CONFIRM: &[&str] = &[
+    "ok",
+    "save",
+    "open",
+    "replace all",
+    "replace",
+    "find",
+    "apply",
+    "print",
+    "yes",
+    "done",
+    "close",
+];
+
+/// How symbol-only button labels are spelled in tool names.
+fn spelled(label: &str) -> String {
+    match label.trim() {
+        "<-" | "←" | "⌫" => return "backspace".into(),
+        "+/-" | "±" => return "plus_minus".into(),
+        _ => {}
+    }
+    let mut out = Vec::new();
+    let mut word = String::new();
+    for c in label.chars() {
+        let name = match c {
+            '+' => "plus",
+            '-' | '−' => "minus",
+            '*' | '×' => "times",
+            '/' | '÷' => "divide",
+            '=' => "equals",
+            '.' => "point",
+            ',' => "comma",
+            '%' => "percent",
+            '(' => "left paren",
+            ')' => "right paren",
+            '^' => "power",
+            '!' => "factorial",
+            '<' => "less",
+            '>' => "greater",
+            '√' => "sqrt",
+            _ => {
+                word.push(c);
+                continue;
+            }
+        };
+        if !word.trim().is_empty() {
+            out.push(std::mem::take(&mut word));
+        }
+        word.clear();
+        out.push(name.to_owned());
+    }
+    if !word.trim().is_empty() {
+        out.push(word);
+    }
+    out.join(" ")
+}
+
+/// A name without the ellipsis that marks a command opening a dialog.
+fn bare(name: &str) -> &str {
+    name.trim()
+        .trim_end_matches('…')
+        .trim_end_matches("...")
+        .trim()
+}
+
+/// A path segment for an element.
+fn segment(role: &str, name: Option<&str>, nth: usize) -> String {
+    Segment {
+        role: role.to_owned(),
+        name: name.map(str::to_owned),
+        nth,
+    }
+    .to_string()
+}
+
+/// Drafts a descriptor for the application `app` (its accessible name) from its tree.
+///
+/// # Errors
+/// The tree has no window, or nothing in it can be a tool.
+pub fn draft(app: &str, app_id: &str, tree: &UiNode) -> Result<Draft, DescribeError> {
+    let windows: Vec<&UiNode> = tree
+        .children
+        .iter()
+        .filter(|w| TOP_LEVEL.contains(&w.role.as_str()))
+        .collect();
+    let Some(main) = windows.first() else {
+        return Err(DescribeError::Nothing(format!(
+            "{app} shows no window in its accessibility tree (is it started, with its window open?)"
+        )));
+    };
+    let mut taken = HashSet::new();
+    let mut tools = Vec::new();
+    let mut notes = Vec::new();
+
+    // Menu commands, wherever the menu bar is (found through the menus, not the window).
+    let mut menus = Vec::new();
+    menu_commands(main, &mut Vec::new(), &mut menus);
+    for (chain, item) in &menus {
+        let label = bare(&item.name);
+        let words: Vec<&str> = chain.iter().map(|m| bare(m)).chain([label]).collect();
+        let name = tool_name(&words.join(" "), &mut taken);
+        let mut path: Vec<String> = chain.iter().map(|m| segment("menu", Some(m), 1)).collect();
+        path.push(segment(&item.role, Some(&item.name), 1));
+        let opens = item.name.trim_end().ends_with('…') || item.name.trim_end().ends_with("...");
+        let what = match item.role.as_str() {
+            "check menu item" => "Turns on or off",
+            "radio menu item" => "Chooses",
+            _ if opens => "Opens the dialog of",
+            _ => "Runs",
+        };
+        let risk = guess_risk(label, None);
+        let risk = if risk.1 {
+            ("medium", false, false)
+        } else {
+            risk
+        };
+        tools.push(tool(
+            &name,
+            None,
+            &format!("{what} the menu command {}.", words.join(" → ")),
+            None,
+            risk,
+            steps(vec![json!({"action": "invoke", "path": path.join("/")})]),
+        ));
+    }
+
+    // Buttons of the main window (outside its menus), and what it shows.
+    let mut shown_texts = 0usize;
+    walk(main, &mut |node| {
+        if node.role == "text" && node.has("Text") && node.state("showing") {
+            shown_texts += 1;
+        }
+    });
+    let mut texts = 0usize;
+    let mut lists = 0usize;
+    walk(main, &mut |node| {
+        let role = node.role.as_str();
+        if BUTTONS.contains(&role) && !node.actions.is_empty() {
+            let Some(label) = node.named() else {
+                return;
+            };
+            let words = spelled(label);
+            let name = tool_name(&format!("press {words}"), &mut taken);
+            let (risk, _, destructive) = guess_risk(&words, None);
+            let risk = if risk == "low" { "medium" } else { risk };
+            tools.push(tool(
+                &name,
+                None,
+                &format!("Presses the {label:?} button of the main window."),
+                None,
+                (risk, false, destructive),
+                steps(vec![json!({"action": "invoke", "path": path_in(tree, main, node, Some(node.name.trim()))})]),
+            ));
+        } else if role == "text" && node.has("Text") && node.state("showing") {
+            texts += 1;
+            let path = path_in(tree, main, node, None);
+            let label = match node.named() {
+                Some(own) => own.to_owned(),
+                None if shown_texts == 1 => "text".to_owned(),
+                None => format!("text {texts}"),
+            };
+            let name = tool_name(&format!("read {label}"), &mut taken);
+            tools.push(tool(
+                &name,
+                None,
+                &format!("Reads the text shown in the main window's {label} (its whole contents)."),
+                None,
+                ("low", true, false),
+                steps(vec![json!({"action": "read_text", "path": path})]),
+            ));
+            if node.has("EditableText") && node.state("editable") {
+                let name = tool_name(&format!("set {label}"), &mut taken);
+                tools.push(tool(
+                    &name,
+                    None,
+                    &format!("Replaces the whole text of the main window's {label} with `text`."),
+                    Some(json!({"type": "object", "properties": {"text": {"type": "string", "description": "The new text, whole."}}, "required": ["text"]})),
+                    ("medium", false, false),
+                    steps(vec![json!({"action": "set_text", "path": path, "text": "${text}"})]),
+                ));
+            }
+        } else if LISTS.contains(&role) && node.state("showing") {
+            lists += 1;
+            let label = node
+                .named()
+                .map_or_else(|| format!("{role} {lists}"), str::to_owned);
+            let name = tool_name(&format!("read {label} rows"), &mut taken);
+            tools.push(tool(
+                &name,
+                None,
+                &format!("Reads the rows of the main window's {label}."),
+                None,
+                ("low", true, false),
+                steps(vec![
+                    json!({"action": "read_rows", "path": path_in(tree, main, node, node.named())}),
+                ]),
+            ));
+        }
+    });
+
+    // Dialogs open now: one tool each that fills its labelled fields and confirms it.
+    for dialog in tree
+        .children
+        .iter()
+        .filter(|w| DIALOGS.contains(&w.role.as_str()))
+    {
+        match dialog_tool(dialog, &mut taken) {
+            Some(tool) => tools.push(tool),
+            None => notes.push(format!(
+                "the open dialog {:?} has no labelled field and no button to confirm it: no tool",
+                dialog.name
+            )),
+        }
+    }
+    if tools.is_empty() {
+        return Err(DescribeError::Nothing(format!(
+            "{app}'s tree has no menu command, button, text or list to make a tool of"
+        )));
+    }
+    notes.push(format!(
+        "{} tools from {app}'s accessibility tree; a dialog becomes a tool when it is open while drafting — open it and draft again to add it",
+        tools.len()
+    ));
+    let mut section = Map::new();
+    section.insert("automation".into(), json!("atspi"));
+    section.insert("app".into(), json!(app));
+    section.insert("tools".into(), Value::Array(tools));
+    let todo = vec![
+        "Drafted from the running application's accessibility tree: check that each tool does what its name says, and name the read tools after what they show.".to_owned(),
+    ];
+    Ok(Draft {
+        descriptor: crate::descriptor(
+            app_id,
+            app,
+            &format!("{app}, driven through its accessibility tree (menus, buttons, fields)."),
+            "linux",
+            section,
+            todo,
+        ),
+        notes,
+    })
+}
+
+fn steps(steps: Vec<Value>) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert("steps".into(), Value::Array(steps));
+    fields
+}
+
+/// Every element below `node`, depth first, menus left out.
+fn walk<'n>(node: &'n UiNode, visit: &mut dyn FnMut(&'n UiNode)) {
+    for child in &node.children {
+        if matches!(child.role.as_str(), "menu bar" | "menu" | "popup menu") {
+            continue;
+        }
+        visit(child);
+        walk(child, visit);
+    }
+}
+
+/// Menu items with an action, with the names of the menus they are in.
+fn menu_commands<'n>(
+    node: &'n UiNode,
+    chain: &mut Vec<String>,
+    out: &mut Vec<(Vec<String>, &'n UiNode)>,
+) {
+    for child in &node.children {
+        match child.role.as_str() {
+            "menu" => {
+                let Some(name) = child.named() else {
+                    continue;
+                };
+                chain.push(name.to_owned());
+                menu_commands(child, chain, out);
+                chain.pop();
+            }
+            role if MENU_ITEMS.contains(&role) => {
+                if child.named().is_some() && !child.actions.is_empty() && !chain.is_empty() {
+                    out.push((chain.clone(), child));
+                }
+            }
+            _ => menu_commands(child, chain, out),
+        }
+    }
+}
+
+/// The tool that fills an open dialog and confirms it: a parameter per labelled text field.
+fn dialog_tool(dialog: &UiNode, taken: &mut HashSet<String>) -> Option<Value> {
+    let title = dialog.named().unwrap_or("dialog");
+    let dialog_path = segment(&dialog.role, dialog.named(), 1);
+    let mut fields: Vec<(String, String)> = Vec::new();
+    let mut buttons: Vec<&UiNode> = Vec::new();
+    let mut label: Option<String> = None;
+    let mut params = HashSet::new();
+    visit_in_order(dialog, &mut |node| match node.role.as_str() {
+        "label" => {
+            label = node
+                .named()
+                .map(|l| bare(l.trim_end_matches(':')).replace('_', ""))
+        }
+        "text" if node.has("EditableText") => {
+            let name = node.named().map(str::to_owned).or_else(|| label.take());
+            if let Some(name) = name {
+                let param = tool_name(&name, &mut params);
+                let own = node.named();
+                let path = format!(
+                    "{dialog_path}/{}",
+                    segment("text", own, nth(dialog, node, "text", own))
+                );
+                fields.push((param, path));
+            }
+        }
+        role if BUTTONS.contains(&role) && node.named().is_some() => buttons.push(node),
+        _ => {}
+    });
+    let confirm = buttons.iter().find(|b| b.state("is_default")).or_else(|| {
+        CONFIRM.iter().find_map(|word| {
+            buttons
+                .iter()
+                .find(|b| bare(&b.name).replace('_', "").eq_ignore_ascii_case(word))
+        })
+    })?;
+    if fields.is_empty() {
+        return None;
+    }
+    let mut properties = Map::new();
+    let mut steps_out = Vec::new();
+    steps_out.push(json!({"action": "wait", "path": dialog_path}));
+    for (param, path) in &fields {
+        properties.insert(param.clone(), json!({"type": "string"}));
+        steps_out
+            .push(json!({"action": "set_text", "path": path, "text": format!("${{{param}}}")}));
+    }
+    let named = Some(confirm.name.trim());
+    steps_out.push(json!({"action": "invoke", "path": format!("{dialog_path}/{}", segment(&confirm.role, named, nth(dialog, confirm, &confirm.role, named)))}));
+    let required: Vec<&String> = fields.iter().map(|(p, _)| p).collect();
+    let name = tool_name(&format!("{} dialog", bare(title)), taken);
+    let risk = guess_risk(&confirm.name, None);
+    Some(tool(
+        &name,
+        None,
+        &format!(
+            "Fills the open {title:?} dialog's fields ({}) and presses {:?}. The dialog must be open: open it with its menu command first.",
+            fields
+                .iter()
+                .map(|(p, _)| p.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            bare(&confirm.name)
+        ),
+        Some(json!({"type": "object", "properties": properties, "required": required})),
+        (
+            if risk.0 == "low" { "medium" } else { risk.0 },
+            false,
+            risk.2,
+        ),
+        steps(steps_out),
+    ))
+}
+
+/// The `#n` that finds `target` among `root`'s descendants matching `role` and `name`, in the
+/// order the executor looks (breadth first, in the tree's order).
+fn nth(root: &UiNode, target: &UiNode, role: &str, name: Option<&str>) -> usize {
+    let mut queue: std::collections::VecDeque<&UiNode> = root.children.iter().collect();
+    let mut count = 0;
+    while let Some(node) = queue.pop_front() {
+        if node.role == role && name.is_none_or(|n| n == node.name.trim()) {
+            count += 1;
+            if std::ptr::eq(node, target) {
+                return count;
+            }
+        }
+        queue.extend(node.children.iter());
+    }
+    count.max(1)
+}
+
+/// The path from the application to `target` inside `window` (`frame/push button[OK]`).
+fn path_in(tree: &UiNode, window: &UiNode, target: &UiNode, name: Option<&str>) -> String {
+    let top = segment(&window.role, None, nth(tree, window, &window.role, None));
+    let own = segment(&target.role, name, nth(window, target, &target.role, name));
+    format!("{top}/{own}")
+}
+
+/// Every element of `node`'s subtree in document order.
+fn visit_in_order<'n>(node: &'n UiNode, visit: &mut dyn FnMut(&'n UiNode)) {
+    for child in &node.children {
+        visit(child);
+        visit_in_order(child, visit);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aai_descriptor::ui::UiPath;
+
+    /// galculator's tree as `describe a11y galculator --tree` read it (Debian's 2.1.4, basic mode).
+    const GALCULATOR: &str = include_str!("../tests/fixtures/galculator.a11y.json");
+
+    /// Finds `path` in `tree` by the executor's rules: each segment among the descendants of
+    /// the element before, breadth first, the n-th match.
+    fn resolve<'t>(tree: &'t UiNode, path: &str) -> Option<&'t UiNode> {
+        let path = UiPath::parse(path).expect("the drafted path reads");
+        let mut at = tree;
+        for segment in &path.segments {
+            let mut queue: std::collections::VecDeque<&UiNode> = at.children.iter().collect();
+            let mut count = 0;
+            let mut found = None;
+            while let Some(node) = queue.pop_front() {
+                if segment.matches(&node.role, &node.name) {
+                    count += 1;
+                    if count == segment.nth {
+                        found = Some(node);
+                        break;
+                    }
+                }
+                queue.extend(node.children.iter());
+            }
+            at = found?;
+        }
+        Some(at)
+    }
+
+    fn tool<'d>(draft: &'d Draft, name: &str) -> &'d Value {
+        draft
+            .tools()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no tool {name}"))
+    }
+
+    #[test]
+    fn a_real_calculator_becomes_tools_whose_paths_find_their_elements() {
+        let tree: UiNode = serde_json::from_str(GALCULATOR).expect("fixture");
+        let draft = draft("galculator", "a11y.galculator", &tree).expect("draft");
+        crate::assert_validates(&draft);
+        for name in [
+            "press_7",
+            "press_plus",
+            "press_8",
+            "press_equals",
+            "read_text",
+        ] {
+            tool(&draft, name);
+        }
+        assert_eq!(tool(&draft, "file_quit")["risk"], "high");
+        assert_eq!(tool(&draft, "read_text")["readOnly"], true);
+        assert_eq!(
+            tool(&draft, "press_plus")["steps"][0]["path"],
+            "frame/toggle button[+]"
+        );
+        // Every step of every tool finds an element that can do what the step does.
+        for tool in draft.tools() {
+            for step in tool["steps"].as_array().expect("steps") {
+                let path = step["path"].as_str().expect("path");
+                let node = resolve(&tree, path)
+                    .unwrap_or_else(|| panic!("{}: {path} finds nothing", tool["name"]));
+                match step["action"].as_str() {
+                    Some("invoke") => assert!(!node.actions.is_empty(), "{path}: no action"),
+                    Some("read_text") => assert!(node.has("Text"), "{path}: no text"),
+                    _ => {}
+                }
+            }
+        }
+        // The display read is the text the window shows, not the hidden formula entry.
+        let shown = resolve(
+            &tree,
+            tool(&draft, "read_text")["steps"][0]["path"]
+                .as_str()
+                .unwrap(),
+        )
+        .expect("display");
+        assert!(shown.state("showing"));
+        let names: Vec<&str> = draft
+            .tools()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        let unique: HashSet<&&str> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "tool names are unique");
+    }
+
+    fn node(role: &str, name: &str, children: Vec<UiNode>) -> UiNode {
+        UiNode {
+            role: role.into(),
+            name: name.into(),
+            states: vec!["showing".into()],
+            children,
+            ..UiNode::default()
+        }
+    }
+
+    fn with(mut node: UiNode, actions: &[&str], interfaces: &[&str], states: &[&str]) -> UiNode {
+        node.actions = actions.iter().map(|s| (*s).to_owned()).collect();
+        node.interfaces = interfaces.iter().map(|s| (*s).to_owned()).collect();
+        node.states.extend(states.iter().map(|s| (*s).to_owned()));
+        node
+    }
+
+    #[test]
+    fn an_open_dialog_becomes_a_tool_that_fills_its_labelled_fields_and_confirms_it() {
+        let field = |label: &str| {
+            vec![
+                node("label", label, vec![]),
+                with(
+                    node("text", "", vec![]),
+                    &[],
+                    &["Text", "EditableText"],
+                    &["editable"],
+                ),
+            ]
+        };
+        let mut rows = field("Search for:");
+        rows.extend(field("Replace _with:"));
+        rows.push(with(
+            node("push button", "_Close", vec![]),
+            &["click"],
+            &[],
+            &[],
+        ));
+        rows.push(with(
+            node("push button", "Replace _All", vec![]),
+            &["click"],
+            &[],
+            &[],
+        ));
+        let dialog = node("dialog", "Find and Replace", vec![node("filler", "", rows)]);
+        let window = node(
+            "frame",
+            "notes.txt - Editor",
+            vec![
+                node(
+                    "menu bar",
+                    "",
+                    vec![node(
+                        "menu",
+                        "Search",
+                        vec![with(
+                            node("menu item", "Find and Replace…", vec![]),
+                            &["click"],
+                            &[],
+                            &[],
+                        )],
+                    )],
+                ),
+                with(node("push button", "Save", vec![]), &["click"], &[], &[]),
+                with(node("push button", "Save", vec![]), &["click"], &[], &[]),
+            ],
+        );
+        let tree = node("application", "editor", vec![window, dialog]);
+        let draft = draft("editor", "a11y.editor", &tree).expect("draft");
+        crate::assert_validates(&draft);
+        let open = tool(&draft, "search_find_and_replace");
+        assert!(
+            open["description"]
+                .as_str()
+                .unwrap()
+                .contains("Opens the dialog")
+        );
+        let fill = tool(&draft, "find_and_replace_dialog");
+        assert_eq!(
+            fill["parameters"]["required"],
+            json!(["search_for", "replace_with"])
+        );
+        let steps = fill["steps"].as_array().expect("steps");
+        assert_eq!(
+            steps[0],
+            json!({"action": "wait", "path": "dialog[Find and Replace]"})
+        );
+        assert_eq!(
+            steps[1],
+            json!({"action": "set_text", "path": "dialog[Find and Replace]/text", "text": "${search_for}"})
+        );
+        assert_eq!(steps[2]["path"], "dialog[Find and Replace]/text#2");
+        assert_eq!(
+            steps[3],
+            json!({"action": "invoke", "path": "dialog[Find and Replace]/push button[Replace _All]"})
+        );
+        // Two buttons of one name: the second is addressed by its place.
+        assert_eq!(
+            tool(&draft, "press_save")["steps"][0]["path"],
+            "frame/push button[Save]"
+        );
+        assert_eq!(
+            tool(&draft, "press_save_2")["steps"][0]["path"],
+            "frame/push button[Save]#2"
+        );
+        for tool in draft.tools() {
+            for step in tool["steps"].as_array().expect("steps") {
+                let path = step["path"].as_str().expect("path");
+                assert!(resolve(&tree, path).is_some(), "{path} finds nothing");
+            }
+        }
+    }
+
+    #[test]
+    fn a_tree_without_a_window_says_so() {
+        let error = draft("ghost", "a11y.ghost", &node("application", "ghost", vec![]))
+            .expect_err("no window");
+        assert!(error.to_string().contains("no window"), "{error}");
+    }
+
+    #[test]
+    fn symbols_are_spelled_in_tool_names() {
+        for (label, words) in [
+            ("+", "plus"),
+            ("<-", "backspace"),
+            ("+/-", "plus_minus"),
+            ("M+", "M plus"),
+            ("(", "left paren"),
+            ("1/x", "1 divide x"),
+        ] {
+            assert_eq!(spelled(label), words, "{label}");
+        }
+    }
+}

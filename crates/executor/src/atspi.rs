@@ -1,0 +1,575 @@
+//! Runs `"automation": "atspi"` tools: each step finds its element in the running
+//! application's accessibility tree by a path of roles and names
+//! ([`aai_descriptor::ui::UiPath`]) and invokes it, sets its text or value, selects it, reads it,
+//! or waits for it — all through AT-SPI on the accessibility bus, never by coordinates.
+//! Argument values travel only as D-Bus arguments (text, values) and as names to compare.
+
+pub mod bus;
+
+use std::time::{Duration, Instant};
+
+use aai_descriptor::ui::{Segment, UiAction, UiPath, UiStep};
+use aai_descriptor::{AaiError, ErrorKind, LinuxSection, LinuxTool, Platform, Section};
+use serde_json::{Map, Value, json};
+
+pub use bus::{A11yBus, Node};
+
+use crate::{BoxFuture, Executor, Invocation};
+
+/// Elements looked at, at most, to find one segment.
+const NODE_CAP: usize = 5000;
+/// How often `wait` and `gone` look again.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Runs accessibility tools.
+pub struct AtspiExecutor {
+    /// The session bus address; `None` takes it from the environment.
+    session_bus: Option<String>,
+    bus: tokio::sync::Mutex<Option<A11yBus>>,
+    protection: Protection,
+}
+
+/// The protected-app patterns (lower case) the accessibility executor refuses to operate: an
+/// application whose name or window title contains one (a password manager, a bank) is not
+/// driven, whatever a descriptor says. The gateway keeps them to its config as it changes.
+#[derive(Clone, Default)]
+pub struct Protection(std::sync::Arc<std::sync::RwLock<Vec<String>>>);
+
+impl Protection {
+    /// Puts `patterns` in force.
+    pub fn set(&self, patterns: Vec<String>) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = patterns
+            .into_iter()
+            .map(|p| p.to_lowercase())
+            .filter(|p| !p.trim().is_empty())
+            .collect();
+    }
+
+    /// The pattern one of `names` (an application's, its windows') contains, if any.
+    pub fn protects<'n>(&self, names: impl IntoIterator<Item = &'n str>) -> Option<String> {
+        let patterns = self
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        names.into_iter().find_map(|name| {
+            let name = name.to_lowercase();
+            patterns.iter().find(|p| name.contains(p.as_str())).cloned()
+        })
+    }
+}
+
+impl AtspiExecutor {
+    pub fn new(session_bus: Option<String>) -> Self {
+        Self {
+            session_bus,
+            bus: tokio::sync::Mutex::new(None),
+            protection: Protection::default(),
+        }
+    }
+
+    /// The protected-app patterns this executor honours.
+    pub fn protection(&self) -> Protection {
+        self.protection.clone()
+    }
+
+    /// The accessibility bus, connected once and again after it failed.
+    async fn bus(&self) -> Result<A11yBus, AaiError> {
+        let mut held = self.bus.lock().await;
+        if let Some(bus) = held.as_ref() {
+            return Ok(bus.clone());
+        }
+        let bus = A11yBus::connect(self.session_bus.as_deref()).await?;
+        *held = Some(bus.clone());
+        Ok(bus)
+    }
+
+    async fn forget(&self) {
+        *self.bus.lock().await = None;
+    }
+}
+
+/// The section and tool of an invocation, with the tool's steps.
+fn target<'a>(
+    invocation: &Invocation<'a>,
+) -> Result<(&'a Section<LinuxSection, LinuxTool>, &'a [UiStep]), AaiError> {
+    let (section, tool) = crate::section_tool(
+        invocation.descriptor.platforms.linux.as_ref(),
+        invocation,
+        Platform::Linux,
+    )?;
+    let steps = tool.fields.steps.as_deref().ok_or_else(|| {
+        AaiError::new(
+            ErrorKind::AutomationFailed,
+            format!("{} has no steps", invocation.name()),
+        )
+    })?;
+    Ok((section, steps))
+}
+
+/// One step with its path and text bound to the call's arguments (as data).
+#[derive(Debug)]
+struct Bound<'s> {
+    step: &'s UiStep,
+    path: UiPath,
+    text: Option<String>,
+    value: Option<Value>,
+}
+
+fn bind<'s>(invocation: &Invocation<'_>, steps: &'s [UiStep]) -> Result<Vec<Bound<'s>>, AaiError> {
+    let schema = invocation
+        .descriptor
+        .platforms
+        .linux
+        .as_ref()
+        .and_then(|s| s.tools.iter().find(|t| t.common.name == invocation.tool))
+        .and_then(|t| t.common.parameters.as_ref())
+        .map(aai_descriptor::Parameters::schema);
+    let lookup = |name: &str| invocation.value(schema.as_ref(), name);
+    let missing = |name: &str| {
+        AaiError::new(
+            ErrorKind::InvalidParams,
+            format!("{} needs `{name}`", invocation.name()),
+        )
+        .with_detail(json!({"field": name}))
+    };
+    steps
+        .iter()
+        .map(|step| {
+            let path = UiPath::parse(&step.path).map_err(|problem| {
+                AaiError::new(
+                    ErrorKind::AutomationFailed,
+                    format!("{}: {problem}", invocation.name()),
+                )
+            })?;
+            let path = path.fill(&lookup).map_err(|name| missing(&name))?;
+            let text = match &step.text {
+                Some(text) => {
+                    Some(aai_descriptor::template::fill_text(text, &lookup).map_err(missing)?)
+                }
+                None => None,
+            };
+            let value = match &step.value {
+                Some(value) => {
+                    Some(aai_descriptor::template::bind(value, &lookup).map_err(missing)?)
+                }
+                None => None,
+            };
+            Ok(Bound {
+                step,
+                path,
+                text,
+                value,
+            })
+        })
+        .collect()
+}
+
+impl Executor for AtspiExecutor {
+    fn call<'a>(&'a self, invocation: Invocation<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
+        Box::pin(async move {
+            let (section, steps) = target(&invocation)?;
+            let bound = bind(&invocation, steps)?;
+            let app = section
+                .fields
+                .app
+                .as_deref()
+                .unwrap_or(&invocation.descriptor.name);
+            let run = async {
+                let bus = self.bus().await?;
+                let result = run_steps(&bus, app, &bound, &self.protection).await;
+                if let Err(error) = &result
+                    && error.kind == ErrorKind::AutomationNotSupported
+                {
+                    self.forget().await;
+                }
+                result
+            };
+            tokio::time::timeout(invocation.timeout, run)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(AaiError::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "{} did not finish within {} ms",
+                            invocation.name(),
+                            invocation.timeout.as_millis()
+                        ),
+                    ))
+                })
+        })
+    }
+
+    fn plan(&self, invocation: Invocation<'_>) -> Result<Value, AaiError> {
+        let (section, steps) = target(&invocation)?;
+        let bound = bind(&invocation, steps)?;
+        let app = section
+            .fields
+            .app
+            .as_deref()
+            .unwrap_or(&invocation.descriptor.name);
+        let steps: Vec<Value> = bound
+            .iter()
+            .map(|b| {
+                let mut step = json!({"action": b.step.action.key(), "path": b.path.to_string()});
+                if let Some(text) = &b.text {
+                    step["text"] = json!(text);
+                }
+                if let Some(value) = &b.value {
+                    step["value"] = value.clone();
+                }
+                if let Some(name) = &b.step.use_action {
+                    step["use"] = json!(name);
+                }
+                step
+            })
+            .collect();
+        Ok(json!({"atspi": {"app": app, "steps": steps}}))
+    }
+}
+
+/// The application named `app` (its accessible name, any case), or APP_NOT_RUNNING naming
+/// the applications there are.
+async fn application(bus: &A11yBus, app: &str) -> Result<Node, AaiError> {
+    let apps = bus.applications().await?;
+    if let Some((node, _, _)) = apps
+        .iter()
+        .find(|(_, name, _)| name.eq_ignore_ascii_case(app))
+    {
+        return Ok(node.clone());
+    }
+    let names: Vec<&str> = apps
+        .iter()
+        .map(|(_, name, _)| name.as_str())
+        .filter(|n| !n.is_empty())
+        .collect();
+    Err(AaiError::new(
+        ErrorKind::AppNotRunning,
+        format!(
+            "{app} is not running (or does not publish its accessibility tree): start it, then call again. Running with a tree: {}",
+            if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+        ),
+    )
+    .with_detail(json!({"app": app, "running": names})))
+}
+
+async fn run_steps(
+    bus: &A11yBus,
+    app: &str,
+    steps: &[Bound<'_>],
+    protection: &Protection,
+) -> Result<Value, AaiError> {
+    let root = application(bus, app).await?;
+    refuse_protected(bus, app, &root, protection).await?;
+    let mut reads = Map::new();
+    let mut last = None;
+    for (index, bound) in steps.iter().enumerate() {
+        let fail = |message: String| {
+            AaiError::new(
+                ErrorKind::AutomationFailed,
+                format!(
+                    "step {index} ({} {}): {message}",
+                    bound.step.action.key(),
+                    bound.path
+                ),
+            )
+            .with_detail(json!({"step": index, "path": bound.path.to_string()}))
+        };
+        match bound.step.action {
+            UiAction::Wait | UiAction::Gone => {
+                let gone = bound.step.action == UiAction::Gone;
+                let within =
+                    Duration::from_millis(bound.step.timeout_ms.unwrap_or(UiStep::WAIT_MS));
+                let until = Instant::now() + within;
+                loop {
+                    // A dialog is a top-level element of its application: look from it anew.
+                    let found = find(bus, &root, &bound.path).await;
+                    match (found, gone) {
+                        (Ok(_), false) | (Err(_), true) => break,
+                        (Err(error), false) if Instant::now() >= until => {
+                            return Err(fail(format!(
+                                "did not appear within {} ms: {}",
+                                within.as_millis(),
+                                error.message
+                            )));
+                        }
+                        (Ok(_), true) if Instant::now() >= until => {
+                            return Err(fail(format!(
+                                "was still there after {} ms",
+                                within.as_millis()
+                            )));
+                        }
+                        _ => tokio::time::sleep(POLL).await,
+                    }
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let node = find(bus, &root, &bound.path)
+            .await
+            .map_err(|e| fail(e.message))?;
+        let read = match bound.step.action {
+            UiAction::Invoke => {
+                let actions = bus.actions(&node).await;
+                let index = match &bound.step.use_action {
+                    Some(wanted) => actions.iter().position(|a| a == wanted).ok_or_else(|| {
+                        fail(format!("it has no action {wanted:?}; it has {actions:?}"))
+                    })?,
+                    None if actions.is_empty() => {
+                        return Err(fail("it has no action to invoke".to_owned()));
+                    }
+                    None => 0,
+                };
+                match bus.do_action(&node, index).await {
+                    Ok(true) => None,
+                    Ok(false) => return Err(fail(format!("it refused {:?}", actions[index]))),
+                    Err(e) => return Err(fail(format!("{:?} failed: {e}", actions[index]))),
+                }
+            }
+            UiAction::SetText => {
+                let text = bound.text.as_deref().unwrap_or_default();
+                match bus.set_text(&node, text).await {
+                    Ok(true) => None,
+                    Ok(false) => {
+                        return Err(fail("its text cannot be changed (read-only?)".to_owned()));
+                    }
+                    Err(e) => return Err(fail(format!("it has no editable text: {e}"))),
+                }
+            }
+            UiAction::SetValue => {
+                let value = bound
+                    .value
+                    .as_ref()
+                    .and_then(|v| {
+                        v.as_f64()
+                            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                    })
+                    .ok_or_else(|| {
+                        AaiError::new(
+                            ErrorKind::InvalidParams,
+                            format!("step {index}: the value is not a number"),
+                        )
+                    })?;
+                bus.set_value(&node, value)
+                    .await
+                    .map_err(|e| fail(format!("its value cannot be set: {e}")))?;
+                None
+            }
+            UiAction::Select => {
+                let selected = match bus.parent(&node).await {
+                    Some((parent, place)) => {
+                        bus.select_child(&parent, place).await.unwrap_or(false)
+                    }
+                    None => false,
+                };
+                if !selected {
+                    // A combo box's item or a tab without a selection parent: its own action.
+                    let actions = bus.actions(&node).await;
+                    if actions.is_empty() || !bus.do_action(&node, 0).await.unwrap_or(false) {
+                        return Err(fail("it cannot be selected".to_owned()));
+                    }
+                }
+                None
+            }
+            UiAction::ReadText => Some(match bus.text(&node).await {
+                Some(text) => json!(text),
+                None => json!(bus.name(&node).await),
+            }),
+            UiAction::ReadState => {
+                let mut state = json!({
+                    "role": bus.role(&node).await,
+                    "name": bus.name(&node).await,
+                    "states": bus.states(&node).await,
+                });
+                if let Some(value) = bus.value(&node).await {
+                    state["value"] = value["value"].clone();
+                }
+                Some(state)
+            }
+            UiAction::ReadRows => {
+                let mut rows = Vec::new();
+                for child in bus.children(&node).await.unwrap_or_default() {
+                    rows.push(row(bus, &child).await);
+                }
+                Some(Value::Array(rows))
+            }
+            UiAction::Wait | UiAction::Gone => None,
+        };
+        if let Some(value) = read {
+            let key = bound
+                .step
+                .key
+                .clone()
+                .unwrap_or_else(|| bound.step.action.key().to_owned());
+            last = Some(value.clone());
+            reads.insert(key, value);
+        }
+    }
+    Ok(match (reads.len(), last) {
+        (0, _) => json!({"ok": true}),
+        (1, Some(value)) if steps.iter().all(|b| b.step.key.is_none()) => value,
+        _ => Value::Object(reads),
+    })
+}
+
+/// PERMISSION_DENIED when the application or one of its windows is protected.
+///
+/// # Errors
+/// The refusal, naming the pattern.
+pub async fn refuse_protected(
+    bus: &A11yBus,
+    app: &str,
+    root: &Node,
+    protection: &Protection,
+) -> Result<(), AaiError> {
+    let mut names = vec![bus.name(root).await];
+    for window in bus.children(root).await.unwrap_or_default() {
+        names.push(bus.name(&window).await);
+    }
+    match protection.protects(names.iter().map(String::as_str)) {
+        Some(pattern) => Err(AaiError::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "{app} is a protected app (it matches {pattern:?} in `desktop.protected_apps`): the gateway does not read or operate it. Only the user can change that list in config.json."
+            ),
+        )
+        .with_detail(json!({"reason": "protected_app", "pattern": pattern}))),
+        None => Ok(()),
+    }
+}
+
+/// A row of a list or table: its text, or its cells' texts.
+async fn row(bus: &A11yBus, node: &Node) -> Value {
+    let cells = bus.children(node).await.unwrap_or_default();
+    if cells.is_empty() {
+        return json!(match bus.text(node).await {
+            Some(text) if !text.is_empty() => text,
+            _ => bus.name(node).await,
+        });
+    }
+    let mut texts = Vec::with_capacity(cells.len());
+    for cell in &cells {
+        texts.push(match bus.text(cell).await {
+            Some(text) if !text.is_empty() => text,
+            _ => bus.name(cell).await,
+        });
+    }
+    json!(texts)
+}
+
+/// The element `path` names under `root`, or AUTOMATION_FAILED saying which segment was not
+/// found and what is there instead.
+pub async fn find(bus: &A11yBus, root: &Node, path: &UiPath) -> Result<Node, AaiError> {
+    let mut at = root.clone();
+    let mut walked = String::new();
+    for segment in &path.segments {
+        match descendant(bus, &at, segment).await {
+            Ok(node) => at = node,
+            Err(seen) => {
+                let under = if walked.is_empty() {
+                    "in the application".to_owned()
+                } else {
+                    format!("under {walked}")
+                };
+                return Err(AaiError::new(
+                    ErrorKind::AutomationFailed,
+                    format!(
+                        "no {segment} {under}; there: {}",
+                        if seen.is_empty() {
+                            "nothing with a name".to_owned()
+                        } else {
+                            seen.join(", ")
+                        }
+                    ),
+                )
+                .with_detail(json!({"missing": segment.to_string(), "there": seen})));
+            }
+        }
+        if !walked.is_empty() {
+            walked.push('/');
+        }
+        walked.push_str(&segment.to_string());
+    }
+    Ok(at)
+}
+
+/// The `segment.nth` descendant of `from` matching `segment`, breadth first; or what was
+/// seen instead, nearest first: elements of the same role whose name is closest to the one
+/// wanted (equal but for case, then sharing words or letters), then other named ones — at most
+/// [`SEEN_AT_MOST`].
+async fn descendant(bus: &A11yBus, from: &Node, segment: &Segment) -> Result<Node, Vec<String>> {
+    let mut queue = std::collections::VecDeque::from([from.clone()]);
+    let mut count = 0;
+    let mut looked = 0;
+    let mut seen: Vec<(usize, String)> = Vec::new();
+    while let Some(node) = queue.pop_front() {
+        let Ok(children) = bus.children(&node).await else {
+            continue;
+        };
+        for child in children {
+            looked += 1;
+            if looked > NODE_CAP {
+                break;
+            }
+            let role = bus.role(&child).await;
+            let name = bus.name(&child).await;
+            if segment.matches(&role, &name) {
+                count += 1;
+                if count == segment.nth {
+                    return Ok(child);
+                }
+            }
+            let same_role = segment.role == "*" || role.eq_ignore_ascii_case(&segment.role);
+            if same_role || !name.trim().is_empty() {
+                let shown = Segment {
+                    role: role.clone(),
+                    name: Some(name.trim().to_owned()),
+                    nth: 1,
+                }
+                .to_string();
+                let rank =
+                    nearness(segment.name.as_deref(), &name) + if same_role { 0 } else { 10 };
+                seen.push((rank, shown));
+            }
+            queue.push_back(child);
+        }
+    }
+    // Stable: elements equally near keep the tree's order.
+    seen.sort_by_key(|(rank, _)| *rank);
+    let mut shown: Vec<String> = Vec::new();
+    for (_, text) in seen {
+        if !shown.contains(&text) {
+            shown.push(text);
+        }
+        if shown.len() == SEEN_AT_MOST {
+            break;
+        }
+    }
+    Err(shown)
+}
+
+/// Elements named, at most, in a "not found" error.
+const SEEN_AT_MOST: usize = 20;
+
+/// How near a name is to the one wanted (0 nearest … 4 unrelated).
+fn nearness(wanted: Option<&str>, name: &str) -> usize {
+    let Some(wanted) = wanted.map(str::trim).filter(|w| !w.is_empty()) else {
+        return 3;
+    };
+    let (wanted, name) = (wanted.to_lowercase(), name.trim().to_lowercase());
+    if wanted == name {
+        0
+    } else if name.contains(&wanted) || wanted.contains(&name) && !name.is_empty() {
+        1
+    } else if wanted
+        .split_whitespace()
+        .any(|w| name.split_whitespace().any(|n| n == w))
+    {
+        2
+    } else {
+        3
+    }
+}
