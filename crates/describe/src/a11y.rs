@@ -53,20 +53,17 @@ const BUTTONS: &[&str] = &["push button", "toggle button"];
 const TOP_LEVEL: &[&str] = &["frame", "window"];
 const DIALOGS: &[&str] = &["dialog", "file chooser", "alert"];
 const LISTS: &[&str] = &["list", "list box", "table", "tree table", "tree"];
-/// Words that name a button confirming a dialog, best first.
-const CONFIRM: &[&str] = &[
-    "ok",
-    "save",
-    "open",
-    "replace all",
-    "replace",
-    "find",
-    "apply",
-    "print",
-    "yes",
-    "done",
-    "close",
-];
+/// Buttons that dismiss a dialog rather than act: not tools.
+const DISMISS: &[&str] = &["close", "cancel", "help", "no"];
+
+/// A menu with more plain items than this is drafted as one tool taking the item.
+const CHOICES_AT: usize = 8;
+
+/// Whether a command's label marks it as opening a dialog (`Save As…`).
+fn opens_dialog(name: &str) -> bool {
+    let name = name.trim_end();
+    name.ends_with('…') || name.ends_with("...")
+}
 
 /// How symbol-only button labels are spelled in tool names.
 fn spelled(label: &str) -> String {
@@ -151,33 +148,68 @@ pub fn draft(app: &str, app_id: &str, tree: &UiNode) -> Result<Draft, DescribeEr
     // Menu commands, wherever the menu bar is (found through the menus, not the window).
     let mut menus = Vec::new();
     menu_commands(main, &mut Vec::new(), &mut menus);
+    // A menu of many plain choices (file types, color schemes) is one tool taking the choice.
+    let mut by_menu: Vec<(&Vec<String>, Vec<&UiNode>)> = Vec::new();
     for (chain, item) in &menus {
-        let label = bare(&item.name);
-        let words: Vec<&str> = chain.iter().map(|m| bare(m)).chain([label]).collect();
-        let name = tool_name(&words.join(" "), &mut taken);
-        let mut path: Vec<String> = chain.iter().map(|m| segment("menu", Some(m), 1)).collect();
-        path.push(segment(&item.role, Some(&item.name), 1));
-        let opens = item.name.trim_end().ends_with('…') || item.name.trim_end().ends_with("...");
-        let what = match item.role.as_str() {
-            "check menu item" => "Turns on or off",
-            "radio menu item" => "Chooses",
-            _ if opens => "Opens the dialog of",
-            _ => "Runs",
-        };
-        let risk = guess_risk(label, None);
-        let risk = if risk.1 {
-            ("medium", false, false)
-        } else {
-            risk
-        };
-        tools.push(tool(
-            &name,
-            None,
-            &format!("{what} the menu command {}.", words.join(" → ")),
-            None,
-            risk,
-            steps(vec![json!({"action": "invoke", "path": path.join("/")})]),
-        ));
+        match by_menu.iter_mut().find(|(c, _)| *c == chain) {
+            Some((_, items)) => items.push(item),
+            None => by_menu.push((chain, vec![item])),
+        }
+    }
+    for (chain, items) in by_menu {
+        let menu_path: Vec<String> = chain
+            .iter()
+            .map(|m| segment("menu", Some(m.trim()), 1))
+            .collect();
+        let menu_words: Vec<&str> = chain.iter().map(|m| bare(m)).collect();
+        let choices = items.len() > CHOICES_AT && items.iter().all(|i| !opens_dialog(&i.name));
+        if choices {
+            let names: Vec<&str> = items.iter().map(|i| i.name.trim()).collect();
+            let role = if items.iter().all(|i| i.role == items[0].role) {
+                items[0].role.as_str()
+            } else {
+                "*"
+            };
+            let name = tool_name(&format!("choose {}", menu_words.join(" ")), &mut taken);
+            let mut path = menu_path.clone();
+            path.push(segment(role, Some("${item}"), 1));
+            tools.push(tool(
+                &name,
+                None,
+                &format!("Chooses `item` in the menu {}.", menu_words.join(" → ")),
+                Some(json!({"type": "object", "properties": {"item": {"type": "string", "enum": names}}, "required": ["item"]})),
+                ("medium", false, false),
+                steps(vec![json!({"action": "invoke", "path": path.join("/")})]),
+            ));
+            continue;
+        }
+        for item in items {
+            let label = bare(&item.name);
+            let words: Vec<&str> = menu_words.iter().copied().chain([label]).collect();
+            let name = tool_name(&words.join(" "), &mut taken);
+            let mut path = menu_path.clone();
+            path.push(segment(&item.role, Some(item.name.trim()), 1));
+            let what = match item.role.as_str() {
+                "check menu item" => "Turns on or off",
+                "radio menu item" => "Chooses",
+                _ if opens_dialog(&item.name) => "Opens the dialog of",
+                _ => "Runs",
+            };
+            let risk = guess_risk(label, None);
+            let risk = if risk.1 {
+                ("medium", false, false)
+            } else {
+                risk
+            };
+            tools.push(tool(
+                &name,
+                None,
+                &format!("{what} the menu command {}.", words.join(" → ")),
+                None,
+                risk,
+                steps(vec![json!({"action": "invoke", "path": path.join("/")})]),
+            ));
+        }
     }
 
     // Buttons of the main window (outside its menus), and what it shows.
@@ -195,7 +227,7 @@ pub fn draft(app: &str, app_id: &str, tree: &UiNode) -> Result<Draft, DescribeEr
             let Some(label) = node.named() else {
                 return;
             };
-            let words = spelled(label);
+            let words = spelled(bare(label));
             let name = tool_name(&format!("press {words}"), &mut taken);
             let (risk, _, destructive) = guess_risk(&words, None);
             let risk = if risk == "low" { "medium" } else { risk };
@@ -260,13 +292,14 @@ pub fn draft(app: &str, app_id: &str, tree: &UiNode) -> Result<Draft, DescribeEr
         .iter()
         .filter(|w| DIALOGS.contains(&w.role.as_str()))
     {
-        match dialog_tool(dialog, &mut taken) {
-            Some(tool) => tools.push(tool),
-            None => notes.push(format!(
-                "the open dialog {:?} has no labelled field and no button to confirm it: no tool",
+        let made = dialog_tools(dialog, &mut taken);
+        if made.is_empty() {
+            notes.push(format!(
+                "the open dialog {:?} has no labelled field or no button that acts: no tool",
                 dialog.name
-            )),
+            ));
         }
+        tools.extend(made);
     }
     if tools.is_empty() {
         return Err(DescribeError::Nothing(format!(
@@ -326,7 +359,7 @@ fn menu_commands<'n>(
                 let Some(name) = child.named() else {
                     continue;
                 };
-                chain.push(name.to_owned());
+                chain.push(name.trim().to_owned());
                 menu_commands(child, chain, out);
                 chain.pop();
             }
@@ -340,8 +373,10 @@ fn menu_commands<'n>(
     }
 }
 
-/// The tool that fills an open dialog and confirms it: a parameter per labelled text field.
-fn dialog_tool(dialog: &UiNode, taken: &mut HashSet<String>) -> Option<Value> {
+/// The tools that fill an open dialog and press one of its buttons: a parameter per labelled
+/// text field, one tool per button that acts (the default first; close, cancel and help are
+/// not tools).
+fn dialog_tools(dialog: &UiNode, taken: &mut HashSet<String>) -> Vec<Value> {
     let title = dialog.named().unwrap_or("dialog");
     let dialog_path = segment(&dialog.role, dialog.named(), 1);
     let mut fields: Vec<(String, String)> = Vec::new();
@@ -366,52 +401,58 @@ fn dialog_tool(dialog: &UiNode, taken: &mut HashSet<String>) -> Option<Value> {
                 fields.push((param, path));
             }
         }
-        role if BUTTONS.contains(&role) && node.named().is_some() => buttons.push(node),
+        role if BUTTONS.contains(&role)
+            && node.named().is_some_and(|n| {
+                !DISMISS.contains(&bare(n).replace('_', "").to_lowercase().as_str())
+            }) =>
+        {
+            buttons.push(node);
+        }
         _ => {}
     });
-    let confirm = buttons.iter().find(|b| b.state("is_default")).or_else(|| {
-        CONFIRM.iter().find_map(|word| {
-            buttons
-                .iter()
-                .find(|b| bare(&b.name).replace('_', "").eq_ignore_ascii_case(word))
-        })
-    })?;
     if fields.is_empty() {
-        return None;
+        return Vec::new();
     }
+    // The default button first: it is what Enter would press.
+    buttons.sort_by_key(|b| !b.state("is_default"));
+    let one = buttons.len() == 1;
     let mut properties = Map::new();
-    let mut steps_out = Vec::new();
-    steps_out.push(json!({"action": "wait", "path": dialog_path}));
+    let mut filled = vec![json!({"action": "wait", "path": dialog_path})];
     for (param, path) in &fields {
         properties.insert(param.clone(), json!({"type": "string"}));
-        steps_out
-            .push(json!({"action": "set_text", "path": path, "text": format!("${{{param}}}")}));
+        filled.push(json!({"action": "set_text", "path": path, "text": format!("${{{param}}}")}));
     }
-    let named = Some(confirm.name.trim());
-    steps_out.push(json!({"action": "invoke", "path": format!("{dialog_path}/{}", segment(&confirm.role, named, nth(dialog, confirm, &confirm.role, named)))}));
     let required: Vec<&String> = fields.iter().map(|(p, _)| p).collect();
-    let name = tool_name(&format!("{} dialog", bare(title)), taken);
-    let risk = guess_risk(&confirm.name, None);
-    Some(tool(
-        &name,
-        None,
-        &format!(
-            "Fills the open {title:?} dialog's fields ({}) and presses {:?}. The dialog must be open: open it with its menu command first.",
-            fields
-                .iter()
-                .map(|(p, _)| p.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            bare(&confirm.name)
-        ),
-        Some(json!({"type": "object", "properties": properties, "required": required})),
-        (
-            if risk.0 == "low" { "medium" } else { risk.0 },
-            false,
-            risk.2,
-        ),
-        steps(steps_out),
-    ))
+    let params_list = fields
+        .iter()
+        .map(|(p, _)| p.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    buttons
+        .iter()
+        .map(|button| {
+            let label = bare(&button.name).replace('_', "");
+            let named = Some(button.name.trim());
+            let mut steps_out = filled.clone();
+            steps_out.push(json!({"action": "invoke", "path": format!("{dialog_path}/{}", segment(&button.role, named, nth(dialog, button, &button.role, named)))}));
+            let name = if one {
+                tool_name(&format!("{} dialog", bare(title)), taken)
+            } else {
+                tool_name(&format!("{} dialog {label}", bare(title)), taken)
+            };
+            let risk = guess_risk(&label, None);
+            tool(
+                &name,
+                None,
+                &format!(
+                    "Fills the open {title:?} dialog's fields ({params_list}) and presses {label:?}. The dialog must be open: open it with its menu command first."
+                ),
+                Some(json!({"type": "object", "properties": properties, "required": required})),
+                (if risk.0 == "low" { "medium" } else { risk.0 }, false, risk.2),
+                steps(steps_out),
+            )
+        })
+        .collect()
 }
 
 /// The `#n` that finds `target` among `root`'s descendants matching `role` and `name`, in the
@@ -576,6 +617,12 @@ mod tests {
             &[],
         ));
         rows.push(with(
+            node("push button", "_Find", vec![]),
+            &["click"],
+            &[],
+            &["is_default"],
+        ));
+        rows.push(with(
             node("push button", "Replace _All", vec![]),
             &["click"],
             &[],
@@ -614,7 +661,21 @@ mod tests {
                 .unwrap()
                 .contains("Opens the dialog")
         );
-        let fill = tool(&draft, "find_and_replace_dialog");
+        // One tool per button that acts, the default first; Close is not a tool.
+        let dialog_tools: Vec<&str> = draft
+            .tools()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .filter(|n| n.contains("dialog"))
+            .collect();
+        assert_eq!(
+            dialog_tools,
+            [
+                "find_and_replace_dialog_find",
+                "find_and_replace_dialog_replace_all"
+            ]
+        );
+        let fill = tool(&draft, "find_and_replace_dialog_replace_all");
         assert_eq!(
             fill["parameters"]["required"],
             json!(["search_for", "replace_with"])

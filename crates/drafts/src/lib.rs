@@ -222,12 +222,13 @@ pub async fn a11y_tree(
         return Err(AaiError::new(
             ErrorKind::AppNotRunning,
             format!(
-                "{app} is not running with an accessibility tree; running: {}. Start it (with its window open), then draft again",
+                "{app} is not running with an accessibility tree; running: {}{}. Start it (with its window open), then draft again",
                 if names.is_empty() {
                     "none".to_owned()
                 } else {
                     names.join(", ")
-                }
+                },
+                aai_executor::atspi::silent(apps.len() - names.len())
             ),
         ));
     };

@@ -248,11 +248,22 @@ async fn application(bus: &A11yBus, app: &str) -> Result<Node, AaiError> {
     Err(AaiError::new(
         ErrorKind::AppNotRunning,
         format!(
-            "{app} is not running (or does not publish its accessibility tree): start it, then call again. Running with a tree: {}",
-            if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+            "{app} is not running (or does not publish its accessibility tree): start it, then call again. Running with a tree: {}{}",
+            if names.is_empty() { "none".to_owned() } else { names.join(", ") },
+            silent(apps.len() - names.len())
         ),
     )
     .with_detail(json!({"app": app, "running": names})))
+}
+
+/// What to say of applications that did not tell their name (busy, or stuck in a dialog).
+pub fn silent(count: usize) -> String {
+    match count {
+        0 => String::new(),
+        n => format!(
+            " ({n} more did not answer within a few seconds: busy, or stuck in a dialog — finish or close it)"
+        ),
+    }
 }
 
 async fn run_steps(

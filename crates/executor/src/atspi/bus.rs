@@ -11,6 +11,8 @@ const ACCESSIBLE: &str = "org.a11y.atspi.Accessible";
 const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
 const REGISTRY: &str = "org.a11y.atspi.Registry";
 const ROOT: &str = "/org/a11y/atspi/accessible/root";
+/// How long one AT-SPI call may wait for its answer.
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// One element of some application's tree: the bus name that serves it and its object path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -130,16 +132,23 @@ impl A11yBus {
     where
         R: for<'d> zbus::zvariant::DynamicDeserialize<'d>,
     {
-        let reply = self
-            .conn
-            .call_method(
-                Some(node.dest.as_str()),
-                node.path.as_str(),
-                Some(interface),
-                method,
-                args,
-            )
-            .await?;
+        // An application that does not answer (busy, or stuck in a modal loop) costs one
+        // bounded wait per call, not the whole draft or call.
+        let call = self.conn.call_method(
+            Some(node.dest.as_str()),
+            node.path.as_str(),
+            Some(interface),
+            method,
+            args,
+        );
+        let reply = tokio::time::timeout(CALL_TIMEOUT, call)
+            .await
+            .map_err(|_| {
+                zbus::Error::Failure(format!(
+                    "{method} got no answer within {} s",
+                    CALL_TIMEOUT.as_secs()
+                ))
+            })??;
         reply.body().deserialize::<R>()
     }
 
@@ -173,17 +182,15 @@ impl A11yBus {
 
     /// The process id behind a bus name on the accessibility bus.
     async fn pid(&self, dest: &str) -> Option<u32> {
-        let reply = self
-            .conn
-            .call_method(
-                Some("org.freedesktop.DBus"),
-                "/org/freedesktop/DBus",
-                Some("org.freedesktop.DBus"),
-                "GetConnectionUnixProcessID",
-                &(dest,),
-            )
-            .await
-            .ok()?;
+        let args = (dest,);
+        let call = self.conn.call_method(
+            Some("org.freedesktop.DBus"),
+            "/org/freedesktop/DBus",
+            Some("org.freedesktop.DBus"),
+            "GetConnectionUnixProcessID",
+            &args,
+        );
+        let reply = tokio::time::timeout(CALL_TIMEOUT, call).await.ok()?.ok()?;
         reply.body().deserialize::<u32>().ok()
     }
 
