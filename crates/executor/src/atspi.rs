@@ -167,16 +167,22 @@ fn bind<'s>(invocation: &Invocation<'_>, steps: &'s [UiStep]) -> Result<Vec<Boun
         .collect()
 }
 
+/// The application a call drives and its steps bound to the call's arguments.
+fn prepared<'a>(invocation: &Invocation<'a>) -> Result<(&'a str, Vec<Bound<'a>>), AaiError> {
+    let (section, steps) = target(invocation)?;
+    let bound = bind(invocation, steps)?;
+    let app = section
+        .fields
+        .app
+        .as_deref()
+        .unwrap_or(&invocation.descriptor.name);
+    Ok((app, bound))
+}
+
 impl Executor for AtspiExecutor {
     fn call<'a>(&'a self, invocation: Invocation<'a>) -> BoxFuture<'a, Result<Value, AaiError>> {
         Box::pin(async move {
-            let (section, steps) = target(&invocation)?;
-            let bound = bind(&invocation, steps)?;
-            let app = section
-                .fields
-                .app
-                .as_deref()
-                .unwrap_or(&invocation.descriptor.name);
+            let (app, bound) = prepared(&invocation)?;
             let run = async {
                 let bus = self.bus().await?;
                 let result = run_steps(&bus, app, &bound, &self.protection).await;
@@ -203,13 +209,7 @@ impl Executor for AtspiExecutor {
     }
 
     fn plan(&self, invocation: Invocation<'_>) -> Result<Value, AaiError> {
-        let (section, steps) = target(&invocation)?;
-        let bound = bind(&invocation, steps)?;
-        let app = section
-            .fields
-            .app
-            .as_deref()
-            .unwrap_or(&invocation.descriptor.name);
+        let (app, bound) = prepared(&invocation)?;
         let steps: Vec<Value> = bound
             .iter()
             .map(|b| {
@@ -582,5 +582,37 @@ fn nearness(wanted: Option<&str>, name: &str) -> usize {
         2
     } else {
         3
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dry run shows each step with its path and text bound to the arguments, as data: a
+    /// value full of path syntax stays one name, and the text is the value itself.
+    #[test]
+    fn the_plan_binds_arguments_as_data() {
+        let doc = json!({"schema_version": "1.0", "appId": "a11y.editor", "name": "Editor",
+            "platforms": {"linux": {"automation": "atspi", "app": "mousepad", "tools": [
+                {"name": "open_row", "description": "d",
+                 "parameters": {"type": "object", "properties": {"row": {"type": "string"}, "text": {"type": "string"}},
+                                "required": ["row", "text"]},
+                 "steps": [{"action": "invoke", "path": "list[Files]/list item[${row}]", "use": "activate"},
+                           {"action": "set_text", "path": "frame/text", "text": "${text}"}]}]}}});
+        let descriptor = aai_descriptor::parse("t", doc.to_string().as_bytes()).expect("valid");
+        let args = json!({"row": "a]/push button[Delete]#2", "text": "$(rm -rf ~) ${x}"});
+        let args = args.as_object().expect("object");
+        let invocation = Invocation::new(&descriptor, "open_row", args, Duration::from_secs(5));
+        let plan = AtspiExecutor::new(None).plan(invocation).expect("plan");
+        assert_eq!(plan["atspi"]["app"], "mousepad");
+        let steps = &plan["atspi"]["steps"];
+        assert_eq!(
+            steps[0],
+            json!({"action": "invoke", "path": r"list[Files]/list item[a\]/push button[Delete\]#2]", "use": "activate"})
+        );
+        let path = UiPath::parse(steps[0]["path"].as_str().expect("path")).expect("reads back");
+        assert_eq!(path.segments.len(), 2, "the value stayed one name");
+        assert_eq!(steps[1]["text"], "$(rm -rf ~) ${x}");
     }
 }

@@ -1298,6 +1298,7 @@ fn every_command_honours_json() {
         "describe sdef",
         "describe app",
         "describe com",
+        "describe a11y",
         "discover",
         "serve",
         "service install",
