@@ -209,33 +209,11 @@ pub async fn a11y_tree(
     protected: &[String],
 ) -> Result<(String, aai_describe::a11y::UiNode), AaiError> {
     let bus = aai_executor::atspi::A11yBus::connect(session_bus).await?;
-    let apps = bus.applications().await?;
-    let wanted_pid = app.parse::<u32>().ok();
-    let Some((root, name, _)) = apps.iter().find(|(_, name, pid)| {
-        name.eq_ignore_ascii_case(app) || (wanted_pid.is_some() && *pid == wanted_pid)
-    }) else {
-        let names: Vec<&str> = apps
-            .iter()
-            .map(|(_, n, _)| n.as_str())
-            .filter(|n| !n.is_empty())
-            .collect();
-        return Err(AaiError::new(
-            ErrorKind::AppNotRunning,
-            format!(
-                "{app} is not running with an accessibility tree; running: {}{}. Start it (with its window open), then draft again",
-                if names.is_empty() {
-                    "none".to_owned()
-                } else {
-                    names.join(", ")
-                },
-                aai_executor::atspi::silent(apps.len() - names.len())
-            ),
-        ));
-    };
+    let (root, name) = aai_executor::atspi::application(&bus, app).await?;
     let protection = aai_executor::atspi::Protection::default();
     protection.set(protected.to_vec());
-    aai_executor::atspi::refuse_protected(&bus, name, root, &protection).await?;
-    let tree = tokio::time::timeout(WALK_TIME, read_tree(&bus, root))
+    aai_executor::atspi::refuse_protected(&bus, &name, &root, &protection).await?;
+    let tree = tokio::time::timeout(WALK_TIME, read_tree(&bus, &root))
         .await
         .map_err(|_| {
             failed(format!(
@@ -243,7 +221,7 @@ pub async fn a11y_tree(
                 WALK_TIME.as_secs()
             ))
         })?;
-    Ok((name.clone(), tree))
+    Ok((name, tree))
 }
 
 /// The tree below `root`, breadth first, at most [`MOST_ELEMENTS`] elements.

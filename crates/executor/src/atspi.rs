@@ -230,15 +230,16 @@ impl Executor for AtspiExecutor {
     }
 }
 
-/// The application named `app` (its accessible name, any case), or APP_NOT_RUNNING naming
-/// the applications there are.
-async fn application(bus: &A11yBus, app: &str) -> Result<Node, AaiError> {
+/// The application named `app` (its accessible name, any case, or its process id) and its
+/// name, or APP_NOT_RUNNING naming the applications there are.
+pub async fn application(bus: &A11yBus, app: &str) -> Result<(Node, String), AaiError> {
     let apps = bus.applications().await?;
-    if let Some((node, _, _)) = apps
+    let pid = app.parse::<u32>().ok();
+    if let Some((node, name, _)) = apps
         .iter()
-        .find(|(_, name, _)| name.eq_ignore_ascii_case(app))
+        .find(|(_, name, id)| name.eq_ignore_ascii_case(app) || (pid.is_some() && *id == pid))
     {
-        return Ok(node.clone());
+        return Ok((node.clone(), name.clone()));
     }
     let names: Vec<&str> = apps
         .iter()
@@ -257,7 +258,7 @@ async fn application(bus: &A11yBus, app: &str) -> Result<Node, AaiError> {
 }
 
 /// What to say of applications that did not tell their name (busy, or stuck in a dialog).
-pub fn silent(count: usize) -> String {
+fn silent(count: usize) -> String {
     match count {
         0 => String::new(),
         n => format!(
@@ -272,7 +273,7 @@ async fn run_steps(
     steps: &[Bound<'_>],
     protection: &Protection,
 ) -> Result<Value, AaiError> {
-    let root = application(bus, app).await?;
+    let (root, _) = application(bus, app).await?;
     refuse_protected(bus, app, &root, protection).await?;
     let mut reads = Map::new();
     let mut last = None;
