@@ -33,8 +33,8 @@ use nix::unistd::Pid;
 
 use crate::{Profile, Stage};
 
-/// How long the first stage keeps killing its tree after a SIGTERM.
-const KILL_WITHIN: Duration = Duration::from_secs(5);
+/// How long a stage keeps killing its tree after a SIGTERM.
+pub(crate) const KILL_WITHIN: Duration = Duration::from_secs(5);
 
 /// Exit codes of a launcher that could not run the command (as shells use them).
 const CANNOT_RUN: u8 = 126;
@@ -108,6 +108,7 @@ fn first(mut profile: Profile, program: &[String]) -> ExitCode {
     if let Some(dir) = &private_temp {
         second.env("TMPDIR", dir);
     }
+    second.env(FIRST_STAGE_VAR, std::process::id().to_string());
     let child = match second.spawn() {
         Ok(child) => child,
         Err(error) => {
@@ -170,8 +171,16 @@ fn supervise(
     }
 }
 
-/// How long the first stage gives the second to end its domain before sweeping.
-const INNER_STOP: Duration = Duration::from_millis(500);
+/// How long the first stage gives the second to end its domain before sweeping: the second
+/// stage's own bound and a second more. It is never cut short by the clock of a busy machine —
+/// a second stage frozen or killed half-way would leave the domain it was about to end.
+pub(crate) const INNER_STOP: Duration = KILL_WITHIN.saturating_add(Duration::from_secs(1));
+
+// Whoever waits for a launcher waits for both of its stages' bounds.
+const _: () = assert!(
+    crate::procs::LAUNCHER_ENDS_WITHIN.as_millis()
+        > INNER_STOP.as_millis() + KILL_WITHIN.as_millis()
+);
 
 /// Whether `child` is in a user namespace other than this process's.
 fn in_own_user_namespace(child: Pid) -> bool {
@@ -310,6 +319,17 @@ fn remove(dir: Option<&PathBuf>) {
 }
 
 fn second(profile: &Profile, program: &[String]) -> ExitCode {
+    // Whoever ends the first stage — a SIGKILL included — ends the command's domain with it:
+    // the kernel sends this stage SIGTERM, which it takes like the first stage's own.
+    if let Err(problem) = follow_first_stage() {
+        return refuse(&problem);
+    }
+    // The first stage, known before the user namespace (from which its program cannot be
+    // read) and Landlock: the signal scope is proved below by this very process being out of
+    // its reach.
+    let parent = nix::unistd::getppid();
+    let parent_is_launcher = std::fs::read_link("/proc/self/exe")
+        .is_ok_and(|exe| crate::procs::is_launcher(parent.as_raw().unsigned_abs(), &exe));
     // Before Landlock (which then forbids changing mounts): the command's own view. Where
     // user namespaces are off nothing is hidden by it and Landlock's rules carve the secrets
     // out instead; `doctor` says so. Any other failure refuses the command.
@@ -326,11 +346,10 @@ fn second(profile: &Profile, program: &[String]) -> ExitCode {
         },
         _ => None,
     };
-    // The first stage, known before Landlock hides other processes' files: the signal scope
-    // is proved below by this very process being out of reach.
-    let parent = nix::unistd::getppid();
-    let parent_is_launcher = std::fs::read_link("/proc/self/exe")
-        .is_ok_and(|exe| crate::procs::is_launcher(parent.as_raw().unsigned_abs(), &exe));
+    // Set again after the view: a change of credentials would have cleared it.
+    if let Err(problem) = follow_first_stage() {
+        return refuse(&problem);
+    }
     let plan = profile.plan(&crate::rules::list, entered.is_some());
     let enforced = match crate::linux::enforce(&plan) {
         Ok(enforced) if enforced.ruleset == "none" => {
@@ -346,6 +365,7 @@ fn second(profile: &Profile, program: &[String]) -> ExitCode {
     }
     let mut third = std::process::Command::new("/proc/self/exe");
     third
+        .env_remove(FIRST_STAGE_VAR)
         .arg(crate::MARKER)
         .arg("--stage3")
         .arg("--home")
@@ -394,6 +414,23 @@ fn second(profile: &Profile, program: &[String]) -> ExitCode {
         }
     });
     finish(outcome)
+}
+
+/// The variable by which the first stage tells the second its pid.
+const FIRST_STAGE_VAR: &str = "AAI_CONTAIN_FIRST_STAGE";
+
+/// Makes the kernel send this (second) stage SIGTERM when the first stage ends, and checks
+/// that the first stage — the pid it handed down — is still its parent.
+fn follow_first_stage() -> Result<(), String> {
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))
+        .map_err(|error| format!("cannot follow the sandbox's first stage: {error}"))?;
+    let first = std::env::var(FIRST_STAGE_VAR)
+        .ok()
+        .and_then(|pid| pid.parse::<i32>().ok());
+    if first != Some(nix::unistd::getppid().as_raw()) {
+        return Err("the sandbox's first stage has ended; the command was not run".to_owned());
+    }
+    Ok(())
 }
 
 /// Moves this process into a network namespace of its own, brings up its loopback, listens

@@ -76,9 +76,15 @@ pub fn is_launcher(pid: u32, launcher: &Path) -> bool {
         .is_ok_and(|line| line.split(|b| *b == 0).nth(1) == Some(crate::MARKER.as_bytes()))
 }
 
-/// Asks the launcher `pid` to end its whole tree (SIGTERM) and waits, at most `within`, for it
-/// to be gone; false when it was still there.
-pub fn terminate(pid: u32, within: Duration) -> bool {
+/// How long a launcher asked to end (SIGTERM) may take at most: its first stage waits
+/// for the second to end the command's domain, then sweeps what is left. Whoever asks waits
+/// this long before touching the launcher itself — freezing or killing one half-way would
+/// leave behind the very processes it was ending. An ordinary stop takes milliseconds.
+pub const LAUNCHER_ENDS_WITHIN: Duration = Duration::from_secs(12);
+
+/// Asks the launcher `pid` to end its whole tree (SIGTERM) and waits for it to be gone, at most
+/// [`LAUNCHER_ENDS_WITHIN`]; false when it was still there.
+pub fn terminate(pid: u32) -> bool {
     let Ok(raw) = i32::try_from(pid) else {
         return false;
     };
@@ -86,7 +92,7 @@ pub fn terminate(pid: u32, within: Duration) -> bool {
     if nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGTERM).is_err() {
         return !alive(pid);
     }
-    let until = Instant::now() + within;
+    let until = Instant::now() + LAUNCHER_ENDS_WITHIN;
     while alive(pid) {
         if Instant::now() >= until {
             return false;

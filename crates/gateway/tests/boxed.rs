@@ -629,6 +629,56 @@ fn with_marker(marker: &str) -> Vec<u32> {
     found
 }
 
+/// A Perl loop that forks and exits, in eight chains at once, as fast as it can: its pid
+/// changes all the time. Each member gives up after two minutes, so that a stop that failed
+/// cannot leave it burning the machine for the tests after.
+fn fork_loop(marker: &str) -> String {
+    format!(
+        "my $end = time + 120; for (1..8) {{ last unless fork }} while (time < $end) {{ exit if fork }} # {marker}"
+    )
+}
+
+/// Busy loops, as many as the machine has cores, outside every tree the stop looks at
+/// (reparented away, untagged) for as long as the value lives: the stop must hold on a busy
+/// machine, where its helpers are slow to be scheduled.
+struct Busy(String);
+
+impl Busy {
+    fn start(marker: &str) -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+        for _ in 0..cores {
+            let _ = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(format!(
+                    "setsid perl -e 'my $end = time + 120; 1 while time < $end' {marker} </dev/null >/dev/null 2>&1 &"
+                ))
+                .status();
+        }
+        Self(marker.to_owned())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        for pid in with_marker(&self.0) {
+            aai_contain::procs::kill(pid);
+        }
+    }
+}
+
+/// Whether Perl itself runs with `marker` (not merely a launcher or shell naming it): members
+/// of two or more generations, so that the loop is known to fork.
+fn looping(marker: &str) -> bool {
+    let perl: Vec<u32> = with_marker(marker)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|line| line.split(|b| *b == 0).next() == Some(b"perl"))
+        })
+        .collect();
+    perl.len() >= 2
+}
+
 /// Kills what a failed test may have left.
 struct Sweep(String);
 
@@ -649,7 +699,8 @@ impl Drop for Sweep {
 /// A loop that forks and exits — its pid changing all the time, out of its session, its
 /// environment cleared — dies with the emergency stop: nothing with its mark is alive after.
 /// Once through the gateway (with its call group where the system gives one) and once through
-/// a bare launcher, where the subreaper's frozen sweep alone must catch it.
+/// a bare launcher on a busy machine, where the launcher's own domain kill must not be cut
+/// short by the clock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_and_exit_loop_dies_with_the_stop() {
     let _serial = SERIAL.lock().await;
@@ -658,8 +709,7 @@ async fn a_fork_and_exit_loop_dies_with_the_stop() {
     // Perl forks in about 0.1 ms: a pass over /proc takes longer, so a sweep that kills what
     // it saw would chase it for ever.
     // Eight chains at once, each a process that forks and exits as fast as it can.
-    let forker =
-        format!("for (1..8) {{ last unless fork }} while (1) {{ exit if fork }} # {marker}");
+    let forker = fork_loop(&marker);
     for mode in MODES {
         let s = boxed(mode, json!({}));
         let out = bash(
@@ -668,7 +718,7 @@ async fn a_fork_and_exit_loop_dies_with_the_stop() {
         )
         .await;
         assert_eq!(out["exit_code"], 0, "{mode:?}: {out}");
-        until("the loop runs", || !with_marker(&marker).is_empty()).await;
+        until("the loop runs", || looping(&marker)).await;
         let stopped = s.gateway.emergency_stop("test").await;
         // Nothing comes back: looked at several times over a while.
         for _ in 0..20 {
@@ -682,7 +732,10 @@ async fn a_fork_and_exit_loop_dies_with_the_stop() {
         s.gateway.resume("test");
     }
 
-    // A bare launcher, no cgroup: the gateway's stop freezes, then kills.
+    // A bare launcher, no cgroup, on a machine kept busy: the gateway's stop asks the
+    // launcher, waits for it however slowly it is scheduled (never freezing it half-way),
+    // then freezes and kills what is left.
+    let _busy = Busy::start(&format!("aai-busy-{}", std::process::id()));
     let s = boxed(Mode::FullAuto, json!({}));
     let mut launcher = std::process::Command::new(env!("CARGO_BIN_EXE_aai-gateway"))
         .args([
@@ -696,12 +749,12 @@ async fn a_fork_and_exit_loop_dies_with_the_stop() {
         .args([
             "/bin/sh",
             "-c",
-            &format!("setsid env -i perl -e '{forker}' & sleep 1000"),
+            &format!("setsid env -i perl -e '{forker}' & sleep 100"),
         ])
         .stdin(std::process::Stdio::null())
         .spawn()
         .expect("launcher");
-    until("the loop runs", || !with_marker(&marker).is_empty()).await;
+    until("the loop runs", || looping(&marker)).await;
     tokio::task::spawn_blocking(aai_engine::pipeline::stop::kill_everything)
         .await
         .expect("stop");
@@ -1148,7 +1201,29 @@ async fn the_stderr_file_cannot_be_swapped_for_a_link_out_of_the_box() {
 async fn the_launchers_stop_ends_a_fork_loop_that_left_it() {
     let _serial = SERIAL.lock().await;
     let marker = format!("aai-user-fork-loop-{}", std::process::id());
-    let _sweep = Sweep(marker.clone());
+    ordinary_launcher_ends_a_fork_loop(&marker, "SIGTERM", |pid| {
+        aai_contain::procs::signal(pid, aai_contain::procs::TERMINATE);
+    })
+    .await;
+}
+
+/// A launcher killed outright (SIGKILL: no stop of its own runs) still ends its command's
+/// domain: its second stage follows the first, and a loop that forks and exits outside every
+/// session is gone with it — whoever kills a launcher, nothing it holds escapes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launcher_killed_outright_still_ends_its_command() {
+    let _serial = SERIAL.lock().await;
+    let marker = format!("aai-killed-fork-loop-{}", std::process::id());
+    ordinary_launcher_ends_a_fork_loop(&marker, "SIGKILL", |pid| {
+        aai_contain::procs::kill(pid);
+    })
+    .await;
+}
+
+/// Starts a fork loop under a launcher as an ordinary user, sends the launcher `signal` (by
+/// `send`), and checks that nothing of the loop is left once the launcher's stages are gone.
+async fn ordinary_launcher_ends_a_fork_loop(marker: &str, signal: &str, send: fn(u32)) {
+    let _sweep = Sweep(marker.to_owned());
     let dir = owned_dir();
     let home = dir.path().join("home");
     let work = dir.path().join("work");
@@ -1156,8 +1231,7 @@ async fn the_launchers_stop_ends_a_fork_loop_that_left_it() {
         let made = as_ordinary("mkdir").arg("-p").arg(folder).status();
         assert!(made.is_ok_and(|s| s.success()), "{}", folder.display());
     }
-    let forker =
-        format!("for (1..8) {{ last unless fork }} while (1) {{ exit if fork }} # {marker}");
+    let forker = fork_loop(marker);
     let mut launcher = as_ordinary(env!("CARGO_BIN_EXE_aai-gateway"))
         .args(["__contain", "--temp", "/tmp", "--home"])
         .arg(&home)
@@ -1165,19 +1239,41 @@ async fn the_launchers_stop_ends_a_fork_loop_that_left_it() {
         .arg(&work)
         .args(["--", "/bin/sh", "-c"])
         .arg(format!(
-            "setsid env -i perl -e '{forker}' </dev/null >/dev/null 2>&1 & sleep 1000"
+            "setsid env -i perl -e '{forker}' </dev/null >/dev/null 2>&1 & sleep 100"
         ))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("launcher");
-    until("the loop runs", || !with_marker(&marker).is_empty()).await;
-    // The launcher itself (setpriv execs it: the same pid).
-    aai_contain::procs::signal(launcher.id(), aai_contain::procs::TERMINATE);
+    until("the loop runs", || looping(marker)).await;
+    // The launcher itself (setpriv execs it: the same pid), and its second stage.
+    let first = launcher.id();
+    let stages: Vec<u32> = aai_contain::procs::descendants(first)
+        .into_iter()
+        .chain([first])
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| {
+                line.split(|b| *b == 0).nth(1) == Some(aai_contain::MARKER.as_bytes())
+            })
+        })
+        .collect();
+    send(first);
     let _ = tokio::task::spawn_blocking(move || launcher.wait()).await;
+    // However slowly a busy machine schedules them, the stages end within their own bound.
+    let until = Instant::now() + aai_contain::procs::LAUNCHER_ENDS_WITHIN * 2;
+    while stages.iter().any(|pid| aai_contain::procs::alive(*pid)) {
+        assert!(
+            Instant::now() < until,
+            "the launcher's stages are still there"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     for _ in 0..20 {
-        let left = with_marker(&marker);
-        assert!(left.is_empty(), "alive after the launcher's stop: {left:?}");
+        let left = with_marker(marker);
+        assert!(
+            left.is_empty(),
+            "alive after the launcher ended ({signal}): {left:?}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

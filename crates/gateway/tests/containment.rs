@@ -766,10 +766,7 @@ fn a_launched_app_and_what_it_runs_are_contained() {
     let launcher = aai_contain::procs::stat(app)
         .map(|(_, parent)| parent)
         .expect("parent");
-    assert!(aai_contain::procs::terminate(
-        launcher,
-        Duration::from_secs(5)
-    ));
+    assert!(aai_contain::procs::terminate(launcher));
     assert!(!alive(app));
 }
 

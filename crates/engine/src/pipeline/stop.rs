@@ -23,8 +23,10 @@ use crate::pipeline::Gateway;
 
 /// How long the stop keeps looking for processes to kill.
 const KILL_BUDGET: Duration = Duration::from_millis(900);
-/// How long the stop gives the launchers to end their commands before it sweeps.
-const LAUNCHERS_WITHIN: Duration = Duration::from_millis(600);
+/// How long the stop gives the launchers to end their commands before it sweeps: their own
+/// bound, never less — a launcher swept half-way (frozen, killed) would leave behind the
+/// domain it was about to end. Milliseconds when the machine is idle.
+const LAUNCHERS_WITHIN: Duration = aai_contain::procs::LAUNCHER_ENDS_WITHIN;
 
 pub use super::switch::EmergencyStop;
 

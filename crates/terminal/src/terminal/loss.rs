@@ -180,7 +180,7 @@ pub fn run_for(mut command: Command, limit: std::time::Duration) -> Option<Vec<u
             }
             _ => {
                 #[cfg(target_os = "linux")]
-                aai_contain::procs::terminate(child.id(), std::time::Duration::from_millis(300));
+                aai_contain::procs::terminate(child.id());
                 let _ = child.kill();
                 let _ = child.wait();
                 return None;

@@ -342,8 +342,8 @@ fn kill_session_tree(shell_pid: Option<u32>) {
 fn end_tree(pid: Option<u32>, contained: bool) {
     #[cfg(target_os = "linux")]
     if let (Some(pid), true) = (pid, contained) {
-        // Bounded: the stop answers within a second; what is left falls to the passes after.
-        aai_contain::procs::terminate(pid, Duration::from_millis(500));
+        // Waited for to the end: a launcher killed half-way leaves what it was ending.
+        aai_contain::procs::terminate(pid);
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (pid, contained);
