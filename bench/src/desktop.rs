@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::{Gateway, ms};
 
 /// Programs that end with the bench.
-struct Children(Vec<Child>);
+pub(crate) struct Children(pub(crate) Vec<Child>);
 
 impl Drop for Children {
     fn drop(&mut self) {
@@ -25,7 +25,7 @@ impl Drop for Children {
     }
 }
 
-fn wait(what: &str, done: impl Fn() -> bool) {
+pub(crate) fn wait(what: &str, done: impl Fn() -> bool) {
     let until = Instant::now() + Duration::from_secs(15);
     while !done() {
         assert!(Instant::now() < until, "{what}");
@@ -58,17 +58,23 @@ pub(crate) fn row(what: &str, samples: &[Duration]) {
 
 /// Text tokens as OpenAI's cl100k counts them; images as Anthropic documents it for Claude
 /// (width × height / 750).
-struct Tokens {
-    bpe: tiktoken_rs::CoreBPE,
+pub(crate) struct Tokens {
+    pub(crate) bpe: tiktoken_rs::CoreBPE,
 }
 
 impl Tokens {
-    fn text(&self, text: &str) -> usize {
+    pub(crate) fn new() -> Self {
+        Self {
+            bpe: tiktoken_rs::cl100k_base().expect("cl100k"),
+        }
+    }
+
+    pub(crate) fn text(&self, text: &str) -> usize {
         self.bpe.encode_with_special_tokens(text).len()
     }
 
     /// The tokens one tool result costs the model: its text blocks and its images.
-    fn result(&self, reply: &Value) -> usize {
+    pub(crate) fn result(&self, reply: &Value) -> usize {
         let mut total = 0;
         for block in reply["result"]["content"].as_array().into_iter().flatten() {
             match block["type"].as_str() {
@@ -88,7 +94,7 @@ impl Tokens {
     }
 }
 
-fn exec(gateway: &mut Gateway, app: &str, tool: &str, args: Value) -> Value {
+pub(crate) fn exec(gateway: &mut Gateway, app: &str, tool: &str, args: Value) -> Value {
     let reply = gateway.request(
         "tools/call",
         json!({"name": "aai_exec", "arguments": {"app": app, "tool": tool, "args": args}}),
@@ -101,8 +107,10 @@ fn exec(gateway: &mut Gateway, app: &str, tool: &str, args: Value) -> Value {
     reply
 }
 
-pub fn run() {
-    for tool in ["Xvfb", "openbox", "tesseract", "/usr/bin/python3"] {
+/// A desktop of the bench's own: Xvfb at `size` on a free display, openbox, a session bus
+/// with the AT-SPI bus. What is started ends with the returned children.
+pub(crate) fn start_desktop(size: &str, needs: &[&str]) -> (String, TestBus, Children) {
+    for tool in ["Xvfb", "openbox"].iter().chain(needs) {
         assert!(
             Command::new("sh")
                 .args(["-c", &format!("command -v {tool}")])
@@ -124,7 +132,7 @@ pub fn run() {
                 &display,
                 "-screen",
                 "0",
-                "1920x1080x24",
+                size,
                 "-nolisten",
                 "tcp",
                 "-noreset",
@@ -137,26 +145,34 @@ pub fn run() {
     wait("Xvfb starts", || {
         Path::new(&format!("/tmp/.X11-unix/X{number}")).exists()
     });
-    let env = [
-        ("DISPLAY", display.as_str()),
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address()),
-    ];
-    let spawn = |program: &str, args: &[&str]| {
-        Command::new(program)
-            .args(args)
-            .envs(env)
-            .env_remove("NO_AT_BRIDGE")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{program}: {e}"))
-    };
-    children.0.push(spawn("openbox", &[]));
-    children.0.push(spawn(
+    children.0.push(spawn_on(&display, &bus, "openbox", &[]));
+    children.0.push(spawn_on(
+        &display,
+        &bus,
         "/usr/libexec/at-spi-bus-launcher",
         &["--launch-immediately"],
     ));
     std::thread::sleep(Duration::from_millis(500));
+    (display, bus, children)
+}
+
+/// `program` on the bench's desktop, its output dropped.
+pub(crate) fn spawn_on(display: &str, bus: &TestBus, program: &str, args: &[&str]) -> Child {
+    Command::new(program)
+        .args(args)
+        .env("DISPLAY", display)
+        .env("DBUS_SESSION_BUS_ADDRESS", bus.address())
+        .env_remove("NO_AT_BRIDGE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program}: {e}"))
+}
+
+pub fn run() {
+    let (display, bus, mut children) =
+        start_desktop("1920x1080x24", &["tesseract", "/usr/bin/python3"]);
+    let spawn = |program: &str, args: &[&str]| spawn_on(&display, &bus, program, args);
     let app = repo().join("tests/desktop/gtk_app.py");
     children.0.push(spawn(
         "/usr/bin/python3",
@@ -248,9 +264,7 @@ pub fn run() {
     row("screen_ocr of an 800×600 region (Tesseract)", &ocr);
 
     // The same task both ways.
-    let tokens = Tokens {
-        bpe: tiktoken_rs::cl100k_base().expect("cl100k"),
-    };
+    let tokens = Tokens::new();
     let mut native_ms = Vec::new();
     let mut native_tokens = 0;
     for _ in 0..5 {

@@ -4,6 +4,7 @@
 //! overhead), and peak RSS at 1,000 apps. Prints a Markdown table on stdout.
 #![allow(clippy::print_stdout)]
 
+mod a11y;
 mod batch;
 mod browser;
 mod dashboard;
@@ -159,6 +160,10 @@ fn main() {
     }
     if args.first().is_some_and(|a| a == "scale") {
         scale::run();
+        return;
+    }
+    if std::env::args().any(|a| a == "a11y") {
+        a11y::run();
         return;
     }
     if std::env::args().any(|a| a == "desktop") {

@@ -435,42 +435,68 @@ async def test_symbol_and_short_word_names_are_found_exactly_in_the_test_app(hom
     assert out.stdout.rstrip("\n") == "7\u00d7\u2190="
 
 
-@pytest.fixture
-def calculator(tmp_path):
-    """Debian's galculator on a desktop of its own (Xvfb, openbox, a session bus with the AT-SPI
-    bus), with a fresh configuration (basic mode)."""
-    assert shutil.which("galculator"), "galculator is missing: run scripts/test.sh"
-    procs = []
-    bus = Bus(tmp_path)
-    try:
-        display, xvfb = start_xvfb("1280x800x24")
-        procs.append(xvfb)
-        config = tmp_path / "config"
-        config.mkdir()
-        env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": bus.address,
-               "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(config)}
-        env.pop("NO_AT_BRIDGE", None)
-        procs.append(start_openbox(env))
-        procs.append(subprocess.Popen(["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"], env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+class AppDesktop:
+    """An app on a desktop of its own (Xvfb, openbox, a session bus with the AT-SPI bus), with
+    a fresh home and configuration; `app` is its process (its stdout piped when asked)."""
 
-        def a11y_bus_up():
-            out = subprocess.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                  "org.freedesktop.DBus.NameHasOwner", "string:org.a11y.Bus"],
-                                 env=env, capture_output=True, text=True, timeout=5)
-            return "boolean true" in out.stdout
+    def __init__(self, tmp_path, argv, stdout=subprocess.DEVNULL):
+        assert shutil.which(argv[0]), f"{argv[0]} is missing: run scripts/test.sh"
+        self.procs = []
+        self.bus = Bus(tmp_path)
+        try:
+            self.display, xvfb = start_xvfb("1280x800x24")
+            self.procs.append(xvfb)
+            config = tmp_path / "config"
+            config.mkdir(exist_ok=True)
+            self.env = {**os.environ, "DISPLAY": self.display, "DBUS_SESSION_BUS_ADDRESS": self.bus.address,
+                        "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(config)}
+            self.env.pop("NO_AT_BRIDGE", None)
+            # The test bus starts no dconf: settings held in memory, as a session's dconf would
+            # hold them (mousepad binds its search options to settings, and a write that fails
+            # turns a check box back).
+            self.env["GSETTINGS_BACKEND"] = "memory"
+            self.procs.append(start_openbox(self.env))
+            self.procs.append(subprocess.Popen(["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"],
+                                               env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
-        wait_until(a11y_bus_up, 10, "the AT-SPI bus did not start")
-        procs.append(subprocess.Popen(["galculator"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        yield {"display": display, "bus": bus, "env": env}
-    finally:
-        for proc in reversed(procs):
+            def a11y_bus_up():
+                out = subprocess.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus",
+                                      "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner",
+                                      "string:org.a11y.Bus"],
+                                     env=self.env, capture_output=True, text=True, timeout=5)
+                return "boolean true" in out.stdout
+
+            wait_until(a11y_bus_up, 10, "the AT-SPI bus did not start")
+            # Started in a folder of its own (as from a launcher, in the home folder), not in
+            # the checkout: see the editor test.
+            self.app = subprocess.Popen(argv, env=self.env, stdout=stdout, stderr=subprocess.DEVNULL,
+                                        text=True, cwd=tmp_path)
+            self.procs.append(self.app)
+        except BaseException:
+            self.close()
+            raise
+
+    def screen(self):
+        return {"display": self.display, "bus": self.bus, "env": self.env}
+
+    def close(self):
+        for proc in reversed(self.procs):
             proc.terminate()
             try:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        bus.close()
+        self.bus.close()
+
+
+@pytest.fixture
+def calculator(tmp_path):
+    """Debian's galculator on a desktop of its own, with a fresh configuration (basic mode)."""
+    desktop = AppDesktop(tmp_path, ["galculator"])
+    try:
+        yield desktop.screen()
+    finally:
+        desktop.close()
 
 
 async def test_a_real_calculator_adds_through_element_locate(home, calculator, monkeypatch):
@@ -503,15 +529,16 @@ async def test_a_real_calculator_adds_through_element_locate(home, calculator, m
     assert display == "15", display
 
 
-def draft_of(app, env):
-    """`describe a11y APP`, once the app's window is in its tree (it comes up on its own time)."""
+def draft_of(app, env, ready=lambda draft: True):
+    """`describe a11y APP`, once the app's window is in its tree and `ready` holds of the draft
+    (the app comes up on its own time, and its fields show one by one)."""
     out = None
     for _ in range(150):
         out = subprocess.run([str(GATEWAY), "describe", "a11y", app], env=env, capture_output=True, text=True, timeout=60)
-        if out.returncode == 0:
+        if out.returncode == 0 and ready(json.loads(out.stdout)):
             return json.loads(out.stdout), out.stderr
         time.sleep(0.2)
-    raise AssertionError(f"no draft of {app}: {out.stderr}")
+    raise AssertionError(f"no draft of {app}: {out.stdout} {out.stderr}")
 
 
 async def read_until(client, app, tool, wanted):
@@ -574,6 +601,132 @@ async def test_a_calculator_drafted_from_its_tree_adds_through_the_drafted_tools
             assert "protected" in text_of(refused)
     out = subprocess.run([str(GATEWAY), "describe", "a11y", "galculator"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "protected" in out.stderr, out.stderr
+
+
+def install(home, draft):
+    """Writes `draft` as the user's descriptor of its app (the person's decision, made here)."""
+    folder = home / draft["appId"]
+    folder.mkdir(exist_ok=True)
+    (folder / "aai.json").write_text(json.dumps(draft))
+
+
+def run_tool(env, app, tool, args=None):
+    """One call through the CLI (the same gate as the MCP tools), for setting the scene."""
+    out = subprocess.run([str(GATEWAY), "call", app, tool, "--args", json.dumps(args or {})], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"{tool}: {out.stdout} {out.stderr}"
+    return out.stdout
+
+
+def dialog_tools_of(app, env, prefix):
+    """The tools a draft made while a dialog is open gives that dialog (it opens on its own time)."""
+    tools = []
+    for _ in range(50):
+        draft, _ = draft_of(app, env)
+        tools = [t for t in draft["platforms"]["linux"]["tools"] if t["name"].startswith(prefix)]
+        if tools:
+            return tools
+        time.sleep(0.2)
+    raise AssertionError(f"no tools named {prefix}…: the dialog did not open")
+
+
+async def test_an_editor_drafted_from_its_tree_types_replaces_and_saves_through_its_dialogs(home, tmp_path,
+                                                                                              monkeypatch):
+    """Debian's mousepad, drafted from its tree: a dialog becomes tools by drafting while it is
+    open (as `describe` says). Then, through the drafted tools alone: type a text, replace a
+    word through Find and Replace (two fields and a check box filled from arguments, pressed
+    once per match), and save it through the Save As dialog — the file checked on disk. The commands
+    that open a dialog are clicked where they show: called as actions, the dialog would run
+    inside the accessibility call and the editor would answer nothing until it closed."""
+    desktop = AppDesktop(tmp_path, ["mousepad"])
+    try:
+        env = {**gateway_env(home, desktop.bus), "DISPLAY": desktop.display}
+        draft, _ = draft_of("mousepad", env)
+        tools = draft["platforms"]["linux"]["tools"]
+        by_name = {t["name"]: t for t in tools}
+        assert {"file_save_as", "search_find_and_replace", "set_text", "read_text"} <= set(by_name), sorted(by_name)
+        assert by_name["file_save_as"]["steps"][0].get("use") == "pointer", by_name["file_save_as"]
+        assert by_name["file_quit"]["risk"] == "high"
+        install(home, draft)
+        for opener, prefix in (("search_find_and_replace", "find_and_replace_dialog"),
+                               ("file_save_as", "save_as_dialog")):
+            run_tool(env, "a11y.mousepad", opener)
+            added = dialog_tools_of("mousepad", env, prefix)
+            tools.extend(added)
+            install(home, draft)
+            run_tool(env, "a11y.mousepad", f"{prefix}_close")
+        by_name = {t["name"]: t for t in tools}
+        replace = by_name["find_and_replace_dialog_replace"]
+        params = replace["parameters"]["properties"]
+        assert {"search_for", "replace_with"} <= set(replace["parameters"]["required"]), replace
+        assert params["replace_all_in"]["type"] == "boolean", params
+        assert by_name["save_as_dialog"]["parameters"]["required"] == ["name"], by_name["save_as_dialog"]
+        checked = subprocess.run([str(GATEWAY), "validate", str(home / "a11y.mousepad" / "aai.json")], env=env,
+                                 capture_output=True, text=True, timeout=30)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+
+        target = tmp_path / "saved" / "notes.txt"
+        target.parent.mkdir()
+        with anyio.fail_after(TIMEOUT * 3):
+            async with desktop_client(home, desktop.screen(), monkeypatch) as client:
+                await call(client, "a11y.mousepad", "set_text", {"text": "the old house\nthe old tree"})
+                assert await read_until(client, "a11y.mousepad", "read_text", "the old house\nthe old tree") \
+                    == "the old house\nthe old tree"
+                await call(client, "a11y.mousepad", "search_find_and_replace", {})
+                # Replace takes one match a press (with "Replace all in" on, the button becomes
+                # "Replace All", another tool): twice, with a check box set on the way.
+                for _ in range(2):
+                    await call(client, "a11y.mousepad", "find_and_replace_dialog_replace",
+                               {"search_for": "old", "replace_with": "new", "match_case": True})
+                assert await read_until(client, "a11y.mousepad", "read_text", "the new house\nthe new tree") \
+                    == "the new house\nthe new tree"
+                await call(client, "a11y.mousepad", "find_and_replace_dialog_close", {})
+                await call(client, "a11y.mousepad", "file_save_as", {})
+                await call(client, "a11y.mousepad", "save_as_dialog", {"name": str(target)})
+                wait_until(lambda: target.exists() and target.read_text().rstrip("\n") == "the new house\nthe new tree", 10,
+                           f"{target} was not saved")
+        rows = [json.loads(line) for line in subprocess.run([str(GATEWAY), "audit", "export"], env=env,
+                                                            capture_output=True, text=True, timeout=30).stdout.splitlines()]
+        ran = [r["tool"] for r in rows if r["app"] == "a11y.mousepad" and r["result"] == "success"]
+        assert ran[-3:] == ["find_and_replace_dialog_close", "file_save_as", "save_as_dialog"], ran
+    finally:
+        desktop.close()
+
+
+async def test_a_form_of_several_fields_is_filled_and_confirmed_through_its_drafted_tool(home, tmp_path,
+                                                                                         monkeypatch):
+    """zenity's form is an app that is one dialog of three labelled fields: its draft is one
+    tool that takes the three as arguments and presses OK (and one that cancels); the values
+    arrive in the form exactly, one to each field — the form prints them."""
+    desktop = AppDesktop(tmp_path, ["zenity", "--forms", "--title=New contact", "--text=Who is it?",
+                                    "--add-entry=First name", "--add-entry=Last name", "--add-entry=Email",
+                                    "--separator=|"], stdout=subprocess.PIPE)
+    try:
+        env = {**gateway_env(home, desktop.bus), "DISPLAY": desktop.display}
+        def whole(draft):
+            tools = {t["name"]: t for t in draft["platforms"]["linux"]["tools"]}
+            return len(tools.get("new_contact_dialog", {}).get("parameters", {}).get("required", [])) == 3
+
+        draft, _ = draft_of("zenity", env, whole)
+        by_name = {t["name"]: t for t in draft["platforms"]["linux"]["tools"]}
+        assert set(by_name) == {"new_contact_dialog", "new_contact_dialog_close"}, sorted(by_name)
+        fill = by_name["new_contact_dialog"]
+        # Each field named by the label beside it (zenity ties them by nothing else).
+        assert sorted(fill["parameters"]["required"]) == ["email", "first_name", "last_name"], fill
+        install(home, draft)
+        checked = subprocess.run([str(GATEWAY), "validate", str(home / "a11y.zenity" / "aai.json")], env=env,
+                                 capture_output=True, text=True, timeout=30)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        # Values an agent might pass, each kept as data: a quote, a shell's `$(…)`, a path.
+        values = {"first_name": "Ada \"the first\"", "last_name": "$(rm -rf ~)", "email": "ada@example.org"}
+        with anyio.fail_after(TIMEOUT * 2):
+            async with desktop_client(home, desktop.screen(), monkeypatch) as client:
+                await call(client, "a11y.zenity", "new_contact_dialog", values)
+        out, _ = desktop.app.communicate(timeout=30)
+        assert desktop.app.returncode == 0, out
+        assert out.strip() == "|".join(values.values()), out
+    finally:
+        desktop.close()
 
 
 async def test_ocr_reads_small_text_at_the_screens_own_resolution(home, monkeypatch, tmp_path):

@@ -30,6 +30,13 @@ pub struct UiNode {
     /// Its states (`showing`, `enabled`, `editable`, `is_default`, …).
     #[serde(default)]
     pub states: Vec<String>,
+    /// The names of the elements that label it (read for fields only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// Where it shows on the screen, x, y, width, height (read for fields and labels only):
+    /// how a field is paired with the label beside or above it when nothing else ties them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounds: Option<[i32; 4]>,
     #[serde(default)]
     pub children: Vec<UiNode>,
 }
@@ -134,12 +141,23 @@ pub fn draft(app: &str, app_id: &str, tree: &UiNode) -> Result<Draft, DescribeEr
     let windows: Vec<&UiNode> = tree
         .children
         .iter()
-        .filter(|w| TOP_LEVEL.contains(&w.role.as_str()))
+        // A window the app hid (a dialog closed but kept) is not there: the executor skips it too.
+        .filter(|w| TOP_LEVEL.contains(&w.role.as_str()) && w.state("showing"))
         .collect();
-    let Some(main) = windows.first() else {
-        return Err(DescribeError::Nothing(format!(
-            "{app} shows no window in its accessibility tree (is it started, with its window open?)"
-        )));
+    let dialogs_open = tree
+        .children
+        .iter()
+        .any(|w| DIALOGS.contains(&w.role.as_str()) && w.state("showing"));
+    // An app that is one dialog (a form, a prompt) has no main window: its dialog's tools alone.
+    let none = UiNode::default();
+    let main = match windows.first() {
+        Some(main) => *main,
+        None if dialogs_open => &none,
+        None => {
+            return Err(DescribeError::Nothing(format!(
+                "{app} shows no window in its accessibility tree (is it started, with its window open?)"
+            )));
+        }
     };
     let mut taken = HashSet::new();
     let mut tools = Vec::new();
@@ -201,13 +219,20 @@ pub fn draft(app: &str, app_id: &str, tree: &UiNode) -> Result<Draft, DescribeEr
             } else {
                 risk
             };
+            // A command that opens a dialog is clicked, not called: its dialog would run
+            // inside the accessibility call and the app would answer nothing until it closed.
+            let invoke = if opens_dialog(&item.name) {
+                json!({"action": "invoke", "path": path.join("/"), "use": aai_descriptor::ui::UiStep::POINTER})
+            } else {
+                json!({"action": "invoke", "path": path.join("/")})
+            };
             tools.push(tool(
                 &name,
                 None,
                 &format!("{what} the menu command {}.", words.join(" → ")),
                 None,
                 risk,
-                steps(vec![json!({"action": "invoke", "path": path.join("/")})]),
+                steps(vec![invoke]),
             ));
         }
     }
@@ -290,12 +315,12 @@ pub fn draft(app: &str, app_id: &str, tree: &UiNode) -> Result<Draft, DescribeEr
     for dialog in tree
         .children
         .iter()
-        .filter(|w| DIALOGS.contains(&w.role.as_str()))
+        .filter(|w| DIALOGS.contains(&w.role.as_str()) && w.state("showing"))
     {
         let made = dialog_tools(dialog, &mut taken);
         if made.is_empty() {
             notes.push(format!(
-                "the open dialog {:?} has no labelled field or no button that acts: no tool",
+                "the open dialog {:?} has no button showing: no tool",
                 dialog.name
             ));
         }
@@ -381,16 +406,38 @@ fn dialog_tools(dialog: &UiNode, taken: &mut HashSet<String>) -> Vec<Value> {
     let dialog_path = segment(&dialog.role, dialog.named(), 1);
     let mut fields: Vec<(String, String)> = Vec::new();
     let mut buttons: Vec<&UiNode> = Vec::new();
+    let mut dismiss: Option<&UiNode> = None;
+    let mut checks: Vec<(String, String, String)> = Vec::new();
     let mut label: Option<String> = None;
     let mut params = HashSet::new();
-    visit_in_order(dialog, &mut |node| match node.role.as_str() {
-        "label" => {
-            label = node
-                .named()
-                .map(|l| bare(l.trim_end_matches(':')).replace('_', ""))
+    let plain = |l: &str| bare(l.trim_end_matches(':')).replace('_', "");
+    let mut placed: Vec<(&UiNode, [i32; 4])> = Vec::new();
+    visit_in_order(dialog, &mut |node| {
+        if node.role == "label"
+            && node.state("showing")
+            && node.named().is_some()
+            && let Some(bounds) = node.bounds
+        {
+            placed.push((node, bounds));
         }
+    });
+    visit_in_order(dialog, &mut |node| match node.role.as_str() {
+        // What is not on the screen (a hidden pane's fields and buttons) is not the dialog's.
+        _ if !node.state("showing") => {}
+        "label" => label = node.named().map(plain),
         "text" if node.has("EditableText") => {
-            let name = node.named().map(str::to_owned).or_else(|| label.take());
+            // Its own name, else the label the toolkit ties it to, else the label beside or
+            // above it on the screen, else the label before it in the tree.
+            let name = node
+                .named()
+                .map(str::to_owned)
+                .or_else(|| node.labels.first().map(|l| plain(l)))
+                .or_else(|| {
+                    let beside = label_by_place(node.bounds?, &placed)?;
+                    label = None;
+                    Some(plain(&beside.name))
+                })
+                .or_else(|| label.take());
             if let Some(name) = name {
                 let param = tool_name(&name, &mut params);
                 let own = node.named();
@@ -401,17 +448,40 @@ fn dialog_tools(dialog: &UiNode, taken: &mut HashSet<String>) -> Vec<Value> {
                 fields.push((param, path));
             }
         }
-        role if BUTTONS.contains(&role)
-            && node.named().is_some_and(|n| {
-                !DISMISS.contains(&bare(n).replace('_', "").to_lowercase().as_str())
-            }) =>
-        {
-            buttons.push(node);
+        "check box" if node.named().is_some() => {
+            let name = plain(node.name.trim());
+            let param = tool_name(&name, &mut params);
+            let own = node.named();
+            let path = format!(
+                "{dialog_path}/{}",
+                segment("check box", own, nth(dialog, node, "check box", own))
+            );
+            checks.push((param, name, path));
+        }
+        role if BUTTONS.contains(&role) && node.named().is_some() => {
+            let dismisses = node
+                .named()
+                .is_some_and(|n| DISMISS.contains(&plain(n).to_lowercase().as_str()));
+            if !dismisses {
+                buttons.push(node);
+            } else if dismiss.is_none() {
+                dismiss = Some(node);
+            }
         }
         _ => {}
     });
-    if fields.is_empty() {
-        return Vec::new();
+    // Where the dialog has a default button, its actions are the buttons beside it (a file
+    // chooser's path bar and folder buttons are not the dialog's actions).
+    if let Some(default) = buttons.iter().find(|b| b.state("is_default")) {
+        let area = parent_of(dialog, default);
+        buttons.retain(|b| {
+            parent_of(dialog, b).is_some_and(|p| area.is_some_and(|a| std::ptr::eq(p, a)))
+        });
+        if dismiss.is_some_and(|d| {
+            !parent_of(dialog, d).is_some_and(|p| area.is_some_and(|a| std::ptr::eq(p, a)))
+        }) {
+            dismiss = None;
+        }
     }
     // The default button first: it is what Enter would press.
     buttons.sort_by_key(|b| !b.state("is_default"));
@@ -422,37 +492,80 @@ fn dialog_tools(dialog: &UiNode, taken: &mut HashSet<String>) -> Vec<Value> {
         properties.insert(param.clone(), json!({"type": "string"}));
         filled.push(json!({"action": "set_text", "path": path, "text": format!("${{{param}}}")}));
     }
+    for (param, name, path) in &checks {
+        properties.insert(
+            param.clone(),
+            json!({"type": "boolean", "description": format!("{name:?} on or off; left as it is when not given")}),
+        );
+        filled.push(json!({"action": "check", "path": path, "value": format!("${{{param}}}")}));
+    }
     let required: Vec<&String> = fields.iter().map(|(p, _)| p).collect();
     let params_list = fields
         .iter()
         .map(|(p, _)| p.as_str())
+        .chain(checks.iter().map(|(p, _, _)| p.as_str()))
         .collect::<Vec<_>>()
         .join(", ");
-    buttons
+    let button_path = |button: &UiNode| {
+        let named = Some(button.name.trim());
+        format!(
+            "{dialog_path}/{}",
+            segment(
+                &button.role,
+                named,
+                nth(dialog, button, &button.role, named)
+            )
+        )
+    };
+    let mut made: Vec<Value> = buttons
         .iter()
         .map(|button| {
             let label = bare(&button.name).replace('_', "");
-            let named = Some(button.name.trim());
             let mut steps_out = filled.clone();
-            steps_out.push(json!({"action": "invoke", "path": format!("{dialog_path}/{}", segment(&button.role, named, nth(dialog, button, &button.role, named)))}));
+            // Clicked, as a person would: the press then reaches the dialog after what filling
+            // its fields set off on the app's own loop (a file chooser reads its name field
+            // there; an action called at once found it empty).
+            steps_out.push(json!({"action": "invoke", "path": button_path(button), "use": aai_descriptor::ui::UiStep::POINTER}));
             let name = if one {
                 tool_name(&format!("{} dialog", bare(title)), taken)
             } else {
                 tool_name(&format!("{} dialog {label}", bare(title)), taken)
             };
             let risk = guess_risk(&label, None);
+            let what = if properties.is_empty() {
+                format!("Presses {label:?} in the open {title:?} dialog.")
+            } else {
+                format!("Fills the open {title:?} dialog's fields ({params_list}) and presses {label:?}.")
+            };
+            let parameters = (!properties.is_empty()).then(|| {
+                json!({"type": "object", "properties": properties, "required": required})
+            });
             tool(
                 &name,
                 None,
-                &format!(
-                    "Fills the open {title:?} dialog's fields ({params_list}) and presses {label:?}. The dialog must be open: open it with its menu command first."
-                ),
-                Some(json!({"type": "object", "properties": properties, "required": required})),
+                &format!("{what} The dialog must be open: open it with its command first."),
+                parameters,
                 (if risk.0 == "low" { "medium" } else { risk.0 }, false, risk.2),
                 steps(steps_out),
             )
         })
-        .collect()
+        .collect();
+    // Its Close or Cancel: how the agent leaves the dialog without acting.
+    if let Some(button) = dismiss {
+        let label = plain(&button.name);
+        made.push(tool(
+            &tool_name(&format!("{} dialog close", bare(title)), taken),
+            None,
+            &format!("Closes the open {title:?} dialog without acting (presses {label:?})."),
+            None,
+            ("low", false, false),
+            steps(vec![
+                json!({"action": "invoke", "path": button_path(button)}),
+                json!({"action": "gone", "path": dialog_path}),
+            ]),
+        ));
+    }
+    made
 }
 
 /// The `#n` that finds `target` among `root`'s descendants matching `role` and `name`, in the
@@ -461,7 +574,12 @@ fn nth(root: &UiNode, target: &UiNode, role: &str, name: Option<&str>) -> usize 
     let mut queue: std::collections::VecDeque<&UiNode> = root.children.iter().collect();
     let mut count = 0;
     while let Some(node) = queue.pop_front() {
-        if node.role == role && name.is_none_or(|n| n == node.name.trim()) {
+        // Unnamed, only what shows counts (as the executor counts).
+        let counts = match name {
+            Some(n) => n == node.name.trim(),
+            None => node.state("showing"),
+        };
+        if node.role == role && counts {
             count += 1;
             if std::ptr::eq(node, target) {
                 return count;
@@ -474,9 +592,44 @@ fn nth(root: &UiNode, target: &UiNode, role: &str, name: Option<&str>) -> usize 
 
 /// The path from the application to `target` inside `window` (`frame/push button[OK]`).
 fn path_in(tree: &UiNode, window: &UiNode, target: &UiNode, name: Option<&str>) -> String {
-    let top = segment(&window.role, None, nth(tree, window, &window.role, None));
+    // Among the windows showing, as the executor counts them.
+    let place = tree
+        .children
+        .iter()
+        .filter(|w| w.role == window.role && w.state("showing"))
+        .position(|w| std::ptr::eq(w, window))
+        .map_or(1, |p| p + 1);
+    let top = segment(&window.role, None, place);
     let own = segment(&target.role, name, nth(window, target, &target.role, name));
     format!("{top}/{own}")
+}
+
+/// The label on the same row to the left of a field at `field` (the nearest), else the one
+/// just above it; as screen readers pair a field with its label when nothing else ties them.
+fn label_by_place<'n>(field: [i32; 4], labels: &[(&'n UiNode, [i32; 4])]) -> Option<&'n UiNode> {
+    let [x, y, width, height] = field;
+    let left = labels
+        .iter()
+        .filter(|(_, [lx, ly, lw, lh])| {
+            let middle = ly + lh / 2;
+            middle >= y && middle <= y + height && lx + lw <= x + 4
+        })
+        .max_by_key(|(_, [lx, _, lw, _])| lx + lw);
+    let above = || {
+        labels
+            .iter()
+            .filter(|(_, [lx, ly, lw, lh])| ly + lh <= y + 4 && *lx < x + width && lx + lw > x)
+            .max_by_key(|(_, [_, ly, _, lh])| ly + lh)
+    };
+    left.or_else(above).map(|(node, _)| *node)
+}
+
+/// The element `target` is a child of, inside `root`.
+fn parent_of<'n>(root: &'n UiNode, target: &UiNode) -> Option<&'n UiNode> {
+    if root.children.iter().any(|c| std::ptr::eq(c, target)) {
+        return Some(root);
+    }
+    root.children.iter().find_map(|c| parent_of(c, target))
 }
 
 /// Every element of `node`'s subtree in document order.
@@ -505,7 +658,12 @@ mod tests {
             let mut count = 0;
             let mut found = None;
             while let Some(node) = queue.pop_front() {
-                if segment.matches(&node.role, &node.name) {
+                let top = std::ptr::eq(at, tree);
+                let shows = node.state("showing");
+                if segment.matches(&node.role, &node.name)
+                    && (segment.name.is_some() || shows)
+                    && (!top || shows)
+                {
                     count += 1;
                     if count == segment.nth {
                         found = Some(node);
@@ -611,6 +769,12 @@ mod tests {
         let mut rows = field("Search for:");
         rows.extend(field("Replace _with:"));
         rows.push(with(
+            node("check box", "Match _case", vec![]),
+            &["click"],
+            &[],
+            &[],
+        ));
+        rows.push(with(
             node("push button", "_Close", vec![]),
             &["click"],
             &[],
@@ -661,6 +825,8 @@ mod tests {
                 .unwrap()
                 .contains("Opens the dialog")
         );
+        // Clicked where it shows: its dialog must not run inside the accessibility call.
+        assert_eq!(open["steps"][0]["use"], "pointer");
         // One tool per button that acts, the default first; Close is not a tool.
         let dialog_tools: Vec<&str> = draft
             .tools()
@@ -672,13 +838,33 @@ mod tests {
             dialog_tools,
             [
                 "find_and_replace_dialog_find",
-                "find_and_replace_dialog_replace_all"
+                "find_and_replace_dialog_replace_all",
+                "find_and_replace_dialog_close"
             ]
         );
         let fill = tool(&draft, "find_and_replace_dialog_replace_all");
         assert_eq!(
             fill["parameters"]["required"],
             json!(["search_for", "replace_with"])
+        );
+        // A check box is a boolean, not required: left as it is when not given.
+        assert_eq!(
+            fill["parameters"]["properties"]["match_case"]["type"],
+            "boolean"
+        );
+        assert!(
+            fill["steps"]
+                .as_array()
+                .expect("steps")
+                .contains(&json!({"action": "check", "path": "dialog[Find and Replace]/check box[Match _case]", "value": "${match_case}"}))
+        );
+        let close = tool(&draft, "find_and_replace_dialog_close");
+        assert_eq!(
+            close["steps"],
+            json!([
+                {"action": "invoke", "path": "dialog[Find and Replace]/push button[_Close]"},
+                {"action": "gone", "path": "dialog[Find and Replace]"}
+            ])
         );
         let steps = fill["steps"].as_array().expect("steps");
         assert_eq!(
@@ -690,9 +876,10 @@ mod tests {
             json!({"action": "set_text", "path": "dialog[Find and Replace]/text", "text": "${search_for}"})
         );
         assert_eq!(steps[2]["path"], "dialog[Find and Replace]/text#2");
+        assert_eq!(steps[3]["action"], "check");
         assert_eq!(
-            steps[3],
-            json!({"action": "invoke", "path": "dialog[Find and Replace]/push button[Replace _All]"})
+            steps[4],
+            json!({"action": "invoke", "path": "dialog[Find and Replace]/push button[Replace _All]", "use": "pointer"})
         );
         // Two buttons of one name: the second is addressed by its place.
         assert_eq!(
@@ -709,6 +896,161 @@ mod tests {
                 assert!(resolve(&tree, path).is_some(), "{path} finds nothing");
             }
         }
+    }
+
+    /// A file chooser as GTK shows it: the name field comes before its label and is known by
+    /// the toolkit's `labelled-by` relation; hidden panes' fields and buttons are not the
+    /// dialog's.
+    #[test]
+    fn a_field_is_known_by_its_label_wherever_the_label_sits_and_hidden_parts_are_not_tools() {
+        let mut name = with(
+            node("text", "", vec![]),
+            &[],
+            &["Text", "EditableText"],
+            &["editable"],
+        );
+        name.labels = vec!["Name:".into()];
+        let mut hidden_field = with(
+            node("text", "", vec![]),
+            &[],
+            &["Text", "EditableText"],
+            &["editable"],
+        );
+        hidden_field.states.clear();
+        let mut hidden_button = with(node("push button", "Create", vec![]), &["click"], &[], &[]);
+        hidden_button.states.clear();
+        let dialog = node(
+            "file chooser",
+            "Save As",
+            vec![
+                name,
+                node("label", "Name:", vec![]),
+                node("label", "Folder Name", vec![]),
+                hidden_field,
+                hidden_button,
+                // The path bar: buttons, but not the dialog's actions.
+                with(node("toggle button", "tmp", vec![]), &["click"], &[], &[]),
+                node(
+                    "filler",
+                    "",
+                    vec![
+                        with(node("push button", "Cancel", vec![]), &["click"], &[], &[]),
+                        with(
+                            node("push button", "Save", vec![]),
+                            &["click"],
+                            &[],
+                            &["is_default"],
+                        ),
+                    ],
+                ),
+            ],
+        );
+        let window = node(
+            "frame",
+            "Editor",
+            vec![with(
+                node("push button", "Open", vec![]),
+                &["click"],
+                &[],
+                &[],
+            )],
+        );
+        let tree = node("application", "editor", vec![window, dialog]);
+        let draft = draft("editor", "a11y.editor", &tree).expect("draft");
+        crate::assert_validates(&draft);
+        let dialog_tools: Vec<&str> = draft
+            .tools()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .filter(|n| n.starts_with("save_as"))
+            .collect();
+        assert_eq!(dialog_tools, ["save_as_dialog", "save_as_dialog_close"]);
+        let save = tool(&draft, "save_as_dialog");
+        assert_eq!(save["parameters"]["required"], json!(["name"]));
+        let steps = save["steps"].as_array().expect("steps");
+        assert_eq!(
+            steps[1],
+            json!({"action": "set_text", "path": "file chooser[Save As]/text", "text": "${name}"})
+        );
+        assert_eq!(
+            steps[2],
+            json!({"action": "invoke", "path": "file chooser[Save As]/push button[Save]", "use": "pointer"})
+        );
+        assert_eq!(steps.len(), 3);
+    }
+
+    /// zenity's form: an app that is one dialog, its fields listed before their labels in
+    /// reverse, tied to them by nothing but the screen — each field takes the label on its row.
+    #[test]
+    fn a_form_pairs_each_field_with_the_label_beside_it() {
+        let placed = |mut node: UiNode, bounds: [i32; 4]| {
+            node.bounds = Some(bounds);
+            node
+        };
+        let field = |y: i32| {
+            placed(
+                with(
+                    node("text", "", vec![]),
+                    &[],
+                    &["Text", "EditableText"],
+                    &["editable"],
+                ),
+                [120, y, 200, 24],
+            )
+        };
+        let grid = node(
+            "filler",
+            "",
+            vec![
+                field(80),
+                placed(node("label", "Email", vec![]), [10, 84, 60, 16]),
+                field(50),
+                placed(node("label", "Last name", vec![]), [10, 54, 90, 16]),
+                field(20),
+                placed(node("label", "First name", vec![]), [10, 24, 90, 16]),
+            ],
+        );
+        let buttons = node(
+            "filler",
+            "",
+            vec![
+                with(node("push button", "Cancel", vec![]), &["click"], &[], &[]),
+                with(
+                    node("push button", "OK", vec![]),
+                    &["click"],
+                    &[],
+                    &["is_default"],
+                ),
+            ],
+        );
+        let dialog = node(
+            "dialog",
+            "New contact",
+            vec![
+                grid,
+                placed(node("label", "Who is it?", vec![]), [10, 0, 200, 16]),
+                buttons,
+            ],
+        );
+        let tree = node("application", "zenity", vec![dialog]);
+        let draft = draft("zenity", "a11y.zenity", &tree).expect("draft");
+        crate::assert_validates(&draft);
+        let names: Vec<&str> = draft
+            .tools()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert_eq!(names, ["new_contact_dialog", "new_contact_dialog_close"]);
+        let fill = tool(&draft, "new_contact_dialog");
+        assert_eq!(
+            fill["parameters"]["required"],
+            json!(["email", "last_name", "first_name"])
+        );
+        let steps = fill["steps"].as_array().expect("steps");
+        assert_eq!(steps[1]["text"], "${email}");
+        assert_eq!(steps[1]["path"], "dialog[New contact]/text");
+        assert_eq!(steps[3]["text"], "${first_name}");
+        assert_eq!(steps[3]["path"], "dialog[New contact]/text#3");
     }
 
     #[test]

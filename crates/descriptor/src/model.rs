@@ -201,25 +201,46 @@ pub enum Risk {
     Critical,
 }
 
+/// A macOS section: scripts (`applescript`, `jxa`), or a running application's accessibility
+/// tree through System Events (`ax`: `app`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct MacosSection {}
+pub struct MacosSection {
+    /// `ax`: the application's process name as System Events knows it, or its bundle id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MacosTool {
+    /// `applescript`, `jxa`: the script (empty in an `ax` section).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub script: String,
+    /// `ax`: the steps, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Box<[crate::ui::UiStep]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_parser: Option<String>,
 }
 
+/// A Windows section: a COM action list per tool (`com`), or a running application's UI
+/// Automation tree (`uia`: `app`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WindowsSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progid: Option<String>,
+    /// `uia`: the application's process name (`notepad`), else a window title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WindowsTool {
+    /// `com`: the action list (empty in a `uia` section).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub script: Vec<ComStep>,
+    /// `uia`: the steps, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Box<[crate::ui::UiStep]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_parser: Option<String>,
 }

@@ -290,7 +290,7 @@ fn semantic_problems(descriptor: &Descriptor, doc: &Value, schemas: bool) -> Vec
     if problems.is_empty() {
         script_problems(descriptor, &mut problems);
         dbus_problems(descriptor, &mut problems);
-        atspi_problems(descriptor, &mut problems);
+        ui_problems(descriptor, &mut problems);
         web_problems(descriptor, &mut problems);
         mcp_problems(descriptor, &mut problems);
         if schemas {
@@ -300,48 +300,110 @@ fn semantic_problems(descriptor: &Descriptor, doc: &Value, schemas: bool) -> Vec
     problems
 }
 
-/// Accessibility tools (`atspi`): every step's path reads, a `set_text` has its text and a
-/// `set_value` its value, and no tool names a D-Bus method.
-fn atspi_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
+/// Accessibility tools (`atspi` on Linux, `uia` on Windows, `ax` on macOS): the section names
+/// its app, every tool is a list of steps and names no D-Bus method or script, every step's
+/// path reads, a `set_text` has its text and a `set_value` its value.
+fn ui_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
+    let platforms = &descriptor.platforms;
+    if let Some(section) = platforms.linux.as_ref().filter(|s| s.automation == "atspi") {
+        // The app defaults to the descriptor's name on Linux, as it always has.
+        for (index, tool) in section.tools.iter().enumerate() {
+            let steps = tool.fields.steps.as_deref();
+            let other =
+                (!tool.fields.method.is_empty()).then_some("a `method` is for dbus sections");
+            tool_steps_problems("linux", "atspi", index, steps, other, problems);
+        }
+    }
+    if let Some(section) = platforms.windows.as_ref().filter(|s| s.automation == "uia") {
+        app_problem(
+            "windows",
+            "uia",
+            section.fields.app.as_deref(),
+            "its process name (`notepad`) or a window title",
+            problems,
+        );
+        for (index, tool) in section.tools.iter().enumerate() {
+            let steps = tool.fields.steps.as_deref();
+            let other =
+                (!tool.fields.script.is_empty()).then_some("a `script` is for com sections");
+            tool_steps_problems("windows", "uia", index, steps, other, problems);
+        }
+    }
+    if let Some(section) = platforms.macos.as_ref().filter(|s| s.automation == "ax") {
+        app_problem(
+            "macos",
+            "ax",
+            section.fields.app.as_deref(),
+            "its name as System Events lists its process (`TextEdit`) or its bundle id",
+            problems,
+        );
+        for (index, tool) in section.tools.iter().enumerate() {
+            let steps = tool.fields.steps.as_deref();
+            let other = (!tool.fields.script.is_empty())
+                .then_some("a `script` is for applescript and jxa sections");
+            tool_steps_problems("macos", "ax", index, steps, other, problems);
+        }
+    }
+}
+
+/// A `uia` or `ax` section without the app it drives.
+fn app_problem(
+    platform: &str,
+    kind: &str,
+    app: Option<&str>,
+    what: &str,
+    problems: &mut Vec<Problem>,
+) {
+    if app.is_none_or(|app| app.trim().is_empty()) {
+        problems.push(Problem::new(
+            format!("/platforms/{platform}/app"),
+            format!("{} {kind} section names its `app`: {what}", article(kind)),
+        ));
+    }
+}
+
+/// `a uia`, but `an ax`, `an atspi`.
+fn article(kind: &str) -> &'static str {
+    if kind.starts_with('u') { "a" } else { "an" }
+}
+
+/// One accessibility tool's steps.
+fn tool_steps_problems(
+    platform: &str,
+    kind: &str,
+    index: usize,
+    steps: Option<&[crate::ui::UiStep]>,
+    other: Option<&str>,
+    problems: &mut Vec<Problem>,
+) {
     use crate::ui::{UiAction, UiPath};
-    let Some(section) = descriptor
-        .platforms
-        .linux
-        .as_ref()
-        .filter(|s| s.automation == "atspi")
-    else {
+    let base = format!("/platforms/{platform}/tools/{index}");
+    let Some(steps) = steps.filter(|steps| !steps.is_empty() && other.is_none()) else {
+        let why = other.map(|o| format!(" ({o})")).unwrap_or_default();
+        problems.push(Problem::new(
+            base,
+            format!(
+                "{} {kind} tool is a non-empty list of `steps`{why}",
+                article(kind)
+            ),
+        ));
         return;
     };
-    for (index, tool) in section.tools.iter().enumerate() {
-        let base = format!("/platforms/linux/tools/{index}");
-        let Some(steps) = tool
-            .fields
-            .steps
-            .as_deref()
-            .filter(|_| tool.fields.method.is_empty())
-        else {
-            problems.push(Problem::new(
-                base,
-                "an atspi tool is a list of `steps` (a `method` is for dbus sections)",
-            ));
-            continue;
+    for (at, step) in steps.iter().enumerate() {
+        let pointer = format!("{base}/steps/{at}");
+        if let Err(problem) = UiPath::parse(&step.path) {
+            problems.push(Problem::new(format!("{pointer}/path"), problem));
+        }
+        let needs = match step.action {
+            UiAction::SetText if step.text.is_none() => Some("text"),
+            UiAction::SetValue | UiAction::Check if step.value.is_none() => Some("value"),
+            _ => None,
         };
-        for (at, step) in steps.iter().enumerate() {
-            let pointer = format!("{base}/steps/{at}");
-            if let Err(problem) = UiPath::parse(&step.path) {
-                problems.push(Problem::new(format!("{pointer}/path"), problem));
-            }
-            let needs = match step.action {
-                UiAction::SetText if step.text.is_none() => Some("text"),
-                UiAction::SetValue if step.value.is_none() => Some("value"),
-                _ => None,
-            };
-            if let Some(field) = needs {
-                problems.push(Problem::new(
-                    pointer,
-                    format!("a `{}` step needs `{field}`", step.action.key()),
-                ));
-            }
+        if let Some(field) = needs {
+            problems.push(Problem::new(
+                pointer,
+                format!("a `{}` step needs `{field}`", step.action.key()),
+            ));
         }
     }
 }
@@ -663,7 +725,7 @@ fn script_problems(descriptor: &Descriptor, problems: &mut Vec<Problem>) {
             }
         }
     }
-    if let Some(section) = &platforms.windows {
+    if let Some(section) = platforms.windows.as_ref().filter(|s| s.automation == "com") {
         for (index, tool) in section.tools.iter().enumerate() {
             let base = format!("/platforms/windows/tools/{index}/script");
             com_problems(

@@ -29,7 +29,7 @@ pub struct UiStep {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Value>,
     /// `invoke`: which of the element's actions (`click`, `activate`, `press`); the first
-    /// when absent.
+    /// when absent. [`UiStep::POINTER`] clicks it where it shows instead.
     #[serde(default, rename = "use", skip_serializing_if = "Option::is_none")]
     pub use_action: Option<String>,
     /// `wait` and `gone`: how long at most, in milliseconds (default [`UiStep::WAIT_MS`]).
@@ -43,6 +43,12 @@ pub struct UiStep {
 impl UiStep {
     /// How long `wait` and `gone` wait when the step does not say.
     pub const WAIT_MS: u64 = 5000;
+
+    /// The `use` of an `invoke` that clicks the element where it shows (opening the menus
+    /// it is in first) rather than calling its action: a command that opens a modal dialog
+    /// runs the dialog inside the accessibility handler that called the action, and the
+    /// application answers nothing more until the dialog closes.
+    pub const POINTER: &'static str = "pointer";
 
     /// Whether the step reads rather than changes anything.
     pub fn reads(&self) -> bool {
@@ -65,6 +71,9 @@ pub enum UiAction {
     SetValue,
     /// Select it among its parent's children (a list row, a tab, a combo box's item).
     Select,
+    /// Turn it on or off (a check box, a toggle button) as `value` says; left as it is when
+    /// `value`'s argument is not given.
+    Check,
     /// Read its text (its name when it has no text).
     ReadText,
     /// Read its states (`checked`, `enabled`, `selected`, …) and value.
@@ -85,6 +94,7 @@ impl UiAction {
             Self::SetText => "set_text",
             Self::SetValue => "set_value",
             Self::Select => "select",
+            Self::Check => "check",
             Self::ReadText => "read_text",
             Self::ReadState => "read_state",
             Self::ReadRows => "read_rows",

@@ -243,10 +243,13 @@ async fn read_tree(
         } else {
             Vec::new()
         };
+        let editable = interfaces.iter().any(|i| i == "EditableText");
+        let role = bus.role(&node).await;
+        let placed = editable || role == "label";
         read.push((
             parent,
             aai_describe::a11y::UiNode {
-                role: bus.role(&node).await,
+                role,
                 name: bus.name(&node).await,
                 actions,
                 interfaces,
@@ -256,6 +259,19 @@ async fn read_tree(
                     .into_iter()
                     .map(str::to_owned)
                     .collect(),
+                labels: if editable {
+                    bus.labels(&node).await
+                } else {
+                    Vec::new()
+                },
+                bounds: if placed {
+                    bus.extents(&node)
+                        .await
+                        .ok()
+                        .map(|(x, y, w, h)| [x, y, w, h])
+                } else {
+                    None
+                },
                 children: Vec::new(),
             },
         ));

@@ -361,13 +361,16 @@ impl DescriptorTools {
 /// What a descriptor talks to on this computer, one line a platform.
 fn local_reach(d: &Descriptor) -> Vec<String> {
     let mut out = Vec::new();
+    let through_tree = |app: Option<&str>| {
+        format!(
+            "it operates the application {} through its accessibility tree (menus, buttons, fields), as a person at the keyboard could",
+            app.unwrap_or("?")
+        )
+    };
     if let Some(linux) = &d.platforms.linux
         && linux.automation == "atspi"
     {
-        out.push(format!(
-            "it operates the application {} through its accessibility tree (menus, buttons, fields), as a person at the keyboard could",
-            linux.fields.app.as_deref().unwrap_or("?")
-        ));
+        out.push(through_tree(linux.fields.app.as_deref()));
     } else if let Some(linux) = &d.platforms.linux {
         out.push(format!(
             "it calls the D-Bus service {} on the {} bus",
@@ -379,7 +382,11 @@ fn local_reach(d: &Descriptor) -> Vec<String> {
             }
         ));
     }
-    if let Some(macos) = &d.platforms.macos {
+    if let Some(macos) = &d.platforms.macos
+        && macos.automation == "ax"
+    {
+        out.push(through_tree(macos.fields.app.as_deref()));
+    } else if let Some(macos) = &d.platforms.macos {
         let scripts: Vec<&str> = macos
             .tools
             .iter()
@@ -419,7 +426,11 @@ fn local_reach(d: &Descriptor) -> Vec<String> {
             out.push("A SCRIPT RUNS SHELL COMMANDS, OTHER SCRIPTS OR RAW APPLE EVENTS".into());
         }
     }
-    if let Some(windows) = &d.platforms.windows {
+    if let Some(windows) = &d.platforms.windows
+        && windows.automation == "uia"
+    {
+        out.push(through_tree(windows.fields.app.as_deref()));
+    } else if let Some(windows) = &d.platforms.windows {
         let mut progids: Vec<String> = windows.fields.progid.iter().cloned().collect();
         for tool in &windows.tools {
             progids.extend(

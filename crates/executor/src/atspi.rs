@@ -48,6 +48,15 @@ impl Protection {
             .collect();
     }
 
+    /// The patterns in force (lower case), for a program that checks the names it finds
+    /// itself (the UI Automation and AX executors').
+    pub fn patterns(&self) -> Vec<String> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// The pattern one of `names` (an application's, its windows') contains, if any.
     pub fn protects<'n>(&self, names: impl IntoIterator<Item = &'n str>) -> Option<String> {
         let patterns = self
@@ -152,6 +161,10 @@ fn bind<'s>(invocation: &Invocation<'_>, steps: &'s [UiStep]) -> Result<Vec<Boun
                 None => None,
             };
             let value = match &step.value {
+                // A check box whose argument is not given is left as it is.
+                Some(value) if step.action == UiAction::Check => {
+                    aai_descriptor::template::bind(value, &lookup).ok()
+                }
                 Some(value) => {
                     Some(aai_descriptor::template::bind(value, &lookup).map_err(missing)?)
                 }
@@ -295,11 +308,36 @@ async fn run_steps(
                 let within =
                     Duration::from_millis(bound.step.timeout_ms.unwrap_or(UiStep::WAIT_MS));
                 let until = Instant::now() + within;
+                // Where it was at the last look: it has appeared once it shows and has stopped
+                // moving (a window the window manager is still placing, a dialog still being
+                // set up on the app's loop, which then resets fields filled too early).
+                let mut last_place = None;
                 loop {
                     // A dialog is a top-level element of its application: look from it anew.
-                    let found = find(bus, &root, &bound.path).await;
+                    // One in the tree but not on the screen (a dialog hidden, not destroyed)
+                    // is not there.
+                    let found = match find(bus, &root, &bound.path).await {
+                        Ok(node) if !bus.states(&node).await.contains(&"showing") => {
+                            Err(AaiError::new(
+                                ErrorKind::AutomationFailed,
+                                format!("{} is in the tree but not showing", bound.path),
+                            ))
+                        }
+                        found => found,
+                    };
+                    let settled = match (&found, gone) {
+                        (Ok(node), false) => {
+                            let place = bus.extents(node).await.ok();
+                            let still = place.is_some() && place == last_place;
+                            last_place = place;
+                            // Nothing to compare on an element with no place: it is there.
+                            still || last_place.is_none() || Instant::now() >= until
+                        }
+                        _ => false,
+                    };
                     match (found, gone) {
-                        (Ok(_), false) | (Err(_), true) => break,
+                        (Ok(_), false) if settled => break,
+                        (Err(_), true) => break,
                         (Err(error), false) if Instant::now() >= until => {
                             return Err(fail(format!(
                                 "did not appear within {} ms: {}",
@@ -324,12 +362,19 @@ async fn run_steps(
             .await
             .map_err(|e| fail(e.message))?;
         let read = match bound.step.action {
+            UiAction::Invoke if bound.step.use_action.as_deref() == Some(UiStep::POINTER) => {
+                pointer(bus, &node).await.map_err(fail)?;
+                None
+            }
             UiAction::Invoke => {
                 let actions = bus.actions(&node).await;
                 let index = match &bound.step.use_action {
-                    Some(wanted) => actions.iter().position(|a| a == wanted).ok_or_else(|| {
-                        fail(format!("it has no action {wanted:?}; it has {actions:?}"))
-                    })?,
+                    Some(wanted) => actions
+                        .iter()
+                        .position(|a| a.eq_ignore_ascii_case(wanted))
+                        .ok_or_else(|| {
+                            fail(format!("it has no action {wanted:?}; it has {actions:?}"))
+                        })?,
                     None if actions.is_empty() => {
                         return Err(fail("it has no action to invoke".to_owned()));
                     }
@@ -386,6 +431,22 @@ async fn run_steps(
                 }
                 None
             }
+            UiAction::Check => {
+                if let Some(value) = &bound.value {
+                    let wanted = match value {
+                        Value::Bool(on) => *on,
+                        Value::String(text) if text == "true" || text == "false" => text == "true",
+                        _ => {
+                            return Err(AaiError::new(
+                                ErrorKind::InvalidParams,
+                                format!("step {index}: the value is not true or false"),
+                            ));
+                        }
+                    };
+                    check(bus, &node, wanted).await.map_err(fail)?;
+                }
+                None
+            }
             UiAction::ReadText => Some(match bus.text(&node).await {
                 Some(text) => json!(text),
                 None => json!(bus.name(&node).await),
@@ -425,6 +486,80 @@ async fn run_steps(
         (1, Some(value)) if steps.iter().all(|b| b.step.key.is_none()) => value,
         _ => Value::Object(reads),
     })
+}
+
+/// Turns a check box or toggle on or off by its action, unless it already is.
+async fn check(bus: &A11yBus, node: &Node, on: bool) -> Result<(), String> {
+    let checked = |node: Node| async move {
+        let states = bus.states(&node).await;
+        states.contains(&"checked") || states.contains(&"pressed")
+    };
+    if checked(node.clone()).await == on {
+        return Ok(());
+    }
+    if bus.actions(node).await.is_empty() {
+        return Err("it has no action to turn it on or off".to_owned());
+    }
+    match bus.do_action(node, 0).await {
+        Ok(true) => {}
+        Ok(false) => return Err("it refused to change".to_owned()),
+        Err(e) => return Err(format!("it cannot be changed: {e}")),
+    }
+    // The toggle lands on the application's own loop.
+    let until = Instant::now() + MENU_OPENS_WITHIN;
+    while checked(node.clone()).await != on {
+        if Instant::now() >= until {
+            return Err(format!(
+                "it is still {} after its action (its states: {})",
+                if on { "off" } else { "on" },
+                bus.states(node).await.join(", ")
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    Ok(())
+}
+
+/// How long a menu opened by the pointer may take to show its items.
+const MENU_OPENS_WITHIN: Duration = Duration::from_secs(2);
+
+/// Clicks `node` with the pointer; one inside a closed menu is reached by opening its menus
+/// first, outermost first, each click awaited until the next element shows.
+async fn pointer(bus: &A11yBus, node: &Node) -> Result<(), String> {
+    let showing = |node: Node| async move { bus.states(&node).await.contains(&"showing") };
+    // The element and its ancestors up to the first one showing.
+    let mut chain = vec![node.clone()];
+    while !showing(chain[chain.len() - 1].clone()).await {
+        if chain.len() > 8 {
+            return Err("it is not on the screen, nor inside a menu that is".to_owned());
+        }
+        let Some((parent, _)) = bus.parent(&chain[chain.len() - 1]).await else {
+            return Err("it is not on the screen".to_owned());
+        };
+        chain.push(parent);
+    }
+    chain.reverse();
+    for pair in chain.windows(2) {
+        let (outer, inner) = (&pair[0], &pair[1]);
+        if bus.role(outer).await == "menu" && !showing(inner.clone()).await {
+            bus.click(outer)
+                .await
+                .map_err(|e| format!("its menu cannot be opened: {e}"))?;
+        }
+        let until = Instant::now() + MENU_OPENS_WITHIN;
+        while !showing(inner.clone()).await {
+            if Instant::now() >= until {
+                return Err(format!(
+                    "it did not show within {} ms of opening its menu",
+                    MENU_OPENS_WITHIN.as_millis()
+                ));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+    bus.click(node)
+        .await
+        .map_err(|e| format!("it cannot be clicked: {e}"))
 }
 
 /// PERMISSION_DENIED when the application or one of its windows is protected.
@@ -478,7 +613,7 @@ pub async fn find(bus: &A11yBus, root: &Node, path: &UiPath) -> Result<Node, Aai
     let mut at = root.clone();
     let mut walked = String::new();
     for segment in &path.segments {
-        match descendant(bus, &at, segment).await {
+        match descendant(bus, &at, segment, at == *root).await {
             Ok(node) => at = node,
             Err(seen) => {
                 let under = if walked.is_empty() {
@@ -512,7 +647,12 @@ pub async fn find(bus: &A11yBus, root: &Node, path: &UiPath) -> Result<Node, Aai
 /// seen instead, nearest first: elements of the same role whose name is closest to the one
 /// wanted (equal but for case, then sharing words or letters), then other named ones — at most
 /// [`SEEN_AT_MOST`].
-async fn descendant(bus: &A11yBus, from: &Node, segment: &Segment) -> Result<Node, Vec<String>> {
+async fn descendant(
+    bus: &A11yBus,
+    from: &Node,
+    segment: &Segment,
+    from_app: bool,
+) -> Result<Node, Vec<String>> {
     let mut queue = std::collections::VecDeque::from([from.clone()]);
     let mut count = 0;
     let mut looked = 0;
@@ -521,14 +661,25 @@ async fn descendant(bus: &A11yBus, from: &Node, segment: &Segment) -> Result<Nod
         let Ok(children) = bus.children(&node).await else {
             continue;
         };
+        // An application's windows that are not showing (a dialog closed but kept, to be
+        // shown again) are not there: neither they nor what is in them is counted or found.
+        let top = from_app && node == *from;
         for child in children {
             looked += 1;
             if looked > NODE_CAP {
                 break;
             }
+            if top && !bus.states(&child).await.contains(&"showing") {
+                continue;
+            }
             let role = bus.role(&child).await;
             let name = bus.name(&child).await;
-            if segment.matches(&role, &name) {
+            // A segment without a name (`text#3`) counts only what shows: hidden panes hold
+            // fields of their own, made and dropped as the app goes, which would shift the
+            // count. A named one counts everything (a closed menu's items do not show).
+            if segment.matches(&role, &name)
+                && (segment.name.is_some() || bus.states(&child).await.contains(&"showing"))
+            {
                 count += 1;
                 if count == segment.nth {
                     return Ok(child);

@@ -19,6 +19,7 @@
 
 mod adb;
 pub mod atspi;
+mod ax;
 #[cfg(target_os = "linux")]
 pub mod cgroup;
 mod com;
@@ -28,6 +29,8 @@ mod osascript;
 pub mod process;
 pub mod rest;
 mod tag;
+mod ui_program;
+mod uia;
 mod urlscheme;
 
 use std::future::Future;
@@ -40,9 +43,11 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 pub use adb::{AdbExecutor, shell_quote};
+pub use ax::{AX_PROGRAM, AxExecutor};
 pub use com::{COM_PROGRAM, ComExecutor, encoded_command};
 pub use dbus::DbusExecutor;
 pub use osascript::OsascriptExecutor;
+pub use uia::{UIA_PROGRAM, UIA_RUN, UiaExecutor};
 pub use urlscheme::UrlSchemeExecutor;
 
 /// The timeout of a call when neither the tool nor the config sets one.
@@ -376,6 +381,8 @@ pub struct Executors {
     atspi: atspi::AtspiExecutor,
     osascript: OsascriptExecutor,
     com: ComExecutor,
+    uia: UiaExecutor,
+    ax: AxExecutor,
     adb: AdbExecutor,
     urlscheme: UrlSchemeExecutor,
     rest: rest::RestExecutor,
@@ -444,12 +451,17 @@ impl Executors {
     /// Executors using `settings`, and the session bus at `session_bus` when given.
     pub fn with_settings(settings: Settings, session_bus: Option<String>) -> Self {
         let settings = Arc::new(settings);
+        let atspi = atspi::AtspiExecutor::new(session_bus.clone());
+        // One set of protected-app patterns for every executor that drives an app's UI.
+        let protection = atspi.protection();
         Self {
-            atspi: atspi::AtspiExecutor::new(session_bus.clone()),
+            atspi,
             dbus: session_bus
                 .map_or_else(DbusExecutor::default, DbusExecutor::with_session_address),
             osascript: OsascriptExecutor::new(settings.clone()),
             com: ComExecutor::new(settings.clone()),
+            uia: UiaExecutor::new(settings.clone(), protection.clone()),
+            ax: AxExecutor::new(settings.clone(), protection),
             adb: AdbExecutor::new(settings.clone()),
             urlscheme: UrlSchemeExecutor::new(settings),
             rest: rest::RestExecutor::new(
@@ -467,8 +479,8 @@ impl Executors {
         }
     }
 
-    /// The protected-app patterns the accessibility executor honours (the gateway sets them
-    /// from `desktop.protected_apps`).
+    /// The protected-app patterns the accessibility executors (`atspi`, `uia`, `ax`) honour,
+    /// one set shared by all (the gateway sets them from `desktop.protected_apps`).
     pub fn protection(&self) -> atspi::Protection {
         self.atspi.protection()
     }
@@ -519,6 +531,8 @@ impl Executors {
             (Platform::Linux, "atspi") => Ok(&self.atspi),
             (Platform::Macos, "applescript" | "jxa") => Ok(&self.osascript),
             (Platform::Windows, "com") => Ok(&self.com),
+            (Platform::Windows, "uia") => Ok(&self.uia),
+            (Platform::Macos, "ax") => Ok(&self.ax),
             (Platform::Android, "intent") => Ok(&self.adb),
             (Platform::Ios, "url_scheme") => Ok(&self.urlscheme),
             (Platform::Web, "restapi") => Ok(&self.rest),

@@ -356,4 +356,68 @@ impl A11yBus {
         self.call(parent, "org.a11y.atspi.Selection", "SelectChild", &(index,))
             .await
     }
+
+    /// The names of the elements that label it (AT-SPI's `labelled-by` relation): how a field
+    /// without a name of its own is known, wherever its label sits in the tree.
+    pub async fn labels(&self, node: &Node) -> Vec<String> {
+        /// `ATSPI_RELATION_LABELLED_BY`.
+        const LABELLED_BY: u32 = 2;
+        let relations: Vec<(u32, Vec<(String, OwnedObjectPath)>)> = self
+            .call(node, ACCESSIBLE, "GetRelationSet", &())
+            .await
+            .unwrap_or_default();
+        let mut names = Vec::new();
+        for (_, targets) in relations
+            .into_iter()
+            .filter(|(kind, _)| *kind == LABELLED_BY)
+        {
+            for (dest, path) in targets {
+                let name = self.name(&Node { dest, path }).await;
+                if !name.trim().is_empty() {
+                    names.push(name.trim().to_owned());
+                }
+            }
+        }
+        names
+    }
+
+    /// Where it is on the screen: x, y, width, height.
+    ///
+    /// # Errors
+    /// It has no place on the screen, or is gone.
+    pub async fn extents(&self, node: &Node) -> Result<(i32, i32, i32, i32), zbus::Error> {
+        /// `ATSPI_COORD_TYPE_SCREEN`.
+        const SCREEN: u32 = 0;
+        self.call(node, "org.a11y.atspi.Component", "GetExtents", &(SCREEN,))
+            .await
+    }
+
+    /// Clicks the middle of it with the pointer, through the registry's device event
+    /// controller: the click reaches the application as the user's own would, through its
+    /// event loop — unlike an action, which runs inside the application's accessibility
+    /// handler, where a command that opens a modal dialog stops the application answering
+    /// until the dialog is closed.
+    ///
+    /// # Errors
+    /// It is not on the screen (no size), or the registry does not answer.
+    pub async fn click(&self, node: &Node) -> Result<(), zbus::Error> {
+        let (x, y, width, height) = self.extents(node).await?;
+        if width <= 0 || height <= 0 {
+            return Err(zbus::Error::Failure(
+                "it has no place on the screen".to_owned(),
+            ));
+        }
+        let controller = Node {
+            dest: REGISTRY.to_owned(),
+            path: OwnedObjectPath::try_from("/org/a11y/atspi/registry/deviceeventcontroller")
+                .map_err(zbus::Error::from)?,
+        };
+        self.call::<()>(
+            &controller,
+            "org.a11y.atspi.DeviceEventController",
+            "GenerateMouseEvent",
+            &(x + width / 2, y + height / 2, "b1c"),
+        )
+        .await
+    }
 }
