@@ -33,9 +33,10 @@ command -v tesseract >/dev/null 2>&1 || missing+=(tesseract-ocr tesseract-ocr-en
 [ -x /usr/libexec/at-spi-bus-launcher ] || missing+=(at-spi2-core)
 # A real calculator for element_locate's symbol and short-word names (tests/e2e/test_desktop.py).
 command -v galculator >/dev/null 2>&1 || missing+=(galculator)
-# Apps drafted from their accessibility trees: a text editor, and a form of several fields.
+# Apps drafted from their accessibility trees: a text editor, and a form of several fields
+# (yad's: zenity on the path would become the gateway's consent dialog in the other tests).
 command -v mousepad >/dev/null 2>&1 || missing+=(mousepad)
-command -v zenity >/dev/null 2>&1 || missing+=(zenity)
+command -v yad >/dev/null 2>&1 || missing+=(yad)
 /usr/bin/python3 -c 'import gi; gi.require_version("Gtk", "3.0"); gi.require_version("Atspi", "2.0"); from gi.repository import Gtk, Atspi' >/dev/null 2>&1 \
   || missing+=(python3-gi gir1.2-gtk-3.0 gir1.2-atspi-2.0 libatk-adaptor)
 # The browser toolset: Debian's Chromium, and certutil to make it trust the test CA.

@@ -312,11 +312,22 @@ pub fn draft(app: &str, app_id: &str, tree: &UiNode) -> Result<Draft, DescribeEr
     });
 
     // Dialogs open now: one tool each that fills its labelled fields and confirms it.
-    for dialog in tree
-        .children
-        .iter()
-        .filter(|w| DIALOGS.contains(&w.role.as_str()) && w.state("showing"))
-    {
+    // A window without a menu bar whose fields a button confirms (a form app's one window)
+    // is filled like a dialog too.
+    let form = |w: &UiNode| {
+        let mut menus = false;
+        let mut fields = false;
+        visit_in_order(w, &mut |n| {
+            menus |= n.role == "menu bar";
+            fields |= n.role == "text" && n.has("EditableText") && n.state("showing");
+        });
+        !menus && fields
+    };
+    for dialog in tree.children.iter().filter(|w| {
+        w.state("showing")
+            && (DIALOGS.contains(&w.role.as_str())
+                || (TOP_LEVEL.contains(&w.role.as_str()) && form(w)))
+    }) {
         let made = dialog_tools(dialog, &mut taken);
         if made.is_empty() {
             notes.push(format!(
