@@ -73,7 +73,10 @@ pub fn run() {
     .expect("config");
     let tokens = Tokens::new();
 
-    println!("| accessibility drafts (Xvfb 1280×800, release build) | result |");
+    println!(
+        "| accessibility drafts (Xvfb 1280×800, the binaries in {}) | result |",
+        release_dir().display()
+    );
     println!("|---|---|");
     // Each app's draft: how long `describe a11y` takes (median of 5) and its guide's tokens.
     let apps: [(&str, &[&str]); 3] = [
