@@ -320,11 +320,11 @@ mod tests {
     fn a_protected_app_is_refused_without_running() {
         let dir = tempfile::tempdir().expect("dir");
         let marker = dir.path().join("ran");
-        let fake = dir.path().join("osascript");
-        std::fs::write(&fake, format!("#!/bin/sh\ntouch '{}'\n", marker.display())).expect("fake");
-        #[cfg(unix)]
-        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .expect("chmod");
+        let fake = crate::ui_program::fake::program(
+            dir.path(),
+            "osascript",
+            &format!("touch '{}'\n", marker.display()),
+        );
         let executor = executor(&fake.display().to_string());
         // The descriptor's name, as well as its app, is checked.
         executor.protection.set(vec!["textedit".into()]);
@@ -334,12 +334,8 @@ mod tests {
             .cloned()
             .expect("object");
         let invocation = Invocation::new(&d, "write", &args, Duration::from_secs(5));
-        let error = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-            .block_on(executor.call(invocation))
-            .expect_err("refused");
+        let error =
+            crate::ui_program::fake::block_on(executor.call(invocation)).expect_err("refused");
         assert_eq!(error.kind, ErrorKind::PermissionDenied);
         assert_eq!(
             error.detail.as_ref().expect("detail")["reason"],

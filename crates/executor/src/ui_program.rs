@@ -693,3 +693,30 @@ mod tests {
         assert!(refuse_protected(&protection, &["notepad", "Editor"]).is_ok());
     }
 }
+
+/// What the UIA and AX executors' tests share: a stand-in program, and a runtime to call with.
+#[cfg(test)]
+pub(crate) mod fake {
+    use std::path::{Path, PathBuf};
+
+    /// An executable shell script at `dir/name` running `body`.
+    pub(crate) fn program(dir: &Path, name: &str, body: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}")).expect("fake");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        }
+        path
+    }
+
+    /// Runs `future` to its end on a runtime of its own.
+    pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(future)
+    }
+}

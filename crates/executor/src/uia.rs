@@ -359,11 +359,11 @@ mod tests {
     fn a_protected_app_is_refused_without_running() {
         let dir = tempfile::tempdir().expect("dir");
         let marker = dir.path().join("ran");
-        let fake = dir.path().join("powershell");
-        std::fs::write(&fake, format!("#!/bin/sh\ntouch '{}'\n", marker.display())).expect("fake");
-        #[cfg(unix)]
-        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .expect("chmod");
+        let fake = crate::ui_program::fake::program(
+            dir.path(),
+            "powershell",
+            &format!("touch '{}'\n", marker.display()),
+        );
         let executor = executor(&fake.display().to_string());
         executor.protection.set(vec!["NOTE".into()]);
         let d = notepad();
@@ -372,12 +372,8 @@ mod tests {
             .cloned()
             .expect("object");
         let invocation = Invocation::new(&d, "write", &args, Duration::from_secs(5));
-        let error = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-            .block_on(executor.call(invocation))
-            .expect_err("refused");
+        let error =
+            crate::ui_program::fake::block_on(executor.call(invocation)).expect_err("refused");
         assert_eq!(error.kind, ErrorKind::PermissionDenied);
         assert!(
             error.message.contains("notepad is a protected app"),
@@ -406,17 +402,11 @@ mod tests {
     #[test]
     fn a_call_reads_the_programs_answer() {
         let dir = tempfile::tempdir().expect("dir");
-        let fake = dir.path().join("powershell");
-        std::fs::write(
-            &fake,
-            format!(
-                "#!/bin/sh\ncat > '{0}/stdin'\ncat '{0}/reply'\n",
-                dir.path().display()
-            ),
-        )
-        .expect("fake");
-        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .expect("chmod");
+        let fake = crate::ui_program::fake::program(
+            dir.path(),
+            "powershell",
+            &format!("cat > '{0}/stdin'\ncat '{0}/reply'\n", dir.path().display()),
+        );
         let executor = executor(&fake.display().to_string());
         let d = notepad();
         let args = json!({"text": HOSTILE, "file": "f"})
@@ -425,16 +415,12 @@ mod tests {
             .expect("object");
         let call = |reply: &str| {
             std::fs::write(dir.path().join("reply"), reply).expect("reply");
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime")
-                .block_on(executor.call(Invocation::new(
-                    &d,
-                    "write",
-                    &args,
-                    Duration::from_secs(10),
-                )))
+            crate::ui_program::fake::block_on(executor.call(Invocation::new(
+                &d,
+                "write",
+                &args,
+                Duration::from_secs(10),
+            )))
         };
         assert_eq!(
             call("{\"ok\":true,\"result\":{\"read_text\":\"hello\"}}\n").expect("ok"),
