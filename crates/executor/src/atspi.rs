@@ -717,8 +717,9 @@ async fn descendant(
 /// Elements named, at most, in a "not found" error.
 const SEEN_AT_MOST: usize = 20;
 
-/// How near a name is to the one wanted (0 nearest … 4 unrelated).
-fn nearness(wanted: Option<&str>, name: &str) -> usize {
+/// How near a name is to the one wanted (0 nearest … 3 unrelated): how every accessibility
+/// executor ranks what it saw in place of a missing element.
+pub(crate) fn nearness(wanted: Option<&str>, name: &str) -> usize {
     let Some(wanted) = wanted.map(str::trim).filter(|w| !w.is_empty()) else {
         return 3;
     };

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use aai_descriptor::{AaiError, ErrorKind, Parameters, Platform};
+use aai_descriptor::{AaiError, ErrorKind, Platform};
 use serde_json::{Value, json};
 
 use crate::atspi::Protection;
@@ -67,30 +67,14 @@ impl AxExecutor {
             invocation,
             Platform::Macos,
         )?;
-        let app = section
-            .fields
-            .app
-            .as_deref()
-            .filter(|app| !app.trim().is_empty())
-            .ok_or_else(|| {
-                AaiError::new(
-                    ErrorKind::AutomationFailed,
-                    format!(
-                        "{}: the macos section names no `app` to drive",
-                        invocation.name()
-                    ),
-                )
-            })?;
-        let steps = tool.fields.steps.as_deref().ok_or_else(|| {
-            AaiError::new(
-                ErrorKind::AutomationFailed,
-                format!("{} has no steps", invocation.name()),
-            )
-        })?;
-        ui_program::refuse_protected(&self.protection, &[app, &invocation.descriptor.name])?;
-        let schema = tool.common.parameters.as_ref().map(Parameters::schema);
-        let steps = ui_program::bind(invocation, schema.as_ref(), steps)?;
-        let stdin = ui_program::request(app, &self.protection.patterns(), &steps).to_string();
+        let (app, steps, stdin) = ui_program::prepare(
+            invocation,
+            "macos",
+            section.fields.app.as_deref(),
+            tool.fields.steps.as_deref(),
+            tool.common.parameters.as_ref(),
+            &self.protection,
+        )?;
         let command = Command::new(&self.settings.osascript)
             .args(["-l", "JavaScript", "-e", AX_PROGRAM])
             .stdin(stdin);

@@ -130,6 +130,39 @@ fn number(value: &Value) -> Option<Value> {
     }
 }
 
+/// A call's app and steps bound to its arguments, refused before anything runs when the app
+/// is protected, with the request the program reads on stdin. `section` names the
+/// descriptor's section (`windows`, `macos`) in the error for a missing `app`.
+pub(crate) fn prepare<'a>(
+    invocation: &Invocation<'a>,
+    section: &str,
+    app: Option<&'a str>,
+    steps: Option<&'a [UiStep]>,
+    parameters: Option<&aai_descriptor::Parameters>,
+    protection: &Protection,
+) -> Result<(&'a str, Vec<Bound<'a>>, String), AaiError> {
+    let app = app.filter(|app| !app.trim().is_empty()).ok_or_else(|| {
+        AaiError::new(
+            ErrorKind::AutomationFailed,
+            format!(
+                "{}: the {section} section names no `app` to drive",
+                invocation.name()
+            ),
+        )
+    })?;
+    let steps = steps.ok_or_else(|| {
+        AaiError::new(
+            ErrorKind::AutomationFailed,
+            format!("{} has no steps", invocation.name()),
+        )
+    })?;
+    refuse_protected(protection, &[app, &invocation.descriptor.name])?;
+    let schema = parameters.map(aai_descriptor::Parameters::schema);
+    let steps = bind(invocation, schema.as_ref(), steps)?;
+    let stdin = request(app, &protection.patterns(), &steps).to_string();
+    Ok((app, steps, stdin))
+}
+
 /// PERMISSION_DENIED when `names` (the app as the descriptor names it) match a protected
 /// pattern: refused before anything runs. The program checks the names it finds (the
 /// process's, its windows') against the same patterns.
@@ -398,7 +431,7 @@ fn near(seen: Option<&Value>, wanted: Option<&str>) -> Vec<String> {
                 .to_string(),
                 _ => name.to_owned(),
             };
-            Some((nearness(wanted, name), shown))
+            Some((crate::atspi::nearness(wanted, name), shown))
         })
         .collect();
     // Stable: elements equally near keep the order the program saw them in.
@@ -413,27 +446,6 @@ fn near(seen: Option<&Value>, wanted: Option<&str>) -> Vec<String> {
         }
     }
     shown
-}
-
-/// How near a name is to the one wanted (0 nearest … 3 unrelated), as the atspi executor
-/// ranks what it saw.
-fn nearness(wanted: Option<&str>, name: &str) -> usize {
-    let Some(wanted) = wanted.map(str::trim).filter(|w| !w.is_empty()) else {
-        return 3;
-    };
-    let (wanted, name) = (wanted.to_lowercase(), name.trim().to_lowercase());
-    if wanted == name {
-        0
-    } else if name.contains(&wanted) || wanted.contains(&name) && !name.is_empty() {
-        1
-    } else if wanted
-        .split_whitespace()
-        .any(|w| name.split_whitespace().any(|n| n == w))
-    {
-        2
-    } else {
-        3
-    }
 }
 
 /// The tool's result from the reads, keyed by each read's `as`: `{"ok": true}` when nothing

@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use aai_descriptor::{AaiError, ErrorKind, Parameters, Platform};
+use aai_descriptor::{AaiError, ErrorKind, Platform};
 use serde_json::{Value, json};
 
 use crate::atspi::Protection;
@@ -79,30 +79,14 @@ impl UiaExecutor {
             invocation,
             Platform::Windows,
         )?;
-        let app = section
-            .fields
-            .app
-            .as_deref()
-            .filter(|app| !app.trim().is_empty())
-            .ok_or_else(|| {
-                AaiError::new(
-                    ErrorKind::AutomationFailed,
-                    format!(
-                        "{}: the windows section names no `app` to drive",
-                        invocation.name()
-                    ),
-                )
-            })?;
-        let steps = tool.fields.steps.as_deref().ok_or_else(|| {
-            AaiError::new(
-                ErrorKind::AutomationFailed,
-                format!("{} has no steps", invocation.name()),
-            )
-        })?;
-        ui_program::refuse_protected(&self.protection, &[app, &invocation.descriptor.name])?;
-        let schema = tool.common.parameters.as_ref().map(Parameters::schema);
-        let steps = ui_program::bind(invocation, schema.as_ref(), steps)?;
-        let stdin = ui_program::request(app, &self.protection.patterns(), &steps).to_string();
+        let (app, steps, stdin) = ui_program::prepare(
+            invocation,
+            "windows",
+            section.fields.app.as_deref(),
+            tool.fields.steps.as_deref(),
+            tool.common.parameters.as_ref(),
+            &self.protection,
+        )?;
         let command = Command::new(&self.settings.powershell)
             .args([
                 "-NoProfile",
