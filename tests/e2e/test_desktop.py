@@ -630,13 +630,14 @@ def dialog_tools_of(app, env, prefix):
     raise AssertionError(f"no tools named {prefix}…: the dialog did not open")
 
 
-async def test_an_editor_drafted_from_its_tree_types_and_replaces_through_its_dialogs(home, tmp_path,
-                                                                                              monkeypatch):
+async def test_an_editor_drafted_from_its_tree_types_replaces_and_saves_through_its_dialogs(home, tmp_path,
+                                                                                                 monkeypatch):
     """Debian's mousepad, drafted from its tree: a dialog becomes tools by drafting while it is
     open (as `describe` says) — Find and Replace, and Save As, whose name field is found by the
     toolkit's label. Then, through the drafted tools alone: type a text and replace a word
     through Find and Replace (two fields and a check box filled from arguments, pressed once
-    per match). The commands that open a dialog are clicked where they show: called as
+    per match), then save it as a file through Save As, checked on disk. The commands that
+    open a dialog are clicked where they show: called as
     actions, the dialog would run inside the accessibility call and the editor would answer
     nothing until it closed."""
     desktop = AppDesktop(tmp_path, ["mousepad"])
@@ -679,14 +680,28 @@ async def test_an_editor_drafted_from_its_tree_types_and_replaces_through_its_di
                                {"search_for": "old", "replace_with": "new", "match_case": True})
                 assert await read_until(client, "a11y.mousepad", "read_text", "the new house\nthe new tree") \
                     == "the new house\nthe new tree"
+                # Nothing to search for: the editor greys Replace out, and the call says so
+                # rather than pressing a button that takes no press.
+                grey = await client.call_tool("aai_exec", {"app": "a11y.mousepad", "tool": "find_and_replace_dialog_replace",
+                                                           "args": {"search_for": "", "replace_with": "x"}})
+                assert grey.is_error and "AUTOMATION_FAILED" in text_of(grey), text_of(grey)
+                assert "push button[Replace]" in text_of(grey) and "stayed disabled" in text_of(grey), text_of(grey)
                 await call(client, "a11y.mousepad", "find_and_replace_dialog_close", {})
-                # Save As through save_as_dialog is not run here: it saved 8 times of 8 by hand,
-                # but not under the whole suite (the name field ended up holding another entry
-                # of the file list); see issue 39's notes.
+                # Save As through its dialog: the name set into its field, Save pressed once the
+                # dialog has lit it up (pressed while still greyed out, the press is lost).
+                saved = tmp_path / "notes.txt"
+                await call(client, "a11y.mousepad", "file_save_as", {})
+                await call(client, "a11y.mousepad", "save_as_dialog", {"name": str(saved)})
+                for _ in range(100):
+                    if saved.exists() and saved.read_text().rstrip("\n") == "the new house\nthe new tree":
+                        break
+                    await anyio.sleep(0.05)
+                # On disk as the editor shows it (an editor may end the file with a newline).
+                assert saved.read_text().rstrip("\n") == "the new house\nthe new tree"
         rows = [json.loads(line) for line in subprocess.run([str(GATEWAY), "audit", "export"], env=env,
                                                             capture_output=True, text=True, timeout=30).stdout.splitlines()]
         ran = [r["tool"] for r in rows if r["app"] == "a11y.mousepad" and r["result"] == "success"]
-        assert ran.count("find_and_replace_dialog_replace") == 2 and ran[-1] == "find_and_replace_dialog_close", ran
+        assert ran.count("find_and_replace_dialog_replace") == 2 and ran[-1] == "save_as_dialog", ran
     finally:
         desktop.close()
 

@@ -361,6 +361,9 @@ async fn run_steps(
         let node = find(bus, &root, &bound.path)
             .await
             .map_err(|e| fail(e.message))?;
+        if !bound.step.reads() {
+            enabled(bus, &node).await.map_err(fail)?;
+        }
         let read = match bound.step.action {
             UiAction::Invoke if bound.step.use_action.as_deref() == Some(UiStep::POINTER) => {
                 pointer(bus, &node).await.map_err(fail)?;
@@ -486,6 +489,35 @@ async fn run_steps(
         (1, Some(value)) if steps.iter().all(|b| b.step.key.is_none()) => value,
         _ => Value::Object(reads),
     })
+}
+
+/// How long an element may stay greyed out before a step acting on it fails.
+const ENABLED_WITHIN: Duration = Duration::from_secs(3);
+
+/// Waits until `node` takes input, as a person waits for a button to light up: an app greys
+/// out what it is not ready for, and catches up on its own loop (a file dialog's Save turns
+/// sensitive only once the app has seen the name set into its field; pressed before, the press
+/// is lost and the step would report a success that never happened).
+async fn enabled(bus: &A11yBus, node: &Node) -> Result<(), String> {
+    let until = Instant::now() + ENABLED_WITHIN;
+    loop {
+        let states = bus.states(node).await;
+        if states.contains(&"enabled") || states.contains(&"sensitive") {
+            return Ok(());
+        }
+        if Instant::now() >= until {
+            return Err(format!(
+                "it stayed disabled (greyed out) for {} ms; its states: {}",
+                ENABLED_WITHIN.as_millis(),
+                if states.is_empty() {
+                    "none (it may be gone)".to_owned()
+                } else {
+                    states.join(", ")
+                }
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    }
 }
 
 /// Turns a check box or toggle on or off by its action, unless it already is.

@@ -29,7 +29,7 @@ exec node "$dir/harness.js" "$dir" "$4"
 
 /// The fake System Events: `tree.json` in the folder holds the processes and their elements;
 /// what the program does to them is written to `log.json`. `delay()` advances a clock that
-/// elements with `after` (appear) and `until` (disappear) follow.
+/// elements with `after` (appear), `until` (disappear) and `enabledAfter` (light up) follow.
 const HARNESS: &str = r#"
 const fs = require('fs');
 const dir = process.argv[2];
@@ -65,10 +65,12 @@ function element(s) {
     title: () => (s.title === undefined ? null : s.title),
     description: () => (s.description === undefined ? null : s.description),
     roleDescription: () => s.roleDescription || s.role.replace(/^AX/, '').toLowerCase(),
-    enabled: () => s.enabled !== false,
+    enabled: () => s.enabled !== false && (s.enabledAfter === undefined || clock >= s.enabledAfter),
     actions: {
       name: () => s.actions || [],
       byName: (n) => ({ perform: () => {
+        // As a real app does, a greyed-out element lets a press go by.
+        if (!e.enabled()) { log.push(['lost', label(s), n]); return; }
         log.push(['perform', label(s), n]);
         for (const id of (s.shows || [])) byId[id].hidden = false;
       } }),
@@ -423,4 +425,44 @@ fn a_step_that_fails_says_why() {
         error.message,
         "step 0 (invoke checkbox): it has no action AXRaise; it has AXPress"
     );
+}
+
+#[test]
+fn a_step_that_acts_waits_for_its_element_to_light_up() {
+    // Save greyed out for the first four looks (the app still taking in the name set before
+    // it): pressed once it lights up, not before, and not lost.
+    let mut world = world();
+    world["processes"][2]["children"][0]["children"][3]["enabledAfter"] = json!(4);
+    let fake = Fake::new(&world);
+    let d = textedit(
+        &json!([{"action": "set_text", "path": "window/scroll area/text area", "text": "x"},
+                {"action": "invoke", "path": "window/button[Save]"},
+                {"action": "read_state", "path": "window/button[Save]", "as": "save"}]),
+        "TextEdit",
+    );
+    let result = fake.call(&d, &json!({})).expect("runs");
+    assert_eq!(result["save"]["states"], json!(["enabled"]), "{result}");
+    assert_eq!(
+        fake.log(),
+        json!([["set", "text", "x"], ["perform", "Save", "AXPress"]])
+    );
+
+    // Greyed out for good: the step fails saying so, and nothing is pressed.
+    world["processes"][2]["children"][0]["children"][3]["enabled"] = json!(false);
+    let fake = Fake::new(&world);
+    let error = fake
+        .call(
+            &textedit(
+                &json!([{"action": "invoke", "path": "window/button[Save]"}]),
+                "TextEdit",
+            ),
+            &json!({}),
+        )
+        .expect_err("stays grey");
+    assert_eq!(error.kind, ErrorKind::AutomationFailed);
+    assert_eq!(
+        error.message,
+        "step 0 (invoke window/button[Save]): it stayed disabled (greyed out) for 3000 ms"
+    );
+    assert_eq!(fake.log(), json!([]));
 }

@@ -313,7 +313,20 @@ function rows(node) {
   });
 }
 
+// An app greys out what it is not ready for and catches up on its own loop (a dialog's Save
+// lights up once the app has seen the name set into its field; pressed before, the press is
+// lost): a step that acts waits for its element to take input, a look every 50 ms.
+const ENABLED_LOOKS = 60;
+
+function awaitEnabled(node) {
+  for (let looks = 1; attempt(() => node.ref.enabled(), true) === false; looks++) {
+    if (looks >= ENABLED_LOOKS) throw failed(`it stayed disabled (greyed out) for ${ENABLED_LOOKS * 50} ms`);
+    delay(0.05);
+  }
+}
+
 function perform(node, step) {
+  if (!['read_text', 'read_state', 'read_rows'].includes(step.action)) awaitEnabled(node);
   switch (step.action) {
     case 'invoke':
       press(node.ref, step.use);

@@ -301,6 +301,17 @@ function Get-Rows($el) {
     return , $rows.ToArray()
 }
 
+# An app greys out what it is not ready for and catches up on its own loop (a dialog's Save
+# lights up once the app has seen the name set into its field; pressed before, the press is
+# lost): a step that acts waits for its element to take input, a look every 50 ms.
+$EnabledLooks = 60
+function Wait-Enabled($el) {
+    for ($looks = 1; -not $el.Current.IsEnabled; $looks++) {
+        if ($looks -ge $EnabledLooks) { Stop-Run 'failed' @{ message = "it stayed disabled (greyed out) for $($EnabledLooks * 50) ms" } }
+        Start-Sleep -Milliseconds 50
+    }
+}
+
 $results = [ordered]@{}
 try {
     if ((Get-Windows).Count -eq 0) {
@@ -312,6 +323,7 @@ try {
         if ($action -in 'wait', 'gone') { Wait-Step $step }
         else {
             $el = Find-OrStop $step
+            if ($action -notin 'read_text', 'read_state', 'read_rows') { Wait-Enabled $el }
             $key = [string]$step.'as'
             switch ($action) {
                 'invoke' { Invoke-Element $el ($step.'use') }
