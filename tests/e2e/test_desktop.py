@@ -706,6 +706,48 @@ async def test_an_editor_drafted_from_its_tree_types_replaces_and_saves_through_
         desktop.close()
 
 
+async def test_a_click_by_pointer_that_would_land_on_a_protected_window_is_refused(home, tmp_path, monkeypatch):
+    """A drafted menu command clicked by pointer lands on whatever window is on top there: with
+    a protected app's window over the editor, the click is refused (PERMISSION_DENIED naming
+    that window) and nothing is clicked; once that window is gone, the same call opens the
+    dialog."""
+    desktop = AppDesktop(tmp_path, ["mousepad"])
+    vault = None
+    try:
+        env = {**gateway_env(home, desktop.bus), "DISPLAY": desktop.display}
+        draft, _ = draft_of("mousepad", env)
+        assert draft["platforms"]["linux"]["tools"], draft
+        install(home, draft)
+        client = desktop_client(home, desktop.screen(), monkeypatch)
+        (home / "config.json").write_text(json.dumps({
+            "policy": {"default_profile": "p", "profiles": {"p": {"preset": "full_auto"}}},
+            "desktop": {"protected_apps": ["vault keeper"]},
+        }))
+        # The whole screen under a protected app's window (the editor is not protected).
+        vault = subprocess.Popen(["xmessage", "-geometry", "1280x800+0+0", "-title", "Vault Keeper", "secrets"],
+                                 env=desktop.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(lambda: subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "Vault Keeper"],
+                                          env=desktop.env, capture_output=True, timeout=5).returncode == 0,
+                   10, "the protected window did not show")
+        with anyio.fail_after(TIMEOUT * 2):
+            async with client:
+                refused = await client.call_tool("aai_exec", {"app": "a11y.mousepad", "tool": "file_save_as", "args": {}})
+                assert refused.is_error and refused.structured_content["type"] == "PERMISSION_DENIED", text_of(refused)
+                assert "would land on \"Vault Keeper\"" in text_of(refused), text_of(refused)
+                vault.terminate()
+                vault.wait(timeout=10)
+                wait_until(lambda: subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "Vault Keeper"],
+                                                  env=desktop.env, capture_output=True, timeout=5).returncode != 0,
+                           10, "the protected window did not go")
+                await call(client, "a11y.mousepad", "file_save_as", {})
+        # Refused, nothing was clicked: the dialog opened only with the second call.
+        assert dialog_tools_of("mousepad", env, "save_as_dialog")
+    finally:
+        if vault is not None and vault.poll() is None:
+            vault.kill()
+        desktop.close()
+
+
 async def test_a_form_of_several_fields_is_filled_and_confirmed_through_its_drafted_tool(home, tmp_path,
                                                                                          monkeypatch):
     """yad's form is an app whose one window (no menu bar) is three labelled fields and OK: its

@@ -46,6 +46,11 @@ pub fn executors(config: &Config, home: &Path) -> Executors {
 /// loop shares (`aai_schedule::runner::spawn`, in the daemon).
 pub fn plug(gateway: &Arc<Gateway>) -> Arc<aai_schedule::Hub> {
     gateway.plug_kit(Arc::new(aai_local::Local));
+    // A drafted tool's click by pointer is refused where a protected app's window is on top.
+    gateway
+        .executors()
+        .protection()
+        .look_with(aai_local::window_at());
     aai_drafts::tools::plug(gateway);
     aai_schedule::plug(gateway)
 }
@@ -72,5 +77,9 @@ pub fn kit_gateway(
 ) -> Arc<Gateway> {
     let gateway = aai_engine::fixed_gateway(registry, config, executors, data_db);
     gateway.plug_kit(Arc::new(aai_local::Local));
+    gateway
+        .executors()
+        .protection()
+        .look_with(aai_local::window_at());
     gateway
 }

@@ -28,3 +28,14 @@ pub fn toolsets(setup: &Setup) -> [Box<dyn Toolset>; 3] {
         Box::new(apps::Apps::new(setup, &display)),
     ]
 }
+
+/// What is on top at a point of the gateway's own desktop, for the accessibility executor's
+/// clicks by pointer: a click that would land on a protected app's window is refused there
+/// (see [`aai_executor::atspi::Protection::refuse_point`]), as `local.input` refuses its own.
+pub fn window_at() -> aai_executor::atspi::WindowAt {
+    let desktop = desktop::backend::Desktop::of(&aai_toolset::Seat::default());
+    Arc::new(move |x, y| {
+        let x11 = desktop.x11().map_err(|e| e.message)?;
+        Ok(x11.window_at(x, y).map(|w| (w.title, w.class)))
+    })
+}

@@ -6,6 +6,7 @@
 
 pub mod bus;
 
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use aai_descriptor::ui::{Segment, UiAction, UiPath, UiStep};
@@ -32,41 +33,101 @@ pub struct AtspiExecutor {
 /// The protected-app patterns (lower case) the accessibility executor refuses to operate: an
 /// application whose name or window title contains one (a password manager, a bank) is not
 /// driven, whatever a descriptor says. The gateway keeps them to its config as it changes.
+/// A click by pointer lands on whatever window is on top where it lands, so the gateway also
+/// hands in a look at the screen ([`WindowAt`]), and a click that would land on a protected
+/// app's window is refused.
 #[derive(Clone, Default)]
-pub struct Protection(std::sync::Arc<std::sync::RwLock<Vec<String>>>);
+pub struct Protection {
+    patterns: Arc<RwLock<Vec<String>>>,
+    window_at: Arc<RwLock<Option<WindowAt>>>,
+}
+
+/// The title and class of the topmost window at a point of the screen (physical pixels, as
+/// the accessibility bus gives extents), `None` where no window is; an error when the screen
+/// cannot be looked at.
+pub type WindowAt = Arc<dyn Fn(i32, i32) -> Result<Option<(String, String)>, String> + Send + Sync>;
 
 impl Protection {
     /// Puts `patterns` in force.
     pub fn set(&self, patterns: Vec<String>) {
         *self
-            .0
+            .patterns
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = patterns
+            .unwrap_or_else(PoisonError::into_inner) = patterns
             .into_iter()
             .map(|p| p.to_lowercase())
             .filter(|p| !p.trim().is_empty())
             .collect();
     }
 
+    /// How to tell which window a click at a point would land on.
+    pub fn look_with(&self, window_at: WindowAt) {
+        *self
+            .window_at
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(window_at);
+    }
+
     /// The patterns in force (lower case), for a program that checks the names it finds
     /// itself (the UI Automation and AX executors').
     pub fn patterns(&self) -> Vec<String> {
-        self.0
+        self.patterns
             .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
     /// The pattern one of `names` (an application's, its windows') contains, if any.
     pub fn protects<'n>(&self, names: impl IntoIterator<Item = &'n str>) -> Option<String> {
-        let patterns = self
-            .0
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let patterns = self.patterns.read().unwrap_or_else(PoisonError::into_inner);
         names.into_iter().find_map(|name| {
             let name = name.to_lowercase();
             patterns.iter().find(|p| name.contains(p.as_str())).cloned()
         })
+    }
+
+    /// PERMISSION_DENIED when a click at `(x, y)` would land on a protected app's window, or
+    /// when apps are protected and the screen cannot be looked at (the click is not made
+    /// blind).
+    ///
+    /// # Errors
+    /// The refusal, naming the window and the pattern.
+    pub fn refuse_point(&self, x: i32, y: i32) -> Result<(), AaiError> {
+        if self.patterns().is_empty() {
+            return Ok(());
+        }
+        let look = self
+            .window_at
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(look) = look else {
+            return Err(AaiError::new(
+                ErrorKind::PermissionDenied,
+                "a click by pointer is refused: apps are protected (`desktop.protected_apps`) and this gateway cannot see which window the click would land on",
+            ));
+        };
+        let window = look(x, y).map_err(|why| {
+            AaiError::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "a click by pointer is refused: apps are protected (`desktop.protected_apps`) and which window it would land on cannot be told ({why})"
+                ),
+            )
+        })?;
+        match window {
+            Some((title, class)) => match self.protects([title.as_str(), class.as_str()]) {
+                Some(pattern) => Err(AaiError::new(
+                    ErrorKind::PermissionDenied,
+                    format!(
+                        "a click at ({x}, {y}) would land on {title:?}, a protected app (matches {pattern:?} in `desktop.protected_apps`) whose window is on top there; no approval can allow it. Ask the user to move that window or do this part themselves."
+                    ),
+                )
+                .with_detail(json!({"reason": "protected_app", "window": title}))),
+                None => Ok(()),
+            },
+            None => Ok(()),
+        }
     }
 }
 
@@ -366,7 +427,7 @@ async fn run_steps(
         }
         let read = match bound.step.action {
             UiAction::Invoke if bound.step.use_action.as_deref() == Some(UiStep::POINTER) => {
-                pointer(bus, &node).await.map_err(fail)?;
+                pointer(bus, &node, protection, &fail).await?;
                 None
             }
             UiAction::Invoke => {
@@ -556,17 +617,35 @@ async fn check(bus: &A11yBus, node: &Node, on: bool) -> Result<(), String> {
 const MENU_OPENS_WITHIN: Duration = Duration::from_secs(2);
 
 /// Clicks `node` with the pointer; one inside a closed menu is reached by opening its menus
-/// first, outermost first, each click awaited until the next element shows.
-async fn pointer(bus: &A11yBus, node: &Node) -> Result<(), String> {
+/// first, outermost first, each click awaited until the next element shows. Each click is
+/// refused when a protected app's window is on top where it would land.
+async fn pointer(
+    bus: &A11yBus,
+    node: &Node,
+    protection: &Protection,
+    fail: &(dyn Fn(String) -> AaiError + Sync),
+) -> Result<(), AaiError> {
     let showing = |node: Node| async move { bus.states(&node).await.contains(&"showing") };
+    let click = |node: Node, what: &'static str| async move {
+        let (x, y) = bus
+            .center(&node)
+            .await
+            .map_err(|e| fail(format!("{what} cannot be clicked: {e}")))?;
+        protection.refuse_point(x, y)?;
+        bus.click_at(x, y)
+            .await
+            .map_err(|e| fail(format!("{what} cannot be clicked: {e}")))
+    };
     // The element and its ancestors up to the first one showing.
     let mut chain = vec![node.clone()];
     while !showing(chain[chain.len() - 1].clone()).await {
         if chain.len() > 8 {
-            return Err("it is not on the screen, nor inside a menu that is".to_owned());
+            return Err(fail(
+                "it is not on the screen, nor inside a menu that is".to_owned(),
+            ));
         }
         let Some((parent, _)) = bus.parent(&chain[chain.len() - 1]).await else {
-            return Err("it is not on the screen".to_owned());
+            return Err(fail("it is not on the screen".to_owned()));
         };
         chain.push(parent);
     }
@@ -574,24 +653,20 @@ async fn pointer(bus: &A11yBus, node: &Node) -> Result<(), String> {
     for pair in chain.windows(2) {
         let (outer, inner) = (&pair[0], &pair[1]);
         if bus.role(outer).await == "menu" && !showing(inner.clone()).await {
-            bus.click(outer)
-                .await
-                .map_err(|e| format!("its menu cannot be opened: {e}"))?;
+            click(outer.clone(), "its menu").await?;
         }
         let until = Instant::now() + MENU_OPENS_WITHIN;
         while !showing(inner.clone()).await {
             if Instant::now() >= until {
-                return Err(format!(
+                return Err(fail(format!(
                     "it did not show within {} ms of opening its menu",
                     MENU_OPENS_WITHIN.as_millis()
-                ));
+                )));
             }
             tokio::time::sleep(POLL).await;
         }
     }
-    bus.click(node)
-        .await
-        .map_err(|e| format!("it cannot be clicked: {e}"))
+    click(node.clone(), "it").await
 }
 
 /// PERMISSION_DENIED when the application or one of its windows is protected.
@@ -773,6 +848,45 @@ pub(crate) fn nearness(wanted: Option<&str>, name: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A click by pointer is judged by the window on top where it lands: refused on a
+    /// protected app's (by title or class), and blind when the screen cannot be looked at;
+    /// with nothing protected, nothing is looked at.
+    #[test]
+    fn a_click_is_refused_where_a_protected_window_is_on_top() {
+        let protection = Protection::default();
+        assert!(protection.refuse_point(5, 5).is_ok(), "nothing protected");
+        protection.set(vec!["KeePass".into()]);
+        let blind = protection
+            .refuse_point(5, 5)
+            .expect_err("no look at the screen");
+        assert_eq!(blind.kind, ErrorKind::PermissionDenied);
+        protection.look_with(Arc::new(|x, _| match x {
+            0..100 => Ok(Some(("db.kdbx - KeePassXC".into(), "keepassxc".into()))),
+            100..200 => Ok(Some(("notes".into(), "KeePass".into()))),
+            200..300 => Ok(Some(("Untitled - Mousepad".into(), "Mousepad".into()))),
+            300..400 => Ok(None),
+            _ => Err("the display did not answer".into()),
+        }));
+        let refused = protection.refuse_point(50, 7).expect_err("by title");
+        assert_eq!(refused.kind, ErrorKind::PermissionDenied);
+        assert!(
+            refused
+                .message
+                .starts_with("a click at (50, 7) would land on \"db.kdbx - KeePassXC\""),
+            "{}",
+            refused.message
+        );
+        assert!(protection.refuse_point(150, 7).is_err(), "by class");
+        assert!(protection.refuse_point(250, 7).is_ok(), "another app");
+        assert!(protection.refuse_point(350, 7).is_ok(), "no window there");
+        let unknown = protection.refuse_point(450, 7).expect_err("cannot tell");
+        assert!(
+            unknown.message.contains("the display did not answer"),
+            "{}",
+            unknown.message
+        );
+    }
 
     /// The dry run shows each step with its path and text bound to the arguments, as data: a
     /// value full of path syntax stays one name, and the text is the value itself.

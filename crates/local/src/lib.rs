@@ -91,6 +91,9 @@ pub fn all_descriptors() -> Vec<Arc<Descriptor>> {
     apps().map(|(descriptor, _)| descriptor).collect()
 }
 
+/// What is on top at a point of the gateway's desktop, for clicks by pointer.
+pub use aai_desktop::window_at;
+
 /// The kit's toolsets built with `setup`.
 pub fn toolsets(setup: &Setup) -> aai_toolset::Toolsets {
     aai_toolset::Toolsets::new(&Local, setup)

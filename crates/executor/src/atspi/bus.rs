@@ -392,21 +392,29 @@ impl A11yBus {
             .await
     }
 
-    /// Clicks the middle of it with the pointer, through the registry's device event
-    /// controller: the click reaches the application as the user's own would, through its
-    /// event loop — unlike an action, which runs inside the application's accessibility
-    /// handler, where a command that opens a modal dialog stops the application answering
-    /// until the dialog is closed.
+    /// The middle of it on the screen, where a click by pointer lands.
     ///
     /// # Errors
-    /// It is not on the screen (no size), or the registry does not answer.
-    pub async fn click(&self, node: &Node) -> Result<(), zbus::Error> {
+    /// It is not on the screen (no size), or it does not answer.
+    pub async fn center(&self, node: &Node) -> Result<(i32, i32), zbus::Error> {
         let (x, y, width, height) = self.extents(node).await?;
         if width <= 0 || height <= 0 {
             return Err(zbus::Error::Failure(
                 "it has no place on the screen".to_owned(),
             ));
         }
+        Ok((x + width / 2, y + height / 2))
+    }
+
+    /// Clicks at `(x, y)` with the pointer, through the registry's device event controller:
+    /// the click reaches the application as the user's own would, through its event loop —
+    /// unlike an action, which runs inside the application's accessibility handler, where a
+    /// command that opens a modal dialog stops the application answering until the dialog is
+    /// closed. It lands on whatever window is on top there.
+    ///
+    /// # Errors
+    /// The registry does not answer.
+    pub async fn click_at(&self, x: i32, y: i32) -> Result<(), zbus::Error> {
         let controller = Node {
             dest: REGISTRY.to_owned(),
             path: OwnedObjectPath::try_from("/org/a11y/atspi/registry/deviceeventcontroller")
@@ -416,7 +424,7 @@ impl A11yBus {
             &controller,
             "org.a11y.atspi.DeviceEventController",
             "GenerateMouseEvent",
-            &(x + width / 2, y + height / 2, "b1c"),
+            &(x, y, "b1c"),
         )
         .await
     }
