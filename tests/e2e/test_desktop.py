@@ -630,16 +630,16 @@ def dialog_tools_of(app, env, prefix):
     raise AssertionError(f"no tools named {prefix}…: the dialog did not open")
 
 
-async def test_an_editor_drafted_from_its_tree_types_replaces_and_saves_through_its_dialogs(home, tmp_path,
+async def test_an_editor_drafted_from_its_tree_types_replaces_saves_and_opens_through_its_dialogs(home, tmp_path,
                                                                                                  monkeypatch):
     """Debian's mousepad, drafted from its tree: a dialog becomes tools by drafting while it is
-    open (as `describe` says) — Find and Replace, and Save As, whose name field is found by the
-    toolkit's label. Then, through the drafted tools alone: type a text and replace a word
+    open (as `describe` says) — Find and Replace; Save As, whose name field is found by the
+    toolkit's label; Open, whose list of files is its input. Then, through the drafted tools alone: type a text and replace a word
     through Find and Replace (two fields and a check box filled from arguments, pressed once
-    per match), then save it as a file through Save As, checked on disk. The commands that
-    open a dialog are clicked where they show: called as
-    actions, the dialog would run inside the accessibility call and the editor would answer
-    nothing until it closed."""
+    per match), save it as a file through Save As (checked on disk), and open it again through
+    Open by picking it from the dialog's list. The commands that open a dialog are clicked
+    where they show: called as actions, the dialog would run inside the accessibility call and
+    the editor would answer nothing until it closed."""
     desktop = AppDesktop(tmp_path, ["mousepad"])
     try:
         env = {**gateway_env(home, desktop.bus), "DISPLAY": desktop.display}
@@ -651,7 +651,7 @@ async def test_an_editor_drafted_from_its_tree_types_replaces_and_saves_through_
         assert by_name["file_quit"]["risk"] == "high"
         install(home, draft)
         for opener, prefix in (("search_find_and_replace", "find_and_replace_dialog"),
-                               ("file_save_as", "save_as_dialog")):
+                               ("file_save_as", "save_as_dialog"), ("file_open", "open_file_dialog")):
             run_tool(env, "a11y.mousepad", opener)
             added = dialog_tools_of("mousepad", env, prefix)
             tools.extend(added)
@@ -663,6 +663,8 @@ async def test_an_editor_drafted_from_its_tree_types_replaces_and_saves_through_
         assert {"search_for", "replace_with"} <= set(replace["parameters"]["required"]), replace
         assert params["replace_all_in"]["type"] == "boolean", params
         assert by_name["save_as_dialog"]["parameters"]["required"] == ["name"], by_name["save_as_dialog"]
+        # Open's one input is its list of files: the row to pick is the parameter.
+        assert by_name["open_file_dialog"]["parameters"]["required"] == ["files"], by_name["open_file_dialog"]
         checked = subprocess.run([str(GATEWAY), "validate", str(home / "a11y.mousepad" / "aai.json")], env=env,
                                  capture_output=True, text=True, timeout=30)
         assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -689,19 +691,31 @@ async def test_an_editor_drafted_from_its_tree_types_replaces_and_saves_through_
                 await call(client, "a11y.mousepad", "find_and_replace_dialog_close", {})
                 # Save As through its dialog: the name set into its field, Save pressed once the
                 # dialog has lit it up (pressed while still greyed out, the press is lost).
-                saved = tmp_path / "notes.txt"
-                await call(client, "a11y.mousepad", "file_save_as", {})
-                await call(client, "a11y.mousepad", "save_as_dialog", {"name": str(saved)})
-                for _ in range(100):
-                    if saved.exists() and saved.read_text().rstrip("\n") == "the new house\nthe new tree":
-                        break
-                    await anyio.sleep(0.05)
-                # On disk as the editor shows it (an editor may end the file with a newline).
-                assert saved.read_text().rstrip("\n") == "the new house\nthe new tree"
+                async def save_as(path, text):
+                    await call(client, "a11y.mousepad", "file_save_as", {})
+                    await call(client, "a11y.mousepad", "save_as_dialog", {"name": str(path)})
+                    for _ in range(100):
+                        if path.exists() and path.read_text().rstrip("\n") == text:
+                            break
+                        await anyio.sleep(0.05)
+                    # On disk as the editor shows it (an editor may end the file with a newline).
+                    assert path.read_text().rstrip("\n") == text
+
+                await save_as(tmp_path / "notes.txt", "the new house\nthe new tree")
+                # The document becomes another file; notes.txt, no longer open, is opened again
+                # through the Open dialog by picking it from the dialog's list of files.
+                await call(client, "a11y.mousepad", "set_text", {"text": "a second page"})
+                assert await read_until(client, "a11y.mousepad", "read_text", "a second page") == "a second page"
+                await save_as(tmp_path / "other.txt", "a second page")
+                await call(client, "a11y.mousepad", "file_open", {})
+                await call(client, "a11y.mousepad", "open_file_dialog", {"files": "notes.txt"})
+                assert await read_until(client, "a11y.mousepad", "read_text", "the new house\nthe new tree") \
+                    == "the new house\nthe new tree"
         rows = [json.loads(line) for line in subprocess.run([str(GATEWAY), "audit", "export"], env=env,
                                                             capture_output=True, text=True, timeout=30).stdout.splitlines()]
         ran = [r["tool"] for r in rows if r["app"] == "a11y.mousepad" and r["result"] == "success"]
-        assert ran.count("find_and_replace_dialog_replace") == 2 and ran[-1] == "save_as_dialog", ran
+        assert ran.count("find_and_replace_dialog_replace") == 2 and ran.count("save_as_dialog") == 2, ran
+        assert ran[-2] == "open_file_dialog", ran
     finally:
         desktop.close()
 

@@ -419,6 +419,7 @@ fn dialog_tools(dialog: &UiNode, taken: &mut HashSet<String>) -> Vec<Value> {
     let mut buttons: Vec<&UiNode> = Vec::new();
     let mut dismiss: Option<&UiNode> = None;
     let mut checks: Vec<(String, String, String)> = Vec::new();
+    let mut lists: Vec<&UiNode> = Vec::new();
     let mut label: Option<String> = None;
     let mut params = HashSet::new();
     let plain = |l: &str| bare(l.trim_end_matches(':')).replace('_', "");
@@ -469,6 +470,9 @@ fn dialog_tools(dialog: &UiNode, taken: &mut HashSet<String>) -> Vec<Value> {
             );
             checks.push((param, name, path));
         }
+        "table" | "tree table" | "tree" | "list" | "list box" if node.named().is_some() => {
+            lists.push(node);
+        }
         role if BUTTONS.contains(&role) && node.named().is_some() => {
             let dismisses = node
                 .named()
@@ -503,6 +507,29 @@ fn dialog_tools(dialog: &UiNode, taken: &mut HashSet<String>) -> Vec<Value> {
         properties.insert(param.clone(), json!({"type": "string"}));
         filled.push(json!({"action": "set_text", "path": path, "text": format!("${{{param}}}")}));
     }
+    // A dialog whose one input is a named list (a file chooser's Open: its files) takes the
+    // row to select, by the text of one of its cells.
+    let mut rows: Option<(String, String)> = None;
+    if let ([list], true) = (lists.as_slice(), fields.is_empty()) {
+        let name = plain(list.name.trim());
+        let param = tool_name(&name, &mut params);
+        let own = list.named();
+        let item = if list.role.starts_with("list") {
+            "list item"
+        } else {
+            "table cell"
+        };
+        let path = format!(
+            "{dialog_path}/{}/{item}[${{{param}}}]",
+            segment(&list.role, own, nth(dialog, list, &list.role, own))
+        );
+        properties.insert(
+            param.clone(),
+            json!({"type": "string", "description": format!("the row of {name:?} to select, by the text of one of its cells")}),
+        );
+        filled.push(json!({"action": "select", "path": path}));
+        rows = Some((param, path));
+    }
     for (param, name, path) in &checks {
         properties.insert(
             param.clone(),
@@ -510,9 +537,10 @@ fn dialog_tools(dialog: &UiNode, taken: &mut HashSet<String>) -> Vec<Value> {
         );
         filled.push(json!({"action": "check", "path": path, "value": format!("${{{param}}}")}));
     }
-    let required: Vec<&String> = fields.iter().map(|(p, _)| p).collect();
+    let required: Vec<&String> = fields.iter().chain(&rows).map(|(p, _)| p).collect();
     let params_list = fields
         .iter()
+        .chain(&rows)
         .map(|(p, _)| p.as_str())
         .chain(checks.iter().map(|(p, _, _)| p.as_str()))
         .collect::<Vec<_>>()
@@ -533,9 +561,9 @@ fn dialog_tools(dialog: &UiNode, taken: &mut HashSet<String>) -> Vec<Value> {
         .map(|button| {
             let label = bare(&button.name).replace('_', "");
             let mut steps_out = filled.clone();
-            // Clicked, as a person would: the press then reaches the dialog after what filling
-            // its fields set off on the app's own loop (a file chooser reads its name field
-            // there; an action called at once found it empty).
+            // Clicked, as a person would: what the press sets off (saving, then maybe a
+            // question whether to replace the file) runs on the app's own loop, not inside the
+            // accessibility call, where a modal question would stop the app answering.
             steps_out.push(json!({"action": "invoke", "path": button_path(button), "use": aai_descriptor::ui::UiStep::POINTER}));
             let name = if one {
                 tool_name(&format!("{} dialog", bare(title)), taken)
@@ -545,6 +573,8 @@ fn dialog_tools(dialog: &UiNode, taken: &mut HashSet<String>) -> Vec<Value> {
             let risk = guess_risk(&label, None);
             let what = if properties.is_empty() {
                 format!("Presses {label:?} in the open {title:?} dialog.")
+            } else if let (Some((param, _)), true) = (&rows, fields.is_empty() && checks.is_empty()) {
+                format!("Selects the row `{param}` names in the open {title:?} dialog's list and presses {label:?}.")
             } else {
                 format!("Fills the open {title:?} dialog's fields ({params_list}) and presses {label:?}.")
             };
@@ -941,6 +971,8 @@ mod tests {
                 hidden_button,
                 // The path bar: buttons, but not the dialog's actions.
                 with(node("toggle button", "tmp", vec![]), &["click"], &[], &[]),
+                // Its list of files: not an input where the dialog has a field.
+                node("table", "Files", vec![node("table cell", "a.txt", vec![])]),
                 node(
                     "filler",
                     "",
@@ -988,6 +1020,55 @@ mod tests {
             json!({"action": "invoke", "path": "file chooser[Save As]/push button[Save]", "use": "pointer"})
         );
         assert_eq!(steps.len(), 3);
+    }
+
+    /// A file chooser's Open: no field, one named list — the row to pick is the parameter,
+    /// selected before Open is pressed; an unnamed list (the places beside it) is not one.
+    #[test]
+    fn a_dialog_whose_one_input_is_a_list_takes_the_row_to_select() {
+        let dialog = node(
+            "file chooser",
+            "Open File",
+            vec![
+                node("list", "", vec![node("list item", "Home", vec![])]),
+                node(
+                    "table",
+                    "Files",
+                    vec![node(
+                        "table cell",
+                        "",
+                        vec![node("table cell", "notes.txt", vec![])],
+                    )],
+                ),
+                node(
+                    "filler",
+                    "",
+                    vec![
+                        with(node("push button", "Cancel", vec![]), &["click"], &[], &[]),
+                        with(
+                            node("push button", "Open", vec![]),
+                            &["click"],
+                            &[],
+                            &["is_default"],
+                        ),
+                    ],
+                ),
+            ],
+        );
+        let window = node("frame", "Editor", vec![node("menu bar", "", vec![])]);
+        let tree = node("application", "editor", vec![window, dialog]);
+        let draft = draft("editor", "a11y.editor", &tree).expect("draft");
+        crate::assert_validates(&draft);
+        let open = tool(&draft, "open_file_dialog");
+        assert_eq!(open["parameters"]["required"], json!(["files"]));
+        assert_eq!(
+            open["steps"],
+            json!([
+                {"action": "wait", "path": "file chooser[Open File]"},
+                {"action": "select", "path": "file chooser[Open File]/table[Files]/table cell[${files}]"},
+                {"action": "invoke", "path": "file chooser[Open File]/push button[Open]", "use": "pointer"}
+            ])
+        );
     }
 
     /// zenity's form: an app that is one dialog, its fields listed before their labels in

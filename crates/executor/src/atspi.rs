@@ -480,13 +480,7 @@ async fn run_steps(
                 None
             }
             UiAction::Select => {
-                let selected = match bus.parent(&node).await {
-                    Some((parent, place)) => {
-                        bus.select_child(&parent, place).await.unwrap_or(false)
-                    }
-                    None => false,
-                };
-                if !selected {
+                if !select(bus, &node).await {
                     // A combo box's item or a tab without a selection parent: its own action.
                     let actions = bus.actions(&node).await;
                     if actions.is_empty() || !bus.do_action(&node, 0).await.unwrap_or(false) {
@@ -550,6 +544,26 @@ async fn run_steps(
         (1, Some(value)) if steps.iter().all(|b| b.step.key.is_none()) => value,
         _ => Value::Object(reads),
     })
+}
+
+/// Selects `node` among its parent's children, or the table row it is a cell of (a cell may
+/// sit inside a cell, as a file list's name beside its icon does); false when neither takes.
+async fn select(bus: &A11yBus, node: &Node) -> bool {
+    // Up to the table the cell is in: its row is selected through the table.
+    let mut child = node.clone();
+    for _ in 0..3 {
+        let Some((parent, place)) = bus.parent(&child).await else {
+            break;
+        };
+        if bus.interfaces(&parent).await.iter().any(|i| i == "Table") {
+            return bus.select_row_of(&parent, place).await.unwrap_or(false);
+        }
+        child = parent;
+    }
+    match bus.parent(node).await {
+        Some((parent, place)) => bus.select_child(&parent, place).await.unwrap_or(false),
+        None => false,
+    }
 }
 
 /// How long an element may stay greyed out before a step acting on it fails.

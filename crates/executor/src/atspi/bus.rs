@@ -357,6 +357,31 @@ impl A11yBus {
             .await
     }
 
+    /// Makes the row of `table` that its child number `index` sits in the selection, as a
+    /// click on it would (a table's rows are selected through its Table interface: GTK's tree
+    /// views refuse `SelectChild`), and says whether it is the one row selected now. Rows
+    /// selected before are let go first: in a list that takes several, they would be acted
+    /// on too (a file dialog opens every file selected).
+    ///
+    /// # Errors
+    /// It has no Table interface, or is gone.
+    pub async fn select_row_of(&self, table: &Node, index: i32) -> Result<bool, zbus::Error> {
+        const TABLE: &str = "org.a11y.atspi.Table";
+        let row: i32 = self.call(table, TABLE, "GetRowAtIndex", &(index,)).await?;
+        if row < 0 {
+            return Ok(false);
+        }
+        let before: Vec<i32> = self.call(table, TABLE, "GetSelectedRows", &()).await?;
+        for other in before.into_iter().filter(|r| *r != row) {
+            let _: bool = self
+                .call(table, TABLE, "RemoveRowSelection", &(other,))
+                .await?;
+        }
+        let _: bool = self.call(table, TABLE, "AddRowSelection", &(row,)).await?;
+        let after: Vec<i32> = self.call(table, TABLE, "GetSelectedRows", &()).await?;
+        Ok(after == [row])
+    }
+
     /// The names of the elements that label it (AT-SPI's `labelled-by` relation): how a field
     /// without a name of its own is known, wherever its label sits in the tree.
     pub async fn labels(&self, node: &Node) -> Vec<String> {
