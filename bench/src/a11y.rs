@@ -195,6 +195,7 @@ pub fn run() {
         }
         // As the drafted way reads again until the sum shows, so does this one (a few times).
         let mut seen = false;
+        let mut last_read = Vec::new();
         for _ in 0..3 {
             let ocr = exec(&mut gateway, "local.screen", "screen_ocr", json!({}));
             read += tokens.result(&ocr);
@@ -206,15 +207,15 @@ pub fn run() {
             if seen {
                 break;
             }
-            if clicked {
-                let texts: Vec<&str> = ocr["result"]["structuredContent"]["blocks"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|b| b["text"].as_str())
-                    .collect();
-                why.get_or_insert_with(|| format!("OCR read {texts:?}"));
-            }
+            last_read = ocr["result"]["structuredContent"]["blocks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|b| b["text"].as_str().map(str::to_owned))
+                .collect();
+        }
+        if clicked && !seen {
+            why.get_or_insert_with(|| format!("OCR read {last_read:?}"));
         }
         screen_ms.push(started.elapsed());
         screen_tokens.push(read);
