@@ -575,6 +575,12 @@ async def test_a_calculator_drafted_from_its_tree_adds_through_the_drafted_tools
     assert checked.returncode == 0, checked.stdout + checked.stderr
     with anyio.fail_after(TIMEOUT * 2):
         async with desktop_client(home, calculator, monkeypatch) as client:
+            # The agent drafts the same from the running app through aai_describe (installing
+            # stays the person's decision).
+            drafted = await call(client, "local.descriptors", "aai_describe", {"kind": "a11y", "target": "galculator"})
+            by_agent = drafted.structured_content["draft"]
+            assert by_agent["appId"] == "a11y.galculator", by_agent
+            assert {t["name"] for t in by_agent["platforms"]["linux"]["tools"]} == set(tools) - {"press_root"}
             for tool in ("press_ac", "press_7", "press_plus", "press_8", "press_equals"):
                 result = await call(client, "a11y.galculator", tool, {})
                 assert result.structured_content in ({"ok": True}, None), result

@@ -301,7 +301,7 @@ impl DescriptorTools {
         let args = call.args;
         let target = text(args, "target")
             .filter(|t| !t.trim().is_empty())
-            .ok_or_else(|| invalid("\"target\": the bus name, URL or file"))?;
+            .ok_or_else(|| invalid("\"target\": the bus name, URL, file or running app"))?;
         let draft = match text(args, "kind").unwrap_or_default() {
             "dbus" => {
                 let source = super::DbusSource {
@@ -339,6 +339,12 @@ impl DescriptorTools {
                 };
                 super::openapi(&body, &options)?
             }
+            // A running app that publishes nothing: its accessibility tree, on the gateway's
+            // own session (a protected app is not read).
+            "a11y" => {
+                let protected = gateway.config().desktop.protected();
+                super::a11y(None, target, None, &protected).await?
+            }
             "sdef" => {
                 let body = read_sandboxed(&gateway, call, target)?;
                 aai_describe::sdef::draft(&body, text(args, "app"))
@@ -346,7 +352,7 @@ impl DescriptorTools {
             }
             other => {
                 return Err(invalid(format!(
-                    "\"kind\": {other:?} is not dbus, openapi or sdef"
+                    "\"kind\": {other:?} is not dbus, openapi, sdef or a11y"
                 )));
             }
         };
