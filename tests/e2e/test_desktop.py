@@ -770,14 +770,15 @@ async def test_a_click_by_pointer_that_would_land_on_a_protected_window_is_refus
 
 async def test_a_form_of_several_fields_is_filled_and_confirmed_through_its_drafted_tool(home, tmp_path,
                                                                                          monkeypatch):
-    """yad's form is an app whose one window (no menu bar) is three labelled fields and OK: its
-    draft has one tool that takes the three as arguments and presses OK (and one that cancels);
-    the values arrive in the form exactly, one to each field — the form prints them. (yad, not
-    zenity: zenity on the path would become the gateway's own consent dialog in the other
-    tests.)"""
+    """yad's form is an app whose one window (no menu bar) is three labelled fields, a check box
+    and OK: its draft has one tool that takes the three as arguments (the box as an optional
+    boolean) and presses OK (and one that cancels); the values arrive in the form exactly, one
+    to each field — the form prints them. The check box is also a control of the window, read
+    and set by tools of its own. (yad, not zenity: zenity on the path would become the
+    gateway's own consent dialog in the other tests.)"""
     desktop = AppDesktop(tmp_path, ["yad", "--form", "--title=New contact", "--text=Who is it?",
                                     "--field=First name", "--field=Last name", "--field=Email",
-                                    "--separator=|"], stdout=subprocess.PIPE)
+                                    "--field=Subscribe:CHK", "--separator=|"], stdout=subprocess.PIPE)
     try:
         env = {**gateway_env(home, desktop.bus), "DISPLAY": desktop.display}
 
@@ -792,6 +793,8 @@ async def test_a_form_of_several_fields_is_filled_and_confirmed_through_its_draf
         fill = by_name["new_contact_dialog"]
         # Each field named by the label beside it.
         assert sorted(fill["parameters"]["required"]) == ["email", "first_name", "last_name"], fill
+        assert fill["parameters"]["properties"]["subscribe"]["type"] == "boolean", fill
+        assert {"read_subscribe_state", "set_subscribe"} <= set(by_name), sorted(by_name)
         install(home, draft)
         checked = subprocess.run([str(GATEWAY), "validate", str(home / "a11y.yad" / "aai.json")], env=env,
                                  capture_output=True, text=True, timeout=30)
@@ -800,10 +803,19 @@ async def test_a_form_of_several_fields_is_filled_and_confirmed_through_its_draf
         values = {"first_name": "Ada \"the first\"", "last_name": "$(rm -rf ~)", "email": "ada@example.org"}
         with anyio.fail_after(TIMEOUT * 2):
             async with desktop_client(home, desktop.screen(), monkeypatch) as client:
+                async def subscribed():
+                    state = (await call(client, "a11y.yad", "read_subscribe_state", {})).structured_content
+                    assert state["role"] == "check box" and "enabled" in state["states"], state
+                    return "checked" in state["states"]
+
+                assert not await subscribed()
+                await call(client, "a11y.yad", "set_subscribe", {"on": True})
+                assert await subscribed()
+                # Not given to the form's tool: the box is left as it is (on).
                 await call(client, "a11y.yad", "new_contact_dialog", values)
         out, _ = desktop.app.communicate(timeout=30)
         assert desktop.app.returncode == 0, out
-        assert out.strip().rstrip("|") == "|".join(values.values()), out
+        assert out.strip().rstrip("|") == "|".join([*values.values(), "TRUE"]), out
     finally:
         desktop.close()
 

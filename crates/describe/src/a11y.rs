@@ -60,6 +60,16 @@ const BUTTONS: &[&str] = &["push button", "toggle button"];
 const TOP_LEVEL: &[&str] = &["frame", "window"];
 const DIALOGS: &[&str] = &["dialog", "file chooser", "alert"];
 const LISTS: &[&str] = &["list", "list box", "table", "tree table", "tree"];
+/// Controls whose state the main window shows: each gets a read tool, and the ones a person
+/// sets (a check box, a slider, a spin button) a tool that sets them.
+const CONTROLS: &[&str] = &[
+    "check box",
+    "radio button",
+    "slider",
+    "spin button",
+    "progress bar",
+    "combo box",
+];
 /// Buttons that dismiss a dialog rather than act: not tools.
 const DISMISS: &[&str] = &["close", "cancel", "help", "no"];
 
@@ -290,6 +300,47 @@ pub fn draft(app: &str, app_id: &str, tree: &UiNode) -> Result<Draft, DescribeEr
                     Some(json!({"type": "object", "properties": {"text": {"type": "string", "description": "The new text, whole."}}, "required": ["text"]})),
                     ("medium", false, false),
                     steps(vec![json!({"action": "set_text", "path": path, "text": "${text}"})]),
+                ));
+            }
+        } else if CONTROLS.contains(&role) && node.state("showing") {
+            let Some(own) = node.named() else {
+                return;
+            };
+            let label = bare(own.trim_end_matches(':')).replace('_', "");
+            let path = path_in(tree, main, node, Some(node.name.trim()));
+            let name = tool_name(&format!("read {label} state"), &mut taken);
+            tools.push(tool(
+                &name,
+                None,
+                &format!("Reads the state of the main window's {role} {label:?}: its states (checked, enabled, …) and its value."),
+                None,
+                ("low", true, false),
+                steps(vec![json!({"action": "read_state", "path": path})]),
+            ));
+            let set = match role {
+                "check box" => Some((
+                    json!({"on": {"type": "boolean", "description": "On (true) or off (false)."}}),
+                    json!({"action": "check", "path": path, "value": "${on}"}),
+                    "on",
+                    format!("Turns the main window's check box {label:?} on or off as `on` says."),
+                )),
+                "slider" | "spin button" if node.has("Value") => Some((
+                    json!({"value": {"type": "number"}}),
+                    json!({"action": "set_value", "path": path, "value": "${value}"}),
+                    "value",
+                    format!("Sets the main window's {role} {label:?} to `value`."),
+                )),
+                _ => None,
+            };
+            if let Some((properties, step, param, what)) = set {
+                let name = tool_name(&format!("set {label}"), &mut taken);
+                tools.push(tool(
+                    &name,
+                    None,
+                    &what,
+                    Some(json!({"type": "object", "properties": properties, "required": [param]})),
+                    ("medium", false, false),
+                    steps(vec![step]),
                 ));
             }
         } else if LISTS.contains(&role) && node.state("showing") {
@@ -1020,6 +1071,58 @@ mod tests {
             json!({"action": "invoke", "path": "file chooser[Save As]/push button[Save]", "use": "pointer"})
         );
         assert_eq!(steps.len(), 3);
+    }
+
+    /// What the main window's controls show is read, and the ones a person sets are set: a
+    /// check box by a boolean, a spin button by a number; a control without a name is not a
+    /// tool (nothing to call it by).
+    #[test]
+    fn the_main_windows_controls_are_read_and_set() {
+        let window = node(
+            "frame",
+            "Player",
+            vec![
+                node("menu bar", "", vec![]),
+                with(node("check box", "Shuffle", vec![]), &["click"], &[], &[]),
+                with(node("spin button", "Volume:", vec![]), &[], &["Value"], &[]),
+                node("progress bar", "Position", vec![]),
+                with(node("check box", "", vec![]), &["click"], &[], &[]),
+            ],
+        );
+        let tree = node("application", "player", vec![window]);
+        let draft = draft("player", "a11y.player", &tree).expect("draft");
+        crate::assert_validates(&draft);
+        let names: Vec<&str> = draft
+            .tools()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "read_shuffle_state",
+                "set_shuffle",
+                "read_volume_state",
+                "set_volume",
+                "read_position_state"
+            ]
+        );
+        let read = tool(&draft, "read_shuffle_state");
+        assert_eq!(read["readOnly"], true);
+        assert_eq!(
+            read["steps"],
+            json!([{"action": "read_state", "path": "frame/check box[Shuffle]"}])
+        );
+        assert_eq!(
+            tool(&draft, "set_shuffle")["steps"],
+            json!([{"action": "check", "path": "frame/check box[Shuffle]", "value": "${on}"}])
+        );
+        let volume = tool(&draft, "set_volume");
+        assert_eq!(volume["parameters"]["required"], json!(["value"]));
+        assert_eq!(
+            volume["steps"],
+            json!([{"action": "set_value", "path": "frame/spin button[Volume:]", "value": "${value}"}])
+        );
     }
 
     /// A file chooser's Open: no field, one named list — the row to pick is the parameter,
