@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 
-use aai_descriptor::ui::Segment;
+use aai_descriptor::ui::{Segment, UiPath};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -388,6 +388,16 @@ pub fn draft(app: &str, app_id: &str, tree: &UiNode) -> Result<Draft, DescribeEr
         }
         tools.extend(made);
     }
+    // An element whose name holds `${` would read as a placeholder in a path (taking an
+    // argument's text, or naming one no tool declares): its tools are left out.
+    let before = tools.len();
+    tools.retain(|tool| !names_a_placeholder(tool));
+    if tools.len() < before {
+        notes.push(format!(
+            "{} tools left out: an element they act on has `${{` in its name, which a path would read as an argument",
+            before - tools.len()
+        ));
+    }
     if tools.is_empty() {
         return Err(DescribeError::Nothing(format!(
             "{app}'s tree has no menu command, button, text or list to make a tool of"
@@ -414,6 +424,28 @@ pub fn draft(app: &str, app_id: &str, tree: &UiNode) -> Result<Draft, DescribeEr
             todo,
         ),
         notes,
+    })
+}
+
+/// Whether one of `tool`'s paths has `${` in a name taken from the tree: only the row a
+/// dialog's list step selects (`…/table cell[${files}]`, its last segment) is an argument.
+fn names_a_placeholder(tool: &Value) -> bool {
+    let steps = tool["steps"].as_array().map_or(&[][..], Vec::as_slice);
+    steps.iter().any(|step| {
+        let Some(Ok(path)) = step["path"].as_str().map(UiPath::parse) else {
+            return false;
+        };
+        let last = path.segments.len().saturating_sub(1);
+        path.segments.iter().enumerate().any(|(at, segment)| {
+            let Some(name) = segment.name.as_deref().filter(|n| n.contains("${")) else {
+                return false;
+            };
+            let declared = name
+                .strip_prefix("${")
+                .and_then(|n| n.strip_suffix('}'))
+                .is_some_and(|param| tool["parameters"]["properties"].get(param).is_some());
+            !(step["action"] == "select" && at == last && declared)
+        })
     })
 }
 
@@ -1122,6 +1154,44 @@ mod tests {
         assert_eq!(
             volume["steps"],
             json!([{"action": "set_value", "path": "frame/spin button[Volume:]", "value": "${value}"}])
+        );
+    }
+
+    /// An element whose name holds `${` would read as an argument in a path: its tools are
+    /// left out (and said so), the rest of the draft stands and validates.
+    #[test]
+    fn names_that_read_as_arguments_are_not_made_paths() {
+        let window = node(
+            "frame",
+            "Editor",
+            vec![
+                node("menu bar", "", vec![]),
+                with(
+                    node("push button", "Save ${name}", vec![]),
+                    &["click"],
+                    &[],
+                    &[],
+                ),
+                with(node("push button", "${text}", vec![]), &["click"], &[], &[]),
+                with(node("push button", "Open", vec![]), &["click"], &[], &[]),
+            ],
+        );
+        let tree = node("application", "editor", vec![window]);
+        let draft = draft("editor", "a11y.editor", &tree).expect("draft");
+        crate::assert_validates(&draft);
+        let names: Vec<&str> = draft
+            .tools()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert_eq!(names, ["press_open"]);
+        assert!(
+            draft
+                .notes
+                .iter()
+                .any(|n| n.starts_with("2 tools left out")),
+            "{:?}",
+            draft.notes
         );
     }
 

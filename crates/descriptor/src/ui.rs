@@ -257,10 +257,18 @@ impl UiPath {
             .iter()
             .map(|segment| {
                 let name = match &segment.name {
-                    Some(name) => Some(
-                        crate::template::fill_text(name, lookup)
-                            .map_err(|missing| missing.to_owned())?,
-                    ),
+                    Some(name) => {
+                        let filled = crate::template::fill_text(name, lookup)
+                            .map_err(|missing| missing.to_owned())?;
+                        // An argument that fills a name with nothing would name every unnamed
+                        // element instead: it is taken as not given.
+                        if filled.trim().is_empty() && name.contains("${") {
+                            let start = name.find("${").map_or(0, |i| i + 2);
+                            let end = name[start..].find('}').map_or(name.len(), |e| start + e);
+                            return Err(name[start..end].to_owned());
+                        }
+                        Some(filled)
+                    }
                     None => None,
                 };
                 Ok(Segment {
@@ -327,6 +335,17 @@ mod tests {
         );
         assert_eq!(filled.segments[1].nth, 1);
         assert!(path.fill(&|_| None).is_err());
+        // Nothing, or only spaces, would name every unnamed element: not given.
+        for empty in ["", "  "] {
+            let args = json!({"file": empty});
+            assert_eq!(
+                path.fill(&|name| args.get(name).cloned()),
+                Err("file".to_owned())
+            );
+        }
+        // A name that is empty as written stays the unnamed element it asks for.
+        let unnamed = UiPath::parse("list[Files]/list item[]").expect("parse");
+        assert!(unnamed.fill(&|_| None).is_ok());
     }
 
     #[test]

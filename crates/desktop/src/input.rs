@@ -466,7 +466,8 @@ impl Work<'_> {
     /// windows are looked at once per call, in `run`).
     fn refuse_protected(&self, at: Option<(i32, i32)>) -> Result<(), AaiError> {
         for (window, pattern) in &self.protected {
-            let aimed = at.is_some_and(|(px, py)| window.bounds.contains(px, py));
+            // Its title bar and borders are its too: a click there closes or moves it.
+            let aimed = at.is_some_and(|(px, py)| window.frame.contains(px, py));
             if window.focused || aimed {
                 return Err(AaiError::new(
                     ErrorKind::PermissionDenied,

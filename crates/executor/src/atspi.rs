@@ -422,7 +422,9 @@ async fn run_steps(
         let node = find(bus, &root, &bound.path)
             .await
             .map_err(|e| fail(e.message))?;
-        if !bound.step.reads() {
+        // A check box whose argument was not given is left as it is: nothing to wait for.
+        let left_alone = bound.step.action == UiAction::Check && bound.value.is_none();
+        if !bound.step.reads() && !left_alone {
             enabled(bus, &node).await.map_err(fail)?;
         }
         let read = match bound.step.action {
@@ -480,7 +482,8 @@ async fn run_steps(
                 None
             }
             UiAction::Select => {
-                if !select(bus, &node).await {
+                let wanted = bound.path.segments.last().and_then(|s| s.name.as_deref());
+                if !select(bus, &node, wanted).await.map_err(fail)? {
                     // A combo box's item or a tab without a selection parent: its own action.
                     let actions = bus.actions(&node).await;
                     if actions.is_empty() || !bus.do_action(&node, 0).await.unwrap_or(false) {
@@ -547,8 +550,10 @@ async fn run_steps(
 }
 
 /// Selects `node` among its parent's children, or the table row it is a cell of (a cell may
-/// sit inside a cell, as a file list's name beside its icon does); false when neither takes.
-async fn select(bus: &A11yBus, node: &Node) -> bool {
+/// sit inside a cell, as a file list's name beside its icon does). False when nothing takes a
+/// selection (a combo box's item, a tab: their own action selects them); an error when the
+/// table would not select the row.
+async fn select(bus: &A11yBus, node: &Node, wanted: Option<&str>) -> Result<bool, String> {
     // Up to the table the cell is in: its row is selected through the table.
     let mut child = node.clone();
     for _ in 0..3 {
@@ -556,14 +561,58 @@ async fn select(bus: &A11yBus, node: &Node) -> bool {
             break;
         };
         if bus.interfaces(&parent).await.iter().any(|i| i == "Table") {
-            return bus.select_row_of(&parent, place).await.unwrap_or(false);
+            let row = table_row(bus, &parent, place, wanted).await?;
+            return match bus.select_row(&parent, row).await {
+                Ok(true) => Ok(true),
+                Ok(false) => Err(format!("its table did not make row {row} the selection")),
+                Err(e) => Err(format!("its table refused to select row {row}: {e}")),
+            };
         }
         child = parent;
     }
-    match bus.parent(node).await {
+    Ok(match bus.parent(node).await {
         Some((parent, place)) => bus.select_child(&parent, place).await.unwrap_or(false),
         None => false,
+    })
+}
+
+/// The row of `table` a step means: the row of its child number `place` when that is in the
+/// first column, which names a row (a file list's file name). Found in another column (a
+/// file named like another file's type or date, looked for breadth first), the row is the
+/// one whose first column reads `wanted`.
+async fn table_row(
+    bus: &A11yBus,
+    table: &Node,
+    place: i32,
+    wanted: Option<&str>,
+) -> Result<i32, String> {
+    let (row, column) = bus
+        .table_place(table, place)
+        .await
+        .map_err(|e| format!("its table does not say where it is: {e}"))?;
+    let Some(wanted) = wanted.filter(|_| column != 0) else {
+        return if row >= 0 {
+            Ok(row)
+        } else {
+            Err("its table does not say which row it is in".to_owned())
+        };
+    };
+    let rows = bus.table_rows(table).await;
+    for candidate in 0..rows.min(i32::try_from(NODE_CAP).unwrap_or(i32::MAX)) {
+        let Ok(cell) = bus.table_cell(table, candidate, 0).await else {
+            continue;
+        };
+        let mut names = vec![bus.name(&cell).await];
+        for inner in bus.children(&cell).await.unwrap_or_default() {
+            names.push(bus.name(&inner).await);
+        }
+        if names.iter().any(|n| n.trim() == wanted) {
+            return Ok(candidate);
+        }
     }
+    Err(format!(
+        "no row of its table reads {wanted:?} in its first column (it is in column {column})"
+    ))
 }
 
 /// How long an element may stay greyed out before a step acting on it fails.
@@ -585,7 +634,7 @@ async fn enabled(bus: &A11yBus, node: &Node) -> Result<(), String> {
                 "it stayed disabled (greyed out) for {} ms; its states: {}",
                 ENABLED_WITHIN.as_millis(),
                 if states.is_empty() {
-                    "none (it may be gone)".to_owned()
+                    "none (it did not answer: gone, or the app is busy)".to_owned()
                 } else {
                     states.join(", ")
                 }
@@ -694,7 +743,18 @@ pub async fn refuse_protected(
     protection: &Protection,
 ) -> Result<(), AaiError> {
     let mut names = vec![bus.name(root).await];
-    for window in bus.children(root).await.unwrap_or_default() {
+    let windows = bus.children(root).await.unwrap_or_default();
+    // An app that tells neither its name nor its windows (busy, stuck in a dialog) cannot be
+    // told apart from a protected one: not read until it answers.
+    if names[0].trim().is_empty() && windows.is_empty() && !protection.patterns().is_empty() {
+        return Err(AaiError::new(
+            ErrorKind::AutomationFailed,
+            format!(
+                "{app} does not tell its name on the accessibility bus (busy, or a dialog of its own holds it), so whether it is a protected app cannot be told: call again once it answers"
+            ),
+        ));
+    }
+    for window in windows {
         names.push(bus.name(&window).await);
     }
     match protection.protects(names.iter().map(String::as_str)) {

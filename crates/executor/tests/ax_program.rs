@@ -155,7 +155,7 @@ fn textedit(steps: &Value, app: &str) -> Descriptor {
     let doc = json!({"schema_version": "1.0", "appId": "mac.textedit", "name": "TextEdit",
         "platforms": {"macos": {"automation": "ax", "app": app, "tools": [
             {"name": "t", "description": "d",
-             "parameters": {"type": "object", "properties": {"text": {"type": "string"}, "font": {"type": "string"}, "file": {"type": "string"}}},
+             "parameters": {"type": "object", "properties": {"text": {"type": "string"}, "font": {"type": "string"}, "file": {"type": "string"}, "wrap": {"type": "boolean"}}},
              "steps": steps}]}}});
     aai_descriptor::parse("t", doc.to_string().as_bytes()).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -462,7 +462,22 @@ fn a_step_that_acts_waits_for_its_element_to_light_up() {
     assert_eq!(error.kind, ErrorKind::AutomationFailed);
     assert_eq!(
         error.message,
-        "step 0 (invoke window/button[Save]): it stayed disabled (greyed out) for 3000 ms"
+        "step 0 (invoke window/button[Save]): it stayed disabled (greyed out) through 60 looks 50 ms apart"
     );
     assert_eq!(fake.log(), json!([]));
+
+    // A greyed-out check box whose argument was not given is left alone, with no wait.
+    world["processes"][2]["children"][0]["children"][2]["enabled"] = json!(false);
+    let fake = Fake::new(&world);
+    let result = fake
+        .call(
+            &textedit(
+                &json!([{"action": "check", "path": "window/checkbox[Wrap]", "value": "${wrap}"},
+                        {"action": "read_state", "path": "window/checkbox[Wrap]", "as": "wrap"}]),
+                "TextEdit",
+            ),
+            &json!({}),
+        )
+        .expect("left alone");
+    assert_eq!(result["wrap"]["states"], json!(["checked"]), "{result}");
 }

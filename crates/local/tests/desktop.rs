@@ -959,3 +959,38 @@ fn a_windows_process_is_what_the_server_knows_not_what_the_window_says() {
     let _ = term.kill();
     let _ = term.wait();
 }
+
+/// A window's title bar and borders are its own: the window at a point there is that window
+/// (a click on a protected app's title bar closes or moves it), and just outside them it is
+/// not.
+#[test]
+fn a_windows_frame_is_where_its_decorations_are() {
+    let desk = desk();
+    let mut child = xterm(desk, "Frame Probe", "30x4+2600+820");
+    let x = X11::connect(Some(&desk.display)).expect("connect");
+    let framed = || {
+        x.windows()
+            .into_iter()
+            .find(|w| w.title == "Frame Probe" && w.frame != w.bounds)
+    };
+    wait("openbox has framed the window", 10, || framed().is_some());
+    let window = framed().expect("framed");
+    let (bounds, frame) = (window.bounds, window.frame);
+    assert!(
+        frame.y < bounds.y && frame.x <= bounds.x,
+        "a title bar above: {frame:?} around {bounds:?}"
+    );
+    let (mid_x, bar_y) = (bounds.x + 20, (frame.y + bounds.y) / 2);
+    assert_eq!(
+        x.window_at(mid_x, bar_y).map(|w| w.title).as_deref(),
+        Some("Frame Probe"),
+        "the title bar at ({mid_x}, {bar_y})"
+    );
+    assert_ne!(
+        x.window_at(mid_x, frame.y - 2).map(|w| w.title).as_deref(),
+        Some("Frame Probe"),
+        "above the frame"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

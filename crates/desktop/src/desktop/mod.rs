@@ -151,6 +151,9 @@ pub struct Window {
     pub pid: Option<u32>,
     /// Physical pixels, the client area.
     pub bounds: Rect,
+    /// Physical pixels, the window with the decorations the window manager draws around it
+    /// (title bar, borders): where a click lands on this window.
+    pub frame: Rect,
     pub focused: bool,
     pub minimized: bool,
 }

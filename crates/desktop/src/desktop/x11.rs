@@ -44,6 +44,7 @@ x11rb::atom_manager! {
         _NET_CLOSE_WINDOW,
         _NET_MOVERESIZE_WINDOW,
         _NET_SUPPORTING_WM_CHECK,
+        _NET_FRAME_EXTENTS,
         WM_CHANGE_STATE,
         UTF8_STRING,
     }
@@ -394,24 +395,43 @@ impl X11 {
         let class = parts.next().unwrap_or_default();
         let pid = self.owner_pid(id);
         let state = self.property32(id, self.atoms._NET_WM_STATE, AtomEnum::ATOM);
+        let bounds = Rect::new(
+            i32::from(at.dst_x),
+            i32::from(at.dst_y),
+            u32::from(geometry.width),
+            u32::from(geometry.height),
+        );
+        // The window manager's decorations: left, right, top, bottom.
+        let frame = match self
+            .property32(id, self.atoms._NET_FRAME_EXTENTS, AtomEnum::CARDINAL)
+            .as_slice()
+        {
+            &[left, right, top, bottom] => {
+                let side = |v: u32| i32::try_from(v.min(4096)).unwrap_or(0);
+                Rect::new(
+                    bounds.x - side(left),
+                    bounds.y - side(top),
+                    bounds.width + left.min(4096) + right.min(4096),
+                    bounds.height + top.min(4096) + bottom.min(4096),
+                )
+            }
+            _ => bounds,
+        };
         Some(Window {
             id,
             title,
             class,
             instance,
             pid,
-            bounds: Rect::new(
-                i32::from(at.dst_x),
-                i32::from(at.dst_y),
-                u32::from(geometry.width),
-                u32::from(geometry.height),
-            ),
+            bounds,
+            frame,
             focused: active == Some(id),
             minimized: state.contains(&self.atoms._NET_WM_STATE_HIDDEN),
         })
     }
 
-    /// The visible top-level window whose client area holds the physical point `(x, y)`: the
+    /// The visible top-level window whose frame (client area and decorations) holds the
+    /// physical point `(x, y)`: the
     /// topmost by the window manager's stacking order (`_NET_CLIENT_LIST_STACKING`), else the
     /// last such in the client list.
     pub fn window_at(&self, x: i32, y: i32) -> Option<Window> {
@@ -425,7 +445,7 @@ impl X11 {
         windows
             .into_iter()
             .enumerate()
-            .filter(|(_, w)| !w.minimized && w.bounds.contains(x, y))
+            .filter(|(_, w)| !w.minimized && w.frame.contains(x, y))
             .max_by_key(|(listed, w)| (rank(w), *listed))
             .map(|(_, w)| w)
     }

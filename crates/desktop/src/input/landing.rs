@@ -254,6 +254,7 @@ mod tests {
             instance: class.to_lowercase(),
             pid,
             bounds: Rect::default(),
+            frame: Rect::default(),
             focused: true,
             minimized: false,
         }

@@ -7,6 +7,8 @@ use serde_json::{Value, json};
 use zbus::Connection;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 
+/// AT-SPI's table interface (rows and columns of a table or tree view).
+const TABLE: &str = "org.a11y.atspi.Table";
 const ACCESSIBLE: &str = "org.a11y.atspi.Accessible";
 const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
 const REGISTRY: &str = "org.a11y.atspi.Registry";
@@ -357,20 +359,51 @@ impl A11yBus {
             .await
     }
 
-    /// Makes the row of `table` that its child number `index` sits in the selection, as a
-    /// click on it would (a table's rows are selected through its Table interface: GTK's tree
-    /// views refuse `SelectChild`), and says whether it is the one row selected now. Rows
-    /// selected before are let go first: in a list that takes several, they would be acted
-    /// on too (a file dialog opens every file selected).
+    /// The row and column of `table` that its child number `index` sits in.
     ///
     /// # Errors
     /// It has no Table interface, or is gone.
-    pub async fn select_row_of(&self, table: &Node, index: i32) -> Result<bool, zbus::Error> {
-        const TABLE: &str = "org.a11y.atspi.Table";
+    pub async fn table_place(&self, table: &Node, index: i32) -> Result<(i32, i32), zbus::Error> {
         let row: i32 = self.call(table, TABLE, "GetRowAtIndex", &(index,)).await?;
-        if row < 0 {
-            return Ok(false);
-        }
+        let column: i32 = self
+            .call(table, TABLE, "GetColumnAtIndex", &(index,))
+            .await?;
+        Ok((row, column))
+    }
+
+    /// How many rows `table` has (0 when it does not say).
+    pub async fn table_rows(&self, table: &Node) -> i32 {
+        self.get(table, TABLE, "NRows")
+            .await
+            .and_then(|v| i32::try_from(v).ok())
+            .unwrap_or(0)
+    }
+
+    /// The cell of `table` at `row` and `column`.
+    ///
+    /// # Errors
+    /// It has no Table interface, or is gone.
+    pub async fn table_cell(
+        &self,
+        table: &Node,
+        row: i32,
+        column: i32,
+    ) -> Result<Node, zbus::Error> {
+        let (dest, path): (String, OwnedObjectPath) = self
+            .call(table, TABLE, "GetAccessibleAt", &(row, column))
+            .await?;
+        Ok(Node { dest, path })
+    }
+
+    /// Makes `row` of `table` the selection, as a click on it would (a table's rows are
+    /// selected through its Table interface: GTK's tree views refuse `SelectChild`), and says
+    /// whether it is the one row selected now. Rows selected before are let go first: in a
+    /// list that takes several, they would be acted on too (a file dialog opens every file
+    /// selected).
+    ///
+    /// # Errors
+    /// It has no Table interface, or is gone.
+    pub async fn select_row(&self, table: &Node, row: i32) -> Result<bool, zbus::Error> {
         let before: Vec<i32> = self.call(table, TABLE, "GetSelectedRows", &()).await?;
         for other in before.into_iter().filter(|r| *r != row) {
             let _: bool = self

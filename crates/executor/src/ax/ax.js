@@ -320,13 +320,15 @@ const ENABLED_LOOKS = 60;
 
 function awaitEnabled(node) {
   for (let looks = 1; attempt(() => node.ref.enabled(), true) === false; looks++) {
-    if (looks >= ENABLED_LOOKS) throw failed(`it stayed disabled (greyed out) for ${ENABLED_LOOKS * 50} ms`);
+    if (looks >= ENABLED_LOOKS) throw failed(`it stayed disabled (greyed out) through ${ENABLED_LOOKS} looks 50 ms apart`);
     delay(0.05);
   }
 }
 
 function perform(node, step) {
-  if (!['read_text', 'read_state', 'read_rows'].includes(step.action)) awaitEnabled(node);
+  // A check box whose argument was not given is left as it is: nothing to wait for.
+  const leftAlone = step.action === 'check' && typeof step.value !== 'boolean';
+  if (!['read_text', 'read_state', 'read_rows'].includes(step.action) && !leftAlone) awaitEnabled(node);
   switch (step.action) {
     case 'invoke':
       press(node.ref, step.use);

@@ -304,10 +304,9 @@ function Get-Rows($el) {
 # An app greys out what it is not ready for and catches up on its own loop (a dialog's Save
 # lights up once the app has seen the name set into its field; pressed before, the press is
 # lost): a step that acts waits for its element to take input, a look every 50 ms.
-$EnabledLooks = 60
 function Wait-Enabled($el) {
-    for ($looks = 1; -not $el.Current.IsEnabled; $looks++) {
-        if ($looks -ge $EnabledLooks) { Stop-Run 'failed' @{ message = "it stayed disabled (greyed out) for $($EnabledLooks * 50) ms" } }
+    for ($n = 1; -not $el.Current.IsEnabled; $n++) {
+        if ($n -ge 60) { Stop-Run 'failed' @{ message = 'it stayed disabled (greyed out) through 60 looks 50 ms apart' } }
         Start-Sleep -Milliseconds 50
     }
 }
@@ -323,7 +322,8 @@ try {
         if ($action -in 'wait', 'gone') { Wait-Step $step }
         else {
             $el = Find-OrStop $step
-            if ($action -notin 'read_text', 'read_state', 'read_rows') { Wait-Enabled $el }
+            # A check box whose argument was not given is left as it is: nothing to wait for.
+            if ($action -notin 'read_text', 'read_state', 'read_rows' -and ($action -ne 'check' -or $step.value -is [bool])) { Wait-Enabled $el }
             $key = [string]$step.'as'
             switch ($action) {
                 'invoke' { Invoke-Element $el ($step.'use') }
