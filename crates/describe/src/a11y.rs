@@ -851,13 +851,43 @@ mod tests {
         )
         .expect("display");
         assert!(shown.state("showing"));
-        let names: Vec<&str> = draft
+        let names = tool_names(&draft);
+        let unique: HashSet<&&str> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "tool names are unique");
+    }
+
+    /// The draft's tool names, in order.
+    fn tool_names(draft: &Draft) -> Vec<&str> {
+        draft
             .tools()
             .iter()
             .filter_map(|t| t["name"].as_str())
-            .collect();
-        let unique: HashSet<&&str> = names.iter().collect();
-        assert_eq!(unique.len(), names.len(), "tool names are unique");
+            .collect()
+    }
+
+    /// The draft of an app whose one window is `window`, checked to validate.
+    fn drafted_window(window: UiNode) -> Draft {
+        let tree = node("application", "app", vec![window]);
+        let draft = draft("app", "a11y.app", &tree).expect("draft");
+        crate::assert_validates(&draft);
+        draft
+    }
+
+    /// A dialog's row of buttons: Cancel, and `confirm` as the default.
+    fn action_area(confirm: &str) -> UiNode {
+        node(
+            "filler",
+            "",
+            vec![
+                with(node("push button", "Cancel", vec![]), &["click"], &[], &[]),
+                with(
+                    node("push button", confirm, vec![]),
+                    &["click"],
+                    &[],
+                    &["is_default"],
+                ),
+            ],
+        )
     }
 
     fn node(role: &str, name: &str, children: Vec<UiNode>) -> UiNode {
@@ -1056,19 +1086,7 @@ mod tests {
                 with(node("toggle button", "tmp", vec![]), &["click"], &[], &[]),
                 // Its list of files: not an input where the dialog has a field.
                 node("table", "Files", vec![node("table cell", "a.txt", vec![])]),
-                node(
-                    "filler",
-                    "",
-                    vec![
-                        with(node("push button", "Cancel", vec![]), &["click"], &[], &[]),
-                        with(
-                            node("push button", "Save", vec![]),
-                            &["click"],
-                            &[],
-                            &["is_default"],
-                        ),
-                    ],
-                ),
+                action_area("Save"),
             ],
         );
         let window = node(
@@ -1121,14 +1139,8 @@ mod tests {
                 with(node("check box", "", vec![]), &["click"], &[], &[]),
             ],
         );
-        let tree = node("application", "player", vec![window]);
-        let draft = draft("player", "a11y.player", &tree).expect("draft");
-        crate::assert_validates(&draft);
-        let names: Vec<&str> = draft
-            .tools()
-            .iter()
-            .filter_map(|t| t["name"].as_str())
-            .collect();
+        let draft = drafted_window(window);
+        let names = tool_names(&draft);
         assert_eq!(
             names,
             [
@@ -1176,14 +1188,8 @@ mod tests {
                 with(node("push button", "Open", vec![]), &["click"], &[], &[]),
             ],
         );
-        let tree = node("application", "editor", vec![window]);
-        let draft = draft("editor", "a11y.editor", &tree).expect("draft");
-        crate::assert_validates(&draft);
-        let names: Vec<&str> = draft
-            .tools()
-            .iter()
-            .filter_map(|t| t["name"].as_str())
-            .collect();
+        let draft = drafted_window(window);
+        let names = tool_names(&draft);
         assert_eq!(names, ["press_open"]);
         assert!(
             draft
@@ -1213,19 +1219,7 @@ mod tests {
                         vec![node("table cell", "notes.txt", vec![])],
                     )],
                 ),
-                node(
-                    "filler",
-                    "",
-                    vec![
-                        with(node("push button", "Cancel", vec![]), &["click"], &[], &[]),
-                        with(
-                            node("push button", "Open", vec![]),
-                            &["click"],
-                            &[],
-                            &["is_default"],
-                        ),
-                    ],
-                ),
+                action_area("Open"),
             ],
         );
         let window = node("frame", "Editor", vec![node("menu bar", "", vec![])]);
@@ -1300,11 +1294,7 @@ mod tests {
         let tree = node("application", "zenity", vec![dialog]);
         let draft = draft("zenity", "a11y.zenity", &tree).expect("draft");
         crate::assert_validates(&draft);
-        let names: Vec<&str> = draft
-            .tools()
-            .iter()
-            .filter_map(|t| t["name"].as_str())
-            .collect();
+        let names = tool_names(&draft);
         assert_eq!(names, ["new_contact_dialog", "new_contact_dialog_close"]);
         let fill = tool(&draft, "new_contact_dialog");
         assert_eq!(
