@@ -768,6 +768,37 @@ async def test_a_click_by_pointer_that_would_land_on_a_protected_window_is_refus
         desktop.close()
 
 
+async def test_the_gateways_own_window_is_never_drafted_nor_operated(home, tmp_path, monkeypatch):
+    """A window whose title names the gateway (its consent dialog says "AAI Gateway") answers
+    to the person only: `describe a11y` refuses to read it, and a tool written for it is
+    refused before any step runs — no path from a tool to the Allow button."""
+    desktop = AppDesktop(tmp_path, ["yad", "--form", "--title=AAI Gateway: allow this call?", "--field=Note",
+                                    "--button=Allow:0", "--button=Deny:1"], stdout=subprocess.PIPE)
+    try:
+        env = {**gateway_env(home, desktop.bus), "DISPLAY": desktop.display}
+        out = None
+        for _ in range(100):
+            out = subprocess.run([str(GATEWAY), "describe", "a11y", "yad"], env=env, capture_output=True, text=True,
+                                 timeout=60)
+            if "gateway's own window" in out.stderr:
+                break
+            time.sleep(0.1)
+        assert out.returncode != 0 and "gateway's own window" in out.stderr, out.stdout + out.stderr
+        install(home, {"schema_version": "1.0", "appId": "a11y.yad", "name": "yad", "description": "d",
+                       "platforms": {"linux": {"automation": "atspi", "app": "yad", "tools": [
+                           {"name": "allow", "description": "d", "risk": "low",
+                            "steps": [{"action": "invoke", "path": "push button[Allow]"}]}]}}})
+        with anyio.fail_after(TIMEOUT):
+            async with desktop_client(home, desktop.screen(), monkeypatch) as client:
+                refused = await client.call_tool("aai_exec", {"app": "a11y.yad", "tool": "allow", "args": {}})
+                assert refused.is_error and refused.structured_content["type"] == "PERMISSION_DENIED", text_of(refused)
+                assert "gateway's own window" in text_of(refused), text_of(refused)
+        # Not pressed: the dialog is still waiting for the person.
+        assert desktop.app.poll() is None
+    finally:
+        desktop.close()
+
+
 async def test_a_form_of_several_fields_is_filled_and_confirmed_through_its_drafted_tool(home, tmp_path,
                                                                                          monkeypatch):
     """yad's form is an app whose one window (no menu bar) is three labelled fields, a check box

@@ -42,10 +42,19 @@ pub struct Protection {
     window_at: Arc<RwLock<Option<WindowAt>>>,
 }
 
-/// The title and class of the topmost window at a point of the screen (physical pixels, as
-/// the accessibility bus gives extents), `None` where no window is; an error when the screen
-/// cannot be looked at.
-pub type WindowAt = Arc<dyn Fn(i32, i32) -> Result<Option<(String, String)>, String> + Send + Sync>;
+/// The topmost window at a point of the screen (physical pixels, as the accessibility bus
+/// gives extents), `None` where no window is; an error when the screen cannot be looked at.
+pub type WindowAt = Arc<dyn Fn(i32, i32) -> Result<Option<OnTop>, String> + Send + Sync>;
+
+/// The window a click at a point would land on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnTop {
+    pub title: String,
+    /// Its application class (X11 `WM_CLASS`).
+    pub class: String,
+    /// Whether it is one of the gateway's own (its consent dialog, its dashboard).
+    pub gateway: bool,
+}
 
 impl Protection {
     /// Puts `patterns` in force.
@@ -86,46 +95,51 @@ impl Protection {
         })
     }
 
-    /// PERMISSION_DENIED when a click at `(x, y)` would land on a protected app's window, or
-    /// when apps are protected and the screen cannot be looked at (the click is not made
-    /// blind).
+    /// PERMISSION_DENIED when a click at `(x, y)` would land on a protected app's window or
+    /// on one of the gateway's own (its consent dialog: no tool answers the gateway's
+    /// questions), or when the screen cannot be looked at (the click is not made blind).
     ///
     /// # Errors
-    /// The refusal, naming the window and the pattern.
+    /// The refusal, naming the window and why.
     pub fn refuse_point(&self, x: i32, y: i32) -> Result<(), AaiError> {
-        if self.patterns().is_empty() {
-            return Ok(());
-        }
         let look = self
             .window_at
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let Some(look) = look else {
-            return Err(AaiError::new(
-                ErrorKind::PermissionDenied,
-                "a click by pointer is refused: apps are protected (`desktop.protected_apps`) and this gateway cannot see which window the click would land on",
-            ));
-        };
-        let window = look(x, y).map_err(|why| {
+        let blind = |why: &str| {
             AaiError::new(
                 ErrorKind::PermissionDenied,
                 format!(
-                    "a click by pointer is refused: apps are protected (`desktop.protected_apps`) and which window it would land on cannot be told ({why})"
+                    "a click by pointer is refused: which window it would land on cannot be told ({why}), and it might be a protected app's or the gateway's own"
                 ),
             )
-        })?;
-        match window {
-            Some((title, class)) => match self.protects([title.as_str(), class.as_str()]) {
-                Some(pattern) => Err(AaiError::new(
-                    ErrorKind::PermissionDenied,
-                    format!(
-                        "a click at ({x}, {y}) would land on {title:?}, a protected app (matches {pattern:?} in `desktop.protected_apps`) whose window is on top there; no approval can allow it. Ask the user to move that window or do this part themselves."
-                    ),
-                )
-                .with_detail(json!({"reason": "protected_app", "window": title}))),
-                None => Ok(()),
-            },
+        };
+        let Some(look) = look else {
+            return Err(blind("this gateway has no look at the screen"));
+        };
+        let Some(window) = look(x, y).map_err(|why| blind(&why))? else {
+            return Ok(());
+        };
+        if window.gateway {
+            return Err(AaiError::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "a click at ({x}, {y}) would land on {:?}, the gateway's own window: only the person answers the gateway's questions",
+                    window.title
+                ),
+            )
+            .with_detail(json!({"reason": "gateway_window", "window": window.title})));
+        }
+        match self.protects([window.title.as_str(), window.class.as_str()]) {
+            Some(pattern) => Err(AaiError::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "a click at ({x}, {y}) would land on {:?}, a protected app (matches {pattern:?} in `desktop.protected_apps`) whose window is on top there; no approval can allow it. Ask the user to move that window or do this part themselves.",
+                    window.title
+                ),
+            )
+            .with_detail(json!({"reason": "protected_app", "window": window.title}))),
             None => Ok(()),
         }
     }
@@ -757,6 +771,17 @@ pub async fn refuse_protected(
     for window in windows {
         names.push(bus.name(&window).await);
     }
+    // The gateway's own questions (its consent dialog, its dashboard) are answered by the
+    // person, never by a tool: no path from a tool to the Allow button.
+    if is_the_gateways(&names, bus.pid(&root.dest).await) {
+        return Err(AaiError::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "{app} is the gateway's own window (its consent dialog or dashboard): only the person answers it, no tool operates or reads it"
+            ),
+        )
+        .with_detail(json!({"reason": "gateway_window"})));
+    }
     match protection.protects(names.iter().map(String::as_str)) {
         Some(pattern) => Err(AaiError::new(
             ErrorKind::PermissionDenied,
@@ -767,6 +792,41 @@ pub async fn refuse_protected(
         .with_detail(json!({"reason": "protected_app", "pattern": pattern}))),
         None => Ok(()),
     }
+}
+
+/// Whether an application with these names (its own, its windows') and process is one of the
+/// gateway's: a title naming the gateway (`AAI Gateway`, `aai-gateway`), or a dialog program
+/// (zenity, kdialog) this gateway process started — as `local.input` tells its windows.
+pub fn is_the_gateways(names: &[String], pid: Option<u32>) -> bool {
+    let names_it = names.iter().any(|name| {
+        let words: String = name
+            .to_lowercase()
+            .chars()
+            .map(|c| if c == '-' || c == '_' { ' ' } else { c })
+            .collect();
+        words
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .contains("aai gateway")
+    });
+    let dialog = names.first().is_some_and(|n| {
+        ["zenity", "kdialog"]
+            .iter()
+            .any(|d| n.eq_ignore_ascii_case(d))
+    });
+    names_it || (dialog && started_by_this_gateway(pid))
+}
+
+#[cfg(target_os = "linux")]
+fn started_by_this_gateway(pid: Option<u32>) -> bool {
+    pid.and_then(aai_contain::procs::stat)
+        .is_some_and(|(_, parent)| parent == std::process::id())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn started_by_this_gateway(_: Option<u32>) -> bool {
+    false
 }
 
 /// A row of a list or table: its text, or its cells' texts.
@@ -929,19 +989,35 @@ mod tests {
     #[test]
     fn a_click_is_refused_where_a_protected_window_is_on_top() {
         let protection = Protection::default();
-        assert!(protection.refuse_point(5, 5).is_ok(), "nothing protected");
-        protection.set(vec!["KeePass".into()]);
         let blind = protection
             .refuse_point(5, 5)
             .expect_err("no look at the screen");
         assert_eq!(blind.kind, ErrorKind::PermissionDenied);
-        protection.look_with(Arc::new(|x, _| match x {
-            0..100 => Ok(Some(("db.kdbx - KeePassXC".into(), "keepassxc".into()))),
-            100..200 => Ok(Some(("notes".into(), "KeePass".into()))),
-            200..300 => Ok(Some(("Untitled - Mousepad".into(), "Mousepad".into()))),
+        let on_top = |title: &str, class: &str, gateway: bool| {
+            Ok(Some(OnTop {
+                title: title.into(),
+                class: class.into(),
+                gateway,
+            }))
+        };
+        protection.look_with(Arc::new(move |x, _| match x {
+            0..100 => on_top("db.kdbx - KeePassXC", "keepassxc", false),
+            100..200 => on_top("notes", "KeePass", false),
+            200..300 => on_top("Untitled - Mousepad", "Mousepad", false),
             300..400 => Ok(None),
+            400..500 => on_top("Allow this call?", "Zenity", true),
             _ => Err("the display did not answer".into()),
         }));
+        assert!(protection.refuse_point(50, 7).is_ok(), "nothing protected");
+        let gate = protection
+            .refuse_point(450, 7)
+            .expect_err("the consent dialog");
+        assert!(
+            gate.message.contains("the gateway's own window"),
+            "{}",
+            gate.message
+        );
+        protection.set(vec!["KeePass".into()]);
         let refused = protection.refuse_point(50, 7).expect_err("by title");
         assert_eq!(refused.kind, ErrorKind::PermissionDenied);
         assert!(
@@ -954,12 +1030,44 @@ mod tests {
         assert!(protection.refuse_point(150, 7).is_err(), "by class");
         assert!(protection.refuse_point(250, 7).is_ok(), "another app");
         assert!(protection.refuse_point(350, 7).is_ok(), "no window there");
-        let unknown = protection.refuse_point(450, 7).expect_err("cannot tell");
+        let unknown = protection.refuse_point(550, 7).expect_err("cannot tell");
         assert!(
             unknown.message.contains("the display did not answer"),
             "{}",
             unknown.message
         );
+    }
+
+    /// The gateway's own windows by title, and a dialog program only when this process
+    /// started it.
+    #[test]
+    fn the_gateways_own_windows_are_told_apart() {
+        let names = |list: &[&str]| list.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        assert!(is_the_gateways(
+            &names(&["zenity", "AAI Gateway: allow?"]),
+            None
+        ));
+        assert!(is_the_gateways(
+            &names(&["chromium", "aai-gateway dashboard"]),
+            None
+        ));
+        assert!(!is_the_gateways(&names(&["zenity", "Pick a file"]), None));
+        assert!(!is_the_gateways(&names(&["mousepad", "Untitled"]), None));
+        // A zenity this process started (a child of the test process).
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        assert!(is_the_gateways(
+            &names(&["Zenity", "Question"]),
+            Some(child.id())
+        ));
+        assert!(!is_the_gateways(
+            &names(&["mousepad", "Question"]),
+            Some(child.id())
+        ));
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     /// The dry run shows each step with its path and text bound to the arguments, as data: a

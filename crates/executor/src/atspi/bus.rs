@@ -183,7 +183,7 @@ impl A11yBus {
     }
 
     /// The process id behind a bus name on the accessibility bus.
-    async fn pid(&self, dest: &str) -> Option<u32> {
+    pub async fn pid(&self, dest: &str) -> Option<u32> {
         let args = (dest,);
         let call = self.conn.call_method(
             Some("org.freedesktop.DBus"),
