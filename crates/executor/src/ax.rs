@@ -201,7 +201,7 @@ mod tests {
             serde_json::from_str(plan["stdin"].as_str().expect("stdin")).expect("json");
         assert_eq!(
             stdin,
-            json!({"app": "com.apple.TextEdit", "protected": [], "steps": [
+            json!({"app": "com.apple.TextEdit", "protected": ["aai gateway", "aai-gateway"], "steps": [
                 {"action": "set_text", "path": "window/scroll area/text area", "text": "hello", "segments": [
                     {"role": "window", "name": null, "nth": 1}, {"role": "scroll area", "name": null, "nth": 1},
                     {"role": "text area", "name": null, "nth": 1}]},

@@ -159,9 +159,16 @@ pub(crate) fn prepare<'a>(
     refuse_protected(protection, &[app, &invocation.descriptor.name])?;
     let schema = parameters.map(aai_descriptor::Parameters::schema);
     let steps = bind(invocation, schema.as_ref(), steps)?;
-    let stdin = request(app, &protection.patterns(), &steps).to_string();
+    // The program refuses what it finds named so: the protected apps, and the gateway's own
+    // windows (its consent dialog is titled "AAI Gateway"), which only the person answers.
+    let mut refused = protection.patterns();
+    refused.extend(GATEWAY_TITLES.iter().map(|t| (*t).to_owned()));
+    let stdin = request(app, &refused, &steps).to_string();
     Ok((app, steps, stdin))
 }
+
+/// What the gateway's own windows' titles hold (lower case), refused like protected apps.
+const GATEWAY_TITLES: &[&str] = &["aai gateway", "aai-gateway"];
 
 /// PERMISSION_DENIED when `names` (the app as the descriptor names it) match a protected
 /// pattern: refused before anything runs. The program checks the names it finds (the

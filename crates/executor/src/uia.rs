@@ -250,7 +250,7 @@ mod tests {
             serde_json::from_str(plan["stdin"].as_str().expect("stdin")).expect("json");
         assert_eq!(
             stdin,
-            json!({"app": "notepad", "protected": [], "steps": [
+            json!({"app": "notepad", "protected": ["aai gateway", "aai-gateway"], "steps": [
                 {"action": "set_text", "path": "window/document", "text": "hello", "segments": [
                     {"role": "window", "name": null, "nth": 1}, {"role": "document", "name": null, "nth": 1}]},
                 {"action": "invoke", "path": "menu item[File]/menu item[Recent]/menu item[a.txt]", "use": "expand", "segments": [
@@ -372,12 +372,16 @@ mod tests {
                 .kind,
             ErrorKind::PermissionDenied
         );
-        // The patterns reach the program too, which checks the windows it finds.
+        // The patterns reach the program too, which checks the windows it finds; so do the
+        // gateway's own windows' titles (its consent dialog: only the person answers it).
         executor.protection.set(vec!["KeePass".into()]);
         let plan = plan(&executor, &json!({"text": "x", "file": "f"})).expect("plan");
         let stdin: Value =
             serde_json::from_str(plan["stdin"].as_str().expect("stdin")).expect("json");
-        assert_eq!(stdin["protected"], json!(["keepass"]));
+        assert_eq!(
+            stdin["protected"],
+            json!(["keepass", "aai gateway", "aai-gateway"])
+        );
     }
 
     /// Through a real exec of a stand-in for PowerShell (a shell script: PowerShell does not
