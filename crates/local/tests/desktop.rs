@@ -966,6 +966,8 @@ fn a_windows_process_is_what_the_server_knows_not_what_the_window_says() {
 #[test]
 fn a_windows_frame_is_where_its_decorations_are() {
     let desk = desk();
+    // A new window takes the focus: not while another test types or clicks.
+    let _one = lock();
     let mut child = xterm(desk, "Frame Probe", "30x4+2600+820");
     let x = X11::connect(Some(&desk.display)).expect("connect");
     let framed = || {
