@@ -729,8 +729,8 @@ async def test_an_editor_drafted_from_its_tree_types_replaces_saves_and_opens_th
 async def test_a_click_by_pointer_that_would_land_on_a_protected_window_is_refused(home, tmp_path, monkeypatch):
     """A drafted menu command clicked by pointer lands on whatever window is on top there: with
     a protected app's window over the editor, the click is refused (PERMISSION_DENIED naming
-    that window) and nothing is clicked; once that window is gone, the same call opens the
-    dialog."""
+    that window); with any other app's window there, the call fails saying so; nothing is
+    clicked either way, and once the editor is uncovered the same call opens the dialog."""
     desktop = AppDesktop(tmp_path, ["mousepad"])
     vault = None
     try:
@@ -759,6 +759,25 @@ async def test_a_click_by_pointer_that_would_land_on_a_protected_window_is_refus
                 wait_until(lambda: subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "Vault Keeper"],
                                                   env=desktop.env, capture_output=True, timeout=5).returncode != 0,
                            10, "the protected window did not go")
+                # Any other app's window over the editor: the click would reach an app nobody
+                # chose, so the call fails saying so.
+                other = subprocess.Popen(["xmessage", "-geometry", "1280x800+0+0", "-title", "Other App", "hello"],
+                                         env=desktop.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                try:
+                    wait_until(lambda: subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "Other App"],
+                                                      env=desktop.env, capture_output=True, timeout=5).returncode == 0,
+                               10, "the other window did not show")
+                    covered = await client.call_tool("aai_exec", {"app": "a11y.mousepad", "tool": "file_save_as",
+                                                                  "args": {}})
+                    assert covered.is_error and covered.structured_content["type"] == "AUTOMATION_FAILED", \
+                        text_of(covered)
+                    assert "another app's window" in text_of(covered), text_of(covered)
+                finally:
+                    other.terminate()
+                    other.wait(timeout=10)
+                wait_until(lambda: subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "Other App"],
+                                                  env=desktop.env, capture_output=True, timeout=5).returncode != 0,
+                           10, "the other window did not go")
                 await call(client, "a11y.mousepad", "file_save_as", {})
         # Refused, nothing was clicked: the dialog opened only with the second call.
         assert dialog_tools_of("mousepad", env, "save_as_dialog")

@@ -36,10 +36,11 @@ pub fn window_at() -> aai_executor::atspi::WindowAt {
     let desktop = desktop::backend::Desktop::of(&aai_toolset::Seat::default());
     Arc::new(move |x, y| {
         let x11 = desktop.x11().map_err(|e| e.message)?;
-        Ok(x11.window_at(x, y).map(|w| aai_executor::atspi::OnTop {
+        Ok(x11.on_top_at(x, y).map(|w| aai_executor::atspi::OnTop {
             gateway: input::landing::is_gate(&w),
             title: w.title,
             class: w.class,
+            pid: w.pid,
         }))
     })
 }

@@ -54,6 +54,8 @@ pub struct OnTop {
     pub class: String,
     /// Whether it is one of the gateway's own (its consent dialog, its dashboard).
     pub gateway: bool,
+    /// The process that owns it, as the display server knows it.
+    pub pid: Option<u32>,
 }
 
 impl Protection {
@@ -102,6 +104,16 @@ impl Protection {
     /// # Errors
     /// The refusal, naming the window and why.
     pub fn refuse_point(&self, x: i32, y: i32) -> Result<(), AaiError> {
+        self.judge_point(x, y, None)
+    }
+
+    /// As [`Protection::refuse_point`], and AUTOMATION_FAILED when the window on top there
+    /// belongs to another process than `app_pid`'s (another app's window covers the one the
+    /// tool drives: the click would reach an app nobody chose).
+    ///
+    /// # Errors
+    /// The refusal, naming the window and why.
+    pub fn judge_point(&self, x: i32, y: i32, app_pid: Option<u32>) -> Result<(), AaiError> {
         let look = self
             .window_at
             .read()
@@ -140,7 +152,17 @@ impl Protection {
                 ),
             )
             .with_detail(json!({"reason": "protected_app", "window": window.title}))),
-            None => Ok(()),
+            None => match (window.pid, app_pid) {
+                (Some(on_top), Some(app)) if on_top != app => Err(AaiError::new(
+                    ErrorKind::AutomationFailed,
+                    format!(
+                        "a click at ({x}, {y}) would land on {:?}, another app's window over the one this tool drives: bring the app's window to the front (local.apps) or move the other, then call again",
+                        window.title
+                    ),
+                )
+                .with_detail(json!({"reason": "covered", "window": window.title}))),
+                _ => Ok(()),
+            },
         }
     }
 }
@@ -363,6 +385,8 @@ async fn run_steps(
 ) -> Result<Value, AaiError> {
     let (root, _) = application(bus, app).await?;
     refuse_protected(bus, app, &root, protection).await?;
+    // Whose windows a click by pointer may land on.
+    let app_pid = bus.pid(&root.dest).await;
     let mut reads = Map::new();
     let mut last = None;
     for (index, bound) in steps.iter().enumerate() {
@@ -443,7 +467,7 @@ async fn run_steps(
         }
         let read = match bound.step.action {
             UiAction::Invoke if bound.step.use_action.as_deref() == Some(UiStep::POINTER) => {
-                pointer(bus, &node, protection, &fail).await?;
+                pointer(bus, &node, app_pid, protection, &fail).await?;
                 None
             }
             UiAction::Invoke => {
@@ -699,6 +723,7 @@ const MENU_OPENS_WITHIN: Duration = Duration::from_secs(2);
 async fn pointer(
     bus: &A11yBus,
     node: &Node,
+    app_pid: Option<u32>,
     protection: &Protection,
     fail: &(dyn Fn(String) -> AaiError + Sync),
 ) -> Result<(), AaiError> {
@@ -708,7 +733,7 @@ async fn pointer(
             .center(&node)
             .await
             .map_err(|e| fail(format!("{what} cannot be clicked: {e}")))?;
-        protection.refuse_point(x, y)?;
+        protection.judge_point(x, y, app_pid)?;
         bus.click_at(x, y)
             .await
             .map_err(|e| fail(format!("{what} cannot be clicked: {e}")))
@@ -998,6 +1023,7 @@ mod tests {
                 title: title.into(),
                 class: class.into(),
                 gateway,
+                pid: Some(if title.contains("Mousepad") { 41 } else { 42 }),
             }))
         };
         protection.look_with(Arc::new(move |x, _| match x {
@@ -1029,6 +1055,17 @@ mod tests {
         );
         assert!(protection.refuse_point(150, 7).is_err(), "by class");
         assert!(protection.refuse_point(250, 7).is_ok(), "another app");
+        // The app the tool drives is on top, or another one is.
+        assert!(protection.judge_point(250, 7, Some(41)).is_ok(), "its own");
+        let covered = protection
+            .judge_point(250, 7, Some(7))
+            .expect_err("another app's window");
+        assert_eq!(covered.kind, ErrorKind::AutomationFailed);
+        assert!(
+            covered.message.contains("another app's window"),
+            "{}",
+            covered.message
+        );
         assert!(protection.refuse_point(350, 7).is_ok(), "no window there");
         let unknown = protection.refuse_point(550, 7).expect_err("cannot tell");
         assert!(

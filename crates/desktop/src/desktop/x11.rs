@@ -450,6 +450,51 @@ impl X11 {
             .map(|(_, w)| w)
     }
 
+    /// What a click at the physical point `(x, y)` would land on, as the server stacks its
+    /// windows: a popup the window manager does not manage (a menu, a tooltip: an
+    /// override-redirect window) is itself, with the process that owns it; a managed window
+    /// is the client the window manager framed ([`X11::window_at`]).
+    pub fn on_top_at(&self, x: i32, y: i32) -> Option<Window> {
+        let tree = self.conn.query_tree(self.root).ok()?.reply().ok()?;
+        for &child in tree.children.iter().rev() {
+            let Some(attributes) = self
+                .conn
+                .get_window_attributes(child)
+                .ok()
+                .and_then(|c| c.reply().ok())
+            else {
+                continue;
+            };
+            if attributes.map_state != MapState::VIEWABLE {
+                continue;
+            }
+            let Some(geometry) = self
+                .conn
+                .get_geometry(child)
+                .ok()
+                .and_then(|c| c.reply().ok())
+            else {
+                continue;
+            };
+            let border = u32::from(geometry.border_width) * 2;
+            let place = Rect::new(
+                i32::from(geometry.x),
+                i32::from(geometry.y),
+                u32::from(geometry.width) + border,
+                u32::from(geometry.height) + border,
+            );
+            if !place.contains(x, y) {
+                continue;
+            }
+            return if attributes.override_redirect {
+                self.window(child, None)
+            } else {
+                self.window_at(x, y)
+            };
+        }
+        None
+    }
+
     /// Whether an EWMH window manager runs (windows can be listed, focused, moved by it).
     pub fn has_window_manager(&self) -> bool {
         !self
