@@ -10,11 +10,12 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use aai_descriptor::ui::{Segment, UiAction, UiPath, UiStep};
-use aai_descriptor::{AaiError, ErrorKind, LinuxSection, LinuxTool, Platform, Section};
+use aai_descriptor::{AaiError, ErrorKind, Platform};
 use serde_json::{Map, Value, json};
 
 pub use bus::{A11yBus, Node};
 
+use crate::ui_program::{Bound, bind};
 use crate::{BoxFuture, Executor, Invocation};
 
 /// Elements looked at, at most, to find one segment.
@@ -197,10 +198,9 @@ impl AtspiExecutor {
     }
 }
 
-/// The section and tool of an invocation, with the tool's steps.
-fn target<'a>(
-    invocation: &Invocation<'a>,
-) -> Result<(&'a Section<LinuxSection, LinuxTool>, &'a [UiStep]), AaiError> {
+/// The application a call drives and its steps bound to the call's arguments (as data, by
+/// the same binding the UI Automation and AX executors use).
+fn prepared<'a>(invocation: &Invocation<'a>) -> Result<(&'a str, Vec<Bound<'a>>), AaiError> {
     let (section, tool) = crate::section_tool(
         invocation.descriptor.platforms.linux.as_ref(),
         invocation,
@@ -212,75 +212,12 @@ fn target<'a>(
             format!("{} has no steps", invocation.name()),
         )
     })?;
-    Ok((section, steps))
-}
-
-/// One step with its path and text bound to the call's arguments (as data).
-#[derive(Debug)]
-struct Bound<'s> {
-    step: &'s UiStep,
-    path: UiPath,
-    text: Option<String>,
-    value: Option<Value>,
-}
-
-fn bind<'s>(invocation: &Invocation<'_>, steps: &'s [UiStep]) -> Result<Vec<Bound<'s>>, AaiError> {
-    let schema = invocation
-        .descriptor
-        .platforms
-        .linux
+    let schema = tool
+        .common
+        .parameters
         .as_ref()
-        .and_then(|s| s.tools.iter().find(|t| t.common.name == invocation.tool))
-        .and_then(|t| t.common.parameters.as_ref())
         .map(aai_descriptor::Parameters::schema);
-    let lookup = |name: &str| invocation.value(schema.as_ref(), name);
-    let missing = |name: &str| {
-        AaiError::new(
-            ErrorKind::InvalidParams,
-            format!("{} needs `{name}`", invocation.name()),
-        )
-        .with_detail(json!({"field": name}))
-    };
-    steps
-        .iter()
-        .map(|step| {
-            let path = UiPath::parse(&step.path).map_err(|problem| {
-                AaiError::new(
-                    ErrorKind::AutomationFailed,
-                    format!("{}: {problem}", invocation.name()),
-                )
-            })?;
-            let path = path.fill(&lookup).map_err(|name| missing(&name))?;
-            let text = match &step.text {
-                Some(text) => {
-                    Some(aai_descriptor::template::fill_text(text, &lookup).map_err(missing)?)
-                }
-                None => None,
-            };
-            let value = match &step.value {
-                // A check box whose argument is not given is left as it is.
-                Some(value) if step.action == UiAction::Check => {
-                    aai_descriptor::template::bind(value, &lookup).ok()
-                }
-                Some(value) => {
-                    Some(aai_descriptor::template::bind(value, &lookup).map_err(missing)?)
-                }
-                None => None,
-            };
-            Ok(Bound {
-                step,
-                path,
-                text,
-                value,
-            })
-        })
-        .collect()
-}
-
-/// The application a call drives and its steps bound to the call's arguments.
-fn prepared<'a>(invocation: &Invocation<'a>) -> Result<(&'a str, Vec<Bound<'a>>), AaiError> {
-    let (section, steps) = target(invocation)?;
-    let bound = bind(invocation, steps)?;
+    let bound = bind(invocation, schema.as_ref(), steps)?;
     let app = section
         .fields
         .app
@@ -501,13 +438,11 @@ async fn run_steps(
                 }
             }
             UiAction::SetValue => {
+                // Bound as a number before anything ran.
                 let value = bound
                     .value
                     .as_ref()
-                    .and_then(|v| {
-                        v.as_f64()
-                            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-                    })
+                    .and_then(Value::as_f64)
                     .ok_or_else(|| {
                         AaiError::new(
                             ErrorKind::InvalidParams,
@@ -531,17 +466,8 @@ async fn run_steps(
                 None
             }
             UiAction::Check => {
-                if let Some(value) = &bound.value {
-                    let wanted = match value {
-                        Value::Bool(on) => *on,
-                        Value::String(text) if text == "true" || text == "false" => text == "true",
-                        _ => {
-                            return Err(AaiError::new(
-                                ErrorKind::InvalidParams,
-                                format!("step {index}: the value is not true or false"),
-                            ));
-                        }
-                    };
+                // Bound as true or false before anything ran; absent, the box is left alone.
+                if let Some(wanted) = bound.value.as_ref().and_then(Value::as_bool) {
                     check(bus, &node, wanted).await.map_err(fail)?;
                 }
                 None
