@@ -212,7 +212,8 @@ pub async fn a11y_tree(
     let (root, name) = aai_executor::atspi::application(&bus, app).await?;
     let protection = aai_executor::atspi::Protection::default();
     protection.set(protected.to_vec());
-    aai_executor::atspi::refuse_protected(&bus, &name, &root, &protection).await?;
+    let pid = bus.pid(&root.dest).await;
+    aai_executor::atspi::refuse_protected(&bus, &name, &root, pid, &protection).await?;
     let tree = tokio::time::timeout(WALK_TIME, read_tree(&bus, &root))
         .await
         .map_err(|_| {

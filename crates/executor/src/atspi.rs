@@ -98,23 +98,16 @@ impl Protection {
         })
     }
 
-    /// PERMISSION_DENIED when a click at `(x, y)` would land on a protected app's window or
-    /// on one of the gateway's own (its consent dialog: no tool answers the gateway's
-    /// questions), or when the screen cannot be looked at (the click is not made blind).
+    /// Judges a click at `(x, y)` by the window on top there. PERMISSION_DENIED when it
+    /// would land on a protected app's window or on one of the gateway's own (its consent
+    /// dialog: no tool answers the gateway's questions), or when the screen cannot be looked
+    /// at (the click is not made blind); AUTOMATION_FAILED when that window belongs to
+    /// another process than `app_pid`'s (another app's window covers the one the tool drives:
+    /// the click would reach an app nobody chose).
     ///
     /// # Errors
     /// The refusal, naming the window and why.
-    pub fn refuse_point(&self, x: i32, y: i32) -> Result<(), AaiError> {
-        self.judge_point(x, y, None)
-    }
-
-    /// As [`Protection::refuse_point`], and AUTOMATION_FAILED when the window on top there
-    /// belongs to another process than `app_pid`'s (another app's window covers the one the
-    /// tool drives: the click would reach an app nobody chose).
-    ///
-    /// # Errors
-    /// The refusal, naming the window and why.
-    pub fn judge_point(&self, x: i32, y: i32, app_pid: Option<u32>) -> Result<(), AaiError> {
+    pub fn refuse_point(&self, x: i32, y: i32, app_pid: Option<u32>) -> Result<(), AaiError> {
         let look = self
             .window_at
             .read()
@@ -321,9 +314,9 @@ async fn run_steps(
     protection: &Protection,
 ) -> Result<Value, AaiError> {
     let (root, _) = application(bus, app).await?;
-    refuse_protected(bus, app, &root, protection).await?;
-    // Whose windows a click by pointer may land on.
+    // Its process: whose windows a click by pointer may land on.
     let app_pid = bus.pid(&root.dest).await;
+    refuse_protected(bus, app, &root, app_pid, protection).await?;
     let mut reads = Map::new();
     let mut last = None;
     for (index, bound) in steps.iter().enumerate() {
@@ -659,7 +652,7 @@ async fn pointer(
             .center(&node)
             .await
             .map_err(|e| fail(format!("{what} cannot be clicked: {e}")))?;
-        protection.judge_point(x, y, app_pid)?;
+        protection.refuse_point(x, y, app_pid)?;
         bus.click_at(x, y)
             .await
             .map_err(|e| fail(format!("{what} cannot be clicked: {e}")))
@@ -697,7 +690,8 @@ async fn pointer(
     click(node.clone(), "it").await
 }
 
-/// PERMISSION_DENIED when the application or one of its windows is protected.
+/// PERMISSION_DENIED when the application (process `pid`) or one of its windows is protected,
+/// or is one of the gateway's own.
 ///
 /// # Errors
 /// The refusal, naming the pattern.
@@ -705,6 +699,7 @@ pub async fn refuse_protected(
     bus: &A11yBus,
     app: &str,
     root: &Node,
+    pid: Option<u32>,
     protection: &Protection,
 ) -> Result<(), AaiError> {
     let mut names = vec![bus.name(root).await];
@@ -724,7 +719,7 @@ pub async fn refuse_protected(
     }
     // The gateway's own questions (its consent dialog, its dashboard) are answered by the
     // person, never by a tool: no path from a tool to the Allow button.
-    if is_the_gateways(&names, bus.pid(&root.dest).await) {
+    if is_the_gateways(&names, pid) {
         return Err(AaiError::new(
             ErrorKind::PermissionDenied,
             format!(
@@ -749,24 +744,27 @@ pub async fn refuse_protected(
 /// gateway's: a title naming the gateway (`AAI Gateway`, `aai-gateway`), or a dialog program
 /// (zenity, kdialog) this gateway process started — as `local.input` tells its windows.
 pub fn is_the_gateways(names: &[String], pid: Option<u32>) -> bool {
-    let names_it = names.iter().any(|name| {
-        let words: String = name
-            .to_lowercase()
-            .chars()
-            .map(|c| if c == '-' || c == '_' { ' ' } else { c })
-            .collect();
-        words
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .contains("aai gateway")
-    });
     let dialog = names.first().is_some_and(|n| {
         ["zenity", "kdialog"]
             .iter()
             .any(|d| n.eq_ignore_ascii_case(d))
     });
-    names_it || (dialog && started_by_this_gateway(pid))
+    names.iter().any(|n| names_the_gateway(n)) || (dialog && started_by_this_gateway(pid))
+}
+
+/// Whether a title names the gateway (`AAI Gateway`, `aai-gateway`, `aai_gateway`), as its
+/// consent dialog, dashboard and sign-in page are titled.
+pub fn names_the_gateway(title: &str) -> bool {
+    let words: String = title
+        .to_lowercase()
+        .chars()
+        .map(|c| if c == '-' || c == '_' { ' ' } else { c })
+        .collect();
+    words
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .contains("aai gateway")
 }
 
 #[cfg(target_os = "linux")]
@@ -941,7 +939,7 @@ mod tests {
     fn a_click_is_refused_where_a_protected_window_is_on_top() {
         let protection = Protection::default();
         let blind = protection
-            .refuse_point(5, 5)
+            .refuse_point(5, 5, None)
             .expect_err("no look at the screen");
         assert_eq!(blind.kind, ErrorKind::PermissionDenied);
         let on_top = |title: &str, class: &str, gateway: bool| {
@@ -960,9 +958,12 @@ mod tests {
             400..500 => on_top("Allow this call?", "Zenity", true),
             _ => Err("the display did not answer".into()),
         }));
-        assert!(protection.refuse_point(50, 7).is_ok(), "nothing protected");
+        assert!(
+            protection.refuse_point(50, 7, None).is_ok(),
+            "nothing protected"
+        );
         let gate = protection
-            .refuse_point(450, 7)
+            .refuse_point(450, 7, None)
             .expect_err("the consent dialog");
         assert!(
             gate.message.contains("the gateway's own window"),
@@ -970,7 +971,7 @@ mod tests {
             gate.message
         );
         protection.set(vec!["KeePass".into()]);
-        let refused = protection.refuse_point(50, 7).expect_err("by title");
+        let refused = protection.refuse_point(50, 7, None).expect_err("by title");
         assert_eq!(refused.kind, ErrorKind::PermissionDenied);
         assert!(
             refused
@@ -979,12 +980,12 @@ mod tests {
             "{}",
             refused.message
         );
-        assert!(protection.refuse_point(150, 7).is_err(), "by class");
-        assert!(protection.refuse_point(250, 7).is_ok(), "another app");
+        assert!(protection.refuse_point(150, 7, None).is_err(), "by class");
+        assert!(protection.refuse_point(250, 7, None).is_ok(), "another app");
         // The app the tool drives is on top, or another one is.
-        assert!(protection.judge_point(250, 7, Some(41)).is_ok(), "its own");
+        assert!(protection.refuse_point(250, 7, Some(41)).is_ok(), "its own");
         let covered = protection
-            .judge_point(250, 7, Some(7))
+            .refuse_point(250, 7, Some(7))
             .expect_err("another app's window");
         assert_eq!(covered.kind, ErrorKind::AutomationFailed);
         assert!(
@@ -992,8 +993,13 @@ mod tests {
             "{}",
             covered.message
         );
-        assert!(protection.refuse_point(350, 7).is_ok(), "no window there");
-        let unknown = protection.refuse_point(550, 7).expect_err("cannot tell");
+        assert!(
+            protection.refuse_point(350, 7, None).is_ok(),
+            "no window there"
+        );
+        let unknown = protection
+            .refuse_point(550, 7, None)
+            .expect_err("cannot tell");
         assert!(
             unknown.message.contains("the display did not answer"),
             "{}",

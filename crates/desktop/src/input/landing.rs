@@ -132,18 +132,7 @@ pub fn landing(window: Option<&Window>) -> Landing {
 /// Whether `window` is one of the gateway's own: its title names the gateway, or it is a
 /// dialog program this gateway process started.
 pub fn is_gate(window: &Window) -> bool {
-    let title: String = window
-        .title
-        .to_lowercase()
-        .chars()
-        .map(|c| if c == '-' || c == '_' { ' ' } else { c })
-        .collect();
-    if title
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .contains("aai gateway")
-    {
+    if aai_executor::atspi::names_the_gateway(&window.title) {
         return true;
     }
     let dialog = ["zenity", "kdialog"]
